@@ -1,0 +1,103 @@
+# lumus — build, test and install.
+# LuaRocks passes LUA_INCDIR, CFLAGS, LIBFLAG, INST_LIBDIR and INST_LUADIR; the defaults
+# below fit a Debian machine with liblua5.4-dev.
+
+LUA        ?= lua5.4
+LUA_INCDIR ?= /usr/include/lua5.4
+CC         ?= cc
+CFLAGS     ?= -O2 -fPIC
+LIBFLAG    ?= -shared
+WARN       ?= -std=c11 -Wall -Wextra -pedantic
+# CI (CI=true) treats warnings as errors; a user's build need not.
+ifneq ($(CI),)
+WARN += -Werror
+endif
+LIBS       ?= -lvulkan -lm
+GLSLC      ?= glslc
+SPIRV_VAL  ?= spirv-val
+BUSTED     ?= busted
+PREFIX     ?= /usr/local
+INST_LIBDIR ?= $(PREFIX)/lib/lua/5.4
+INST_LUADIR ?= $(PREFIX)/share/lua/5.4
+INST_INCDIR ?= $(PREFIX)/include
+
+BUILD   := build
+SPV_DIR := $(BUILD)/shaders
+MODULE  := $(BUILD)/lumus/core.so
+
+# Debian packages the project builds, runs and tests with.
+DEB_PACKAGES := lua5.4 liblua5.4-dev libvulkan-dev glslc spirv-tools mesa-vulkan-drivers \
+                lua-busted luarocks vulkan-validationlayers
+
+SRC := $(wildcard src/*.c src/ops/*.c)
+OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
+HDR := $(wildcard src/*.h src/ops/*.h)
+
+# Each SPIR-V variant: name, source, defines.
+SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 \
+           layer_norm_subgroup_vec1 layer_norm_stream_vec4 layer_norm_stream_vec1 copy fill
+SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
+GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
+
+.PHONY: all deps test example examples install uninstall clean check-shaders
+
+all: $(MODULE)
+
+deps: $(BUILD)/.deps
+
+# Installs the Debian packages when run as root; otherwise names them.
+$(BUILD)/.deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "make deps: installing$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "make deps: please install these Debian packages (as root):"; \
+	    echo "  apt-get install$$missing"; exit 1; \
+	  fi; \
+	fi
+	@mkdir -p $(BUILD) && touch $@
+
+$(SPV_DIR)/layer_norm_%.inc: shaders/layer_norm.comp shaders/common.glsl | $(BUILD)/.deps
+	@mkdir -p $(SPV_DIR)
+	$(GLSLC) $(GLSL_FLAGS) -DMODE_$(shell echo $* | sed 's/_vec.*//' | tr a-z A-Z) \
+	  -DVEC=$(shell echo $* | sed 's/.*_vec//') $< -o $(SPV_DIR)/layer_norm_$*.spv
+	$(SPIRV_VAL) --target-env vulkan1.2 $(SPV_DIR)/layer_norm_$*.spv
+	$(GLSLC) $(GLSL_FLAGS) -DMODE_$(shell echo $* | sed 's/_vec.*//' | tr a-z A-Z) \
+	  -DVEC=$(shell echo $* | sed 's/.*_vec//') -mfmt=num $< -o $@
+
+$(SPV_DIR)/%.inc: shaders/%.comp shaders/common.glsl | $(BUILD)/.deps
+	@mkdir -p $(SPV_DIR)
+	$(GLSLC) $(GLSL_FLAGS) $< -o $(SPV_DIR)/$*.spv
+	$(SPIRV_VAL) --target-env vulkan1.2 $(SPV_DIR)/$*.spv
+	$(GLSLC) $(GLSL_FLAGS) -mfmt=num $< -o $@
+
+$(BUILD)/obj/shaders.o: $(SHADER_INC)
+
+$(BUILD)/obj/%.o: src/%.c $(HDR) | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+
+$(MODULE): $(OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAG) $(CFLAGS) -o $@ $(OBJ) $(LIBS)
+
+# The README's run command: the main example on the default device.
+example: $(MODULE)
+	LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$(BUILD)/?.so;;" $(LUA) examples/layer_norm.lua
+
+test: $(MODULE)
+	$(BUSTED) --lua=$(LUA)
+
+install: $(MODULE)
+	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus
+	cp $(MODULE) $(INST_LIBDIR)/lumus/core.so
+	cp lua/lumus/*.lua $(INST_LUADIR)/lumus/
+
+uninstall:
+	rm -rf $(INST_LIBDIR)/lumus/core.so $(INST_LUADIR)/lumus
+
+clean:
+	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR)

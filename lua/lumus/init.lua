@@ -1,0 +1,102 @@
+--- lumus: GPU tensors and kernels for Lua on Vulkan compute.
+-- This module loads the C core (lumus.core) and adds the Lua-level API: printing of
+-- tensors, and the reference and nn submodules on demand.
+local core = require "lumus.core"
+
+local M = {}
+for k, v in pairs(core) do M[k] = v end
+
+local Tensor = core.Tensor          -- the metatable of lumus.Tensor
+local methods = Tensor.methods
+
+local MAX_SHOWN = 6                 -- per dimension before eliding with "..."
+
+local function fmt(v)
+  if v ~= v then return "nan" end
+  if v == math.huge then return "inf" end
+  if v == -math.huge then return "-inf" end
+  return string.format("%10.4f", v)
+end
+
+-- Indices of one dimension to show: all, or the first and last few around a "...".
+local function shown(n)
+  if n <= MAX_SHOWN then
+    local all = {}
+    for i = 1, n do all[i] = i end
+    return all, false
+  end
+  local h = MAX_SHOWN // 2
+  local idx = {}
+  for i = 1, h do idx[#idx + 1] = i end
+  for i = n - h + 1, n do idx[#idx + 1] = i end
+  return idx, true
+end
+
+-- Reads one row (the last dimension) starting at flat element `first` (1-based).
+local function read_row(t, first, n)
+  local bytes = t:to_bytes(first, n)
+  local row = {}
+  local pos = 1
+  for i = 1, n do row[i], pos = string.unpack("<f", bytes, pos) end
+  return row
+end
+
+local function tensor_tostring(t)
+  if t:is_freed() then return t:describe() end
+  local shape = t:shape()
+  local nd = #shape
+  local strides = {}
+  local s = 1
+  for i = nd, 1, -1 do strides[i] = s; s = s * shape[i] end
+  local lines = {}
+  local d = shape[nd]
+  local cols, elide_cols = shown(d)
+  -- Every leading index combination that is shown, in order.
+  local function walk(dim, base, prefix)
+    if dim == nd then
+      local row
+      if elide_cols then
+        local h = MAX_SHOWN // 2
+        local head = read_row(t, base + 1, h)
+        local tail = read_row(t, base + d - h + 1, h)
+        row = {}
+        for i = 1, h do row[#row + 1] = fmt(head[i]) end
+        row[#row + 1] = "       ..."
+        for i = 1, h do row[#row + 1] = fmt(tail[i]) end
+      else
+        local r = read_row(t, base + 1, d)
+        row = {}
+        for i = 1, d do row[i] = fmt(r[i]) end
+      end
+      lines[#lines + 1] = (prefix ~= "" and prefix .. " " or "") .. table.concat(row, " ")
+      return
+    end
+    local idx, elide = shown(shape[dim])
+    local h = MAX_SHOWN // 2
+    for k, i in ipairs(idx) do
+      if elide and k == h + 1 then lines[#lines + 1] = "..." end
+      walk(dim + 1, base + (i - 1) * strides[dim], prefix .. "[" .. i .. "]")
+    end
+  end
+  if nd == 1 then
+    walk(1, 0, "")
+  else
+    walk(1, 0, "")
+  end
+  lines[#lines + 1] = t:describe()
+  return table.concat(lines, "\n")
+end
+Tensor.__tostring = tensor_tostring
+
+-- Submodules load on first use: lumus.reference, lumus.nn.
+setmetatable(M, {
+  __index = function(_, k)
+    if k == "reference" or k == "nn" then
+      local mod = require("lumus." .. k)
+      rawset(M, k, mod)
+      return mod
+    end
+  end,
+})
+
+return M

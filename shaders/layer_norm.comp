@@ -1,0 +1,174 @@
+#version 450
+// LayerNorm forward: y = (x - mean) * invstd * weight + bias over the last dimension,
+// saving mean and invstd per row (what backward needs).
+//
+// Built in three forms (MODE) and two widths (VEC = 4: vec4 loads, rows a multiple of 4;
+// VEC = 1: any D):
+//   MODE_GROUP:     one workgroup per row; the row is read once into registers (ITEMS
+//                   vectors per thread), reduced with subgroupAdd plus one shared-memory
+//                   step, the variance taken from the registers (two-pass, exact), then y
+//                   written. Memory traffic: x read once, y written once.
+//   MODE_SUBGROUP:  one subgroup per row, ROWS rows per workgroup; for short rows.
+//   MODE_STREAM:    one workgroup per row, row too long for registers: three passes over
+//                   x in memory (sum, squared deviations, write), still two-pass exact.
+// Rows past maxComputeWorkGroupCount[0] arrive on a 2-D grid (groups_x wide).
+// Reading all of a row before writing it makes out == x (in place) safe in every mode.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
+layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (MODE_SUBGROUP)
+
+#if VEC == 4
+#define VT vec4
+#define ROW_ARRAY Vec4Array
+float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+#else
+#define VT float
+#define ROW_ARRAY FloatArray
+float hsum(float v) { return v; }
+#endif
+
+layout(push_constant) uniform Params {
+    uint64_t x, y, weight, bias, mean, invstd;   // device addresses (0 = absent)
+    uint rows;       // number of rows
+    uint n;          // vectors per row (D / VEC)
+    uint d;          // elements per row
+    float eps;
+    uint groups_x;   // width of the dispatch grid, for 2-D folding
+} p;
+
+const uint WG = gl_WorkGroupSize.x;
+shared float partials[WG];
+
+// 1/sqrt(a) to within about an ulp: inversesqrt is only 2-ulp accurate in Vulkan, and
+// one Newton step squares its error away.
+float invsqrt_refined(float a) {
+    float r = inversesqrt(a);
+    return r * (1.5 - 0.5 * a * r * r);
+}
+
+uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
+
+ROW_ARRAY row_ptr(uint64_t base, uint row) {
+    return ROW_ARRAY(base + uint64_t(row) * uint64_t(p.d) * 4ul);
+}
+
+VT load_weight(uint idx) {
+    return p.weight != 0ul ? ROW_ARRAY(p.weight).v[idx] : VT(1.0);
+}
+VT load_bias(uint idx) {
+    return p.bias != 0ul ? ROW_ARRAY(p.bias).v[idx] : VT(0.0);
+}
+
+void store_stats(uint row, float mean, float invstd) {
+    FloatArray(p.mean).v[row] = mean;
+    FloatArray(p.invstd).v[row] = invstd;
+}
+
+#if defined(MODE_GROUP) || defined(MODE_STREAM)
+// Sum over the workgroup, for any subgroup size: every thread adds the per-subgroup
+// partials in the same order, so all threads see the identical result.
+float group_sum(float v) {
+    float s = subgroupAdd(v);
+    if (subgroupElect()) partials[gl_SubgroupID] = s;
+    barrier();
+    float t = 0.0;
+    for (uint i = 0; i < gl_NumSubgroups; ++i) t += partials[i];
+    barrier();
+    return t;
+}
+#endif
+
+#if defined(MODE_GROUP)
+void main() {
+    uint row = group_index();
+    if (row >= p.rows) return;   // uniform over the workgroup
+    uint tid = gl_LocalInvocationID.x;
+    ROW_ARRAY xr = row_ptr(p.x, row);
+
+    VT v[ITEMS];
+    float s = 0.0;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        v[i] = idx < p.n ? xr.v[idx] : VT(0.0);
+        s += hsum(v[i]);
+    }
+    float mean = group_sum(s) / float(p.d);
+
+    float q = 0.0;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        VT dv = idx < p.n ? v[i] - mean : VT(0.0);
+        q += hsum(dv * dv);
+    }
+    float invstd = invsqrt_refined(group_sum(q) / float(p.d) + p.eps);
+
+    ROW_ARRAY yr = row_ptr(p.y, row);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        if (idx < p.n) yr.v[idx] = fma((v[i] - mean) * invstd, load_weight(idx), load_bias(idx));
+    }
+    if (tid == 0) store_stats(row, mean, invstd);
+}
+#elif defined(MODE_SUBGROUP)
+void main() {
+    uint first = group_index() * ROWS;
+    uint lane = gl_SubgroupInvocationID;
+    uint width = gl_SubgroupSize;
+    // ITEMS is sized for the device's smallest subgroup, so any actual size covers a row.
+    for (uint r = gl_SubgroupID; r < ROWS; r += gl_NumSubgroups) {
+        uint row = first + r;
+        if (row >= p.rows) break;   // uniform over the subgroup
+        ROW_ARRAY xr = row_ptr(p.x, row);
+        VT v[ITEMS];
+        float s = 0.0;
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = lane + i * width;
+            v[i] = idx < p.n ? xr.v[idx] : VT(0.0);
+            s += hsum(v[i]);
+        }
+        float mean = subgroupAdd(s) / float(p.d);
+        float q = 0.0;
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = lane + i * width;
+            VT dv = idx < p.n ? v[i] - mean : VT(0.0);
+            q += hsum(dv * dv);
+        }
+        float invstd = invsqrt_refined(subgroupAdd(q) / float(p.d) + p.eps);
+        ROW_ARRAY yr = row_ptr(p.y, row);
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = lane + i * width;
+            if (idx < p.n) yr.v[idx] = fma((v[i] - mean) * invstd, load_weight(idx), load_bias(idx));
+        }
+        if (subgroupElect()) store_stats(row, mean, invstd);
+    }
+}
+#elif defined(MODE_STREAM)
+void main() {
+    uint row = group_index();
+    if (row >= p.rows) return;
+    uint tid = gl_LocalInvocationID.x;
+    ROW_ARRAY xr = row_ptr(p.x, row);
+
+    float s = 0.0;
+    for (uint idx = tid; idx < p.n; idx += WG) s += hsum(xr.v[idx]);
+    float mean = group_sum(s) / float(p.d);
+
+    float q = 0.0;
+    for (uint idx = tid; idx < p.n; idx += WG) {
+        VT dv = xr.v[idx] - mean;
+        q += hsum(dv * dv);
+    }
+    float invstd = invsqrt_refined(group_sum(q) / float(p.d) + p.eps);
+
+    ROW_ARRAY yr = row_ptr(p.y, row);
+    for (uint idx = tid; idx < p.n; idx += WG)
+        yr.v[idx] = fma((xr.v[idx] - mean) * invstd, load_weight(idx), load_bias(idx));
+    if (tid == 0) store_stats(row, mean, invstd);
+}
+#else
+#error "define MODE_GROUP, MODE_SUBGROUP or MODE_STREAM"
+#endif

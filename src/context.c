@@ -1,0 +1,433 @@
+/* The device context (see context.h): instance, device choice, device and queue. */
+#include "context.h"
+#include "vkcheck.h"
+#include <lauxlib.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LM_CONTEXT_KEY "lumus.context"
+#define LM_CPU_DRIVER_HINT "install a Vulkan driver; with no GPU, the CPU driver lavapipe " \
+                           "comes in Debian's package mesa-vulkan-drivers"
+
+static unsigned long validation_count;
+
+typedef struct { lm_context *ctx; } lm_context_box;
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+        VkDebugUtilsMessageTypeFlagsEXT type, const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+    (void)type; (void)user;
+    if (sev >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        validation_count++;
+        fprintf(stderr, "lumus: validation: %s\n", data->pMessage);
+    }
+    return VK_FALSE;
+}
+
+unsigned long lm_validation_messages(void) { return validation_count; }
+
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static int has_layer(const char *name) {
+    uint32_t n = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkLayerProperties *l = calloc(n, sizeof *l);
+    int found = 0;
+    if (l && vkEnumerateInstanceLayerProperties(&n, l) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++) if (strcmp(l[i].layerName, name) == 0) found = 1;
+    free(l);
+    return found;
+}
+
+static const char *kind_name(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+    }
+}
+
+static int kind_rank(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+    }
+}
+
+/* Everything a physical device tells about itself that lumus uses. */
+typedef struct device_facts {
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceDriverProperties driver;
+    uint32_t subgroup_size, min_subgroup, max_subgroup;
+    int subgroup_arith, size_control, full_subgroups, bda, int64;
+    VkDeviceSize max_allocation;
+    uint32_t queue_family, timestamp_bits;
+    int has_queue;
+} device_facts;
+
+static void read_facts(VkPhysicalDevice pd, device_facts *f) {
+    memset(f, 0, sizeof *f);
+    vkGetPhysicalDeviceProperties(pd, &f->props);
+    uint32_t api = f->props.apiVersion;
+    int v13 = VK_API_VERSION_MINOR(api) >= 3 || VK_API_VERSION_MAJOR(api) > 1;
+    int v12 = VK_API_VERSION_MINOR(api) >= 2 || VK_API_VERSION_MAJOR(api) > 1;
+    VkPhysicalDeviceSubgroupSizeControlProperties scp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES };
+    VkPhysicalDeviceMaintenance3Properties m3 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES };
+    VkPhysicalDeviceSubgroupProperties sp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &m3 };
+    f->driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+    VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sp };
+    if (v12) m3.pNext = &f->driver;
+    if (v13) f->driver.pNext = &scp;
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    f->subgroup_size = sp.subgroupSize;
+    f->subgroup_arith = (sp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                        (sp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    f->min_subgroup = v13 && scp.minSubgroupSize ? scp.minSubgroupSize : sp.subgroupSize;
+    f->max_subgroup = v13 && scp.maxSubgroupSize ? scp.maxSubgroupSize : sp.subgroupSize;
+    f->max_allocation = m3.maxMemoryAllocationSize;
+    if (!v12) f->driver.driverName[0] = 0;
+
+    VkPhysicalDeviceVulkan13Features f13 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES };
+    VkPhysicalDeviceVulkan12Features f12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES };
+    VkPhysicalDeviceFeatures2 feat = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 };
+    if (v12) { feat.pNext = &f12; if (v13) f12.pNext = &f13; }
+    vkGetPhysicalDeviceFeatures2(pd, &feat);
+    f->bda = v12 && f12.bufferDeviceAddress;
+    f->int64 = feat.features.shaderInt64;
+    f->size_control = v13 && f13.subgroupSizeControl;
+    f->full_subgroups = v13 && f13.computeFullSubgroups;
+
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
+    VkQueueFamilyProperties *q = calloc(nq ? nq : 1, sizeof *q);
+    if (q) {
+        vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, q);
+        /* Prefer a family with timestamps; any compute family otherwise. */
+        for (int pass = 0; pass < 2 && !f->has_queue; pass++)
+            for (uint32_t i = 0; i < nq && !f->has_queue; i++)
+                if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && (pass == 1 || q[i].timestampValidBits > 0)) {
+                    f->queue_family = i;
+                    f->timestamp_bits = q[i].timestampValidBits;
+                    f->has_queue = 1;
+                }
+        free(q);
+    }
+}
+
+/* NULL when usable, else what is missing. */
+static const char *unusable_reason(const device_facts *f) {
+    uint32_t api = f->props.apiVersion;
+    if (VK_API_VERSION_MAJOR(api) == 1 && VK_API_VERSION_MINOR(api) < 2) return "it supports only Vulkan 1.0/1.1 (1.2 is needed)";
+    if (!f->has_queue) return "it has no compute queue";
+    if (!f->bda) return "it lacks bufferDeviceAddress";
+    if (!f->int64) return "it lacks shaderInt64";
+    if (!f->subgroup_arith) return "it lacks subgroup arithmetic in compute shaders";
+    return NULL;
+}
+
+static VkDeviceSize device_local_bytes(VkPhysicalDevice pd) {
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    VkDeviceSize total = 0;
+    for (uint32_t i = 0; i < mp.memoryHeapCount; i++)
+        if (mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) total += mp.memoryHeaps[i].size;
+    return total;
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) { lua_pushinteger(L, v); lua_setfield(L, -2, k); }
+static void set_str(lua_State *L, const char *k, const char *v) { lua_pushstring(L, v); lua_setfield(L, -2, k); }
+
+void lm_push_device_info(lua_State *L, VkPhysicalDevice pd, uint32_t index) {
+    device_facts f;
+    read_facts(pd, &f);
+    const VkPhysicalDeviceLimits *lim = &f.props.limits;
+    lua_createtable(L, 0, 24);
+    set_int(L, "index", index);
+    set_str(L, "name", f.props.deviceName);
+    set_str(L, "kind", kind_name(f.props.deviceType));
+    set_str(L, "driver", f.driver.driverName[0] ? f.driver.driverName : "unknown");
+    set_str(L, "driver_info", f.driver.driverInfo);
+    uint32_t a = f.props.apiVersion;
+    lua_pushfstring(L, "%d.%d.%d", (int)VK_API_VERSION_MAJOR(a), (int)VK_API_VERSION_MINOR(a), (int)VK_API_VERSION_PATCH(a));
+    lua_setfield(L, -2, "api_version");
+    set_int(L, "driver_version", f.props.driverVersion);
+    set_int(L, "vendor_id", f.props.vendorID);
+    set_int(L, "device_id", f.props.deviceID);
+    set_int(L, "subgroup_size", f.subgroup_size);
+    set_int(L, "min_subgroup_size", f.min_subgroup);
+    set_int(L, "max_subgroup_size", f.max_subgroup);
+    set_int(L, "device_local_bytes", (lua_Integer)device_local_bytes(pd));
+    set_int(L, "max_storage_buffer_range", lim->maxStorageBufferRange);
+    set_int(L, "max_allocation_size", (lua_Integer)f.max_allocation);
+    set_int(L, "max_workgroup_size", lim->maxComputeWorkGroupInvocations);
+    lua_createtable(L, 3, 0);
+    for (int i = 0; i < 3; i++) { lua_pushinteger(L, lim->maxComputeWorkGroupCount[i]); lua_rawseti(L, -2, i + 1); }
+    lua_setfield(L, -2, "max_workgroup_count");
+    set_int(L, "timestamp_bits", f.timestamp_bits);
+    lua_pushnumber(L, lim->timestampPeriod);
+    lua_setfield(L, -2, "timestamp_period_ns");
+    const char *why = unusable_reason(&f);
+    lua_pushboolean(L, why == NULL);
+    lua_setfield(L, -2, "usable");
+    if (why) set_str(L, "unusable_reason", why);
+}
+
+/* Case-insensitive substring test. */
+static int contains_ci(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        if (i == n) return 1;
+    }
+    return n == 0;
+}
+
+static void context_destroy(lm_context *ctx) {
+    if (ctx->device) {
+        lm_stream_destroy(ctx);
+        lm_pipelines_destroy(ctx);
+        lm_memory_destroy(ctx);
+        if (ctx->owns_device) vkDestroyDevice(ctx->device, NULL);
+    }
+    if (ctx->messenger) {
+        PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+            (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
+        if (destroy) destroy(ctx->instance, ctx->messenger, NULL);
+    }
+    if (ctx->instance && ctx->owns_device) vkDestroyInstance(ctx->instance, NULL);
+    pthread_mutex_destroy(&ctx->own_queue_mutex);
+    free(ctx);
+}
+
+void lm_context_ref(lm_context *ctx) { ctx->refs++; }
+void lm_context_unref(lm_context *ctx) { if (--ctx->refs == 0) context_destroy(ctx); }
+void lm_context_lock_queue(lm_context *ctx) { pthread_mutex_lock(ctx->queue_mutex); }
+void lm_context_unlock_queue(lm_context *ctx) { pthread_mutex_unlock(ctx->queue_mutex); }
+
+static VkResult create_instance(lm_context *ctx, char *err, size_t errlen) {
+    uint32_t loader = VK_API_VERSION_1_0;
+    vkEnumerateInstanceVersion(&loader);
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "lumus", .pEngineName = "lumus",
+        .apiVersion = loader >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader,
+    };
+    const char *layers[1], *exts[1];
+    uint32_t nl = 0, ne = 0;
+    if (env_flag("LUMUS_VALIDATION")) {
+        if (!has_layer("VK_LAYER_KHRONOS_validation")) {
+            snprintf(err, errlen, "LUMUS_VALIDATION is set but the layer VK_LAYER_KHRONOS_validation is not "
+                     "installed (Debian package vulkan-validationlayers)");
+            return VK_ERROR_LAYER_NOT_PRESENT;
+        }
+        layers[nl++] = "VK_LAYER_KHRONOS_validation";
+        exts[ne++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+        ctx->validation = 1;
+    }
+    VkInstanceCreateInfo ii = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
+        .enabledLayerCount = nl, .ppEnabledLayerNames = layers,
+        .enabledExtensionCount = ne, .ppEnabledExtensionNames = exts,
+    };
+    VkResult r = vkCreateInstance(&ii, NULL, &ctx->instance);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+        snprintf(err, errlen, "no Vulkan device found (%s)", LM_CPU_DRIVER_HINT);
+        return r;
+    }
+    if (r != VK_SUCCESS) {
+        snprintf(err, errlen, "vkCreateInstance failed: %s", lm_vk_result_name(r));
+        return r;
+    }
+    if (ctx->validation) {
+        PFN_vkCreateDebugUtilsMessengerEXT create =
+            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(ctx->instance, "vkCreateDebugUtilsMessengerEXT");
+        VkDebugUtilsMessengerCreateInfoEXT mi = {
+            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+            .pfnUserCallback = on_validation,
+        };
+        if (create) {
+            r = create(ctx->instance, &mi, NULL, &ctx->messenger);
+            if (r != VK_SUCCESS) { snprintf(err, errlen, "vkCreateDebugUtilsMessengerEXT failed: %s", lm_vk_result_name(r)); return r; }
+        }
+    }
+    return VK_SUCCESS;
+}
+
+/* Picks the device: LUMUS_DEVICE (index or name substring) or the best kind. */
+static VkResult choose_device(lm_context *ctx, device_facts *chosen, char *err, size_t errlen) {
+    uint32_t n = 0;
+    VkResult r = vkEnumeratePhysicalDevices(ctx->instance, &n, NULL);
+    if (r != VK_SUCCESS) { snprintf(err, errlen, "vkEnumeratePhysicalDevices failed: %s", lm_vk_result_name(r)); return r; }
+    if (n == 0) { snprintf(err, errlen, "no Vulkan device found (%s)", LM_CPU_DRIVER_HINT); return VK_ERROR_INCOMPATIBLE_DRIVER; }
+    VkPhysicalDevice *pds = calloc(n, sizeof *pds);
+    if (!pds) return VK_ERROR_OUT_OF_HOST_MEMORY;
+    r = vkEnumeratePhysicalDevices(ctx->instance, &n, pds);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) { free(pds); snprintf(err, errlen, "vkEnumeratePhysicalDevices failed: %s", lm_vk_result_name(r)); return r; }
+    const char *want = getenv("LUMUS_DEVICE");
+    if (want && !*want) want = NULL;
+    char *end = NULL;
+    long want_index = want ? strtol(want, &end, 10) : -1;
+    int by_index = want && end && *end == 0;
+    int best = -1, best_rank = 99;
+    const char *last_reason = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        device_facts f;
+        read_facts(pds[i], &f);
+        int match = !want || (by_index ? (long)i == want_index : contains_ci(f.props.deviceName, want));
+        if (!match) continue;
+        const char *why = unusable_reason(&f);
+        if (why) { last_reason = why; if (want) { snprintf(err, errlen, "LUMUS_DEVICE=%s selects \"%s\", which lumus cannot use: %s", want, f.props.deviceName, why); free(pds); return VK_ERROR_FEATURE_NOT_PRESENT; } continue; }
+        int rank = kind_rank(f.props.deviceType);
+        if (rank < best_rank) { best = (int)i; best_rank = rank; *chosen = f; }
+    }
+    if (best < 0) {
+        if (want) snprintf(err, errlen, "LUMUS_DEVICE=%s matches none of the %u Vulkan devices (see lumus.devices())", want, n);
+        else snprintf(err, errlen, "no usable Vulkan device: %s (%s)", last_reason ? last_reason : "none found", LM_CPU_DRIVER_HINT);
+        free(pds);
+        return VK_ERROR_FEATURE_NOT_PRESENT;
+    }
+    ctx->phys = pds[best];
+    ctx->device_index = (uint32_t)best;
+    free(pds);
+    return VK_SUCCESS;
+}
+
+static VkResult create_device(lm_context *ctx, const device_facts *f, char *err, size_t errlen) {
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = f->queue_family,
+        .queueCount = 1, .pQueuePriorities = &prio,
+    };
+    VkPhysicalDeviceVulkan13Features f13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+        .subgroupSizeControl = f->size_control ? VK_TRUE : VK_FALSE,
+        .computeFullSubgroups = f->full_subgroups ? VK_TRUE : VK_FALSE,
+    };
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = f->size_control || f->full_subgroups ? &f13 : NULL,
+        .bufferDeviceAddress = VK_TRUE,
+    };
+    VkPhysicalDeviceFeatures2 feat = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12,
+        .features = { .shaderInt64 = VK_TRUE },
+    };
+    VkDeviceCreateInfo di = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &feat,
+        .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
+    };
+    VkResult r = vkCreateDevice(ctx->phys, &di, NULL, &ctx->device);
+    if (r != VK_SUCCESS) { snprintf(err, errlen, "vkCreateDevice failed: %s", lm_vk_result_name(r)); return r; }
+    vkGetDeviceQueue(ctx->device, f->queue_family, 0, &ctx->queue);
+    return VK_SUCCESS;
+}
+
+static void adopt_facts(lm_context *ctx, const device_facts *f) {
+    ctx->props = f->props;
+    vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->memprops);
+    ctx->queue_family = f->queue_family;
+    ctx->subgroup_size = f->subgroup_size;
+    ctx->min_subgroup = f->min_subgroup;
+    ctx->max_subgroup = f->max_subgroup;
+    ctx->full_subgroups = f->full_subgroups;
+    ctx->timestamp_bits = f->timestamp_bits;
+    ctx->max_allocation = f->max_allocation ? f->max_allocation : ((VkDeviceSize)1 << 30);
+}
+
+static VkResult finish_context(lm_context *ctx, char *err, size_t errlen) {
+    VkResult r = lm_memory_init(ctx);
+    if (r == VK_SUCCESS) r = lm_pipelines_init(ctx);
+    if (r == VK_SUCCESS) r = lm_stream_init(ctx);
+    if (r != VK_SUCCESS) snprintf(err, errlen, "device setup failed: %s", lm_vk_result_name(r));
+    ctx->gc_threshold = (VkDeviceSize)64 << 20;
+    return r;
+}
+
+static lm_context *context_new(char *err, size_t errlen) {
+    lm_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) { snprintf(err, errlen, "out of host memory"); return NULL; }
+    pthread_mutex_init(&ctx->own_queue_mutex, NULL);
+    ctx->queue_mutex = &ctx->own_queue_mutex;
+    ctx->owns_device = 1;
+    ctx->refs = 1;
+    device_facts f;
+    memset(&f, 0, sizeof f);
+    if (create_instance(ctx, err, errlen) != VK_SUCCESS ||
+        choose_device(ctx, &f, err, errlen) != VK_SUCCESS) { context_destroy(ctx); return NULL; }
+    adopt_facts(ctx, &f);
+    if (create_device(ctx, &f, err, errlen) != VK_SUCCESS ||
+        finish_context(ctx, err, errlen) != VK_SUCCESS) { context_destroy(ctx); return NULL; }
+    return ctx;
+}
+
+static int box_gc(lua_State *L) {
+    lm_context_box *b = lua_touserdata(L, 1);
+    if (b && b->ctx) {
+        lm_context *ctx = b->ctx;
+        b->ctx = NULL;
+        /* Work still in flight is waited for when the last reference goes. */
+        lm_stream_submit(NULL, ctx);
+        lm_context_unref(ctx);
+    }
+    return 0;
+}
+
+lm_context *lm_context_get(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY) == LUA_TUSERDATA) {
+        lm_context_box *b = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        if (b->ctx) return b->ctx;
+        luaL_error(L, "lumus: the device context has been closed");
+    }
+    lua_pop(L, 1);
+    char err[512] = "";
+    lm_context_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->ctx = NULL;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, box_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    b->ctx = context_new(err, sizeof err);
+    if (!b->ctx) { lua_pop(L, 1); luaL_error(L, "lumus: %s", err); }
+    lua_setfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY);
+    return b->ctx;
+}
+
+int lm_devices(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    uint32_t n = 0;
+    LM_VK(L, vkEnumeratePhysicalDevices(ctx->instance, &n, NULL));
+    VkPhysicalDevice *pds = lua_newuserdatauv(L, (n ? n : 1) * sizeof *pds, 0);
+    VkResult r = vkEnumeratePhysicalDevices(ctx->instance, &n, pds);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) lm_vk_error(L, "vkEnumeratePhysicalDevices", r);
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        lm_push_device_info(L, pds[i], i);
+        lua_pushboolean(L, i == ctx->device_index);
+        lua_setfield(L, -2, "selected");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+int lm_device(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    lm_push_device_info(L, ctx->phys, ctx->device_index);
+    lua_pushboolean(L, ctx->mem.direct);
+    lua_setfield(L, -2, "host_visible");
+    lua_pushboolean(L, ctx->validation);
+    lua_setfield(L, -2, "validation");
+    return 1;
+}

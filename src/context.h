@@ -1,0 +1,65 @@
+/* The device context: Vulkan instance, chosen physical device, logical device and
+ * compute queue, plus the memory, stream and pipelines that live as long as it does.
+ *
+ * One context per lua_State, made on first use and kept in the registry. It is
+ * reference counted: the registry's handle holds one reference and every storage holds
+ * one, so the device stays alive until its last tensor is gone, whatever order
+ * lua_close finalizes objects in. */
+#ifndef LUMUS_CONTEXT_H
+#define LUMUS_CONTEXT_H
+
+#include <pthread.h>
+#include <vulkan/vulkan.h>
+#include <lua.h>
+#include "memory.h"
+#include "stream.h"
+#include "pipelines.h"
+
+struct lm_context {
+    int refs;
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    int validation;
+    VkPhysicalDevice phys;
+    uint32_t device_index;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    int owns_device;                    /* 0 when a host handed its device in */
+    pthread_mutex_t own_queue_mutex;
+    pthread_mutex_t *queue_mutex;       /* serializes vkQueueSubmit on a shared queue */
+
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties memprops;
+    uint32_t subgroup_size, min_subgroup, max_subgroup;
+    int full_subgroups;                 /* computeFullSubgroups enabled */
+    uint32_t timestamp_bits;
+    VkDeviceSize max_allocation;        /* largest single tensor, in bytes */
+
+    lm_memory mem;
+    lm_stream stream;
+    lm_pipelines pipes;
+
+    VkDeviceSize bytes_since_gc, gc_threshold;
+    int timing;                         /* inside lumus.gpu_time */
+    uint32_t ln_items_target, ln_wg_override;   /* layer_norm tuning knobs (0 = default) */
+};
+
+/* The context of this state, created on first use; raises if no device is usable. */
+lm_context *lm_context_get(lua_State *L);
+
+void lm_context_ref(lm_context *ctx);
+void lm_context_unref(lm_context *ctx);
+
+void lm_context_lock_queue(lm_context *ctx);
+void lm_context_unlock_queue(lm_context *ctx);
+
+/* Pushes lumus.device()-style tables. */
+void lm_push_device_info(lua_State *L, VkPhysicalDevice phys, uint32_t index);
+int lm_devices(lua_State *L);
+int lm_device(lua_State *L);
+
+/* Number of validation messages seen (LUMUS_VALIDATION=1). */
+unsigned long lm_validation_messages(void);
+
+#endif

@@ -1,0 +1,78 @@
+/* luaopen_lumus_core: the C module's registration table. */
+#include <lua.h>
+#include <lauxlib.h>
+#include "context.h"
+#include "tensor.h"
+#include "timing.h"
+#include "ops/ops.h"
+
+static int l_synchronize(lua_State *L) {
+    lm_stream_sync(L, lm_context_get(L));
+    return 0;
+}
+
+static int l_pending(lua_State *L) {
+    lua_pushboolean(L, lm_stream_pending(lm_context_get(L)));
+    return 1;
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) { lua_pushinteger(L, v); lua_setfield(L, -2, k); }
+
+static int l_memory(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    lm_stream_poll(ctx);
+    const lm_memory *m = &ctx->mem;
+    lua_createtable(L, 0, 8);
+    set_int(L, "in_use", (lua_Integer)m->in_use);
+    set_int(L, "peak", (lua_Integer)m->peak);
+    set_int(L, "reserved", (lua_Integer)m->device.reserved);
+    set_int(L, "staging", (lua_Integer)m->staging.reserved);
+    set_int(L, "device_total", (lua_Integer)m->total);
+    set_int(L, "limit", (lua_Integer)m->limit);
+    set_int(L, "blocks", m->device.nblocks);
+    set_int(L, "allocations", (lua_Integer)m->chunks);
+    set_int(L, "deferred_frees", (lua_Integer)ctx->stream.ndeferred);
+    return 1;
+}
+
+static int l_reset_peak(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    ctx->mem.peak = ctx->mem.in_use;
+    return 0;
+}
+
+/* lumus.set_memory_limit(bytes or nil): a cap on device bytes in use, for hosts that
+ * run untrusted scripts; nil restores the device's heap size. */
+static int l_set_memory_limit(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    if (lua_isnoneornil(L, 1)) { ctx->mem.limit = ctx->mem.total; return 0; }
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n > 0, 1, "limit must be a positive number of bytes");
+    ctx->mem.limit = (VkDeviceSize)n < ctx->mem.total ? (VkDeviceSize)n : ctx->mem.total;
+    return 0;
+}
+
+static int l_validation_messages(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)lm_validation_messages());
+    return 1;
+}
+
+static const luaL_Reg functions[] = {
+    {"device", lm_device}, {"devices", lm_devices},
+    {"synchronize", l_synchronize}, {"pending", l_pending},
+    {"memory", l_memory}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
+    {"gpu_time", lm_gpu_time}, {"clock", lm_clock},
+    {"layer_norm_forward", lm_op_layer_norm_forward},
+    {"copy", lm_op_copy}, {"fill", lm_op_fill},
+    {"_layer_norm_config", lm_op_layer_norm_config},
+    {"_validation_messages", l_validation_messages},
+    {NULL, NULL}
+};
+
+int luaopen_lumus_core(lua_State *L) {
+    luaL_newlib(L, functions);
+    lm_tensor_register(L);
+    lua_pushliteral(L, "0.1.0");
+    lua_setfield(L, -2, "version");
+    return 1;
+}

@@ -1,0 +1,84 @@
+/* Device memory: large blocks sub-allocated into chunks, and the storages tensors share.
+ *
+ * Drivers cap vkAllocateMemory calls (often at 4096) and each call is slow, so tensors
+ * take chunks of big blocks. Every block is bound to one VkBuffer whose device address
+ * kernels use directly; chunks are kept in address order with boundary links so a free
+ * coalesces with its neighbours in O(1). */
+#ifndef LUMUS_MEMORY_H
+#define LUMUS_MEMORY_H
+
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+typedef struct lm_context lm_context;
+typedef struct lm_block lm_block;
+struct lm_pool;
+
+typedef struct lm_chunk {
+    VkDeviceSize offset, size;
+    struct lm_chunk *prev, *next;           /* neighbours in address order */
+    struct lm_chunk *free_prev, *free_next; /* links in the block's free list */
+    lm_block *block;
+    int is_free;
+} lm_chunk;
+
+struct lm_block {
+    VkDeviceMemory memory;
+    VkBuffer buffer;
+    VkDeviceAddress address;
+    unsigned char *mapped;      /* NULL unless the memory is host-visible */
+    VkDeviceSize size, used;
+    lm_chunk *free_list;
+    lm_block *prev, *next;
+    struct lm_pool *pool;
+};
+
+typedef struct lm_pool {
+    uint32_t type_index;
+    int host_visible, host_coherent;
+    VkDeviceSize block_size;
+    lm_block *blocks;
+    VkDeviceSize reserved;      /* bytes held from the driver */
+    uint32_t nblocks;
+} lm_pool;
+
+typedef struct lm_memory {
+    lm_pool device;             /* where tensors live */
+    lm_pool staging;            /* host-visible, for transfers when device is not mapped */
+    int direct;                 /* tensors are host-visible and coherent: map them directly */
+    VkDeviceSize alignment;     /* of every chunk */
+    VkDeviceSize in_use, peak;  /* bytes in live chunks of the device pool */
+    VkDeviceSize limit;         /* refuse requests past this many bytes in use */
+    VkDeviceSize total;         /* size of the device-local heap */
+    VkDeviceSize max_single;    /* largest allocation the device accepts */
+    uint64_t chunks;            /* live chunks in the device pool */
+} lm_memory;
+
+/* A device allocation shared by a tensor and its views. Hazard fields are the stream's:
+ * the batch that last used it and the barrier epoch of its last read and write. */
+typedef struct lm_storage {
+    int refs;
+    lm_context *ctx;
+    lm_chunk *chunk;
+    VkDeviceSize bytes;
+    VkDeviceAddress address;
+    VkBuffer buffer;
+    VkDeviceSize buffer_offset;
+    unsigned char *mapped;      /* host pointer when directly mapped, else NULL */
+    uint64_t last_serial;
+    uint64_t read_epoch, write_epoch;
+} lm_storage;
+
+VkResult lm_memory_init(lm_context *ctx);
+void lm_memory_destroy(lm_context *ctx);
+
+/* A chunk of at least `bytes`; VK_ERROR_OUT_OF_DEVICE_MEMORY past the limit. */
+VkResult lm_chunk_alloc(lm_context *ctx, lm_pool *pool, VkDeviceSize bytes, lm_chunk **out);
+void lm_chunk_free(lm_context *ctx, lm_chunk *c);
+
+static inline VkDeviceAddress lm_chunk_address(const lm_chunk *c) { return c->block->address + c->offset; }
+static inline unsigned char *lm_chunk_mapped(const lm_chunk *c) {
+    return c->block->mapped ? c->block->mapped + c->offset : NULL;
+}
+
+#endif

@@ -1,0 +1,43 @@
+/* copy: dst = src with vec4 loads and stores; also the bandwidth ceiling of bench/. */
+#include "ops.h"
+#include <lauxlib.h>
+
+#define COPY_WG 256
+#define COPY_UNROLL 4
+
+void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) {
+    lm_context *ctx = src->storage->ctx;
+    struct { uint64_t src, dst, n; uint32_t groups_x; uint32_t pad; } pc = {
+        .src = lm_tensor_address(src), .dst = lm_tensor_address(dst), .n = (uint64_t)src->numel,
+    };
+    uint64_t per_group = (uint64_t)COPY_WG * COPY_UNROLL * 4u;
+    uint64_t groups = ((uint64_t)src->numel + per_group - 1) / per_group;
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    const uint32_t spec[LM_MAX_SPEC] = { COPY_WG, COPY_UNROLL, 0 };
+    VkPipeline p = lm_pipeline(L, ctx, LM_SH_COPY, spec, 0);
+    VkCommandBuffer cb = lm_stream_cmd(L, ctx, "copy");
+    lm_stream_read(ctx, src->storage);
+    lm_stream_write(ctx, dst->storage);
+    lm_stream_hazards(ctx, cb);
+    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
+    lm_stream_op_done(L, ctx);
+}
+
+int lm_op_copy(lua_State *L) {
+    lm_tensor *src = lm_check_tensor(L, 1);
+    lm_tensor *dst = NULL;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        dst = lm_opt_out(L, 2, "out", src->ndim, src->shape);
+    }
+    if (dst && dst != src && lm_tensors_overlap(src, dst) && src->offset != dst->offset)
+        luaL_argerror(L, 2, "out overlaps the source tensor");
+    if (!dst) {
+        dst = lm_push_tensor(L, src->storage->ctx, src->ndim, src->shape);
+    } else {
+        lua_getfield(L, 2, "out");
+    }
+    if (dst->storage != src->storage || dst->offset != src->offset) lm_record_copy(L, src, dst);
+    return 1;
+}

@@ -1,0 +1,106 @@
+/* Compute pipelines, specialized and cached (see pipelines.h). */
+#include "pipelines.h"
+#include "context.h"
+#include "vkcheck.h"
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+VkResult lm_pipelines_init(lm_context *ctx) {
+    lm_pipelines *pp = &ctx->pipes;
+    memset(pp, 0, sizeof *pp);
+    VkPushConstantRange range = { .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = LM_PUSH_BYTES };
+    VkPipelineLayoutCreateInfo li = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+        .pushConstantRangeCount = 1, .pPushConstantRanges = &range,
+    };
+    return vkCreatePipelineLayout(ctx->device, &li, NULL, &pp->layout);
+}
+
+void lm_pipelines_destroy(lm_context *ctx) {
+    lm_pipelines *pp = &ctx->pipes;
+    for (size_t i = 0; i < pp->count; i++) vkDestroyPipeline(ctx->device, pp->entries[i].pipeline, NULL);
+    free(pp->entries);
+    pp->entries = NULL;
+    pp->count = pp->cap = 0;
+    for (int i = 0; i < LM_SH_COUNT; i++)
+        if (pp->modules[i]) vkDestroyShaderModule(ctx->device, pp->modules[i], NULL);
+    if (pp->layout) vkDestroyPipelineLayout(ctx->device, pp->layout, NULL);
+    pp->layout = VK_NULL_HANDLE;
+}
+
+static VkShaderModule module_for(lua_State *L, lm_context *ctx, lm_shader_id id) {
+    lm_pipelines *pp = &ctx->pipes;
+    if (!pp->modules[id]) {
+        size_t bytes;
+        const uint32_t *code = lm_shader_code(id, &bytes);
+        VkShaderModuleCreateInfo mi = {
+            .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = bytes, .pCode = code,
+        };
+        LM_VK(L, vkCreateShaderModule(ctx->device, &mi, NULL, &pp->modules[id]));
+    }
+    return pp->modules[id];
+}
+
+VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
+                       const uint32_t spec[LM_MAX_SPEC], int full_subgroups) {
+    lm_pipelines *pp = &ctx->pipes;
+    for (size_t i = 0; i < pp->count; i++) {
+        lm_pipeline_entry *e = &pp->entries[i];
+        if (e->shader == id && memcmp(e->spec, spec, sizeof e->spec) == 0) return e->pipeline;
+    }
+    if (pp->count == pp->cap) {
+        size_t cap = pp->cap ? pp->cap * 2 : 16;
+        lm_pipeline_entry *n = realloc(pp->entries, cap * sizeof *n);
+        if (!n) luaL_error(L, "lumus: out of host memory for a pipeline");
+        pp->entries = n;
+        pp->cap = cap;
+    }
+    VkSpecializationMapEntry map[LM_MAX_SPEC];
+    for (uint32_t i = 0; i < LM_MAX_SPEC; i++) {
+        map[i].constantID = i;
+        map[i].offset = i * (uint32_t)sizeof(uint32_t);
+        map[i].size = sizeof(uint32_t);
+    }
+    VkSpecializationInfo si = {
+        .mapEntryCount = LM_MAX_SPEC, .pMapEntries = map, .dataSize = sizeof(uint32_t) * LM_MAX_SPEC, .pData = spec,
+    };
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {
+            .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+            .flags = full_subgroups && ctx->full_subgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
+            .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+            .module = module_for(L, ctx, id),
+            .pName = "main",
+            .pSpecializationInfo = &si,
+        },
+        .layout = pp->layout,
+    };
+    VkPipeline p;
+    LM_VK(L, vkCreateComputePipelines(ctx->device, VK_NULL_HANDLE, 1, &ci, NULL, &p));
+    lm_pipeline_entry *e = &pp->entries[pp->count++];
+    e->shader = id;
+    memcpy(e->spec, spec, sizeof e->spec);
+    e->pipeline = p;
+    return p;
+}
+
+uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height) {
+    uint64_t max_x = ctx->props.limits.maxComputeWorkGroupCount[0];
+    uint64_t max_y = ctx->props.limits.maxComputeWorkGroupCount[1];
+    if (groups == 0) groups = 1;
+    if (groups <= max_x) { *height = 1; return (uint32_t)groups; }
+    uint64_t h = (groups + max_x - 1) / max_x;
+    if (h > max_y) luaL_error(L, "lumus: %llu workgroups exceed the device's grid", (unsigned long long)groups);
+    uint64_t w = (groups + h - 1) / h;   /* as square as the rows allow: less waste */
+    *height = (uint32_t)h;
+    return (uint32_t)w;
+}
+
+void lm_dispatch(VkCommandBuffer cb, lm_context *ctx, VkPipeline p, const void *push,
+                 uint32_t push_bytes, uint32_t gx, uint32_t gy) {
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    vkCmdPushConstants(cb, ctx->pipes.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+    vkCmdDispatch(cb, gx, gy, 1);
+}

@@ -1,0 +1,57 @@
+/* Compute pipelines: the embedded SPIR-V variants, specialized and cached on first use.
+ * Kernels take all their arguments as push constants (buffer device addresses and
+ * sizes), so every pipeline shares one layout with no descriptor sets. */
+#ifndef LUMUS_PIPELINES_H
+#define LUMUS_PIPELINES_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <vulkan/vulkan.h>
+#include <lua.h>
+
+typedef struct lm_context lm_context;
+
+typedef enum lm_shader_id {
+    LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_VEC1,
+    LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_VEC1,
+    LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_VEC1,
+    LM_SH_COPY, LM_SH_FILL,
+    LM_SH_COUNT
+} lm_shader_id;
+
+#define LM_MAX_SPEC 3
+#define LM_PUSH_BYTES 128
+
+typedef struct lm_pipeline_entry {
+    lm_shader_id shader;
+    uint32_t spec[LM_MAX_SPEC];
+    VkPipeline pipeline;
+} lm_pipeline_entry;
+
+typedef struct lm_pipelines {
+    VkPipelineLayout layout;
+    VkShaderModule modules[LM_SH_COUNT];
+    lm_pipeline_entry *entries;
+    size_t count, cap;
+} lm_pipelines;
+
+/* The embedded SPIR-V of each shader (shaders.c). */
+const uint32_t *lm_shader_code(lm_shader_id id, size_t *bytes);
+
+VkResult lm_pipelines_init(lm_context *ctx);
+void lm_pipelines_destroy(lm_context *ctx);
+
+/* The pipeline for a shader with spec[0] = workgroup size, spec[1..] its constants
+ * (unused ones zero); raises on failure. `full_subgroups` asks for whole subgroups. */
+VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
+                       const uint32_t spec[LM_MAX_SPEC], int full_subgroups);
+
+/* Splits `groups` workgroups into a grid within maxComputeWorkGroupCount; returns the
+ * width, writes the height. Raises if even a 2-D grid cannot hold them. */
+uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height);
+
+/* Binds, pushes constants and dispatches a gx * gy grid. */
+void lm_dispatch(VkCommandBuffer cb, lm_context *ctx, VkPipeline p, const void *push,
+                 uint32_t push_bytes, uint32_t gx, uint32_t gy);
+
+#endif

@@ -1,0 +1,44 @@
+/* The SPIR-V of every shader variant, compiled by glslc at build time (see Makefile). */
+#include "pipelines.h"
+
+static const uint32_t ln_group_vec4[] = {
+#include "layer_norm_group_vec4.inc"
+};
+static const uint32_t ln_group_vec1[] = {
+#include "layer_norm_group_vec1.inc"
+};
+static const uint32_t ln_subgroup_vec4[] = {
+#include "layer_norm_subgroup_vec4.inc"
+};
+static const uint32_t ln_subgroup_vec1[] = {
+#include "layer_norm_subgroup_vec1.inc"
+};
+static const uint32_t ln_stream_vec4[] = {
+#include "layer_norm_stream_vec4.inc"
+};
+static const uint32_t ln_stream_vec1[] = {
+#include "layer_norm_stream_vec1.inc"
+};
+static const uint32_t copy_spv[] = {
+#include "copy.inc"
+};
+static const uint32_t fill_spv[] = {
+#include "fill.inc"
+};
+
+#define LM_CODE(a) { a, sizeof a }
+static const struct { const uint32_t *code; size_t bytes; } shader_table[LM_SH_COUNT] = {
+    [LM_SH_LN_GROUP_VEC4] = LM_CODE(ln_group_vec4),
+    [LM_SH_LN_GROUP_VEC1] = LM_CODE(ln_group_vec1),
+    [LM_SH_LN_SUBGROUP_VEC4] = LM_CODE(ln_subgroup_vec4),
+    [LM_SH_LN_SUBGROUP_VEC1] = LM_CODE(ln_subgroup_vec1),
+    [LM_SH_LN_STREAM_VEC4] = LM_CODE(ln_stream_vec4),
+    [LM_SH_LN_STREAM_VEC1] = LM_CODE(ln_stream_vec1),
+    [LM_SH_COPY] = LM_CODE(copy_spv),
+    [LM_SH_FILL] = LM_CODE(fill_spv),
+};
+
+const uint32_t *lm_shader_code(lm_shader_id id, size_t *bytes) {
+    *bytes = shader_table[id].bytes;
+    return shader_table[id].code;
+}

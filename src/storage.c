@@ -1,0 +1,140 @@
+/* Storages and transfers (see storage.h). */
+#include "storage.h"
+#include "vkcheck.h"
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LM_STAGING_PIECE ((VkDeviceSize)64 << 20)
+
+/* Lua's GC cannot see device bytes: run a full cycle whenever the bytes allocated since
+ * the last one exceed what is live (at least 64 MiB), so garbage tensors are reclaimed
+ * before device memory runs out, at a cost proportional to allocation. */
+static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
+    ctx->bytes_since_gc += bytes;
+    if (ctx->bytes_since_gc > ctx->gc_threshold) {
+        ctx->bytes_since_gc = 0;
+        lua_gc(L, LUA_GCCOLLECT);
+        lm_stream_poll(ctx);
+        VkDeviceSize t = ctx->mem.in_use;
+        ctx->gc_threshold = t > ((VkDeviceSize)64 << 20) ? t : ((VkDeviceSize)64 << 20);
+    }
+}
+
+lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname) {
+    if (bytes > ctx->mem.max_single)
+        luaL_error(L, "%s: a tensor of %llu bytes exceeds the device's largest allocation (%llu bytes)",
+                   fname, (unsigned long long)bytes, (unsigned long long)ctx->mem.max_single);
+    if (bytes > ctx->mem.limit)
+        luaL_error(L, "%s: out of device memory: requested %llu bytes, more than the device limit of %llu bytes",
+                   fname, (unsigned long long)bytes, (unsigned long long)ctx->mem.limit);
+    gc_pressure(L, ctx, bytes);
+    lm_storage *s = calloc(1, sizeof *s);
+    if (!s) luaL_error(L, "%s: out of host memory", fname);
+    lm_chunk *c = NULL;
+    VkResult r = lm_chunk_alloc(ctx, &ctx->mem.device, bytes, &c);
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+        /* Garbage tensors and frees waiting on the device may be holding the memory. */
+        lua_gc(L, LUA_GCCOLLECT);
+        lm_stream_sync(NULL, ctx);
+        r = lm_chunk_alloc(ctx, &ctx->mem.device, bytes, &c);
+    }
+    if (r != VK_SUCCESS) {
+        free(s);
+        if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+            luaL_error(L, "%s: out of device memory: requested %llu bytes, %llu in use", fname,
+                       (unsigned long long)bytes, (unsigned long long)ctx->mem.in_use);
+        lm_vk_error(L, "allocating device memory", r);
+    }
+    s->refs = 1;
+    s->ctx = ctx;
+    s->chunk = c;
+    s->bytes = bytes;
+    s->address = lm_chunk_address(c);
+    s->buffer = c->block->buffer;
+    s->buffer_offset = c->offset;
+    s->mapped = ctx->mem.direct ? lm_chunk_mapped(c) : NULL;
+    lm_context_ref(ctx);
+    return s;
+}
+
+void lm_storage_ref(lm_storage *s) { s->refs++; }
+
+void lm_storage_unref(lm_storage *s) {
+    if (--s->refs > 0) return;
+    lm_context *ctx = s->ctx;
+    /* The device may still be reading or writing it: reuse waits for that batch. */
+    lm_stream_free_after(ctx, s->chunk, s->last_serial);
+    free(s);
+    lm_context_unref(ctx);
+}
+
+unsigned char *lm_storage_direct(lm_storage *s) { return s->mapped; }
+
+/* Records a buffer copy between a staging chunk and the storage. */
+static void record_copy(lua_State *L, lm_storage *s, lm_chunk *stage, VkDeviceSize offset,
+                        VkDeviceSize n, int to_device, const char *op) {
+    lm_context *ctx = s->ctx;
+    VkCommandBuffer cb = lm_stream_cmd(L, ctx, op);
+    if (to_device) lm_stream_write(ctx, s); else lm_stream_read(ctx, s);
+    lm_stream_hazards(ctx, cb);
+    VkBufferCopy region = {
+        .srcOffset = to_device ? stage->offset : s->buffer_offset + offset,
+        .dstOffset = to_device ? s->buffer_offset + offset : stage->offset,
+        .size = n,
+    };
+    vkCmdCopyBuffer(cb, to_device ? stage->block->buffer : s->buffer,
+                    to_device ? s->buffer : stage->block->buffer, 1, &region);
+    lm_stream_op_done(L, ctx);
+}
+
+static lm_chunk *staging_chunk(lua_State *L, lm_context *ctx, VkDeviceSize n) {
+    lm_chunk *c = NULL;
+    VkResult r = lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c);
+    if (r != VK_SUCCESS) {
+        lm_stream_sync(L, ctx);
+        r = lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c);
+    }
+    if (r != VK_SUCCESS) lm_vk_error(L, "allocating staging memory", r);
+    return c;
+}
+
+void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const void *src, VkDeviceSize n) {
+    lm_context *ctx = s->ctx;
+    if (s->mapped) {
+        /* The host writes now: earlier device work on this storage must be done. */
+        lm_stream_wait(L, ctx, s->last_serial);
+        memcpy(s->mapped + offset, src, n);
+        return;
+    }
+    const unsigned char *p = src;
+    for (VkDeviceSize done = 0; done < n; ) {
+        VkDeviceSize piece = n - done < LM_STAGING_PIECE ? n - done : LM_STAGING_PIECE;
+        lm_chunk *stage = staging_chunk(L, ctx, piece);
+        memcpy(lm_chunk_mapped(stage), p + done, piece);
+        record_copy(L, s, stage, offset + done, piece, 1, "upload");
+        lm_stream_free_after(ctx, stage, lm_stream_current_serial(ctx));
+        done += piece;
+    }
+}
+
+void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n) {
+    lm_context *ctx = s->ctx;
+    if (s->mapped) {
+        lm_stream_wait(L, ctx, s->last_serial);
+        memcpy(dst, s->mapped + offset, n);
+        return;
+    }
+    unsigned char *p = dst;
+    for (VkDeviceSize done = 0; done < n; ) {
+        VkDeviceSize piece = n - done < LM_STAGING_PIECE ? n - done : LM_STAGING_PIECE;
+        lm_chunk *stage = staging_chunk(L, ctx, piece);
+        record_copy(L, s, stage, offset + done, piece, 0, "download");
+        uint64_t serial = lm_stream_current_serial(ctx);
+        lm_stream_wait(NULL, ctx, serial);
+        memcpy(p + done, lm_chunk_mapped(stage), piece);
+        lm_chunk_free(ctx, stage);
+        lm_stream_check(L, ctx);
+        done += piece;
+    }
+}

@@ -1,0 +1,23 @@
+/* Storages: reference-counted device allocations, and host <-> device transfers. */
+#ifndef LUMUS_STORAGE_H
+#define LUMUS_STORAGE_H
+
+#include <lua.h>
+#include "context.h"
+
+/* A storage of `bytes` (one reference). Tells the Lua GC about device bytes, retries
+ * after a full collection when the device is out of memory, and raises
+ * "out of device memory: requested N bytes, M in use" when that is not enough. */
+lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname);
+void lm_storage_ref(lm_storage *s);
+void lm_storage_unref(lm_storage *s);
+
+/* Host data into a storage: copied before return (staged or mapped), so the caller may
+ * reuse `src` at once. The write is ordered after earlier device work on the storage. */
+void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const void *src, VkDeviceSize n);
+/* Device data into host memory; waits only for the work that touches the storage. */
+void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n);
+/* A host pointer to write a fresh storage directly (NULL when staging is needed). */
+unsigned char *lm_storage_direct(lm_storage *s);
+
+#endif

@@ -1,0 +1,316 @@
+/* The command stream (see stream.h). */
+#define _POSIX_C_SOURCE 199309L
+#include "stream.h"
+#include "context.h"
+#include "vkcheck.h"
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LM_WAIT_LIMIT_S 120.0
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+VkResult lm_stream_init(lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    memset(st, 0, sizeof *st);
+    st->cur = -1;
+    st->next_serial = 1;
+    st->epoch = 1;
+    st->spin = ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    VkCommandPoolCreateInfo pi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = ctx->queue_family,
+    };
+    VkResult r = vkCreateCommandPool(ctx->device, &pi, NULL, &st->pool);
+    if (r != VK_SUCCESS) return r;
+    VkCommandBufferAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = st->pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1,
+    };
+    VkFenceCreateInfo fi = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+    for (int i = 0; i < LM_RING; i++) {
+        r = vkAllocateCommandBuffers(ctx->device, &ai, &st->slot[i].cb);
+        if (r != VK_SUCCESS) return r;
+        r = vkCreateFence(ctx->device, &fi, NULL, &st->slot[i].fence);
+        if (r != VK_SUCCESS) return r;
+    }
+    if (ctx->timestamp_bits > 0) {
+        VkQueryPoolCreateInfo qi = {
+            .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+            .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = LM_TIMESTAMPS,
+        };
+        r = vkCreateQueryPool(ctx->device, &qi, NULL, &st->queries);
+        if (r != VK_SUCCESS) return r;
+    }
+    return VK_SUCCESS;
+}
+
+static void release_deferred(lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    size_t keep = 0;
+    for (size_t i = 0; i < st->ndeferred; i++) {
+        if (st->deferred[i].serial <= st->completed) lm_chunk_free(ctx, st->deferred[i].chunk);
+        else st->deferred[keep++] = st->deferred[i];
+    }
+    st->ndeferred = keep;
+}
+
+/* completed = one before the oldest batch not known to be finished. */
+static void update_completed(lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    uint64_t oldest = st->next_serial;
+    for (int i = 0; i < LM_RING; i++)
+        if (st->slot[i].state != 0 && st->slot[i].serial < oldest) oldest = st->slot[i].serial;
+    st->completed = oldest - 1;
+    release_deferred(ctx);
+}
+
+static void fail(lm_context *ctx, const lm_slot *s, const char *what, VkResult r) {
+    lm_stream *st = &ctx->stream;
+    if (r == VK_ERROR_DEVICE_LOST) st->lost = 1;
+    if (s && s->last_op)
+        snprintf(st->failed, sizeof st->failed, "lumus: device error %s (last op: %s): %s",
+                 what, s->last_op, lm_vk_result_name(r));
+    else
+        snprintf(st->failed, sizeof st->failed, "lumus: device error %s: %s", what, lm_vk_result_name(r));
+}
+
+void lm_stream_check(lua_State *L, lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    if (st->failed[0]) {
+        char msg[sizeof st->failed];
+        memcpy(msg, st->failed, sizeof msg);
+        if (!st->lost) st->failed[0] = 0;   /* transient failures are reported once */
+        luaL_error(L, "%s", msg);
+    }
+}
+
+/* Waits for one slot's fence; 0 on success, else the failing result. */
+static VkResult wait_slot(lm_context *ctx, lm_slot *s) {
+    lm_stream *st = &ctx->stream;
+    VkResult r;
+    double start = now_s();
+    if (st->spin) {
+        /* Sleeping in vkWaitForFences costs tens of µs on wake-up; a short spin does not. */
+        do {
+            r = vkGetFenceStatus(ctx->device, s->fence);
+            if (r != VK_NOT_READY) break;
+        } while (now_s() - start < 0.002);
+        if (r == VK_SUCCESS) goto done;
+        if (r != VK_NOT_READY) return r;
+    }
+    do {
+        r = vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, 1000000000ull);
+    } while (r == VK_TIMEOUT && now_s() - start < LM_WAIT_LIMIT_S);
+    if (r != VK_SUCCESS) return r;
+done:
+    s->state = 0;
+    return VK_SUCCESS;
+}
+
+static void full_barrier(VkCommandBuffer cb, VkAccessFlags dst_access, VkPipelineStageFlags dst_stage) {
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT,
+        .dstAccessMask = dst_access,
+    };
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                         VK_PIPELINE_STAGE_HOST_BIT, dst_stage, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+#define LM_DEVICE_ACCESS (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | \
+                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+#define LM_DEVICE_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
+
+VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op) {
+    lm_stream *st = &ctx->stream;
+    if (st->lost) lm_stream_check(L, ctx);
+    st->op = op;
+    if (st->cur >= 0) {
+        st->slot[st->cur].last_op = op;
+        return st->slot[st->cur].cb;
+    }
+    lm_slot *s = &st->slot[st->next_slot];
+    if (s->state == 2) {
+        /* The device is a whole ring behind: wait rather than queue without bound. */
+        VkResult r = wait_slot(ctx, s);
+        if (r != VK_SUCCESS) { fail(ctx, s, "while waiting", r); s->state = 0; update_completed(ctx); lm_stream_check(L, ctx); }
+        update_completed(ctx);
+    }
+    LM_VK(L, vkResetFences(ctx->device, 1, &s->fence));
+    LM_VK(L, vkResetCommandBuffer(s->cb, 0));
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    LM_VK(L, vkBeginCommandBuffer(s->cb, &bi));
+    /* Order this batch after everything submitted before it (and after host writes). */
+    full_barrier(s->cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
+    st->epoch++;
+    s->state = 1;
+    s->ops = 0;
+    s->serial = st->next_serial++;
+    s->last_op = op;
+    st->cur = st->next_slot;
+    st->next_slot = (st->next_slot + 1) % LM_RING;
+    return s->cb;
+}
+
+uint64_t lm_stream_current_serial(lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    return st->cur >= 0 ? st->slot[st->cur].serial : st->next_serial;
+}
+
+static void add_use(lm_context *ctx, lm_storage *s, int write) {
+    lm_stream *st = &ctx->stream;
+    if (st->nuse < (int)(sizeof st->use / sizeof st->use[0])) {
+        st->use[st->nuse].s = s;
+        st->use[st->nuse].write = write;
+        st->nuse++;
+    }
+}
+
+void lm_stream_read(lm_context *ctx, lm_storage *s) { add_use(ctx, s, 0); }
+void lm_stream_write(lm_context *ctx, lm_storage *s) { add_use(ctx, s, 1); }
+
+void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
+    lm_stream *st = &ctx->stream;
+    int need = 0;
+    for (int i = 0; i < st->nuse; i++) {
+        lm_storage *s = st->use[i].s;
+        if (s->write_epoch == st->epoch) need = 1;                          /* RAW, WAW */
+        if (st->use[i].write && s->read_epoch == st->epoch) need = 1;        /* WAR */
+    }
+    if (need) {
+        full_barrier(cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
+        st->epoch++;
+    }
+    uint64_t serial = lm_stream_current_serial(ctx);
+    for (int i = 0; i < st->nuse; i++) {
+        lm_storage *s = st->use[i].s;
+        if (st->use[i].write) s->write_epoch = st->epoch; else s->read_epoch = st->epoch;
+        s->last_serial = serial;
+    }
+    st->nuse = 0;
+}
+
+void lm_stream_submit(lua_State *L, lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    if (st->cur < 0) return;
+    lm_slot *s = &st->slot[st->cur];
+    st->cur = -1;
+    /* Make device writes visible to host reads of mapped memory after the fence. */
+    full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
+    VkResult r = vkEndCommandBuffer(s->cb);
+    if (r == VK_SUCCESS) {
+        VkSubmitInfo si = {
+            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cb,
+        };
+        lm_context_lock_queue(ctx);
+        r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
+        lm_context_unlock_queue(ctx);
+    }
+    if (r != VK_SUCCESS) {
+        s->state = 0;
+        fail(ctx, s, "at submit", r);
+        update_completed(ctx);
+        if (L) lm_stream_check(L, ctx);
+        return;
+    }
+    s->state = 2;
+}
+
+void lm_stream_op_done(lua_State *L, lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    (void)L;
+    if (st->cur >= 0 && ++st->slot[st->cur].ops >= LM_BATCH_OPS) lm_stream_submit(NULL, ctx);
+}
+
+static void wait_upto(lm_context *ctx, uint64_t serial) {
+    lm_stream *st = &ctx->stream;
+    for (;;) {
+        lm_slot *oldest = NULL;
+        for (int i = 0; i < LM_RING; i++) {
+            lm_slot *s = &st->slot[i];
+            if (s->state == 2 && s->serial <= serial && (!oldest || s->serial < oldest->serial)) oldest = s;
+        }
+        if (!oldest) break;
+        VkResult r = wait_slot(ctx, oldest);
+        if (r != VK_SUCCESS) {
+            fail(ctx, oldest, r == VK_TIMEOUT ? "(the device did not finish within the wait limit)" : "while running", r);
+            oldest->state = 0;
+        }
+    }
+    update_completed(ctx);
+}
+
+void lm_stream_wait(lua_State *L, lm_context *ctx, uint64_t serial) {
+    lm_stream *st = &ctx->stream;
+    if (serial > st->completed) {
+        if (st->cur >= 0 && st->slot[st->cur].serial <= serial) lm_stream_submit(L, ctx);
+        wait_upto(ctx, serial);
+    }
+    if (L) lm_stream_check(L, ctx);
+}
+
+void lm_stream_sync(lua_State *L, lm_context *ctx) {
+    lm_stream_wait(L, ctx, ctx->stream.next_serial - 1);
+}
+
+void lm_stream_poll(lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    for (int i = 0; i < LM_RING; i++) {
+        lm_slot *s = &st->slot[i];
+        if (s->state == 2 && vkGetFenceStatus(ctx->device, s->fence) == VK_SUCCESS) s->state = 0;
+    }
+    update_completed(ctx);
+}
+
+int lm_stream_pending(lm_context *ctx) {
+    lm_stream_poll(ctx);
+    return ctx->stream.completed + 1 < ctx->stream.next_serial;
+}
+
+void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial) {
+    lm_stream *st = &ctx->stream;
+    if (serial <= st->completed) { lm_chunk_free(ctx, c); return; }
+    if (st->ndeferred == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 64;
+        lm_deferred *d = realloc(st->deferred, cap * sizeof *d);
+        if (!d) {
+            /* No room to remember it: wait for the batch instead of leaking the chunk. */
+            wait_upto(ctx, serial);
+            lm_chunk_free(ctx, c);
+            return;
+        }
+        st->deferred = d;
+        st->cap = cap;
+    }
+    st->deferred[st->ndeferred].chunk = c;
+    st->deferred[st->ndeferred].serial = serial;
+    st->ndeferred++;
+}
+
+void lm_stream_destroy(lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    if (!st->pool) return;
+    lm_stream_submit(NULL, ctx);
+    wait_upto(ctx, st->next_serial);
+    /* Whatever is still deferred can go now: nothing runs any more. */
+    st->completed = st->next_serial;
+    release_deferred(ctx);
+    free(st->deferred);
+    st->deferred = NULL;
+    for (int i = 0; i < LM_RING; i++) if (st->slot[i].fence) vkDestroyFence(ctx->device, st->slot[i].fence, NULL);
+    if (st->queries) vkDestroyQueryPool(ctx->device, st->queries, NULL);
+    vkDestroyCommandPool(ctx->device, st->pool, NULL);
+    st->pool = VK_NULL_HANDLE;
+}

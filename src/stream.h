@@ -1,0 +1,85 @@
+/* The command stream: ops record into the current command buffer and return at once.
+ *
+ * A ring of command buffers with fences lets the host record the next batch while the
+ * device runs earlier ones. A batch is submitted when the host reads data, on
+ * synchronize, when it holds LM_BATCH_OPS ops, and at exit. Each submitted batch has a
+ * serial; storages remember the last serial that used them, so a free waits for that
+ * batch (deferred) and a host read waits only for what it needs. Barriers are recorded
+ * only when an op reads or overwrites what an earlier op of the same batch wrote, or
+ * overwrites what it read (tracked per storage with barrier epochs). */
+#ifndef LUMUS_STREAM_H
+#define LUMUS_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+#include <lua.h>
+#include "memory.h"
+
+#define LM_RING 8
+#define LM_BATCH_OPS 256
+#define LM_TIMESTAMPS 2
+
+typedef struct lm_slot {
+    VkCommandBuffer cb;
+    VkFence fence;
+    uint64_t serial;
+    int state;          /* 0 idle, 1 recording, 2 submitted */
+    uint32_t ops;
+    const char *last_op;
+} lm_slot;
+
+typedef struct lm_deferred { lm_chunk *chunk; uint64_t serial; } lm_deferred;
+
+typedef struct lm_stream {
+    VkCommandPool pool;
+    lm_slot slot[LM_RING];
+    int cur;                    /* recording slot, or -1 */
+    uint64_t next_serial;       /* serial the next batch to begin will get */
+    uint64_t completed;         /* every batch up to this serial has finished */
+    uint64_t epoch;             /* advances at every barrier */
+    lm_deferred *deferred;
+    size_t ndeferred, cap;
+    VkQueryPool queries;
+    const char *op;             /* name of the op being recorded, for device errors */
+    char failed[160];           /* a device failure to report at the next sync point */
+    int lost;                   /* the device is lost: every later call fails */
+    int next_slot;
+    struct { lm_storage *s; int write; } use[8];   /* storages the op being recorded uses */
+    int nuse;
+    int spin;                   /* poll fences before sleeping (discrete GPUs) */
+} lm_stream;
+
+VkResult lm_stream_init(lm_context *ctx);
+void lm_stream_destroy(lm_context *ctx);   /* waits for all work first */
+
+/* The command buffer being recorded (begun on demand); raises on device failure. */
+VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op);
+
+/* Declares that the op being recorded reads or writes a storage; records a barrier
+ * when a hazard with earlier work of this batch exists. Call before the dispatch. */
+void lm_stream_read(lm_context *ctx, lm_storage *s);
+void lm_stream_write(lm_context *ctx, lm_storage *s);
+void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb);
+
+/* Ends an op: counts it and submits the batch once it is large. */
+void lm_stream_op_done(lua_State *L, lm_context *ctx);
+
+void lm_stream_submit(lua_State *L, lm_context *ctx);
+/* Waits until the batch `serial` has finished (submitting it if still recording). */
+void lm_stream_wait(lua_State *L, lm_context *ctx, uint64_t serial);
+void lm_stream_sync(lua_State *L, lm_context *ctx);
+/* Non-blocking: notes finished batches and releases deferred frees. */
+void lm_stream_poll(lm_context *ctx);
+int lm_stream_pending(lm_context *ctx);
+
+/* Frees a chunk now, or once the batch `serial` is done. */
+void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial);
+
+/* Serial of the batch being recorded (what a use recorded now must wait for). */
+uint64_t lm_stream_current_serial(lm_context *ctx);
+
+/* Raises the pending device failure, if any. */
+void lm_stream_check(lua_State *L, lm_context *ctx);
+
+#endif

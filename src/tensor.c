@@ -1,0 +1,449 @@
+/* lumus.Tensor: constructors, shape, transfers and lifetime (see tensor.h). */
+#include "tensor.h"
+#include "storage.h"
+#include "ops/ops.h"
+#include <lauxlib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Largest dimension size and element count accepted: keeps every byte count and the
+ * kernels' 32-bit per-row indices far from overflow. */
+#define LM_MAX_SIZE ((int64_t)1 << 40)
+
+static const char *fname_of(lua_State *L) {
+    lua_Debug ar;
+    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) return ar.name;
+    return "?";
+}
+
+void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < ndim && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, i ? "x%lld" : "%lld", (long long)shape[i]);
+}
+
+static lm_tensor *to_tensor(lua_State *L, int idx) {
+    return luaL_testudata(L, idx, LM_TENSOR_MT);
+}
+
+lm_tensor *lm_check_tensor(lua_State *L, int idx) {
+    lm_tensor *t = to_tensor(L, idx);
+    if (!t) luaL_typeerror(L, idx, "tensor");
+    if (!t->storage) luaL_argerror(L, idx, "tensor has been freed");
+    return t;
+}
+
+lm_tensor *lm_opt_tensor(lua_State *L, int idx) {
+    return lua_isnoneornil(L, idx) ? NULL : lm_check_tensor(L, idx);
+}
+
+lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int argn) {
+    int ty = lua_getfield(L, table_idx, field);
+    lm_tensor *t = NULL;
+    if (ty != LUA_TNIL) {
+        t = to_tensor(L, -1);
+        if (!t) {
+            lua_pushfstring(L, "%s must be a tensor, got %s", field, luaL_typename(L, -1));
+            luaL_argerror(L, argn, lua_tostring(L, -1));
+        }
+        if (!t->storage) {
+            lua_pushfstring(L, "%s: tensor has been freed", field);
+            luaL_argerror(L, argn, lua_tostring(L, -1));
+        }
+    }
+    lua_pop(L, 1);   /* the tensor stays referenced by the caller's table */
+    return t;
+}
+
+int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b) {
+    if (a->storage != b->storage) return 0;
+    int64_t a0 = a->offset, a1 = a->offset + a->numel, b0 = b->offset, b1 = b->offset + b->numel;
+    return a0 < b1 && b0 < a1;
+}
+
+static void set_contiguous(lm_tensor *t) {
+    int64_t stride = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) { t->strides[i] = stride; stride *= t->shape[i]; }
+}
+
+/* A fresh userdata with no storage (safe to collect if what follows raises). */
+static lm_tensor *push_handle(lua_State *L) {
+    lm_tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
+    memset(t, 0, sizeof *t);
+    luaL_setmetatable(L, LM_TENSOR_MT);
+    return t;
+}
+
+lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape) {
+    lm_tensor *t = push_handle(L);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= shape[i]; }
+    set_contiguous(t);
+    t->storage = lm_storage_new(L, ctx, (VkDeviceSize)t->numel * 4u, fname_of(L));
+    return t;
+}
+
+/* Reads a shape: a table of 1..8 positive integers, or one integer. Sizes of -1 are
+ * allowed once when `allow_infer` (reshape). Returns the element count. */
+static int64_t check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int allow_infer) {
+    if (lua_isinteger(L, idx)) {
+        lua_Integer n = lua_tointeger(L, idx);
+        if (n <= 0 || n > LM_MAX_SIZE) luaL_argerror(L, idx, "size must be a positive integer");
+        shape[0] = n; *ndim = 1;
+        return n;
+    }
+    if (!lua_istable(L, idx)) {
+        lua_pushfstring(L, "shape expected (a table of positive integers), got %s", luaL_typename(L, idx));
+        luaL_argerror(L, idx, lua_tostring(L, -1));
+    }
+    lua_Unsigned n = lua_rawlen(L, idx);
+    if (n < 1 || n > LM_MAX_DIMS) {
+        lua_pushfstring(L, "shape must have 1 to %d sizes, got %d", LM_MAX_DIMS, (int)(n > 99 ? 99 : n));
+        luaL_argerror(L, idx, lua_tostring(L, -1));
+    }
+    int64_t numel = 1;
+    int infer = -1;
+    for (int i = 0; i < (int)n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        int isint = 0;
+        lua_Integer v = lua_tointegerx(L, -1, &isint);
+        if (!isint || lua_type(L, -1) != LUA_TNUMBER) {
+            lua_pushfstring(L, "size %d must be an integer, got %s", i + 1,
+                            lua_type(L, -1) == LUA_TNUMBER ? "a fraction or NaN" : luaL_typename(L, -1));
+            luaL_argerror(L, idx, lua_tostring(L, -1));
+        }
+        lua_pop(L, 1);
+        if (v == -1 && allow_infer && infer < 0) { infer = i; shape[i] = -1; continue; }
+        if (v <= 0) {
+            lua_pushfstring(L, "size %d must be positive, got %I", i + 1, (LUAI_UACINT)v);
+            luaL_argerror(L, idx, lua_tostring(L, -1));
+        }
+        if (v > LM_MAX_SIZE || numel > LM_MAX_SIZE / v) {
+            lua_pushfstring(L, "shape has too many elements (byte count overflows; at most 2^40 elements)");
+            luaL_argerror(L, idx, lua_tostring(L, -1));
+        }
+        shape[i] = v;
+        numel *= v;
+    }
+    *ndim = (int)n;
+    if (infer >= 0) shape[infer] = -numel;   /* resolved by the caller */
+    return numel;
+}
+
+static lm_tensor *new_from_shape(lua_State *L, int idx) {
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    check_shape(L, idx, shape, &ndim, 0);
+    lm_context *ctx = lm_context_get(L);
+    return lm_push_tensor(L, ctx, ndim, shape);
+}
+
+static int l_empty(lua_State *L) { new_from_shape(L, 1); return 1; }
+
+static int fill_new(lua_State *L, float v) {
+    lm_tensor *t = new_from_shape(L, 1);
+    lm_record_fill(L, t, v);
+    return 1;
+}
+static int l_zeros(lua_State *L) { return fill_new(L, 0.0f); }
+static int l_ones(lua_State *L) { return fill_new(L, 1.0f); }
+static int l_full(lua_State *L) {
+    lua_Number v = luaL_checknumber(L, 2);
+    return fill_new(L, (float)v);
+}
+
+static int l_from_bytes(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    int64_t numel = check_shape(L, 2, shape, &ndim, 0);
+    if ((uint64_t)len != (uint64_t)numel * 4u) {
+        char sh[128];
+        lm_shape_string(shape, ndim, sh, sizeof sh);
+        lua_pushfstring(L, "expected %I bytes (4 per float32) for shape %s, got %I",
+                        (LUAI_UACINT)(numel * 4), sh, (LUAI_UACINT)len);
+        luaL_argerror(L, 1, lua_tostring(L, -1));
+    }
+    lm_context *ctx = lm_context_get(L);
+    lm_tensor *t = lm_push_tensor(L, ctx, ndim, shape);
+    lm_storage_write(L, t->storage, 0, s, len);
+    return 1;
+}
+
+/* ---- nested tables ---- */
+
+/* Walks t[1][1]... to learn the shape; the full structure is checked while filling. */
+static int infer_nested_shape(lua_State *L, int idx, int64_t *shape) {
+    int ndim = 0;
+    lua_pushvalue(L, idx);
+    for (;;) {
+        if (lua_type(L, -1) != LUA_TTABLE) break;
+        if (ndim == LM_MAX_DIMS) luaL_argerror(L, 1, "nested table has more than 8 levels");
+        lua_Unsigned n = lua_rawlen(L, -1);
+        if (n == 0) luaL_argerror(L, 1, ndim ? "nested table has an empty row" : "table is empty");
+        if (n > (lua_Unsigned)LM_MAX_SIZE) luaL_argerror(L, 1, "table is too long");
+        shape[ndim++] = (int64_t)n;
+        lua_rawgeti(L, -1, 1);
+        lua_remove(L, -2);
+    }
+    lua_pop(L, 1);
+    return ndim;
+}
+
+typedef struct fill_state { float *out; int64_t at; const int64_t *shape; int ndim; int64_t path[LM_MAX_DIMS]; } fill_state;
+
+static void element_error(lua_State *L, fill_state *f, int depth, const char *what) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "element ");
+    for (int i = 0; i <= depth; i++) {
+        lua_pushfstring(L, "[%I]", (LUAI_UACINT)(f->path[i] + 1));
+        luaL_addvalue(&b);
+    }
+    luaL_addstring(&b, " ");
+    luaL_addstring(&b, what);
+    luaL_pushresult(&b);
+    luaL_argerror(L, 1, lua_tostring(L, -1));
+}
+
+/* The table at the top of the stack is level `depth`. */
+static void fill_nested(lua_State *L, fill_state *f, int depth) {
+    int64_t n = f->shape[depth];
+    if ((int64_t)lua_rawlen(L, -1) != n) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "has %lld entries where %lld were expected (ragged nested table)",
+                 (long long)lua_rawlen(L, -1), (long long)n);
+        element_error(L, f, depth - 1 < 0 ? 0 : depth - 1, msg);
+    }
+    if (depth == f->ndim - 1) {
+        float *out = f->out + f->at;
+        for (int64_t i = 0; i < n; i++) {
+            int isnum = 0;
+            lua_rawgeti(L, -1, (lua_Integer)i + 1);
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            if (!isnum || lua_type(L, -1) != LUA_TNUMBER) {
+                f->path[depth] = i;
+                lua_pushfstring(L, "is %s, number expected", luaL_typename(L, -1));
+                element_error(L, f, depth, lua_tostring(L, -1));
+            }
+            out[i] = (float)v;
+            lua_pop(L, 1);
+        }
+        f->at += n;
+        return;
+    }
+    luaL_checkstack(L, 4, "nested table too deep");
+    for (int64_t i = 0; i < n; i++) {
+        f->path[depth] = i;
+        if (lua_rawgeti(L, -1, (lua_Integer)i + 1) != LUA_TTABLE) {
+            lua_pushfstring(L, "is %s, a table expected (ragged nested table)", luaL_typename(L, -1));
+            element_error(L, f, depth, lua_tostring(L, -1));
+        }
+        fill_nested(L, f, depth + 1);
+        lua_pop(L, 1);
+    }
+}
+
+static int l_tensor(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int64_t shape[LM_MAX_DIMS];
+    int ndim = infer_nested_shape(L, 1, shape);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (numel > LM_MAX_SIZE / shape[i]) luaL_argerror(L, 1, "nested table has too many elements");
+        numel *= shape[i];
+    }
+    lm_context *ctx = lm_context_get(L);
+    lm_tensor *t = lm_push_tensor(L, ctx, ndim, shape);
+    unsigned char *direct = lm_storage_direct(t->storage);
+    float *host = (float *)direct;
+    if (!host) host = lua_newuserdatauv(L, (size_t)numel * 4u, 0);   /* GC'd if we raise */
+    fill_state f = { .out = host, .at = 0, .shape = shape, .ndim = ndim };
+    if (direct) lm_stream_wait(L, ctx, t->storage->last_serial);
+    lua_pushvalue(L, 1);
+    fill_nested(L, &f, 0);
+    lua_pop(L, 1);
+    if (!direct) {
+        lm_storage_write(L, t->storage, 0, host, (VkDeviceSize)numel * 4u);
+        lua_pop(L, 1);
+    }
+    return 1;
+}
+
+/* ---- methods ---- */
+
+static int m_shape(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    lua_createtable(L, t->ndim, 0);
+    for (int i = 0; i < t->ndim; i++) { lua_pushinteger(L, t->shape[i]); lua_rawseti(L, -2, i + 1); }
+    return 1;
+}
+
+static int m_size(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    if (lua_isnoneornil(L, 2)) return m_shape(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 0) i += t->ndim + 1;
+    if (i < 1 || i > t->ndim) {
+        lua_pushfstring(L, "dimension out of range (tensor has %d)", t->ndim);
+        luaL_argerror(L, 2, lua_tostring(L, -1));
+    }
+    lua_pushinteger(L, t->shape[i - 1]);
+    return 1;
+}
+
+static int m_dim(lua_State *L) { lua_pushinteger(L, lm_check_tensor(L, 1)->ndim); return 1; }
+static int m_numel(lua_State *L) { lua_pushinteger(L, lm_check_tensor(L, 1)->numel); return 1; }
+static int m_dtype(lua_State *L) { lm_check_tensor(L, 1); lua_pushliteral(L, "float32"); return 1; }
+
+/* Optional 1-based element range [first, first+count). */
+static void check_range(lua_State *L, lm_tensor *t, int idx, int64_t *first, int64_t *count) {
+    lua_Integer f = luaL_optinteger(L, idx, 1);
+    lua_Integer c = luaL_optinteger(L, idx + 1, t->numel - (f - 1));
+    if (f < 1 || f > t->numel) luaL_argerror(L, idx, "first element out of range");
+    if (c < 0 || c > t->numel - (f - 1)) luaL_argerror(L, idx + 1, "count out of range");
+    *first = f - 1;
+    *count = c;
+}
+
+static int m_to_bytes(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int64_t first, count;
+    check_range(L, t, 2, &first, &count);
+    size_t n = (size_t)count * 4u;
+    luaL_Buffer b;
+    char *p = luaL_buffinitsize(L, &b, n ? n : 1);
+    if (n) lm_storage_read(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, p, n);
+    luaL_pushresultsize(&b, n);
+    return 1;
+}
+
+static void push_nested(lua_State *L, const lm_tensor *t, const float *data, int depth, int64_t *at) {
+    int64_t n = t->shape[depth];
+    lua_createtable(L, (int)(n > 0x7fffffff ? 0x7fffffff : n), 0);
+    if (depth == t->ndim - 1) {
+        for (int64_t i = 0; i < n; i++) { lua_pushnumber(L, data[*at + i]); lua_rawseti(L, -2, (lua_Integer)i + 1); }
+        *at += n;
+        return;
+    }
+    luaL_checkstack(L, 4, "tensor too deep");
+    for (int64_t i = 0; i < n; i++) {
+        push_nested(L, t, data, depth + 1, at);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+static int m_to_table(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    lm_storage *s = t->storage;
+    const float *data;
+    if (s->mapped) {
+        lm_stream_wait(L, s->ctx, s->last_serial);
+        data = (const float *)(s->mapped) + t->offset;
+    } else {
+        float *host = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
+        lm_storage_read(L, s, (VkDeviceSize)t->offset * 4u, host, lm_tensor_bytes(t));
+        data = host;
+    }
+    int64_t at = 0;
+    push_nested(L, t, data, 0, &at);
+    return 1;
+}
+
+static int m_reshape(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    int64_t known = check_shape(L, 2, shape, &ndim, 1);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            if (known == 0 || t->numel % known != 0) luaL_argerror(L, 2, "cannot infer the size marked -1");
+            shape[i] = t->numel / known;
+            known = t->numel;
+        }
+    }
+    if (known != t->numel) {
+        char a[128], b[128];
+        lm_shape_string(shape, ndim, a, sizeof a);
+        lm_shape_string(t->shape, t->ndim, b, sizeof b);
+        lua_pushfstring(L, "shape %s has %I elements, the tensor (%s) has %I", a, (LUAI_UACINT)known, b, (LUAI_UACINT)t->numel);
+        luaL_argerror(L, 2, lua_tostring(L, -1));
+    }
+    lm_tensor *v = push_handle(L);
+    *v = *t;
+    v->ndim = ndim;
+    memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    set_contiguous(v);
+    lm_storage_ref(v->storage);
+    return 1;
+}
+
+static int m_free(lua_State *L) {
+    lm_tensor *t = to_tensor(L, 1);
+    if (!t) luaL_typeerror(L, 1, "tensor");
+    if (t->storage) {
+        lm_storage *s = t->storage;
+        t->storage = NULL;
+        lm_storage_unref(s);
+    }
+    return 0;
+}
+
+static int m_is_freed(lua_State *L) {
+    lm_tensor *t = to_tensor(L, 1);
+    if (!t) luaL_typeerror(L, 1, "tensor");
+    lua_pushboolean(L, t->storage == NULL);
+    return 1;
+}
+
+/* A brief description; init.lua replaces __tostring with one that prints values. */
+static int m_describe(lua_State *L) {
+    lm_tensor *t = to_tensor(L, 1);
+    if (!t) luaL_typeerror(L, 1, "tensor");
+    if (!t->storage) { lua_pushliteral(L, "[lumus.Tensor float32, freed]"); return 1; }
+    char sh[256];
+    lm_shape_string(t->shape, t->ndim, sh, sizeof sh);
+    lua_pushfstring(L, "[lumus.Tensor float32 of size %s]", sh);
+    return 1;
+}
+
+static int m_storage_id(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    lua_pushlightuserdata(L, t->storage);
+    return 1;
+}
+
+static const luaL_Reg tensor_methods[] = {
+    {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"numel", m_numel}, {"dtype", m_dtype},
+    {"to_table", m_to_table}, {"to_bytes", m_to_bytes}, {"reshape", m_reshape}, {"free", m_free},
+    {"is_freed", m_is_freed}, {"describe", m_describe}, {"_storage_id", m_storage_id},
+    {NULL, NULL}
+};
+
+static const luaL_Reg tensor_functions[] = {
+    {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"empty", l_empty},
+    {"from_bytes", l_from_bytes},
+    {NULL, NULL}
+};
+
+void lm_tensor_register(lua_State *L) {
+    luaL_newmetatable(L, LM_TENSOR_MT);
+    luaL_newlib(L, tensor_methods);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+    lua_setfield(L, -3, "methods");   /* metatable.methods, for init.lua to extend */
+    lua_pushcfunction(L, m_free);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, m_free);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, m_describe);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "lumus.Tensor");
+    lua_setfield(L, -2, "__name");
+    lua_setfield(L, -2, "Tensor");    /* module.Tensor = the metatable */
+    luaL_setfuncs(L, tensor_functions, 0);
+}

@@ -1,0 +1,50 @@
+/* Tensors: the lumus.Tensor userdata, its shape and its storage.
+ * A tensor is a handle onto a storage (shared by views); free(), __gc and __close drop
+ * the handle, and any later use raises "tensor has been freed". */
+#ifndef LUMUS_TENSOR_H
+#define LUMUS_TENSOR_H
+
+#include <stdint.h>
+#include <lua.h>
+#include "context.h"
+
+#define LM_TENSOR_MT "lumus.Tensor"
+#define LM_MAX_DIMS 8
+
+typedef enum lm_dtype { LM_FLOAT32 = 0 } lm_dtype;
+
+typedef struct lm_tensor {
+    lm_storage *storage;        /* NULL once freed */
+    lm_dtype dtype;
+    int ndim;
+    int64_t shape[LM_MAX_DIMS];
+    int64_t strides[LM_MAX_DIMS];   /* in elements; contiguous for now */
+    int64_t offset;                 /* in elements, into the storage */
+    int64_t numel;
+} lm_tensor;
+
+/* The tensor at idx, not freed; raises naming the argument otherwise. */
+lm_tensor *lm_check_tensor(lua_State *L, int idx);
+/* As lm_check_tensor, but nil (or none) gives NULL. */
+lm_tensor *lm_opt_tensor(lua_State *L, int idx);
+/* A tensor from a table field (e.g. opts.out), or NULL when absent; `what` names it. */
+lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int argn);
+
+/* Pushes a new tensor of this shape with fresh (uninitialized) device memory. */
+lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape);
+
+static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
+    return t->storage->address + (VkDeviceAddress)t->offset * 4u;
+}
+static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) { return (VkDeviceSize)t->numel * 4u; }
+
+/* "2x3" */
+void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len);
+
+/* Do two tensors' byte ranges overlap? */
+int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b);
+
+/* Registers the metatable and constructors into the table on top of the stack. */
+void lm_tensor_register(lua_State *L);
+
+#endif

@@ -1,0 +1,25 @@
+/* Turning Vulkan results into Lua errors. */
+#include "vkcheck.h"
+#include <lauxlib.h>
+
+const char *lm_vk_result_name(VkResult r) {
+    switch (r) {
+#define LM_CASE(x) case x: return #x;
+    LM_CASE(VK_SUCCESS) LM_CASE(VK_NOT_READY) LM_CASE(VK_TIMEOUT) LM_CASE(VK_INCOMPLETE)
+    LM_CASE(VK_ERROR_OUT_OF_HOST_MEMORY) LM_CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    LM_CASE(VK_ERROR_INITIALIZATION_FAILED) LM_CASE(VK_ERROR_DEVICE_LOST)
+    LM_CASE(VK_ERROR_MEMORY_MAP_FAILED) LM_CASE(VK_ERROR_LAYER_NOT_PRESENT)
+    LM_CASE(VK_ERROR_EXTENSION_NOT_PRESENT) LM_CASE(VK_ERROR_FEATURE_NOT_PRESENT)
+    LM_CASE(VK_ERROR_INCOMPATIBLE_DRIVER) LM_CASE(VK_ERROR_TOO_MANY_OBJECTS)
+    LM_CASE(VK_ERROR_FORMAT_NOT_SUPPORTED) LM_CASE(VK_ERROR_FRAGMENTED_POOL)
+    LM_CASE(VK_ERROR_UNKNOWN) LM_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
+    LM_CASE(VK_ERROR_INVALID_EXTERNAL_HANDLE) LM_CASE(VK_ERROR_FRAGMENTATION)
+    LM_CASE(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+#undef LM_CASE
+    default: return "unknown VkResult";
+    }
+}
+
+int lm_vk_error(lua_State *L, const char *what, VkResult r) {
+    return luaL_error(L, "lumus: %s failed: %s (%d)", what, lm_vk_result_name(r), (int)r);
+}
