@@ -13,6 +13,13 @@
 //                   x in memory (sum, squared deviations, write), still two-pass exact.
 // Rows past maxComputeWorkGroupCount[0] arrive on a 2-D grid (groups_x wide).
 // Reading all of a row before writing it makes out == x (in place) safe in every mode.
+//
+// Numerics (corrected two-pass): m0 = sum(x)/D in float32 is off from the true mean by
+// its rounding error, which for rows with a large common offset (1e4 + noise) is far
+// bigger than the noise's own precision. So the second pass takes r = x - m0 (exact
+// when x is near m0), and c = sum(r)/D recovers the lost part: mean = m0 + c,
+// var = sum(r^2)/D - c^2 (c is tiny, so this subtracts nothing large), and
+// y = (r - c) * invstd. Never E[x^2] - E[x]^2 on raw x.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -41,7 +48,7 @@ layout(push_constant) uniform Params {
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
-shared float partials[WG];
+shared vec2 partials[WG];
 
 // 1/sqrt(a) to within about an ulp: inversesqrt is only 2-ulp accurate in Vulkan, and
 // one Newton step squares its error away.
@@ -63,6 +70,13 @@ VT load_bias(uint idx) {
     return p.bias != 0ul ? ROW_ARRAY(p.bias).v[idx] : VT(0.0);
 }
 
+// From sum(r) and sum(r^2) of r = x - m0: the correction c and invstd.
+vec2 finish_stats(vec2 sums) {
+    float c = sums.x / float(p.d);
+    float var = max(sums.y / float(p.d) - c * c, 0.0);
+    return vec2(c, invsqrt_refined(var + p.eps));
+}
+
 void store_stats(uint row, float mean, float invstd) {
     FloatArray(p.mean).v[row] = mean;
     FloatArray(p.invstd).v[row] = invstd;
@@ -71,11 +85,11 @@ void store_stats(uint row, float mean, float invstd) {
 #if defined(MODE_GROUP) || defined(MODE_STREAM)
 // Sum over the workgroup, for any subgroup size: every thread adds the per-subgroup
 // partials in the same order, so all threads see the identical result.
-float group_sum(float v) {
-    float s = subgroupAdd(v);
+vec2 group_sum(vec2 v) {
+    vec2 s = subgroupAdd(v);
     if (subgroupElect()) partials[gl_SubgroupID] = s;
     barrier();
-    float t = 0.0;
+    vec2 t = vec2(0.0);
     for (uint i = 0; i < gl_NumSubgroups; ++i) t += partials[i];
     barrier();
     return t;
@@ -96,22 +110,22 @@ void main() {
         v[i] = idx < p.n ? xr.v[idx] : VT(0.0);
         s += hsum(v[i]);
     }
-    float mean = group_sum(s) / float(p.d);
+    float m0 = group_sum(vec2(s, 0.0)).x / float(p.d);
 
-    float q = 0.0;
+    vec2 q = vec2(0.0);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = tid + i * WG;
-        VT dv = idx < p.n ? v[i] - mean : VT(0.0);
-        q += hsum(dv * dv);
+        v[i] = idx < p.n ? v[i] - m0 : VT(0.0);
+        q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
     }
-    float invstd = invsqrt_refined(group_sum(q) / float(p.d) + p.eps);
+    vec2 st = finish_stats(group_sum(q));
 
     ROW_ARRAY yr = row_ptr(p.y, row);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = tid + i * WG;
-        if (idx < p.n) yr.v[idx] = fma((v[i] - mean) * invstd, load_weight(idx), load_bias(idx));
+        if (idx < p.n) yr.v[idx] = fma((v[i] - st.x) * st.y, load_weight(idx), load_bias(idx));
     }
-    if (tid == 0) store_stats(row, mean, invstd);
+    if (tid == 0) store_stats(row, m0 + st.x, st.y);
 }
 #elif defined(MODE_SUBGROUP)
 void main() {
@@ -130,20 +144,20 @@ void main() {
             v[i] = idx < p.n ? xr.v[idx] : VT(0.0);
             s += hsum(v[i]);
         }
-        float mean = subgroupAdd(s) / float(p.d);
-        float q = 0.0;
+        float m0 = subgroupAdd(s) / float(p.d);
+        vec2 q = vec2(0.0);
         for (uint i = 0; i < ITEMS; ++i) {
             uint idx = lane + i * width;
-            VT dv = idx < p.n ? v[i] - mean : VT(0.0);
-            q += hsum(dv * dv);
+            v[i] = idx < p.n ? v[i] - m0 : VT(0.0);
+            q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
         }
-        float invstd = invsqrt_refined(subgroupAdd(q) / float(p.d) + p.eps);
+        vec2 st = finish_stats(subgroupAdd(q));
         ROW_ARRAY yr = row_ptr(p.y, row);
         for (uint i = 0; i < ITEMS; ++i) {
             uint idx = lane + i * width;
-            if (idx < p.n) yr.v[idx] = fma((v[i] - mean) * invstd, load_weight(idx), load_bias(idx));
+            if (idx < p.n) yr.v[idx] = fma((v[i] - st.x) * st.y, load_weight(idx), load_bias(idx));
         }
-        if (subgroupElect()) store_stats(row, mean, invstd);
+        if (subgroupElect()) store_stats(row, m0 + st.x, st.y);
     }
 }
 #elif defined(MODE_STREAM)
@@ -155,19 +169,19 @@ void main() {
 
     float s = 0.0;
     for (uint idx = tid; idx < p.n; idx += WG) s += hsum(xr.v[idx]);
-    float mean = group_sum(s) / float(p.d);
+    float m0 = group_sum(vec2(s, 0.0)).x / float(p.d);
 
-    float q = 0.0;
+    vec2 q = vec2(0.0);
     for (uint idx = tid; idx < p.n; idx += WG) {
-        VT dv = xr.v[idx] - mean;
-        q += hsum(dv * dv);
+        VT r = xr.v[idx] - m0;
+        q += vec2(hsum(r), hsum(r * r));
     }
-    float invstd = invsqrt_refined(group_sum(q) / float(p.d) + p.eps);
+    vec2 st = finish_stats(group_sum(q));
 
     ROW_ARRAY yr = row_ptr(p.y, row);
     for (uint idx = tid; idx < p.n; idx += WG)
-        yr.v[idx] = fma((xr.v[idx] - mean) * invstd, load_weight(idx), load_bias(idx));
-    if (tid == 0) store_stats(row, mean, invstd);
+        yr.v[idx] = fma((xr.v[idx] - m0 - st.x) * st.y, load_weight(idx), load_bias(idx));
+    if (tid == 0) store_stats(row, m0 + st.x, st.y);
 }
 #else
 #error "define MODE_GROUP, MODE_SUBGROUP or MODE_STREAM"
