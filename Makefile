@@ -21,6 +21,7 @@ INST_LIBDIR ?= $(PREFIX)/lib/lua/5.4
 INST_LUADIR ?= $(PREFIX)/share/lua/5.4
 INST_INCDIR ?= $(PREFIX)/include
 
+SHELL   := /bin/bash
 BUILD   := build
 SPV_DIR := $(BUILD)/shaders
 MODULE  := $(BUILD)/lumus/core.so
@@ -88,8 +89,11 @@ $(MODULE): $(OBJ)
 example: $(MODULE)
 	LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$(BUILD)/?.so;;" $(LUA) examples/layer_norm.lua
 
+# The README's test command. Ends with a plain count line that CI reads.
 test: $(MODULE)
-	$(BUSTED) --lua=$(LUA)
+	@set -o pipefail; $(BUSTED) --lua=$(LUA) -o TAP 2>&1 | tee $(BUILD)/test.tap; status=$$?; \
+	  ok=$$(grep -c '^ok ' $(BUILD)/test.tap); bad=$$(grep -c '^not ok ' $(BUILD)/test.tap); \
+	  echo "busted: $$ok passed, $$bad failed"; exit $$status
 
 install: $(MODULE)
 	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus

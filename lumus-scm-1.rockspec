@@ -1,0 +1,38 @@
+rockspec_format = "3.0"
+package = "lumus"
+version = "scm-1"
+source = {
+   url = "git+file:///dev/null",   -- installed from a checkout: luarocks --lua-version=5.4 make
+}
+description = {
+   summary = "GPU tensors and kernels (LayerNorm first) for Lua 5.4 on Vulkan compute",
+   detailed = [[
+lumus gives Lua scripts float32 tensors in device memory and GPU kernels on Vulkan
+compute, with a pure-Lua float64 reference to check them against. Shaders are compiled
+at build time and embedded in the module; at run time only the Vulkan loader and a
+driver are needed (lavapipe, from mesa-vulkan-drivers, where no GPU exists).
+]],
+   license = "MIT",
+}
+dependencies = {
+   "lua >= 5.4, < 5.5",
+}
+external_dependencies = {
+   VULKAN = { header = "vulkan/vulkan.h", library = "vulkan" },
+}
+build = {
+   type = "make",
+   build_target = "all",
+   build_variables = {
+      CFLAGS = "$(CFLAGS)",
+      LIBFLAG = "$(LIBFLAG)",
+      LUA_INCDIR = "$(LUA_INCDIR)",
+      LUA = "$(LUA)",
+   },
+   install_target = "install",
+   install_variables = {
+      INST_LIBDIR = "$(LIBDIR)",
+      INST_LUADIR = "$(LUADIR)",
+      INST_INCDIR = "$(PREFIX)/include",
+   },
+}
