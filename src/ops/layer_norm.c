@@ -5,7 +5,11 @@
 #include <math.h>
 #include <string.h>
 
-#define LN_ITEMS_TARGET 4      /* vectors per thread the group form aims for */
+/* Vectors per thread the group form aims for: on the H200, 2 was fastest for rows of up
+ * to 256 vectors (D <= 1024) and 4 above (bench/layer_norm.lua sweeps, BENCHMARKS.md). */
+#define LN_ITEMS_SHORT 2
+#define LN_ITEMS_LONG 4
+#define LN_SHORT_ROW 256
 #define LN_MAX_ITEMS 16        /* most vectors per thread kept in registers */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
@@ -26,7 +30,8 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
     if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     if (max_wg > 1024) max_wg = 1024;
     uint32_t sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
-    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : LN_ITEMS_TARGET;
+    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : (n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG);
+    if (ctx->ln_force_stream) goto stream;
     if (ctx->full_subgroups && n <= LN_SUBGROUP_ITEMS * sg && LN_SUBGROUP_WG <= max_wg &&
         LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
         c.shader = c.vec == 4 ? LM_SH_LN_SUBGROUP_VEC4 : LM_SH_LN_SUBGROUP_VEC1;
@@ -46,8 +51,9 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
         c.rows_per_group = 1;
         c.variant = "group";
     } else {
+stream:
         c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
-        c.wg = max_wg;
+        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : max_wg;
         c.items = 1;
         c.rows_per_group = 1;
         c.variant = "stream";
@@ -179,7 +185,9 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_Integer wg = luaL_optinteger(L, -1, 0);
         luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
         ctx->ln_wg_override = (uint32_t)wg;
-        lua_pop(L, 2);
+        lua_getfield(L, 2, "stream");
+        ctx->ln_force_stream = lua_toboolean(L, -1);
+        lua_pop(L, 3);
     }
     ln_config c = choose(ctx, d);
     lua_createtable(L, 0, 5);
