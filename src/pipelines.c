@@ -92,7 +92,7 @@ uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *heigh
     if (groups == 0) groups = 1;
     if (groups <= max_x) { *height = 1; return (uint32_t)groups; }
     uint64_t h = (groups + max_x - 1) / max_x;
-    if (h > max_y) luaL_error(L, "lumus: %llu workgroups exceed the device's grid", (unsigned long long)groups);
+    if (h > max_y) luaL_error(L, "lumus: %I workgroups exceed the device's grid", (LUAI_UACINT)groups);
     uint64_t w = (groups + h - 1) / h;   /* as square as the rows allow: less waste */
     *height = (uint32_t)h;
     return (uint32_t)w;

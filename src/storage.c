@@ -23,11 +23,11 @@ static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
 
 lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname) {
     if (bytes > ctx->mem.max_single)
-        luaL_error(L, "%s: a tensor of %llu bytes exceeds the device's largest allocation (%llu bytes)",
-                   fname, (unsigned long long)bytes, (unsigned long long)ctx->mem.max_single);
+        luaL_error(L, "%s: a tensor of %I bytes exceeds the device's largest allocation (%I bytes)",
+                   fname, (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.max_single);
     if (bytes > ctx->mem.limit)
-        luaL_error(L, "%s: out of device memory: requested %llu bytes, more than the device limit of %llu bytes",
-                   fname, (unsigned long long)bytes, (unsigned long long)ctx->mem.limit);
+        luaL_error(L, "%s: out of device memory: requested %I bytes, more than the device limit of %I bytes",
+                   fname, (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.limit);
     gc_pressure(L, ctx, bytes);
     lm_storage *s = calloc(1, sizeof *s);
     if (!s) luaL_error(L, "%s: out of host memory", fname);
@@ -42,8 +42,8 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
     if (r != VK_SUCCESS) {
         free(s);
         if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-            luaL_error(L, "%s: out of device memory: requested %llu bytes, %llu in use", fname,
-                       (unsigned long long)bytes, (unsigned long long)ctx->mem.in_use);
+            luaL_error(L, "%s: out of device memory: requested %I bytes, %I in use", fname,
+                       (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.in_use);
         lm_vk_error(L, "allocating device memory", r);
     }
     s->refs = 1;

@@ -435,7 +435,7 @@ void lm_tensor_register(lua_State *L) {
     luaL_newlib(L, tensor_methods);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__index");
-    lua_setfield(L, -3, "methods");   /* metatable.methods, for init.lua to extend */
+    lua_setfield(L, -2, "methods");   /* metatable.methods, for init.lua to extend */
     lua_pushcfunction(L, m_free);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, m_free);

@@ -8,6 +8,9 @@ for k, v in pairs(core) do M[k] = v end
 
 local Tensor = core.Tensor          -- the metatable of lumus.Tensor
 local methods = Tensor.methods
+-- Registered as a loaded module so that error messages from methods called without
+-- method syntax name them ("bad argument #1 to 'lumus.Tensor.shape'").
+package.loaded["lumus.Tensor"] = methods
 
 local MAX_SHOWN = 6                 -- per dimension before eliding with "..."
 
