@@ -43,7 +43,8 @@ struct lm_context {
     VkDeviceSize bytes_since_gc, gc_threshold;
     int timing;                         /* inside lumus.gpu_time */
     uint32_t ln_items_target, ln_wg_override;
-    int ln_force_stream;   /* layer_norm tuning knobs (0 = default) */
+    int ln_force_stream;
+    uint32_t ln_subgroup_items;   /* layer_norm tuning knobs (0 = default) */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */

@@ -10,6 +10,9 @@
 #define LN_ITEMS_SHORT 2
 #define LN_ITEMS_LONG 4
 #define LN_SHORT_ROW 256
+/* On a CPU device (lavapipe) a workgroup runs on one thread and each barrier costs a
+ * context switch: fewer, wider threads per row won 2x there (1024x768). */
+#define LN_ITEMS_CPU 16
 #define LN_MAX_ITEMS 16        /* most vectors per thread kept in registers */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
@@ -30,9 +33,12 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
     if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     if (max_wg > 1024) max_wg = 1024;
     uint32_t sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
-    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : (n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG);
+    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
+                    : ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? LN_ITEMS_CPU
+                    : n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
     if (ctx->ln_force_stream) goto stream;
-    if (ctx->full_subgroups && n <= LN_SUBGROUP_ITEMS * sg && LN_SUBGROUP_WG <= max_wg &&
+    uint32_t sub_items = ctx->ln_subgroup_items ? ctx->ln_subgroup_items : LN_SUBGROUP_ITEMS;
+    if (ctx->full_subgroups && n <= sub_items * sg && LN_SUBGROUP_WG <= max_wg &&
         LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
         c.shader = c.vec == 4 ? LM_SH_LN_SUBGROUP_VEC4 : LM_SH_LN_SUBGROUP_VEC1;
         c.wg = LN_SUBGROUP_WG;
@@ -187,7 +193,9 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_wg_override = (uint32_t)wg;
         lua_getfield(L, 2, "stream");
         ctx->ln_force_stream = lua_toboolean(L, -1);
-        lua_pop(L, 3);
+        lua_getfield(L, 2, "subgroup_items");
+        ctx->ln_subgroup_items = (uint32_t)luaL_optinteger(L, -1, 0);
+        lua_pop(L, 4);
     }
     ln_config c = choose(ctx, d);
     lua_createtable(L, 0, 5);
