@@ -13,7 +13,9 @@
 /* On a CPU device (lavapipe) a workgroup runs on one thread and each barrier costs a
  * context switch: fewer, wider threads per row won 2x there (1024x768). */
 #define LN_ITEMS_CPU 16
-#define LN_MAX_ITEMS 16        /* most vectors per thread kept in registers */
+#define LN_MAX_ITEMS 8         /* most vectors per thread kept in registers: more spilled
+                                  * on the H200 (D = 65536 ran at 58% of copy with 16) */
+#define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
 
@@ -60,7 +62,7 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
 stream:
         c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
         c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : max_wg;
-        c.items = 1;
+        c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
         c.rows_per_group = 1;
         c.variant = "stream";
     }
