@@ -52,7 +52,8 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
         uint32_t lo = sg > 32 ? sg : 32;
         if (wg < lo) wg = lo;
         if (wg > max_wg) wg = max_wg;
-        if (wg * LN_MAX_ITEMS < n) wg = max_wg;
+        if (wg * LN_MAX_ITEMS < n) wg = pow2_at_least((n + LN_MAX_ITEMS - 1) / LN_MAX_ITEMS);
+        if (wg > max_wg) wg = max_wg;
         c.shader = c.vec == 4 ? LM_SH_LN_GROUP_VEC4 : LM_SH_LN_GROUP_VEC1;
         c.wg = wg;
         c.items = (n + wg - 1) / wg;
