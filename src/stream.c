@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#define LM_WAIT_LIMIT_S 120.0
+/* A batch that has not finished after this long is reported rather than waited on forever. */
+#define LM_WAIT_LIMIT_S 600.0
 
 static double now_s(void) {
     struct timespec ts;
