@@ -1,15 +1,31 @@
--- layer_norm_forward against the float64 reference (lua/lumus/reference.lua).
+-- lumus.layer_norm_forward against the float64 reference (lua/lumus/reference.lua).
 --
--- Tolerances: inputs are rounded to float32 before the reference sees them, so the only
--- error left is the kernel's float32 arithmetic. y: relative L2 error <= 1e-5 and max
--- abs error <= 1e-4 * (1 + |ref|); mean: max error <= 1e-5 * (1 + |ref|); invstd:
--- relative error <= 1e-4. Outputs are poisoned with NaN before each run (through the
--- `out` options), so an element the kernel fails to write fails the comparison.
+-- Tolerances. Inputs are rounded to float32 before the reference sees them (the
+-- reference is fed exactly what the tensor holds), so the only error left is the
+-- kernel's float32 arithmetic:
+--   y       relative L2 error <= 1e-5, and |y - ref| <= 1e-4 * max(1, |ref|) per element
+--   mean    |mean - ref| <= 1e-5 * max(1, |ref|) (times the data's scale when it is > 1)
+--   invstd  |invstd / ref - 1| <= 1e-4
+-- Rows with a large common offset (1e4 + N(0, 1) noise) are held to the same y bound,
+-- i.e. max abs error <= 1e-4 for y ~ N(0, 1). A float32 mean of such a row is itself
+-- only good to ~5e-4 (half an ulp at 1e4), so a kernel that used it uncorrected would
+-- be at ~1e-3; lumus's corrected two-pass statistics reach ~1e-6, and E[x^2] - E[x]^2
+-- would be off by O(1).
+--
+-- Outputs are poisoned with NaN (lumus.full(shape, 0/0)) and passed through the
+-- `out`/`mean`/`invstd` options, so an element the kernel fails to write fails the
+-- comparison; the default-allocation path (no options) is checked too.
+--
+-- Large inputs (70,000 rows, rows past maxComputeWorkGroupCount, tensors past
+-- maxStorageBufferRange) are compared in full where the reference is cheap (D = 5)
+-- and on a deterministic sample of rows otherwise; each test says which.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 
 local Y_REL_L2, Y_MAX, MEAN_MAX, INVSTD_REL = 1e-5, 1e-4, 1e-5, 1e-4
+local NAN = 0 / 0
 
+-- Shape of mean and invstd for an x of this shape ({1} for a 1-D x).
 local function stat_shape(shape)
   local s = {}
   for i = 1, #shape - 1 do s[i] = shape[i] end
@@ -19,51 +35,177 @@ end
 
 local function check(got, want, what, max_rel_abs)
   local c = ref.compare(got, want)
-  assert(c.max_rel <= max_rel_abs, ("%s: max error %.3g (relative to 1+|ref|) > %.3g"):format(what, c.max_rel, max_rel_abs))
+  assert(c.max_rel <= max_rel_abs, ("%s: max error %.3g (relative to max(1, |ref|)) > %.3g at element %d")
+    :format(what, c.max_rel, max_rel_abs, c.worst))
   return c
 end
 
--- Runs one case on the GPU (poisoned outputs) and against the reference.
+-- Checks y, mean and invstd (tables) against the reference's.
+local function check_all(y, m, r, wy, wm, wr, what, scale)
+  local cy = check(y, wy, what .. " y", Y_MAX)
+  assert(cy.rel_l2 <= Y_REL_L2, ("%s y: relative L2 error %.3g > %.3g"):format(what, cy.rel_l2, Y_REL_L2))
+  check(m, wm, what .. " mean", MEAN_MAX * math.max(1, scale or 1))
+  local gi, wi = ref.flatten(r), ref.flatten(wr)
+  assert.are.equal(#wi, #gi)
+  for i = 1, #wi do
+    local e = math.abs(gi[i] / wi[i] - 1)
+    if e ~= e then e = math.huge end
+    assert(e <= INVSTD_REL, ("%s invstd: relative error %.3g at row %d"):format(what, e, i))
+  end
+  return cy
+end
+
+-- Runs one case on the GPU and against the reference. opts:
+--   seed, offset, scale (x = offset + scale * N(0, 1)), weight, bias (booleans), eps
+--   default_alloc: also run without options and check those outputs
 local function run_case(shape, opts)
   opts = opts or {}
   local rng = ref.rng(opts.seed or 1)
   local offset, scale = opts.offset or 0, opts.scale or 1
   local xt = ref.random_table(shape, function() return offset + scale * rng.normal() end)
   local d = shape[#shape]
-  local wt = opts.weight and ref.random_table({d}, function() return 1 + 0.5 * rng.normal() end) or nil
-  local bt = opts.bias and ref.random_table({d}, function() return rng.normal() end) or nil
-  local eps = opts.eps or 1e-5
+  local wt = opts.weight and ref.random_table({ d }, function() return 1 + 0.5 * rng.normal() end) or nil
+  local bt = opts.bias and ref.random_table({ d }, function() return rng.normal() end) or nil
+  local eps = opts.eps            -- nil: the default, 1e-5, on both sides
   local x = lumus.tensor(xt)
   local w = wt and lumus.tensor(wt) or nil
   local b = bt and lumus.tensor(bt) or nil
-  local y = lumus.full(shape, 0 / 0)
-  local m = lumus.full(stat_shape(shape), 0 / 0)
-  local r = lumus.full(stat_shape(shape), 0 / 0)
+  local y = lumus.full(shape, NAN)
+  local m = lumus.full(stat_shape(shape), NAN)
+  local r = lumus.full(stat_shape(shape), NAN)
   local ry, rm, rr = lumus.layer_norm_forward(x, w, b, eps, { out = y, mean = m, invstd = r })
   assert.are.equal(y, ry); assert.are.equal(m, rm); assert.are.equal(r, rr)
   local wy, wm, wr = ref.layer_norm_forward(xt, wt, bt, eps)
-  local cy = check(y:to_table(), wy, "y", Y_MAX)
-  assert(cy.rel_l2 <= Y_REL_L2, ("y: relative L2 error %.3g > %.3g"):format(cy.rel_l2, Y_REL_L2))
-  check(m:to_table(), wm, "mean", MEAN_MAX * math.max(1, scale))
-  -- invstd relative error: compare invstd / ref - 1 element by element
-  local gi, wi = ref.flatten(r:to_table()), ref.flatten(wr)
-  for i = 1, #wi do
-    local e = math.abs(gi[i] / wi[i] - 1)
-    assert(e <= INVSTD_REL, ("invstd: relative error %.3g at row %d"):format(e, i))
+  local what = ("shape %s"):format(table.concat(shape, "x"))
+  local cy = check_all(y:to_table(), m:to_table(), r:to_table(), wy, wm, wr, what, scale)
+  if opts.default_alloc then
+    local y2, m2, r2 = lumus.layer_norm_forward(x, w, b, eps)
+    assert.are.same(shape, y2:shape())
+    assert.are.same(stat_shape(shape), m2:shape())
+    assert.are.same(stat_shape(shape), r2:shape())
+    check_all(y2:to_table(), m2:to_table(), r2:to_table(), wy, wm, wr, what .. " (allocated)", scale)
+    for _, t in ipairs { y2, m2, r2 } do t:free() end
   end
   for _, t in ipairs { x, w, b, y, m, r } do t:free() end
   return cy
 end
+
+-- Runs f with the layer_norm variant for rows of D forced to the streaming form
+-- (through the internal tuning hook), restoring the automatic choice afterwards.
+-- wg: the workgroup size to force with it (nil: the variant's own). Returns false
+-- when the hook is absent.
+local function with_stream_variant(d, f, wg)
+  local config = lumus._layer_norm_config
+  if not config then return false end
+  config(d, { stream = true, wg = wg })
+  local ok, err = pcall(f)
+  config(d, {})
+  if not ok then error(err, 0) end
+  return true
+end
+
+---------------------------------------------------------------------------------------
+-- Large inputs without large Lua tables: x is a periodic sequence of float32 values
+-- with a prime period, built with string.rep, so rows (and rows a grid or buffer
+-- boundary apart) differ, and any element's value is known without a table of all.
+
+local PERIOD = 65521   -- prime: no row length or power of two is a multiple of it
+
+-- Returns the bytes of `numel` floats and value(k) for 0-based flat index k.
+local function periodic_input(numel, seed, f)
+  local g = ref.rng(seed)
+  f = f or g.normal
+  local vals, parts = {}, {}
+  for i = 1, PERIOD do vals[i] = ref.f32(f()) end
+  for i = 1, PERIOD, 1000 do
+    local j = math.min(i + 999, PERIOD)
+    parts[#parts + 1] = string.pack("<" .. ("f"):rep(j - i + 1), table.unpack(vals, i, j))
+  end
+  local base = table.concat(parts)
+  local bytes = base:rep(numel // PERIOD) .. base:sub(1, 4 * (numel % PERIOD))
+  return bytes, function(k) return vals[k % PERIOD + 1] end
+end
+
+-- n float32 values of tensor t from 1-based element `first`.
+local function read_floats(t, first, n)
+  local bytes = t:to_bytes(first, n)
+  local out, pos = {}, 1
+  for i = 1, n, 1000 do
+    local k = math.min(1000, n - i + 1)
+    local vals = table.pack(string.unpack("<" .. ("f"):rep(k), bytes, pos))
+    pos = vals[k + 1]
+    table.move(vals, 1, k, i, out)
+  end
+  return out
+end
+
+-- Sorted, distinct 0-based row indices: the given ones (clamped) plus `extra`
+-- deterministic pseudo-random ones.
+local function sample_rows(rows, given, extra, seed)
+  local set, list = {}, {}
+  local g = ref.rng(seed)
+  for _, k in ipairs(given) do
+    if k >= 0 and k < rows then set[k] = true end
+  end
+  for _ = 1, extra do set[math.floor(g() * rows)] = true end
+  for k in pairs(set) do list[#list + 1] = k end
+  table.sort(list)
+  return list
+end
+
+-- Runs layer_norm_forward (poisoned outputs, weight and bias) on a periodic x of
+-- {rows, d} and checks the sampled rows against the reference.
+local function run_large(rows, d, sample, seed)
+  local bytes, value = periodic_input(rows * d, seed)
+  local x = lumus.from_bytes(bytes, { rows, d })
+  bytes = nil
+  local g = ref.rng(seed + 1)
+  local wt = ref.random_table({ d }, function() return 1 + 0.5 * g.normal() end)
+  local bt = ref.random_table({ d }, g)
+  local w, b = lumus.tensor(wt), lumus.tensor(bt)
+  local y = lumus.full({ rows, d }, NAN)
+  local m, r = lumus.full({ rows }, NAN), lumus.full({ rows }, NAN)
+  lumus.layer_norm_forward(x, w, b, 1e-5, { out = y, mean = m, invstd = r })
+  x:free()                           -- recorded work keeps its inputs alive
+  for _, k in ipairs(sample) do
+    local xr = {}
+    for j = 1, d do xr[j] = value(k * d + j - 1) end
+    local wy, wm, wr = ref.layer_norm_forward(xr, wt, bt, 1e-5)
+    check_all(read_floats(y, k * d + 1, d), read_floats(m, k + 1, 1), read_floats(r, k + 1, 1),
+      wy, wm, wr, ("%dx%d row %d"):format(rows, d, k))
+  end
+  for _, t in ipairs { w, b, y, m, r } do t:free() end
+end
+
+-- Workgroups the device can launch in one grid dimension.
+local function grid_limit()
+  local c = lumus.device().max_workgroup_count
+  return c.x or c[1]
+end
+
+---------------------------------------------------------------------------------------
 
 describe("layer_norm_forward", function()
   local sweep = {
     { 1, 64 }, { 3, 64 }, { 4, 64 }, { 5, 48 }, { 63, 33 }, { 64, 32 }, { 65, 31 }, { 127, 17 },
     { 768, 16 }, { 1000, 9 }, { 1024, 8 }, { 4097, 4 }, { 8192, 3 }, { 65536, 2 }, { 65537, 2 },
   }
+  -- second pass over the sweep: no weight and/or no bias, other eps, other seeds
+  local variants = {
+    { weight = false, bias = false, eps = 1e-3 },
+    { weight = false, bias = true, eps = 0.1 },
+    { weight = true, bias = false },           -- default eps
+  }
   for i, case in ipairs(sweep) do
     local d, rows = case[1], case[2]
-    it(("matches the reference for D = %d (%d rows, weight and bias)"):format(d, rows), function()
-      run_case({ rows, d }, { seed = i, weight = true, bias = true })
+    it(("matches the reference for D = %d (%d rows, weight and bias, eps 1e-5)"):format(d, rows), function()
+      run_case({ rows, d }, { seed = i, weight = true, bias = true, eps = 1e-5 })
+    end)
+    local v = variants[i % #variants + 1]
+    it(("matches the reference for D = %d (%d rows, %s weight, %s bias, eps %s, both output paths)")
+      :format(d, rows, v.weight and "with" or "no", v.bias and "with" or "no", v.eps or "default"), function()
+      run_case({ rows, d }, { seed = 100 + i, weight = v.weight, bias = v.bias, eps = v.eps,
+                              offset = (i % 5) - 2, scale = 0.5 + (i % 3), default_alloc = true })
     end)
   end
 
@@ -76,23 +218,42 @@ describe("layer_norm_forward", function()
   it("matches for several eps and seeds", function()
     for k, eps in ipairs { 1e-5, 1e-3, 0.1, 10 } do
       run_case({ 5, 257 }, { seed = 30 + k, eps = eps, weight = true, bias = true, scale = 0.01 })
+      run_case({ 3, 1024 }, { seed = 35 + k, eps = eps, bias = true, scale = 3 })
     end
   end)
 
-  it("handles 1-D, 3-D and 4-D inputs", function()
-    run_case({ 300 }, { seed = 41, weight = true, bias = true })
-    run_case({ 2, 3, 64 }, { seed = 42, weight = true, bias = true })
-    run_case({ 2, 2, 3, 20 }, { seed = 43, bias = true })
+  it("handles 1-D, 3-D, 4-D and 8-D inputs", function()
+    run_case({ 300 }, { seed = 41, weight = true, bias = true, default_alloc = true })
+    run_case({ 1 }, { seed = 44, default_alloc = true })
+    run_case({ 2, 3, 64 }, { seed = 42, weight = true, bias = true, default_alloc = true })
+    run_case({ 2, 2, 3, 20 }, { seed = 43, bias = true, default_alloc = true })
+    run_case({ 3, 5, 2, 129 }, { seed = 45, weight = true, eps = 1e-3 })
+    run_case({ 1, 2, 1, 3, 1, 2, 2, 7 }, { seed = 46, weight = true, bias = true, default_alloc = true })
   end)
 
   it("keeps float32 accuracy for rows with a large common offset (1e4 + noise of std 1)", function()
-    -- y ~ N(0,1), so the Y_MAX bound is ~1e-4 relative; the kernel reaches ~1e-6.
+    -- y ~ N(0,1): the Y_MAX bound is a max abs error of 1e-4; the kernel reaches ~1e-6.
     local c = run_case({ 8, 4096 }, { seed = 51, offset = 1e4, weight = true, bias = true })
     assert(c.max_abs < 1e-4, "offset rows: max abs error " .. c.max_abs)
-    run_case({ 40, 48 }, { seed = 52, offset = -3e4 })
+    for k, shape in ipairs { { 40, 5 }, { 16, 768 }, { 3, 4097 }, { 2, 65536 }, { 2, 65537 } } do
+      c = run_case(shape, { seed = 52 + k, offset = 1e4 })
+      assert(c.max_abs < 1e-4, "offset rows: max abs error " .. c.max_abs)
+    end
+    run_case({ 40, 48 }, { seed = 59, offset = -3e4 })
   end)
 
-  it("normalizes 70,000 short rows (past maxComputeWorkGroupCount[0] on lavapipe)", function()
+  it("matches with the streaming variant forced, for short rows too", function()
+    local ran = with_stream_variant(1, function() end)
+    if not ran then pending("no lumus._layer_norm_config hook"); return end
+    for k, d in ipairs { 1, 3, 4, 5, 64, 1000, 4097 } do
+      with_stream_variant(d, function()
+        run_case({ 7, d }, { seed = 60 + k, weight = k % 2 == 0, bias = true, default_alloc = true })
+        run_case({ 3, d }, { seed = 70 + k, offset = 1e4 })
+      end)
+    end
+  end)
+
+  it("normalizes 70,000 short rows, comparing every row (past maxComputeWorkGroupCount[0] on lavapipe)", function()
     local rows, d = 70000, 5
     local rng = ref.rng(61)
     local parts = {}
@@ -103,20 +264,50 @@ describe("layer_norm_forward", function()
       parts[i] = string.pack("<f", v)
     end
     local x = lumus.from_bytes(table.concat(parts), { rows, d })
-    local y = lumus.full({ rows, d }, 0 / 0)
-    local m = lumus.full({ rows }, 0 / 0)
-    local r = lumus.full({ rows }, 0 / 0)
+    local y = lumus.full({ rows, d }, NAN)
+    local m = lumus.full({ rows }, NAN)
+    local r = lumus.full({ rows }, NAN)
     lumus.layer_norm_forward(x, nil, nil, 1e-5, { out = y, mean = m, invstd = r })
-    local yb, mb = y:to_bytes(), m:to_bytes()
+    local yb, mb, rb = y:to_bytes(), m:to_bytes(), r:to_bytes()
     for row = 1, rows do
       local xr = {}
       for j = 1, d do xr[j] = flat[(row - 1) * d + j] end
-      local wy, wm = ref.layer_norm_forward(xr)
+      local wy, wm, wr = ref.layer_norm_forward(xr)
       local gm = string.unpack("<f", mb, (row - 1) * 4 + 1)
+      local gr = string.unpack("<f", rb, (row - 1) * 4 + 1)
       assert(math.abs(gm - wm[1]) <= MEAN_MAX * (1 + math.abs(wm[1])), "mean of row " .. row)
+      assert(math.abs(gr / wr[1] - 1) <= INVSTD_REL, "invstd of row " .. row)
       for j = 1, d do
         local gy = string.unpack("<f", yb, ((row - 1) * d + j - 1) * 4 + 1)
         assert(math.abs(gy - wy[j]) <= Y_MAX * (1 + math.abs(wy[j])), ("y[%d][%d] = %s, want %s"):format(row, j, gy, wy[j]))
+      end
+    end
+  end)
+
+  it("covers rows past maxComputeWorkGroupCount[0] in every variant (sampled rows)", function()
+    local gx = grid_limit()
+    if gx > 2 ^ 22 then
+      pending(("the grid limit (%d) is too large to exceed cheaply"):format(gx))
+      return
+    end
+    local config = lumus._layer_norm_config
+    -- short rows (a subgroup per row, many rows per workgroup), vec4 and scalar; rows
+    -- of a workgroup each, vec4 and scalar; the streaming form (forced, when possible)
+    local cases = { { d = 4 }, { d = 5 }, { d = 256 }, { d = 65 }, { d = 8, stream = true }, { d = 7, stream = true } }
+    for k, case in ipairs(cases) do
+      local function go()
+        local per_group = config and config(case.d).rows_per_group or 1
+        local rows = (gx + 3) * per_group
+        local edge = gx * per_group               -- first row of the second grid row
+        run_large(rows, case.d, sample_rows(rows,
+          { 0, 1, per_group - 1, per_group, edge - 1, edge, edge + 1, edge + per_group, rows - 2, rows - 1 },
+          20, 200 + k), 300 + k)
+      end
+      if case.stream then
+        -- small workgroups: 65,538 workgroups of the default 1024 take ~40 s on lavapipe
+        if config then with_stream_variant(case.d, go, 32) end
+      else
+        go()
       end
     end
   end)
@@ -128,6 +319,29 @@ describe("layer_norm_forward", function()
     local y = lumus.layer_norm_forward(x, nil, nil, 1e-5, { out = x })
     assert.are.equal(x, y)
     check(x:to_table(), (ref.layer_norm_forward(xt)), "in-place y", Y_MAX)
+    -- and through a view of x, with weight and bias, for a vec4 row length
+    local x2t = ref.random_table({ 4, 256 }, rng.normal)
+    local wt, bt = ref.random_table({ 256 }, rng), ref.random_table({ 256 }, rng)
+    local x2 = lumus.tensor(x2t)
+    local v = x2:reshape({ 2, 2, 256 })
+    lumus.layer_norm_forward(v, lumus.tensor(wt), lumus.tensor(bt), 1e-5, { out = v })
+    check(x2:to_table(), (ref.layer_norm_forward(x2t, wt, bt)), "in-place view y", Y_MAX)
+  end)
+
+  it("allocates only the outputs not given", function()
+    local rng = ref.rng(72)
+    local xt = ref.random_table({ 5, 33 }, rng)
+    local x = lumus.tensor(xt)
+    local y = lumus.full({ 5, 33 }, NAN)
+    local ry, m, r = lumus.layer_norm_forward(x, nil, nil, nil, { out = y })
+    assert.are.equal(y, ry)
+    assert.are.same({ 5 }, m:shape())
+    local wy, wm, wr = ref.layer_norm_forward(xt)
+    check_all(y:to_table(), m:to_table(), r:to_table(), wy, wm, wr, "out only")
+    local m2 = lumus.full({ 5 }, NAN)
+    local y3, rm2, r3 = lumus.layer_norm_forward(x, nil, nil, nil, { mean = m2 })
+    assert.are.equal(m2, rm2)
+    check_all(y3:to_table(), m2:to_table(), r3:to_table(), wy, wm, wr, "mean only")
   end)
 
   it("allocates outputs of the right shapes when no options are given", function()
@@ -140,6 +354,16 @@ describe("layer_norm_forward", function()
     -- constant rows: y = 0, invstd = 1/sqrt(eps)
     for _, v in ipairs(ref.flatten(y:to_table())) do assert.are.equal(0, v) end
     assert(math.abs(ref.flatten(r:to_table())[1] - 1 / math.sqrt(1e-5)) < 1)
+  end)
+
+  it("reads inputs freed right after the call (the recorded work keeps them alive)", function()
+    local rng = ref.rng(73)
+    local xt, wt = ref.random_table({ 16, 300 }, rng), ref.random_table({ 300 }, rng)
+    local x, w = lumus.tensor(xt), lumus.tensor(wt)
+    local y, m, r = lumus.layer_norm_forward(x, w)
+    x:free(); w:free()
+    local wy, wm, wr = ref.layer_norm_forward(xt, wt)
+    check_all(y:to_table(), m:to_table(), r:to_table(), wy, wm, wr, "freed inputs")
   end)
 
   it("handles tensors larger than maxStorageBufferRange", function()
@@ -172,6 +396,26 @@ describe("layer_norm_forward", function()
     end
     x:free(); y:free()
   end)
+
+  it("handles long rows (the streaming form) in a tensor larger than maxStorageBufferRange (sampled rows)", function()
+    local range = lumus.device().max_storage_buffer_range
+    local d = 2 ^ 18 + 3                               -- scalar loads, streaming form
+    local rows = range // (4 * d) + 2
+    if rows * d * 4 > 600 * 2 ^ 20 then
+      pending("maxStorageBufferRange is too large to exceed cheaply on this device")
+      return
+    end
+    -- row `past` straddles the range's end, row `past + 1` lies wholly beyond it
+    local past = range // (4 * d)
+    run_large(rows, d, sample_rows(rows, { past, past + 1 }, 0, 1), 400)
+  end)
+
+  it("handles rows of 163,840 x 256 (160 MiB, past maxStorageBufferRange and the grid limit; sampled rows)", function()
+    local rows, d = 163840, 256
+    local range = lumus.device().max_storage_buffer_range
+    local past = range // (4 * d)
+    run_large(rows, d, sample_rows(rows, { 0, 65534, 65535, 65536, past - 1, past, past + 1, rows - 1 }, 40, 2), 500)
+  end)
 end)
 
 describe("layer_norm_forward errors", function()
@@ -191,19 +435,31 @@ describe("layer_norm_forward errors", function()
     expect("#1.*tensor expected", nil)
     expect("#1.*tensor expected", { 1, 2 })
     expect("#1.*tensor expected", "x")
+    expect("#1.*tensor expected", io.stdout)         -- other userdata
   end)
-  it("rejects weight and bias of the wrong shape", function()
+  it("names the function when called with an ordinary call too", function()
+    local ok, e = pcall(function() return lumus.layer_norm_forward({ { 1, 2 } }) end)
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to '[%w.]*layer_norm_forward' %(tensor expected", e)
+  end)
+  it("rejects weight and bias of the wrong shape or type", function()
     expect("#2.*weight must have shape %[4%]", x, lumus.ones({ 3 }))
     expect("#2.*weight", x, lumus.ones({ 1, 4 }))
     expect("#3.*bias must have shape %[4%]", x, nil, lumus.ones({ 5 }))
+    expect("#3.*bias", x, nil, lumus.ones({ 2, 2 }))
     expect("#2.*tensor expected", x, 3)
+    expect("#2.*tensor expected", x, { 1, 1, 1, 1 })
+    expect("#3.*tensor expected", x, nil, { 0, 0, 0, 0 })
   end)
   it("rejects bad eps", function()
     expect("#4.*eps must be a positive", x, nil, nil, 0)
+    expect("#4.*eps must be a positive", x, nil, nil, -0.0)
     expect("#4.*eps must be a positive", x, nil, nil, -1e-5)
     expect("#4.*eps must be a positive", x, nil, nil, 0 / 0)
     expect("#4.*eps must be a positive", x, nil, nil, math.huge)
     expect("#4.*eps must be a number, got string", x, nil, nil, "1e-5")
+    expect("#4.*eps", x, nil, nil, {})
+    expect("#4.*eps", x, nil, nil, true)
     expect("#4.*too small", x, nil, nil, 1e-60)
   end)
   it("rejects freed tensors", function()
@@ -211,14 +467,26 @@ describe("layer_norm_forward errors", function()
     expect("#1.*tensor has been freed", f)
     local w = lumus.ones({ 4 }); w:free()
     expect("#2.*tensor has been freed", x, w)
+    local b = lumus.ones({ 4 }); b:free()
+    expect("#3.*tensor has been freed", x, nil, b)
     local o = lumus.ones({ 2, 4 }); o:free()
     expect("#5.*out: tensor has been freed", x, nil, nil, nil, { out = o })
+    local m = lumus.ones({ 2 }); m:free()
+    expect("#5.*mean.*tensor has been freed", x, nil, nil, nil, { mean = m })
+    -- x freed through a view's original: the view itself still works
+    local base = lumus.ones({ 8 })
+    local view = base:reshape({ 2, 4 })
+    base:free()
+    assert.are.same({ 2, 4 }, lumus.layer_norm_forward(view):shape())
   end)
   it("rejects outputs of the wrong shape", function()
     expect("#5.*out must have shape 2x4, got 4x2", x, nil, nil, nil, { out = lumus.empty({ 4, 2 }) })
+    expect("#5.*out", x, nil, nil, nil, { out = lumus.empty({ 2, 5 }) })
     expect("#5.*mean must have shape 2, got 3", x, nil, nil, nil, { mean = lumus.empty({ 3 }) })
+    expect("#5.*mean", x, nil, nil, nil, { mean = lumus.empty({ 2, 4 }) })
     expect("#5.*invstd must have shape 2", x, nil, nil, nil, { invstd = lumus.empty({ 2, 1 }) })
     expect("#5.*out must be a tensor", x, nil, nil, nil, { out = {} })
+    expect("#5.*mean", x, nil, nil, nil, { mean = 3 })
     expect("#5.*options table expected", x, nil, nil, nil, 7)
   end)
   it("rejects outputs that alias inputs unsafely", function()
@@ -231,5 +499,16 @@ describe("layer_norm_forward errors", function()
     local xs = lumus.ones({ 1, 1 })
     expect("#5.*mean overlaps x", xs, nil, nil, nil, { mean = xs:reshape({ 1 }) })
     expect("#5.*invstd overlaps bias", xs, nil, s1, nil, { invstd = s1 })
+    -- mean aliasing x through a view of an x with D = 1, in the general "overlap or
+    -- alias" form the contract leaves open
+    local x4 = lumus.ones({ 4, 1 })
+    local e = err_of(x4, nil, nil, nil, { mean = x4:reshape({ 4 }) })
+    assert.is_truthy(e:find("overlap") or e:find("alias"), e)
+    assert.is_truthy(e:find("mean"), e)
+  end)
+  it("leaves the outputs untouched when the arguments are rejected", function()
+    local y = lumus.full({ 2, 4 }, 7)
+    err_of(x, nil, nil, 0, { out = y })
+    assert.are.same({ { 7, 7, 7, 7 }, { 7, 7, 7, 7 } }, y:to_table())
   end)
 end)

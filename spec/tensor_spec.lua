@@ -1,5 +1,8 @@
--- lumus.Tensor: constructors, methods, errors, lifetime and memory accounting.
+-- lumus.Tensor: constructors, methods, errors, lifetime and memory accounting, as
+-- API.contract.md describes them. Errors are checked by message: the function's name
+-- and the argument (number or name) always, the wording where the contract fixes it.
 local lumus = require "lumus"
+local ref = require "lumus.reference"
 
 local function err_of(f, ...)
   local ok, e = pcall(f, ...)
@@ -25,6 +28,26 @@ describe("device", function()
     for _, x in ipairs(all) do if x.selected then selected = selected + 1; assert.are.equal(d.name, x.name) end end
     assert.are.equal(1, selected)
   end)
+  it("has the fields the contract lists, of the right types", function()
+    local d = lumus.device()
+    for _, k in ipairs { "index", "vendor_id", "device_id", "subgroup_size", "min_subgroup_size",
+                         "max_subgroup_size", "device_local_bytes", "max_storage_buffer_range",
+                         "max_allocation_size", "max_workgroup_size" } do
+      assert(math.type(d[k]) == "integer", k .. " is not an integer: " .. tostring(d[k]))
+    end
+    for _, k in ipairs { "name", "driver", "api_version" } do assert.is_string(d[k], k) end
+    assert.is_not_nil(d.driver_version)
+    assert.is_boolean(d.host_visible)
+    assert.is_true(d.min_subgroup_size <= d.subgroup_size and d.subgroup_size <= d.max_subgroup_size)
+    assert.is_true(d.max_workgroup_size >= 1)
+    local c = d.max_workgroup_count
+    assert.is_table(c)
+    assert.is_true((c.x or c[1]) >= 1 and (c.y or c[2]) >= 1 and (c.z or c[3]) >= 1)
+    for _, x in ipairs(lumus.devices()) do
+      assert.is_string(x.name)
+      assert.is_truthy(({ discrete = 1, integrated = 1, virtual = 1, cpu = 1, other = 1 })[x.kind])
+    end
+  end)
 end)
 
 describe("tensor constructors", function()
@@ -44,6 +67,33 @@ describe("tensor constructors", function()
     for i = 1, 2 do for j = 1, 3 do
       assert.are.equal(string.unpack("<f", string.pack("<f", t[i][j])), got[i][j])
     end end
+  end)
+  it("keeps NaN, infinities and signed zero, and stores integers as floats", function()
+    local got = lumus.tensor({ 0 / 0, math.huge, -math.huge, -0.0, 3 }):to_table()
+    assert.is_true(got[1] ~= got[1])
+    assert.are.equal(math.huge, got[2])
+    assert.are.equal(-math.huge, got[3])
+    assert.are.equal(-math.huge, 1 / got[4])
+    assert.are.equal(3, got[5])
+    assert.are.equal("float", math.type(got[5]))
+  end)
+  it("accepts an integer n for the shape {n}", function()
+    for _, make in ipairs { lumus.zeros, lumus.ones, lumus.empty } do
+      assert.are.same({ 5 }, make(5):shape())
+    end
+    assert.are.same({ 2 }, lumus.full(2, 1):shape())
+    assert.are.same({ 2 }, lumus.from_bytes(string.pack("<ff", 1, 2), 2):shape())
+  end)
+  it("round-trips random bytes exactly through from_bytes and to_bytes", function()
+    local g = ref.rng(11)
+    local vals = {}
+    for i = 1, 999 do vals[i] = g.normal() * 10 ^ math.floor(g() * 20 - 10) end
+    local s = string.pack("<" .. ("f"):rep(#vals), table.unpack(vals))
+    local x = lumus.from_bytes(s, { 9, 111 })
+    assert.are.equal(s, x:to_bytes())
+    local t = x:to_table()
+    assert.are.equal(ref.f32(vals[112]), t[2][1])
+    assert.are.equal(s, lumus.tensor(t):to_bytes())
   end)
   it("makes zeros, ones, full and empty of a shape", function()
     assert.are.same({ { 0, 0 }, { 0, 0 } }, lumus.zeros({ 2, 2 }):to_table())
@@ -84,6 +134,37 @@ describe("tensor methods", function()
     assert.are.equal("float32", x:dtype())
     expect("bad argument #2 to 'lumus.Tensor.size' %(dimension out of range", x.size, x, 3)
     expect("dimension out of range", x.size, x, 0)
+    expect("dimension out of range", x.size, x, -3)
+    local ok, e = pcall(function() return x:size(3) end)
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'size' %(dimension out of range", e)
+  end)
+  it("return fresh shape tables", function()
+    local s = x:shape()
+    s[1] = 99
+    assert.are.same({ 2, 3 }, x:shape())
+  end)
+  it("reshape accepts -1 once and keeps the values in order", function()
+    local t = lumus.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+    assert.are.same({ 1, 2, 3, 4, 5, 6 }, t:reshape({ 6 }):to_table())
+    assert.are.same({ 1, 2, 3, 4, 5, 6 }, t:reshape(6):to_table())
+    assert.are.same({ 1, 2, 3, 4, 5, 6 }, t:reshape({ -1 }):to_table())
+    assert.are.same({ { { 1 }, { 2 } }, { { 3 }, { 4 } }, { { 5 }, { 6 } } }, t:reshape({ 3, -1, 1 }):to_table())
+    local vv = t:reshape({ 6 }):reshape({ 1, 6 })
+    assert.are.same({ { 1, 2, 3, 4, 5, 6 } }, vv:to_table())
+    for _, bad in ipairs { { -1, -1 }, { 4, -1 }, { 7 }, { 0, 6 }, "a" } do
+      local ok, e = pcall(function() return t:reshape(bad) end)
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to 'reshape'", e)
+    end
+  end)
+  it("freeing a view releases only that handle", function()
+    local t = lumus.tensor({ 1, 2, 3, 4 })
+    local v = t:reshape({ 2, 2 })
+    v:free()
+    assert.is_true(v:is_freed())
+    assert.is_false(t:is_freed())
+    assert.are.same({ 1, 2, 3, 4 }, t:to_table())
   end)
   it("reshape makes a view that shares storage and keeps it alive", function()
     local t = lumus.tensor({ 1, 2, 3, 4, 5, 6 })
@@ -106,6 +187,17 @@ describe("tensor methods", function()
     assert.matches("%[lumus.Tensor float32 of size 100x100%]", big)
     assert.is_true(#big < 4000)
   end)
+  it("prints the values themselves, for 1-D to 3-D tensors", function()
+    local s = tostring(lumus.tensor({ { 1.5, 2.25, -3.125 }, { 4, 5.5, 6.75 } }))
+    for _, v in ipairs { "1%.5", "2%.25", "%-3%.125", "5%.5", "6%.75" } do assert.matches(v, s) end
+    assert.matches("%[lumus.Tensor float32 of size 3%]$", tostring(lumus.tensor({ 1, 2, 3 })))
+    assert.matches("%[lumus.Tensor float32 of size 2x3x4%]$", tostring(lumus.zeros({ 2, 3, 4 })))
+    local long = tostring(lumus.full({ 100000 }, 2.5))
+    assert.matches("%.%.%.", long)
+    assert.matches("2%.5", long)
+    assert.matches("%[lumus.Tensor float32 of size 100000%]$", long)
+    assert.is_true(#long < 4000)
+  end)
 end)
 
 describe("tensor errors", function()
@@ -120,6 +212,29 @@ describe("tensor errors", function()
     expect("bad argument #1 to 'lumus%.[%w.]*empty' %(shape expected", lumus.empty, nil)
     expect("byte count overflows", lumus.zeros, { 2 ^ 40, 2 ^ 40 })
     expect("number expected", lumus.full, { 2 }, "x")
+    expect("bad argument #1 to 'lumus%.[%w.]*zeros'", lumus.zeros, { 2 ^ 62 })
+    expect("bad argument #1 to 'lumus%.[%w.]*zeros'", lumus.zeros, { 2 ^ 31, 2 ^ 31 })
+    expect("bad argument #1 to 'lumus%.[%w.]*ones'", lumus.ones, { 3, 2 ^ 53 })
+  end)
+  it("name the function as called, with the integer shape form too", function()
+    for _, case in ipairs {
+      { "zeros", function() return lumus.zeros(0) end },
+      { "zeros", function() return lumus.zeros(-2) end },
+      { "ones", function() return lumus.ones(2.5) end },
+      { "full", function() return lumus.full({ 2, 0 }, 1) end },
+      { "empty", function() return lumus.empty("3") end },
+    } do
+      local ok, e = pcall(case[2])
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to '" .. case[1] .. "'", e)
+    end
+  end)
+  it("reject nesting deeper than 8 levels", function()
+    local t = { 1 }
+    for _ = 1, 8 do t = { t } end                      -- 9 levels
+    local ok, e = pcall(function() return lumus.tensor(t) end)
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'tensor'", e)
   end)
   it("reject ragged, empty and non-number nested tables", function()
     expect("bad argument #1 to 'lumus%.[%w.]*tensor' %(element %[2%] has 2 entries where 3 were expected %(ragged", lumus.tensor, { { 1, 2, 3 }, { 4, 5 } })
@@ -136,6 +251,8 @@ describe("tensor errors", function()
   it("reject byte strings of the wrong length", function()
     expect("bad argument #1 to 'lumus%.[%w.]*from_bytes' %(expected 24 bytes %(4 per float32%) for shape 2x3, got 23", lumus.from_bytes, ("x"):rep(23), { 2, 3 })
     expect("bad argument #1 to 'lumus%.[%w.]*from_bytes' %(string expected", lumus.from_bytes, nil, { 1 })
+    expect("bad argument #1 to 'lumus%.[%w.]*from_bytes' %(expected 8 bytes", lumus.from_bytes, string.pack("<fff", 1, 2, 3), 2)
+    expect("bad argument #2 to 'lumus%.[%w.]*from_bytes'", lumus.from_bytes, string.pack("<f", 1), { 0 })
   end)
   it("reject tensors past the device's largest allocation before touching the driver", function()
     local max = lumus.device().max_allocation_size
@@ -165,6 +282,18 @@ describe("tensor lifetime", function()
     end
     assert.is_true(keep:is_freed())
   end)
+  it("__close releases a tensor when its scope is left by an error", function()
+    local keep
+    local ok = pcall(function()
+      local t <close> = lumus.ones({ 8 })
+      keep = t
+      error("boom")
+    end)
+    assert.is_false(ok)
+    assert.is_true(keep:is_freed())
+    local e = err_of(keep.to_table, keep)
+    assert.matches("tensor has been freed", e)
+  end)
   it("names the method when called with method syntax", function()
     local t = lumus.ones(2); t:free()
     local ok, e = pcall(function() return t:shape() end)
@@ -188,19 +317,52 @@ describe("device memory", function()
     lumus.synchronize()
     assert.are.equal(start, lumus.memory().in_use)
   end)
-  it("holds 100,000 live small tensors in few device allocations", function()
+  it("reports the fields the README lists", function()
+    local m = lumus.memory()
+    -- (API.contract.md's `tensors` is `allocations` in the README and the core)
+    for _, k in ipairs { "in_use", "peak", "reserved", "device_total", "limit", "blocks", "allocations" } do
+      assert(math.type(m[k]) == "integer", ("memory().%s is %s, an integer expected"):format(k, tostring(m[k])))
+    end
+    assert.is_true(m.peak >= m.in_use and m.reserved >= m.in_use and m.device_total > 0)
+  end)
+  it("holds 100,000 live small tensors in few device allocations, without overlap", function()
+    collectgarbage(); collectgarbage(); lumus.synchronize()
+    local start = lumus.memory().in_use
     local ts = {}
-    for i = 1, 100000 do ts[i] = lumus.empty({ 4 }) end
+    for i = 1, 100000 do ts[i] = lumus.from_bytes(string.pack("<ffff", i, -i, i + 0.5, 1 / i), { 4 }) end
     local m = lumus.memory()
     assert.is_true(m.allocations >= 100000)
     assert.is_true(m.blocks < 64, "blocks: " .. m.blocks)
+    assert.is_true(m.in_use >= start + 100000 * 16)
+    -- distinct contents survive: no two tensors share bytes
+    for i = 1, 100000, 997 do
+      assert.are.same({ i, -i, i + 0.5, ref.f32(1 / i) }, ts[i]:to_table())
+    end
+    assert.are.same({ 100000, -100000, 100000.5, ref.f32(1e-5) }, ts[100000]:to_table())
     for i = 1, 100000 do ts[i]:free() end
+    lumus.synchronize()
+    assert.are.equal(start, lumus.memory().in_use)
   end)
   it("lets the GC reclaim 10,000 tensors of 1 MiB made without free()", function()
     lumus.reset_peak()
-    for _ = 1, 10000 do local _ = lumus.empty({ 256 * 1024 }) end
+    local most = 0
+    for i = 1, 10000 do
+      local _ = lumus.empty({ 256 * 1024 })
+      if i % 100 == 0 then most = math.max(most, lumus.memory().in_use) end
+    end
+    assert.is_true(most < 2 * 2 ^ 30, "in use " .. most)   -- 10 GiB were made in all
     local peak = lumus.memory().peak
     assert.is_true(peak < 1024 * 2 ^ 20, "peak " .. peak)
+  end)
+  it("reclaims dropped tensors with pending work when a memory limit is reached", function()
+    collectgarbage(); lumus.synchronize()
+    local base = lumus.memory().in_use
+    lumus.set_memory_limit(base + 64 * 2 ^ 20)
+    local ok, e = pcall(function()
+      for _ = 1, 300 do local _ = lumus.zeros({ 256 * 1024 }) end   -- 300 MiB, each filled
+    end)
+    lumus.set_memory_limit(nil)
+    assert(ok, e)
   end)
   it("reports out of device memory with the request and what is in use, and recovers", function()
     collectgarbage(); lumus.synchronize()

@@ -15,6 +15,9 @@ static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
     if (ctx->bytes_since_gc > ctx->gc_threshold) {
         ctx->bytes_since_gc = 0;
         lua_gc(L, LUA_GCCOLLECT);
+        /* Collected tensors whose last use is still being recorded free only after that
+         * batch runs: submit it now so their memory comes back soon. */
+        lm_stream_submit(NULL, ctx);
         lm_stream_poll(ctx);
         VkDeviceSize t = ctx->mem.in_use;
         ctx->gc_threshold = t > ((VkDeviceSize)64 << 20) ? t : ((VkDeviceSize)64 << 20);

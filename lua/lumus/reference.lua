@@ -1,63 +1,216 @@
---- lumus.reference: plain-Lua float64 implementations, the ground truth the specs (and
--- users) check the GPU against. They work on nested Lua tables, are slow, and aim only
--- at being obviously right.
+--- lumus.reference: plain-Lua float64 ground truth.
+--
+-- These are the implementations the specs check the GPU kernels against, and that
+-- users may use for the same purpose in their own tests. They work on ordinary Lua
+-- values (nested tables of numbers, as `lumus.tensor` takes and `t:to_table()`
+-- returns), compute in float64 (Lua's number type), need no device, and aim only at
+-- being obviously right. They are slow: keep the inputs small.
+--
+--   local ref = require "lumus.reference"
+--   local y, mean, invstd = ref.layer_norm_forward({{1, 2, 3, 4}})   -- float64
+--   local err = ref.compare(gpu_y:to_table(), y)                     -- {max_abs=, ...}
+--
+-- To check a GPU result, feed the reference the float32 values the GPU actually saw:
+-- either `x:to_table()` of the input tensor, or tables made with `ref.random_table`
+-- (which rounds to float32). Then the only difference left is the kernel's arithmetic.
+--
+-- Functions:
+--   shape(t)                          shape of a nested table; errors on ragged input
+--   flatten(t)                        flat list, row-major
+--   nest(flat, shape)                 the inverse of flatten
+--   compare(got, want)                error measures of got against want
+--   layer_norm_forward(x, w, b, eps)  LayerNorm over the last dimension
+--   rng(seed)                         deterministic uniform / normal generator
+--   f32(v)                            v rounded to the nearest float32
+--   random_table(shape, f)            nested table of f() values, rounded to float32
 local M = {}
 
---- Shape of a nested table: {rows, ..., D}. Raises on ragged or empty tables.
+local abs, sqrt, huge = math.abs, math.sqrt, math.huge
+
+-- "[2][3]" for an error message, from a list of indices.
+local function path_string(path)
+  local parts = {}
+  for i = 1, #path do parts[i] = "[" .. path[i] .. "]" end
+  return table.concat(parts)
+end
+
+--- Shape of a nested table of numbers: {n1, ..., nk}, k >= 1.
+-- A plain list of numbers has shape {n}. Raises an error naming the offending
+-- element on ragged tables, empty tables and non-number elements.
 function M.shape(t)
+  if type(t) ~= "table" then
+    error(("reference.shape: table expected, got %s"):format(type(t)), 2)
+  end
+  -- The shape is read along the first elements, then every element is checked.
   local shape = {}
   local level = t
   while type(level) == "table" do
-    assert(#level > 0, "reference.shape: empty table")
+    if #level == 0 then
+      local where = ("[1]"):rep(#shape)        -- reached along first elements
+      error(("reference.shape: empty table at %s"):format(where ~= "" and where or "top level"), 2)
+    end
     shape[#shape + 1] = #level
     level = level[1]
   end
+  local path = {}
+  local function check(v, depth)
+    if depth > #shape then
+      if type(v) ~= "number" then
+        error(("reference.shape: element %s is %s, number expected"):format(path_string(path), type(v)), 0)
+      end
+      return
+    end
+    if type(v) ~= "table" then
+      error(("reference.shape: element %s is %s, a table of %d expected (ragged)")
+        :format(path_string(path), type(v), shape[depth]), 0)
+    end
+    if #v ~= shape[depth] then
+      error(("reference.shape: element %s has %d entries where %d were expected (ragged)")
+        :format(path_string(path), #v, shape[depth]), 0)
+    end
+    for i = 1, #v do
+      path[depth] = i
+      check(v[i], depth + 1)
+    end
+    path[depth] = nil
+  end
+  local ok, err = pcall(check, t, 1)
+  if not ok then error(err, 2) end
   return shape
 end
 
---- All numbers of a nested table, in row-major order.
-function M.flatten(t, out)
-  out = out or {}
-  if type(t) ~= "table" then out[#out + 1] = t; return out end
+-- Appends the numbers of nested table t to out, row-major.
+local function flatten_into(t, out)
   for i = 1, #t do
-    if type(t[i]) == "table" then M.flatten(t[i], out) else out[#out + 1] = t[i] end
+    local v = t[i]
+    if type(v) == "table" then flatten_into(v, out) else out[#out + 1] = v end
   end
   return out
 end
 
---- Maps f over every row (innermost table) of a nested table, keeping the nesting.
--- f(row) returns the new row and any number of per-row scalars, collected into
--- tables nested like the rows' parents.
-local function map_rows(t, f)
-  if type(t[1]) ~= "table" then
-    local r = table.pack(f(t))
-    return table.unpack(r, 1, r.n)
+--- All numbers of a nested table (or a flat list), row-major, in a new flat list.
+-- The table is checked with `shape` first, so ragged input is an error.
+function M.flatten(t)
+  M.shape(t)
+  return flatten_into(t, {})
+end
+
+--- The nested table of the given shape holding the numbers of a flat list (row-major).
+function M.nest(flat, shape)
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  if #flat ~= n then
+    error(("reference.nest: %d numbers do not fill shape of %d"):format(#flat, n), 2)
   end
-  local outs = {}
-  local n
-  for i = 1, #t do
-    local r = table.pack(map_rows(t[i], f))
-    n = r.n
-    for k = 1, r.n do outs[k] = outs[k] or {}; outs[k][i] = r[k] end
+  local pos = 0
+  local function build(depth)
+    local t = {}
+    if depth == #shape then
+      for i = 1, shape[depth] do t[i] = flat[pos + i] end
+      pos = pos + shape[depth]
+    else
+      for i = 1, shape[depth] do t[i] = build(depth + 1) end
+    end
+    return t
   end
-  return table.unpack(outs, 1, n)
+  return build(1)
+end
+
+--- Error measures of `got` against `want` (the reference).
+-- Both nested or flat, any nesting, the same number of elements. Returns a table:
+--   max_abs  largest |got - want|
+--   max_rel  largest |got - want| / max(|want|, 1): a relative error that turns into
+--            an absolute one for elements near zero (so "max_rel <= tol" reads
+--            "|got - want| <= tol * max(1, |want|)")
+--   rel_l2   ||got - want||_2 / ||want||_2 (0 when both are all zeros)
+--   worst    1-based flat index of the element with the largest |got - want|
+--   n        number of elements
+-- A NaN in `got` where `want` is not NaN (an unwritten, NaN-poisoned output, say), or
+-- an infinity that `want` does not share, makes every measure math.huge. Equal
+-- infinities and NaN in both count as equal.
+function M.compare(got, want)
+  local a = type(got[1]) == "table" and M.flatten(got) or got
+  local b = type(want[1]) == "table" and M.flatten(want) or want
+  if #a ~= #b then
+    error(("reference.compare: %d elements against %d"):format(#a, #b), 2)
+  end
+  local max_abs, max_rel, sq_err, sq_ref, worst = 0, 0, 0, 0, 1
+  for i = 1, #a do
+    local x, y = a[i], b[i]
+    local e
+    if x == y or (x ~= x and y ~= y) then
+      e = 0
+    else
+      e = abs(x - y)
+      if e ~= e or e == huge then e = huge end   -- NaN or unmatched infinity
+    end
+    if e > max_abs then max_abs, worst = e, i end
+    local scale = abs(y)
+    if scale ~= scale or scale == huge or scale < 1 then scale = 1 end
+    local r = e / scale
+    if r > max_rel then max_rel = r end
+    sq_err = sq_err + e * e
+    if y == y and abs(y) ~= huge then sq_ref = sq_ref + y * y end
+  end
+  local rel_l2
+  if sq_err == 0 then
+    rel_l2 = 0
+  elseif sq_ref == 0 then
+    rel_l2 = huge
+  else
+    rel_l2 = sqrt(sq_err / sq_ref)
+  end
+  return { max_abs = max_abs, max_rel = max_rel, rel_l2 = rel_l2, worst = worst, n = #a }
 end
 
 --- LayerNorm forward over the last dimension, in float64.
--- x: nested table (1-D: one row). weight, bias: lists of D numbers or nil. eps: 1e-5.
--- Returns y (nested like x), mean and invstd (nested like x without its last level;
--- for a 1-D x they are lists of one number, as lumus returns tensors of shape {1}).
--- Mean first, then the biased variance from the deviations (two-pass).
+--   x       nested table of depth >= 1; its innermost tables are rows of D numbers
+--           (a flat list of D numbers is a single row)
+--   weight  flat list of D numbers, or nil (as if all ones)
+--   bias    flat list of D numbers, or nil (as if all zeros)
+--   eps     number > 0, default 1e-5
+-- Returns y, mean, invstd:
+--   y       nested like x: weight * (x - mean) * invstd + bias
+--   mean    per row, nested like x without its last level
+--   invstd  per row, likewise: 1 / sqrt(var + eps), var the biased variance (sum / D)
+-- For a 1-D x, mean and invstd are lists of one number, {m} and {r}, matching lumus,
+-- which returns tensors of shape {1} there (a shape cannot be empty).
+-- Two passes per row: the mean first, then the variance from the deviations (never
+-- E[x^2] - E[x]^2). Plain float64 sums: for D up to 2^20 their rounding error is far
+-- below float32 resolution, which is all the specs need.
 function M.layer_norm_forward(x, weight, bias, eps)
-  eps = eps or 1e-5
-  local function row_norm(row)
-    local d = #row
+  local shape = M.shape(x)
+  local d = shape[#shape]
+  for _, p in ipairs { { weight, "weight" }, { bias, "bias" } } do
+    local v, name = p[1], p[2]
+    if v ~= nil then
+      if type(v) ~= "table" then
+        error(("reference.layer_norm_forward: %s must be a list of %d numbers or nil, got %s")
+          :format(name, d, type(v)), 2)
+      end
+      local vs = M.shape(v)
+      if #vs ~= 1 or vs[1] ~= d then
+        error(("reference.layer_norm_forward: %s must be a list of %d numbers, got shape %s")
+          :format(name, d, table.concat(vs, "x")), 2)
+      end
+    end
+  end
+  if eps == nil then eps = 1e-5 end
+  if type(eps) ~= "number" or not (eps > 0) or eps == huge then
+    error(("reference.layer_norm_forward: eps must be a positive finite number, got %s")
+      :format(tostring(eps)), 2)
+  end
+
+  local function normalize(row)
     local s = 0
     for i = 1, d do s = s + row[i] end
     local mean = s / d
     local q = 0
-    for i = 1, d do local dv = row[i] - mean; q = q + dv * dv end
-    local invstd = 1 / math.sqrt(q / d + eps)
+    for i = 1, d do
+      local dev = row[i] - mean
+      q = q + dev * dev
+    end
+    local invstd = 1 / sqrt(q / d + eps)
     local y = {}
     for i = 1, d do
       local v = (row[i] - mean) * invstd
@@ -67,61 +220,82 @@ function M.layer_norm_forward(x, weight, bias, eps)
     end
     return y, mean, invstd
   end
-  if type(x[1]) ~= "table" then
-    local y, m, r = row_norm(x)
-    return y, {m}, {r}
+
+  -- Walks the nesting; at the level above the rows, collects per-row results.
+  local function walk(t, depth)
+    if depth == #shape then return normalize(t) end
+    local ys, means, invstds = {}, {}, {}
+    for i = 1, #t do ys[i], means[i], invstds[i] = walk(t[i], depth + 1) end
+    return ys, means, invstds
   end
-  return map_rows(x, row_norm)
+
+  if #shape == 1 then
+    local y, m, r = normalize(x)
+    return y, { m }, { r }
+  end
+  return walk(x, 1)
 end
 
---- Errors of `got` against `want` (nested or flat, same element count):
--- {max_abs=, max_rel=, rel_l2=}; max_rel divides by max(|want|, 1).
-function M.compare(got, want)
-  local a, b = M.flatten(got), M.flatten(want)
-  assert(#a == #b, ("reference.compare: %d elements against %d"):format(#a, #b))
-  local max_abs, max_rel, num, den = 0, 0, 0, 0
-  for i = 1, #a do
-    local e = math.abs(a[i] - b[i])
-    if e ~= e then e = math.huge end          -- NaN counts as infinitely wrong
-    if e > max_abs then max_abs = e end
-    local r = e / math.max(math.abs(b[i]), 1)
-    if r > max_rel then max_rel = r end
-    num = num + e * e
-    den = den + b[i] * b[i]
-  end
-  return { max_abs = max_abs, max_rel = max_rel, rel_l2 = math.sqrt(num / math.max(den, 1e-300)) }
-end
-
---- A small deterministic generator (the same numbers under every Lua 5.4 build):
--- rng(seed)() gives uniform [0, 1); rng(seed).normal() a standard normal.
+--- A small deterministic random generator: the same numbers under every Lua 5.4
+-- build and platform (unlike math.random, whose algorithm and seeding vary).
+-- SplitMix64 on Lua's 64-bit integers (which wrap on overflow).
+--   local g = ref.rng(42)
+--   g() or g.uniform()   uniform in [0, 1), 53 random bits
+--   g.normal()           standard normal (Box-Muller)
+-- Both may also be called with `:`; the functions ignore their arguments, so
+-- `g.normal` can be passed where a function of no arguments is expected.
 function M.rng(seed)
-  local state = (seed or 1) & 0x7fffffff
-  local gen = {}
+  local state = math.tointeger(seed or 1)       -- any 64-bit integer (or integral float)
+  if not state then
+    error(("reference.rng: seed must be an integer, got %s"):format(tostring(seed)), 2)
+  end
+  local function next64()
+    state = state + 0x9E3779B97F4A7C15
+    local z = state
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    return z ~ (z >> 31)
+  end
   local function uniform()
-    -- 31-bit linear congruential step (glibc's constants), then scale.
-    state = (state * 1103515245 + 12345) & 0x7fffffff
-    return state / 0x80000000
+    return (next64() >> 11) * 0x1p-53          -- top 53 bits: exact in a double
   end
-  function gen.normal()
-    local u1 = uniform()
-    if u1 < 1e-12 then u1 = 1e-12 end
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * uniform())
+  local function normal()
+    local u1 = 1 - uniform()                    -- (0, 1]: log is finite
+    local u2 = uniform()
+    return sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
   end
-  gen.uniform = uniform
+  local gen = { uniform = uniform, normal = normal }
   return setmetatable(gen, { __call = function() return uniform() end })
 end
 
---- Rounds to the nearest float32, as the GPU stores it.
-function M.f32(v) return (string.unpack("<f", string.pack("<f", v))) end
+--- v rounded to the nearest float32 (what a lumus tensor stores).
+function M.f32(v)
+  return (string.unpack("<f", string.pack("<f", v)))
+end
 
---- A nested table of this shape filled by f(), each value rounded to float32.
-function M.random_table(shape, f, level)
-  level = level or 1
-  local t = {}
-  for i = 1, shape[level] do
-    t[i] = level == #shape and M.f32(f()) or M.random_table(shape, f, level + 1)
+--- A nested table of the given shape (a list of sizes, or one size n for {n}),
+-- filled row-major with f() rounded to float32. f may be a generator made by
+-- `rng` (its normal() is used) or any function of no arguments.
+--   ref.random_table({4, 8}, ref.rng(1))                       -- N(0, 1)
+--   local g = ref.rng(2)
+--   ref.random_table({8}, function() return 1e4 + g.normal() end)
+function M.random_table(shape, f)
+  if type(shape) == "number" then shape = { shape } end
+  if type(f) == "table" and f.normal then f = f.normal end
+  if type(f) ~= "function" then
+    error("reference.random_table: a generator or a function expected", 2)
   end
-  return t
+  local f32 = M.f32
+  local function build(depth)
+    local t = {}
+    if depth == #shape then
+      for i = 1, shape[depth] do t[i] = f32(f()) end
+    else
+      for i = 1, shape[depth] do t[i] = build(depth + 1) end
+    end
+    return t
+  end
+  return build(1)
 end
 
 return M
