@@ -1,5 +1,16 @@
--- The specs' main paths under the Khronos validation layer print no message.
+-- The specs' main paths under the Khronos validation layer print no message; device
+-- selection through the environment.
 local lumus = require "lumus"
+
+-- Runs a Lua snippet in a fresh lua5.4 with extra environment settings; returns its
+-- output (stdout and stderr) and whether it exited successfully.
+local function run_lua(env, code)
+  local cmd = ("%s LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1"):format(env, package.path, package.cpath, code)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok
+end
 
 describe("LUMUS_VALIDATION=1", function()
   it("runs tensors, transfers and every layer_norm form with no validation message", function()
@@ -18,11 +29,7 @@ describe("LUMUS_VALIDATION=1", function()
       t:free()
       print("messages", lumus._validation_messages())
     ]]
-    local cmd = ("LUMUS_VALIDATION=1 LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1")
-      :format(package.path, package.cpath, script)
-    local p = io.popen(cmd)
-    local out = p:read("a")
-    local ok = p:close()
+    local out, ok = run_lua("LUMUS_VALIDATION=1", script)
     if out:find("VK_LAYER_KHRONOS_validation is not installed", 1, true) then
       pending("validation layer not installed (vulkan-validationlayers)")
       return
@@ -33,27 +40,16 @@ describe("LUMUS_VALIDATION=1", function()
   end)
 
   it("with no usable device, names the CPU driver package", function()
-    local cmd = ("LUMUS_DEVICE=no-such-device LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1")
-      :format(package.path, package.cpath, 'print(pcall(require("lumus").device))')
-    local p = io.popen(cmd)
-    local out = p:read("a")
-    p:close()
+    local probe = 'print(pcall(require("lumus").device))'
+    local out = run_lua("LUMUS_DEVICE=no-such-device", probe)
     assert.matches("LUMUS_DEVICE=no%-such%-device matches none", out)
-    local cmd2 = ("VK_DRIVER_FILES=/nonexistent.json VK_ICD_FILENAMES=/nonexistent.json LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1")
-      :format(package.path, package.cpath, 'print(pcall(require("lumus").device))')
-    p = io.popen(cmd2)
-    out = p:read("a")
-    p:close()
+    out = run_lua("VK_DRIVER_FILES=/nonexistent.json VK_ICD_FILENAMES=/nonexistent.json", probe)
     assert.matches("no Vulkan device found", out)
     assert.matches("mesa%-vulkan%-drivers", out)
   end)
 
   it("selects a device by index with LUMUS_DEVICE", function()
-    local cmd = ("LUMUS_DEVICE=0 LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1")
-      :format(package.path, package.cpath, 'io.write(require("lumus").device().index)')
-    local p = io.popen(cmd)
-    local out = p:read("a")
-    p:close()
+    local out = run_lua("LUMUS_DEVICE=0", 'io.write(require("lumus").device().index)')
     assert.are.equal("0", out)
     assert.is_string(lumus.device().name)
   end)

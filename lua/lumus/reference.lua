@@ -285,17 +285,11 @@ function M.random_table(shape, f)
   if type(f) ~= "function" then
     error("reference.random_table: a generator or a function expected", 2)
   end
-  local f32 = M.f32
-  local function build(depth)
-    local t = {}
-    if depth == #shape then
-      for i = 1, shape[depth] do t[i] = f32(f()) end
-    else
-      for i = 1, shape[depth] do t[i] = build(depth + 1) end
-    end
-    return t
-  end
-  return build(1)
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  local flat = {}
+  for i = 1, n do flat[i] = M.f32(f()) end
+  return M.nest(flat, shape)
 end
 
 return M
