@@ -40,7 +40,7 @@ SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 
 SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
 GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
 
-.PHONY: all deps test example examples install uninstall clean check-shaders
+.PHONY: all deps test example examples install uninstall clean check-shaders valgrind
 
 all: $(MODULE)
 
@@ -94,6 +94,13 @@ test: $(MODULE)
 	@set -o pipefail; $(BUSTED) --lua=$(LUA) -o TAP 2>&1 | tee $(BUILD)/test.tap; status=$$?; \
 	  ok=$$(grep -c '^ok ' $(BUILD)/test.tap); bad=$$(grep -c '^not ok ' $(BUILD)/test.tap); \
 	  echo "busted: $$ok passed, $$bad failed"; exit $$status
+
+# Memcheck over the tensor and async specs (the layer_norm sweep is too slow under
+# valgrind). Leaks count only when definitely lost; the two invalid reads glibc's dl-load
+# reports while the Vulkan loader opens the driver are not lumus's.
+valgrind: $(MODULE)
+	valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+	  $(LUA) $$(command -v $(BUSTED)) --lua=$(LUA) --ignore-lua spec/tensor_spec.lua spec/async_spec.lua
 
 install: $(MODULE)
 	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus
