@@ -164,6 +164,19 @@ function M.bar_svg(opts)
   local margin = { left = 78, right = 28, top = 92, bottom = 86 }
   if opts.note then margin.bottom = margin.bottom + 20 end
   local plot_w = math.max(opts.min_plot_width or 560, ncat * group_w)
+  -- Wide enough for the title, subtitle, note and legend too (text is never clipped).
+  local legend_w = 0
+  for _, s in ipairs(series) do legend_w = legend_w + 41 + text_w(s.name, 12.5) end
+  for _, rl in ipairs(opts.reference_lines or {}) do
+    legend_w = legend_w + 44 + text_w(rl.label or "", 12.5)
+  end
+  local text_need = math.max(text_w(opts.title or "", 19) * 1.08, text_w(opts.subtitle or "", 12.5),
+                             text_w(opts.note or "", 11), legend_w)
+  plot_w = math.ceil(math.max(plot_w, text_need - margin.right + 8))
+  group_w = plot_w / math.max(1, ncat)   -- spread the groups over the plot
+  if not opts.bar_width then              -- and let bars widen (up to 44 px) into the room
+    bar_w = math.floor(math.max(bar_w, math.min(44, (group_w - group_gap) * 0.7 / nser)))
+  end
   local plot_h = opts.plot_height or 340
   local W = margin.left + plot_w + margin.right
   local H = margin.top + plot_h + margin.bottom
@@ -240,7 +253,7 @@ function M.bar_svg(opts)
   -- Bars, value labels (vertical when they would not fit across a bar), category labels.
   local vertical_labels = bar_w < 30
   for ci = 1, ncat do
-    local gx = x0 + (ci - 1) * group_w + group_gap / 2
+    local gx = x0 + (ci - 1) * group_w + (group_w - nser * bar_w) / 2
     for si, s in ipairs(series) do
       local val = s.values[ci]
       if is_value(val) then

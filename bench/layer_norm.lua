@@ -240,9 +240,9 @@ for _, s in ipairs(shapes) do
     print(("| %s | error: %s |"):format(s.name, tostring(res.error):gsub("[\r\n|]", " ")))
   else
     print(("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(res.shape,
-      res.variant or "-", fmt(res.lumus_us), fmt(res.lumus_gbs, 0), fmt(res.copy_gbs, 0),
-      fmt(res.pct_of_copy, 1), fmt(res.torch_us), fmt(res.torch_gbs, 0),
-      res.speedup and (fmt(res.speedup) .. "x") or "-",
+      res.variant or "-", fmt(res.lumus_us), fmt(res.lumus_gbs), fmt(res.copy_gbs),
+      fmt(res.pct_of_copy, 1), fmt(res.torch_us), fmt(res.torch_gbs),
+      res.speedup and string.format("%.2fx", res.speedup) or "-",
       res.max_err and string.format("%.2e", res.max_err) or "-"))
   end
   io.stdout:flush()
@@ -253,7 +253,7 @@ if ref and check_rows > 0 then
   for _, res in ipairs(results) do
     em = math.max(em, res.mean_err or 0); er = math.max(er, res.invstd_rel_err or 0)
   end
-  print(("\nChecked %d rows per shape against lumus.reference (float64): max err is max |y - ref|; "
+  print(("\nChecked up to %d rows per shape against lumus.reference (float64), spread from first to last: max err is max |y - ref|; "
     .. "worst mean error %.2e, worst invstd relative error %.2e."):format(check_rows, em, er))
 end
 

@@ -1,15 +1,91 @@
 #!/usr/bin/env bash
-# The benchmark run on the GPU machine, from the repository root, after a build here:
+# bench/run_h200.sh: the whole benchmark run on the GPU machine, from a build made here
+# (build/lumus/core.so and .gpu/ carried along). From the repository root there:
+#
 #   . .gpu/setup.sh; bash bench/run_h200.sh "$OUT"
-# Writes logs, CSV and SVG into the folder given (default /tmp/lumus-bench).
-set -o pipefail
-out="${1:-/tmp/lumus-bench}"
+#
+# Writes into the folder given (default /tmp/out):
+#   run.log                     everything below, with nvidia-smi and timings per step
+#   torch.md / torch.csv / torch_small.csv      bench/torch_layer_norm.py (PyTorch baseline)
+#   layer_norm.md / .csv / .svg / layer_norm_small.csv   bench/layer_norm.lua
+#   async.md, transfer.md       bench/async.lua, bench/transfer.lua
+#   summary.md                  the Markdown of all steps, in order
+# Each step has a time limit (about 8 minutes in all; a normal run takes 2-3); a step that
+# fails or times out is reported and the others still run; the exit status is non-zero if
+# any failed.
+set -u -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 2
+out=${1:-/tmp/out}
 mkdir -p "$out"
-export LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="build/?.so;;"
+log="$out/run.log"
+: > "$log"
+
+# Lua 5.4 and the Vulkan loader come from .gpu/ on that machine (see shared/gpu/FACTS.md).
+if ! command -v lua5.4 >/dev/null 2>&1 && [ -f .gpu/setup.sh ]; then
+  # shellcheck disable=SC1091
+  . .gpu/setup.sh
+fi
 # NVIDIA's ICD under /usr/share may point at a GLX library that cannot create instances.
-[ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-python3 bench/torch_layer_norm.py --csv "$out/torch.csv" 2>&1 | tee "$out/torch.md"
-lua5.4 bench/layer_norm.lua --baseline "$out/torch.csv" --csv "$out/layer_norm.csv" --svg "$out/layer_norm.svg" 2>&1 | tee "$out/layer_norm.md"
-lua5.4 bench/async.lua 2>&1 | tee "$out/async.md"
-lua5.4 bench/transfer.lua 2>&1 | tee "$out/transfer.md"
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+# lumus from this checkout: lua/lumus/*.lua, and lumus.core -> build/lumus/core.so.
+export LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;"
+export LUA_CPATH="$root/build/?.so;;"
+
+{
+  echo "# lumus benchmark run, $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
+  echo "checkout: $(git describe --always --dirty 2>/dev/null || echo 'unknown (no .git)')"
+  echo "nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,pstate --format=csv,noheader 2>&1 | head -n 4)"
+  echo "python3: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1)"
+  echo "lua: $(lua5.4 -v 2>&1)"
+  echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-}"
+} | tee -a "$log"
+
+if [ ! -f build/lumus/core.so ]; then
+  echo "build/lumus/core.so is missing: run make before taking the build along" | tee -a "$log"
+  exit 2
+fi
+
+failed=()
+# step NAME LIMIT_SECONDS COMMAND...: runs COMMAND under a time limit, its output to
+# $out/NAME.md and the log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  echo | tee -a "$log"
+  echo "== $name (limit ${limit}s): $*" | tee -a "$log"
+  local t0=$SECONDS rc=0
+  timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.md" | tee -a "$log" || rc=$?
+  echo "== $name: rc=$rc, $((SECONDS - t0)) s" | tee -a "$log"
+  if [ "$rc" -ne 0 ]; then failed+=("$name (rc $rc)"); fi
+}
+
+step torch 150 python3 bench/torch_layer_norm.py --iters 100 \
+  --csv "$out/torch.csv" --small-csv "$out/torch_small.csv"
+
+baseline=()
+[ -s "$out/torch.csv" ] && baseline+=(--baseline "$out/torch.csv")
+[ -s "$out/torch_small.csv" ] && baseline+=(--baseline-small "$out/torch_small.csv")
+step layer_norm 200 lua5.4 bench/layer_norm.lua --iters 100 --warmup 10 ${baseline[@]+"${baseline[@]}"} \
+  --csv "$out/layer_norm.csv" --svg "$out/layer_norm.svg" --small-csv "$out/layer_norm_small.csv"
+
+step async 45 lua5.4 bench/async.lua
+step transfer 60 lua5.4 bench/transfer.lua
+
+# One Markdown file with every step's output.
+{
+  head -n 6 "$log"
+  for name in torch layer_norm async transfer; do
+    [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
+  done
+} > "$out/summary.md"
+
+echo | tee -a "$log"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED steps: ${failed[*]}" | tee -a "$log"
+  exit 1
+fi
+echo "all steps passed; results in $out" | tee -a "$log"
