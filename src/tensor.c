@@ -411,16 +411,10 @@ static int m_describe(lua_State *L) {
     return 1;
 }
 
-static int m_storage_id(lua_State *L) {
-    lm_tensor *t = lm_check_tensor(L, 1);
-    lua_pushlightuserdata(L, t->storage);
-    return 1;
-}
-
 static const luaL_Reg tensor_methods[] = {
     {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"numel", m_numel}, {"dtype", m_dtype},
     {"to_table", m_to_table}, {"to_bytes", m_to_bytes}, {"reshape", m_reshape}, {"free", m_free},
-    {"is_freed", m_is_freed}, {"describe", m_describe}, {"_storage_id", m_storage_id},
+    {"is_freed", m_is_freed}, {"describe", m_describe},
     {NULL, NULL}
 };
 
@@ -442,8 +436,6 @@ void lm_tensor_register(lua_State *L) {
     lua_setfield(L, -2, "__close");
     lua_pushcfunction(L, m_describe);
     lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, "lumus.Tensor");
-    lua_setfield(L, -2, "__name");
     lua_setfield(L, -2, "Tensor");    /* module.Tensor = the metatable */
     luaL_setfuncs(L, tensor_functions, 0);
 }

@@ -81,11 +81,7 @@ local function tensor_tostring(t)
       walk(dim + 1, base + (i - 1) * strides[dim], prefix .. "[" .. i .. "]")
     end
   end
-  if nd == 1 then
-    walk(1, 0, "")
-  else
-    walk(1, 0, "")
-  end
+  walk(1, 0, "")
   lines[#lines + 1] = t:describe()
   return table.concat(lines, "\n")
 end
