@@ -253,6 +253,61 @@ describe("layer_norm_forward", function()
     end
   end)
 
+  -- The split form (several workgroups per row) is the default only on GPUs for rows
+  -- too long for one workgroup; here it is forced through the tuning hook. On a CPU
+  -- device partners may not run at once, so both ways of finishing are checked: the
+  -- exchange of the parts' statistics, and the fallback (spin_limit = 0) in which a
+  -- part that finds a partner missing reads the whole row itself.
+  it("matches with the split form forced (parts exchanging statistics, and the fallback)", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local cases = {
+      { d = 4096, parts = 2 }, { d = 4100, parts = 3 }, { d = 4099, parts = 2 },
+      { d = 64, parts = 4, wg = 32 }, { d = 7, parts = 2, wg = 32 }, { d = 1001, parts = 5 },
+    }
+    for k, case in ipairs(cases) do
+      for _, spin in ipairs { -1, 0 } do
+        local c = config(case.d, { parts = case.parts, wg = case.wg, spin_limit = spin })
+        local ok, err = pcall(function()
+          assert.are.equal("split", c.variant)
+          assert.are.equal(math.min(case.parts, case.d // c.vec), c.rows_per_group)
+          run_case({ 3, case.d }, { seed = 90 + k, weight = true, bias = k % 2 == 0, default_alloc = spin == 0 })
+          run_case({ 2, case.d }, { seed = 100 + k, offset = 1e4 })
+        end)
+        config(case.d, {})
+        if not ok then error(("d = %d, parts = %d, spin_limit = %d: %s"):format(case.d, case.parts, spin, err), 0) end
+      end
+    end
+  end)
+
+  it("does not use the split form in place (out = x), where its fallback could read y", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    config(1000, { parts = 2, spin_limit = 0 })
+    local ok, err = pcall(function()
+      local rng = ref.rng(120)
+      local xt = ref.random_table({ 4, 1000 }, function() return rng.normal() end)
+      local x = lumus.tensor(xt)
+      lumus.layer_norm_forward(x, nil, nil, 1e-5, { out = x })
+      local wy = ref.layer_norm_forward(xt)
+      check(x:to_table(), wy, "in place with parts = 2", Y_MAX)
+    end)
+    config(1000, {})
+    if not ok then error(err, 0) end
+  end)
+
+  it("refuses bad split tuning values", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local ok, err = pcall(config, 1000, { parts = 65 })
+    assert.is_false(ok)
+    assert.matches("parts must be in 0..64", err, 1, true)
+    ok, err = pcall(config, 1000, { spin_limit = 60000 })
+    assert.is_false(ok)
+    assert.matches("spin_limit must be in 0..50000", err, 1, true)
+    config(1000, {})
+  end)
+
   it("normalizes 70,000 short rows, comparing every row (past maxComputeWorkGroupCount[0] on lavapipe)", function()
     local rows, d = 70000, 5
     local rng = ref.rng(61)

@@ -45,6 +45,9 @@ struct lm_context {
     uint32_t ln_items_target, ln_wg_override;
     int ln_force_stream;
     uint32_t ln_subgroup_items;   /* layer_norm tuning knobs (0 = default) */
+    uint32_t ln_parts;            /* forced workgroups per row (split form) */
+    uint32_t ln_spin_limit;       /* split form's polls for partners (0 = default) */
+    int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */

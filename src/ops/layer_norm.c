@@ -1,6 +1,7 @@
 /* layer_norm_forward: argument checks, kernel variant choice and dispatch.
  * The kernel forms are described in shaders/layer_norm.comp. */
 #include "ops.h"
+#include "../storage.h"
 #include <lauxlib.h>
 #include <math.h>
 #include <string.h>
@@ -18,16 +19,28 @@
 #define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
+/* Rows longer than one workgroup's registers: up to this many workgroups share a row
+ * (split form), each keeping LN_SPLIT_ITEMS vectors per thread; longer rows stream. */
+#define LN_MAX_PARTS 8
+#define LN_SPLIT_ITEMS 8
+/* Polls a split part makes for its partners before reading the row itself. Partners
+ * take consecutive tickets, so on a GPU they are running within microseconds; the
+ * bound only keeps a device that runs too few workgroups at once (a CPU) from hanging.
+ * Keep it under 65535: llvmpipe cuts longer loops short and then computes garbage. */
+#define LN_SPIN_LIMIT (1u << 15)
+#define LN_SPIN_MAX 50000u
 
 typedef struct ln_config {
     lm_shader_id shader;
-    uint32_t wg, items, rows_per_group, vec;
+    uint32_t wg, items, rows_per_group, vec;   /* rows_per_group: parts per row (split) */
+    int full_subgroups;
     const char *variant;
 } ln_config;
 
 static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 
-static ln_config choose(const lm_context *ctx, int64_t d) {
+/* `in_place`: y is x, which the split form's fallback (reading the row again) forbids. */
+static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
     ln_config c = { 0 };
     c.vec = d % 4 == 0 ? 4 : 1;
     uint32_t n = (uint32_t)(d / c.vec);
@@ -39,6 +52,7 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
                     : ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? LN_ITEMS_CPU
                     : n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
     if (ctx->ln_force_stream) goto stream;
+    if (ctx->ln_parts && !in_place) goto split;
     uint32_t sub_items = ctx->ln_subgroup_items ? ctx->ln_subgroup_items : LN_SUBGROUP_ITEMS;
     if (ctx->full_subgroups && n <= sub_items * sg && LN_SUBGROUP_WG <= max_wg &&
         LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
@@ -47,6 +61,7 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
         c.rows_per_group = LN_SUBGROUP_WG / sg;
         c.items = (n + sg - 1) / sg;
         c.variant = "subgroup";
+        c.full_subgroups = 1;
     } else if (n <= max_wg * LN_MAX_ITEMS) {
         uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : pow2_at_least((n + target - 1) / target);
         uint32_t lo = sg > 32 ? sg : 32;
@@ -59,6 +74,17 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
         c.items = (n + wg - 1) / wg;
         c.rows_per_group = 1;
         c.variant = "group";
+    } else if (!in_place && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
+               n <= max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) {
+split:
+        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : max_wg;
+        uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
+        c.rows_per_group = ctx->ln_parts ? ctx->ln_parts : (n + c.wg * items - 1) / (c.wg * items);
+        if (c.rows_per_group > n) c.rows_per_group = n;
+        uint32_t chunk = (n + c.rows_per_group - 1) / c.rows_per_group;
+        c.items = (chunk + c.wg - 1) / c.wg;
+        c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
+        c.variant = "split";
     } else {
 stream:
         c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
@@ -103,6 +129,17 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
     if (same_ok && a->offset == b->offset && a->numel == b->numel) return;
     lua_pushfstring(L, "%s overlaps %s (they alias the same device memory)", an, bn);
     luaL_argerror(L, argn, lua_tostring(L, -1));
+}
+
+/* The split form's scratch for `groups` workgroups: a ticket counter, then one
+ * (64-byte) record per workgroup, all zero (a fill is recorded here, before the kernel). */
+static lm_storage *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) {
+    lm_storage *s = lm_storage_new(L, ctx, 64u * (groups + 1u), "layer_norm_forward");
+    lm_tensor view = { .storage = s, .ndim = 1, .numel = (int64_t)(16u * (groups + 1u)) };
+    view.shape[0] = view.numel;
+    view.strides[0] = 1;
+    lm_record_fill(L, &view, 0.0f);
+    return s;
 }
 
 int lm_op_layer_norm_forward(lua_State *L) {
@@ -150,25 +187,42 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (mean) lua_getfield(L, 5, "mean"); else mean = lm_push_tensor(L, ctx, stat_ndim, stat_shape);
     if (invstd) lua_getfield(L, 5, "invstd"); else invstd = lm_push_tensor(L, ctx, stat_ndim, stat_shape);
 
-    ln_config c = choose(ctx, d);
+    int in_place = lm_tensors_overlap(x, y);
+    ln_config c = choose(ctx, d, in_place);
+    int split = c.shader == LM_SH_LN_SPLIT_VEC4 || c.shader == LM_SH_LN_SPLIT_VEC1;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
         uint32_t rows, n, d;
         float eps;
         uint32_t groups_x, pad;
+        uint64_t scratch;
+        uint32_t chunk, spin_limit, tickets;
     } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
         .weight = w ? lm_tensor_address(w) : 0, .bias = b ? lm_tensor_address(b) : 0,
         .mean = lm_tensor_address(mean), .invstd = lm_tensor_address(invstd),
         .rows = (uint32_t)rows, .n = (uint32_t)(d / c.vec), .d = (uint32_t)d, .eps = eps,
     };
-    uint64_t groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
+    uint64_t groups = split ? (uint64_t)rows * c.rows_per_group
+                            : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
+    if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     const uint32_t spec[LM_MAX_SPEC] = { c.wg, c.items, c.rows_per_group };
-    VkPipeline p = lm_pipeline(L, ctx, c.shader, spec, c.rows_per_group > 1);
+    VkPipeline p = lm_pipeline(L, ctx, c.shader, spec, c.full_subgroups);
+
+    lm_storage *scratch = NULL;
+    if (split) {
+        /* The parts' ticket counter and records, zeroed by a fill recorded just before. */
+        scratch = split_scratch(L, ctx, groups);
+        pc.scratch = scratch->address;
+        pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
+        pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
+        pc.tickets = !ctx->ln_no_tickets;
+    }
 
     VkCommandBuffer cb = lm_stream_cmd(L, ctx, "layer_norm_forward");
+    if (scratch) lm_stream_write(ctx, scratch);
     lm_stream_read(ctx, x->storage);
     if (w) lm_stream_read(ctx, w->storage);
     if (b) lm_stream_read(ctx, b->storage);
@@ -178,6 +232,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     lm_stream_hazards(ctx, cb);
     lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
     lm_stream_op_done(L, ctx);
+    if (scratch) lm_storage_unref(scratch);   /* reused only after this batch has run */
     return 3;
 }
 
@@ -198,9 +253,19 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_force_stream = lua_toboolean(L, -1);
         lua_getfield(L, 2, "subgroup_items");
         ctx->ln_subgroup_items = (uint32_t)luaL_optinteger(L, -1, 0);
-        lua_pop(L, 4);
+        lua_getfield(L, 2, "parts");
+        lua_Integer parts = luaL_optinteger(L, -1, 0);
+        luaL_argcheck(L, parts >= 0 && parts <= 64, 2, "parts must be in 0..64");
+        ctx->ln_parts = (uint32_t)parts;
+        lua_getfield(L, 2, "spin_limit");
+        lua_Integer spin = luaL_optinteger(L, -1, -1);
+        luaL_argcheck(L, spin >= -1 && spin <= LN_SPIN_MAX, 2, "spin_limit must be in 0..50000");
+        ctx->ln_spin_limit = (uint32_t)(spin + 1);
+        lua_getfield(L, 2, "tickets");
+        ctx->ln_no_tickets = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
+        lua_pop(L, 7);
     }
-    ln_config c = choose(ctx, d);
+    ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
