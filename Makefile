@@ -37,7 +37,8 @@ HDR := $(wildcard src/*.h src/ops/*.h)
 # Each SPIR-V variant: name, source, defines.
 SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 \
            layer_norm_subgroup_vec1 layer_norm_stream_vec4 layer_norm_stream_vec1 \
-           layer_norm_split_vec4 layer_norm_split_vec1 copy fill
+           layer_norm_split_vec4 layer_norm_split_vec1 \
+           layer_norm_row_vec4 layer_norm_row_vec1 copy fill
 SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
 GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
 

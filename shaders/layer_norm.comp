@@ -12,6 +12,10 @@
 //   MODE_STREAM:    one workgroup per row, row too long for registers: ITEMS vectors per
 //                   thread stay in registers, the rest is read again in each of the three
 //                   passes (sum, deviations, write); the same exact statistics.
+//   MODE_ROW:       one invocation per row, three passes over it (sum, deviations,
+//                   write) from the cache: no barriers and no subgroup operations, which
+//                   a CPU device (lavapipe) pays dearly for; wrong for a GPU, whose
+//                   lanes would then read far-apart addresses.
 //   MODE_SPLIT:     PARTS workgroups per row, each holding a slice in registers, so rows
 //                   too long for one workgroup's registers are still read only once. Each
 //                   part publishes its slice's (shift, mean offset, M2) to a scratch
@@ -38,6 +42,7 @@ layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in re
 layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (MODE_SUBGROUP);
                                                 // workgroups per row (MODE_SPLIT)
 
+float hsum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 #if VEC == 4
 #define VT vec4
 #define ROW_ARRAY Vec4Array
@@ -216,6 +221,49 @@ void main() {
         yr.v[idx] = fma((xr.v[idx] - m0 - st.x) * st.y, load_weight(idx), load_bias(idx));
     if (tid == 0) store_stats(row, m0 + st.x, st.y);
 }
+#elif defined(MODE_ROW)
+// Sums of x - shift and of its square over the row: four accumulators per lane (vec4
+// components, or four scalars), each summing blocks of ROW_BLOCK vectors first, so the
+// rounding stays near a tree's rather than growing with the row length.
+// llvmpipe stops an invocation's loops after 65535 iterations in all (and computes
+// garbage), so the host uses this form only for rows of at most LN_ROW_MAX_VECTORS.
+const uint ROW_BLOCK = 64u;
+void row_sums(ROW_ARRAY xr, float shift, out vec4 q1, out vec4 q2) {
+    q1 = vec4(0.0); q2 = vec4(0.0);
+#if VEC == 4
+    for (uint b = 0u; b < p.n; b += ROW_BLOCK) {
+        vec4 b1 = vec4(0.0), b2 = vec4(0.0);
+        for (uint i = b; i < min(b + ROW_BLOCK, p.n); ++i) { vec4 r = xr.v[i] - shift; b1 += r; b2 += r * r; }
+        q1 += b1; q2 += b2;
+    }
+#else
+    uint n4 = p.n & ~3u;
+    for (uint b = 0u; b < n4; b += 4u * ROW_BLOCK) {
+        vec4 b1 = vec4(0.0), b2 = vec4(0.0);
+        for (uint i = b; i < min(b + 4u * ROW_BLOCK, n4); i += 4u) {
+            vec4 r = vec4(xr.v[i], xr.v[i + 1u], xr.v[i + 2u], xr.v[i + 3u]) - shift;
+            b1 += r; b2 += r * r;
+        }
+        q1 += b1; q2 += b2;
+    }
+    for (uint i = n4; i < p.n; ++i) { float r = xr.v[i] - shift; q1.x += r; q2.x += r * r; }
+#endif
+}
+
+void main() {
+    uint row = group_index() * WG + gl_LocalInvocationID.x;
+    if (row >= p.rows) return;
+    ROW_ARRAY xr = row_ptr(p.x, row);
+    vec4 q1, q2;
+    row_sums(xr, 0.0, q1, q2);
+    float m0 = hsum4(q1) / float(p.d);
+    row_sums(xr, m0, q1, q2);
+    vec2 st = finish_stats(vec2(hsum4(q1), hsum4(q2)));
+    ROW_ARRAY yr = row_ptr(p.y, row);
+    for (uint i = 0u; i < p.n; ++i)
+        yr.v[i] = fma((xr.v[i] - m0 - st.x) * st.y, load_weight(i), load_bias(i));
+    store_stats(row, m0 + st.x, st.y);
+}
 #elif defined(MODE_SPLIT)
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SharedWords { uint v[]; };
 const uint PARTS = ROWS;
@@ -335,5 +383,5 @@ void main() {
     if (part == 0u && tid == 0u) store_stats(row, mean, invstd);
 }
 #else
-#error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM or MODE_SPLIT"
+#error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW or MODE_SPLIT"
 #endif

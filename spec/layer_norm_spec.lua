@@ -90,18 +90,21 @@ local function run_case(shape, opts)
   return cy
 end
 
--- Runs f with the layer_norm variant for rows of D forced to the streaming form
--- (through the internal tuning hook), restoring the automatic choice afterwards.
--- wg: the workgroup size to force with it (nil: the variant's own). Returns false
--- when the hook is absent.
-local function with_stream_variant(d, f, wg)
+-- Runs f with the layer_norm form for rows of D forced through the internal tuning
+-- hook (tune: e.g. { form = "group" }, { stream = true, wg = 32 }), restoring the
+-- automatic choice afterwards. Returns false when the hook is absent.
+local function with_form(d, tune, f)
   local config = lumus._layer_norm_config
   if not config then return false end
-  config(d, { stream = true, wg = wg })
+  config(d, tune)
   local ok, err = pcall(f)
   config(d, {})
   if not ok then error(err, 0) end
   return true
+end
+
+local function with_stream_variant(d, f, wg)
+  return with_form(d, { stream = true, wg = wg }, f)
 end
 
 ---------------------------------------------------------------------------------------
@@ -242,6 +245,22 @@ describe("layer_norm_forward", function()
     run_case({ 40, 48 }, { seed = 59, offset = -3e4 })
   end)
 
+  -- The automatic choice differs by device (a CPU gets the row form, a GPU the group,
+  -- subgroup, split or streaming form), so every form is forced here in turn.
+  it("matches with each form forced: group, subgroup, row", function()
+    if not lumus._layer_norm_config then pending("no lumus._layer_norm_config hook"); return end
+    for _, form in ipairs { "group", "subgroup", "row" } do
+      for k, d in ipairs { 1, 3, 4, 5, 64, 130, 1000, 4097 } do
+        with_form(d, { form = form }, function()
+          local got = lumus._layer_norm_config(d).variant
+          if form ~= "subgroup" then assert.are.equal(form, got) end
+          run_case({ 5, d }, { seed = 130 + k, weight = k % 2 == 0, bias = true, default_alloc = k == 3 })
+          run_case({ 3, d }, { seed = 140 + k, offset = 1e4 })
+        end)
+      end
+    end
+  end)
+
   it("matches with the streaming variant forced, for short rows too", function()
     local ran = with_stream_variant(1, function() end)
     if not ran then pending("no lumus._layer_norm_config hook"); return end
@@ -348,7 +367,11 @@ describe("layer_norm_forward", function()
     local config = lumus._layer_norm_config
     -- short rows (a subgroup per row, many rows per workgroup), vec4 and scalar; rows
     -- of a workgroup each, vec4 and scalar; the streaming form (forced, when possible)
-    local cases = { { d = 4 }, { d = 5 }, { d = 256 }, { d = 65 }, { d = 8, stream = true }, { d = 7, stream = true } }
+    local cases = {
+      { d = 4, form = "subgroup" }, { d = 5, form = "subgroup" }, { d = 256, form = "group" },
+      { d = 65, form = "group" }, { d = 8, stream = true }, { d = 7, stream = true },
+      { d = 4, form = "row" }, { d = 5 },
+    }
     for k, case in ipairs(cases) do
       local function go()
         local per_group = config and config(case.d).rows_per_group or 1
@@ -361,6 +384,8 @@ describe("layer_norm_forward", function()
       if case.stream then
         -- small workgroups: 65,538 workgroups of the default 1024 take ~40 s on lavapipe
         if config then with_stream_variant(case.d, go, 32) end
+      elseif case.form then
+        if config then with_form(case.d, { form = case.form }, go) end
       else
         go()
       end

@@ -15,6 +15,9 @@
 #include "stream.h"
 #include "pipelines.h"
 
+/* layer_norm_forward's kernel forms, for forcing one (0 = chosen per D and device). */
+enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_SPLIT, LM_LN_ROW };
+
 struct lm_context {
     int refs;
     VkInstance instance;
@@ -43,7 +46,7 @@ struct lm_context {
     VkDeviceSize bytes_since_gc, gc_threshold;
     int timing;                         /* inside lumus.gpu_time */
     uint32_t ln_items_target, ln_wg_override;
-    int ln_force_stream;
+    int ln_form;                  /* forced layer_norm form (lm_ln_form) */
     uint32_t ln_subgroup_items;   /* layer_norm tuning knobs (0 = default) */
     uint32_t ln_parts;            /* forced workgroups per row (split form) */
     uint32_t ln_spin_limit;       /* split form's polls for partners (0 = default) */

@@ -25,6 +25,12 @@ static const uint32_t ln_split_vec4[] = {
 static const uint32_t ln_split_vec1[] = {
 #include "layer_norm_split_vec1.inc"
 };
+static const uint32_t ln_row_vec4[] = {
+#include "layer_norm_row_vec4.inc"
+};
+static const uint32_t ln_row_vec1[] = {
+#include "layer_norm_row_vec1.inc"
+};
 static const uint32_t copy_spv[] = {
 #include "copy.inc"
 };
@@ -42,6 +48,8 @@ static const struct { const uint32_t *code; size_t bytes; } shader_table[LM_SH_C
     [LM_SH_LN_STREAM_VEC1] = LM_CODE(ln_stream_vec1),
     [LM_SH_LN_SPLIT_VEC4] = LM_CODE(ln_split_vec4),
     [LM_SH_LN_SPLIT_VEC1] = LM_CODE(ln_split_vec1),
+    [LM_SH_LN_ROW_VEC4] = LM_CODE(ln_row_vec4),
+    [LM_SH_LN_ROW_VEC1] = LM_CODE(ln_row_vec1),
     [LM_SH_COPY] = LM_CODE(copy_spv),
     [LM_SH_FILL] = LM_CODE(fill_spv),
 };

@@ -12,7 +12,8 @@
 #define LN_ITEMS_LONG 4
 #define LN_SHORT_ROW 256
 /* On a CPU device (lavapipe) a workgroup runs on one thread and each barrier costs a
- * context switch: fewer, wider threads per row won 2x there (1024x768). */
+ * context switch: fewer, wider threads per row won 2x there (1024x768) when the group
+ * form is forced; by default CPUs get the row form (one invocation per row). */
 #define LN_ITEMS_CPU 16
 #define LN_MAX_ITEMS 8         /* most vectors per thread kept in registers: more spilled
                                   * on the H200 (D = 65536 ran at 58% of copy with 16) */
@@ -21,6 +22,12 @@
 #define LN_SUBGROUP_WG 256
 /* Rows longer than one workgroup's registers: up to this many workgroups share a row
  * (split form), each keeping LN_SPLIT_ITEMS vectors per thread; longer rows stream. */
+/* The row form (one invocation per row, for CPU devices): 8 rows per workgroup fill
+ * one 256-bit SIMD group on lavapipe. Its three loops run once per vector, and
+ * llvmpipe cuts an invocation's loops short past 65535 iterations in all (measured:
+ * 3 x 32768 failed, 3 x 8192 passed), so longer rows take another form. */
+#define LN_ROW_WG 8
+#define LN_ROW_MAX_VECTORS 16384u
 #define LN_MAX_PARTS 8
 #define LN_SPLIT_ITEMS 8
 /* Polls a split part makes for its partners before reading the row itself. Partners
@@ -51,18 +58,32 @@ static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
                     : ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? LN_ITEMS_CPU
                     : n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
-    if (ctx->ln_force_stream) goto stream;
-    if (ctx->ln_parts && !in_place) goto split;
+    int form = ctx->ln_form;
+    if (form == LM_LN_AUTO && ctx->ln_parts && !in_place) form = LM_LN_SPLIT;
+    if (form == LM_LN_AUTO && ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+        n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
+    if (form == LM_LN_ROW && n > LN_ROW_MAX_VECTORS) form = LM_LN_AUTO;
+    if (form == LM_LN_SPLIT && in_place) form = LM_LN_STREAM;
+    if (form == LM_LN_STREAM) goto stream;
+    if (form == LM_LN_SPLIT) goto split;
+    if (form == LM_LN_ROW) {
+        c.shader = c.vec == 4 ? LM_SH_LN_ROW_VEC4 : LM_SH_LN_ROW_VEC1;
+        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_ROW_WG;
+        c.items = 1;
+        c.rows_per_group = c.wg;
+        c.variant = "row";
+        return c;
+    }
     uint32_t sub_items = ctx->ln_subgroup_items ? ctx->ln_subgroup_items : LN_SUBGROUP_ITEMS;
-    if (ctx->full_subgroups && n <= sub_items * sg && LN_SUBGROUP_WG <= max_wg &&
-        LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
+    if (form != LM_LN_GROUP && ctx->full_subgroups && n <= sub_items * sg &&
+        LN_SUBGROUP_WG <= max_wg && LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
         c.shader = c.vec == 4 ? LM_SH_LN_SUBGROUP_VEC4 : LM_SH_LN_SUBGROUP_VEC1;
         c.wg = LN_SUBGROUP_WG;
         c.rows_per_group = LN_SUBGROUP_WG / sg;
         c.items = (n + sg - 1) / sg;
         c.variant = "subgroup";
         c.full_subgroups = 1;
-    } else if (n <= max_wg * LN_MAX_ITEMS) {
+    } else if (n <= max_wg * LN_MAX_ITEMS || form == LM_LN_GROUP) {
         uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : pow2_at_least((n + target - 1) / target);
         uint32_t lo = sg > 32 ? sg : 32;
         if (wg < lo) wg = lo;
@@ -249,8 +270,12 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_Integer wg = luaL_optinteger(L, -1, 0);
         luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
         ctx->ln_wg_override = (uint32_t)wg;
+        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", NULL };
+        lua_getfield(L, 2, "form");
+        ctx->ln_form = luaL_checkoption(L, -1, "auto", forms);
         lua_getfield(L, 2, "stream");
-        ctx->ln_force_stream = lua_toboolean(L, -1);
+        if (lua_toboolean(L, -1)) ctx->ln_form = LM_LN_STREAM;
+        lua_pop(L, 2);
         lua_getfield(L, 2, "subgroup_items");
         ctx->ln_subgroup_items = (uint32_t)luaL_optinteger(L, -1, 0);
         lua_getfield(L, 2, "parts");
@@ -263,7 +288,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_spin_limit = (uint32_t)(spin + 1);
         lua_getfield(L, 2, "tickets");
         ctx->ln_no_tickets = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
-        lua_pop(L, 7);
+        lua_pop(L, 6);
     }
     ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);
