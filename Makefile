@@ -37,6 +37,7 @@ HDR := $(wildcard src/*.h src/ops/*.h)
 # Each SPIR-V variant: name, source, defines.
 SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 \
            layer_norm_subgroup_vec1 layer_norm_stream_vec4 layer_norm_stream_vec1 copy fill
+SHADERS += matmul
 SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
 GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
 

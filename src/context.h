@@ -45,6 +45,7 @@ struct lm_context {
     uint32_t ln_items_target, ln_wg_override;
     int ln_force_stream;
     uint32_t ln_subgroup_items;   /* layer_norm tuning knobs (0 = default) */
+    uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */
