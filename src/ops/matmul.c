@@ -1,26 +1,32 @@
 /* matmul: shape checks, tile choice and dispatch of shaders/matmul.comp (also used by
  * linear.c). The kernel's tiling is described in the shader. */
+#define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "ops.h"
 #include <lauxlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Tile shapes, largest first. Each thread computes tm x tn outputs; a workgroup
- * (bm/tm) * (bn/tn) threads. `large` keeps 64 accumulators per thread and reads 4 vec4s
- * of shared memory per 64 FMAs; smaller tiles are for products with too few 128x128
- * blocks to fill a GPU. */
+ * (bm/tm) * (bn/tn) threads. LARGE keeps 64 accumulators per thread and reads 4 vec4s of
+ * shared memory per 64 FMAs; the smaller tiles are for products with too few 128x128
+ * blocks to keep every core of the device busy. */
 typedef struct mm_tile { uint32_t bm, bn, bk, tm, tn; } mm_tile;
 
-static const mm_tile TILE_LARGE = { 128, 128, 8, 8, 8 };   /* 256 threads */
-static const mm_tile TILE_MEDIUM = { 64, 64, 16, 4, 4 };   /* 256 threads */
-static const mm_tile TILE_SMALL = { 32, 32, 8, 4, 4 };     /* 64 threads */
-/* Workgroups below which a GPU is left partly idle by a tile size (an H200 runs 132 SMs
- * with two 256-thread large-tile workgroups each). */
-#define MM_FILL_GROUPS 256
-/* On a CPU device (lavapipe) a workgroup runs on one core and each barrier switches
- * between its threads: fewer, fuller workgroups were faster there (bench/matmul.lua). */
-static const mm_tile TILE_CPU = { 64, 64, 8, 8, 8 };       /* 64 threads */
+static const mm_tile TILES[] = {
+    { 128, 128, 8, 8, 8 },   /* 256 threads */
+    { 64, 64, 8, 8, 8 },     /* 64 threads */
+    { 32, 32, 8, 4, 4 },     /* 64 threads; fits every Vulkan device (4.6 KB shared) */
+};
+#define MM_NTILES 3
+/* Relative cost per output element of each tile when the device is full (LARGE = 1).
+ * CPU: lavapipe at 512^3 ran 12.5, 8.8 and 3.7 GFLOP/s; GPU: estimates (fewer FMAs per
+ * shared read, fewer threads to hide latency). */
+static const double TILE_COST_GPU[MM_NTILES] = { 1.0, 1.1, 1.5 };
+static const double TILE_COST_CPU[MM_NTILES] = { 1.0, 1.4, 3.0 };
+/* Cores a GPU runs workgroups on, for the choice below (an H200 has 132 SMs; Vulkan does
+ * not say, so a round number of that order). */
+#define MM_GPU_CORES 128
 #define MM_GROUP_M 8   /* tile rows per band of the launch order (L2 reuse) */
-
 static uint32_t tile_threads(const mm_tile *t) { return (t->bm / t->tm) * (t->bn / t->tn); }
 
 static uint32_t tile_shared_bytes(const mm_tile *t) {
@@ -45,23 +51,33 @@ static const char *tile_problem(const lm_context *ctx, const mm_tile *t) {
     return NULL;
 }
 
+static uint32_t device_cores(const lm_context *ctx) {
+    if (ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return MM_GPU_CORES;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);   /* lavapipe runs one thread per core */
+    return n >= 1 && n <= 4096 ? (uint32_t)n : 1;
+}
+
+/* The tile that finishes soonest by a simple model: workgroups spread over the device's
+ * cores in rounds, each costing its tile's area (padding included) times the tile's
+ * relative cost. Small products thus get small tiles (more cores busy, less padding);
+ * large ones the 128x128 tile (ties go to the larger tile). */
 static mm_tile choose_tile(const lm_context *ctx, uint64_t m, uint64_t n, uint64_t batch) {
     if (ctx->mm_tile[0]) {
         mm_tile t = { ctx->mm_tile[0], ctx->mm_tile[1], ctx->mm_tile[2], ctx->mm_tile[3], ctx->mm_tile[4] };
         return t;   /* checked when set */
     }
-    if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !tile_problem(ctx, &TILE_CPU)) return TILE_CPU;
-    const mm_tile *order[] = { &TILE_LARGE, &TILE_MEDIUM, &TILE_SMALL };
-    const mm_tile *pick = NULL;
-    for (int i = 0; i < 3; i++) {
-        const mm_tile *t = order[i];
+    const double *cost = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? TILE_COST_CPU : TILE_COST_GPU;
+    uint64_t cores = device_cores(ctx);
+    int best = MM_NTILES - 1;
+    double best_cost = 0;
+    for (int i = MM_NTILES - 1; i >= 0; i--) {
+        const mm_tile *t = &TILES[i];
         if (tile_problem(ctx, t)) continue;
         uint64_t groups = ((m + t->bm - 1) / t->bm) * ((n + t->bn - 1) / t->bn) * batch;
-        pick = t;
-        if (groups >= MM_FILL_GROUPS) break;
+        double c = (double)((groups + cores - 1) / cores) * t->bm * t->bn * cost[i];
+        if (i == MM_NTILES - 1 || c <= best_cost) { best = i; best_cost = c; }
     }
-    /* SMALL fits every Vulkan device (64 threads, 4.6 KB of shared memory). */
-    return pick ? *pick : TILE_SMALL;
+    return TILES[best];
 }
 
 static int aligned16(const lm_tensor *t) { return t == NULL || lm_tensor_address(t) % 16 == 0; }
