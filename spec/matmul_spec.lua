@@ -308,3 +308,34 @@ describe("matmul and linear errors", function()
     assert.matches("shared memory", e)
   end)
 end)
+
+describe("matmul under LUMUS_VALIDATION=1", function()
+  it("records every tile, both load widths, transposed, bias and batches with no validation message", function()
+    local script = [[
+      local lumus = require "lumus"
+      assert(lumus.device().validation, "validation layer not enabled")
+      for _, t in ipairs { { 128, 128, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 }, {} } do
+        lumus._matmul_config(1, 1, 1, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5] })
+        for _, s in ipairs { { 33, 17, 65 }, { 32, 16, 64 } } do
+          local m, k, n = s[1], s[2], s[3]
+          local a = lumus.ones({ 2, m, k })
+          lumus.matmul(a, lumus.ones({ 2, k, n }), { bias = lumus.ones({ n }) }):to_table()
+          lumus.matmul(a, lumus.ones({ n, k }), { transpose_b = true }):to_bytes()
+          lumus.linear(a, lumus.ones({ n, k }), lumus.zeros({ n })):to_bytes()
+        end
+      end
+      print("messages", lumus._validation_messages())
+    ]]
+    local cmd = ("LUMUS_VALIDATION=1 LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1"):format(package.path, package.cpath, script)
+    local p = io.popen(cmd)
+    local out = p:read("a")
+    local ok = p:close()
+    if out:find("VK_LAYER_KHRONOS_validation is not installed", 1, true) then
+      pending("validation layer not installed (vulkan-validationlayers)")
+      return
+    end
+    assert.is_true(ok, out)
+    assert.matches("messages\t0", out)
+    assert.is_nil(out:find("validation:", 1, true), out)
+  end)
+end)
