@@ -39,6 +39,7 @@ SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 
            layer_norm_subgroup_vec1 layer_norm_stream_vec4 layer_norm_stream_vec1 \
            layer_norm_split_vec4 layer_norm_split_vec1 \
            layer_norm_row_vec4 layer_norm_row_vec1 copy fill
+SHADERS += matmul
 SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
 GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
 

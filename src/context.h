@@ -51,6 +51,7 @@ struct lm_context {
     uint32_t ln_parts;            /* forced workgroups per row (split form) */
     uint32_t ln_spin_limit;       /* split form's polls for partners (0 = default) */
     int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
+    uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */

@@ -65,6 +65,7 @@ static const luaL_Reg functions[] = {
     {"layer_norm_forward", lm_op_layer_norm_forward},
     {"copy", lm_op_copy}, {"fill", lm_op_fill},
     {"_layer_norm_config", lm_op_layer_norm_config},
+    {"matmul", lm_op_matmul}, {"linear", lm_op_linear}, {"_matmul_config", lm_op_matmul_config},
     {"_validation_messages", l_validation_messages},
     {NULL, NULL}
 };

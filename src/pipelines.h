@@ -18,10 +18,11 @@ typedef enum lm_shader_id {
     LM_SH_LN_SPLIT_VEC4, LM_SH_LN_SPLIT_VEC1,
     LM_SH_LN_ROW_VEC4, LM_SH_LN_ROW_VEC1,
     LM_SH_COPY, LM_SH_FILL,
+    LM_SH_MATMUL,
     LM_SH_COUNT
 } lm_shader_id;
 
-#define LM_MAX_SPEC 3
+#define LM_MAX_SPEC 8   /* matmul uses ids 0..7 (workgroup, tile sizes, flags) */
 #define LM_PUSH_BYTES 128
 
 typedef struct lm_pipeline_entry {

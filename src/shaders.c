@@ -37,6 +37,9 @@ static const uint32_t copy_spv[] = {
 static const uint32_t fill_spv[] = {
 #include "fill.inc"
 };
+static const uint32_t matmul_spv[] = {
+#include "matmul.inc"
+};
 
 #define LM_CODE(a) { a, sizeof a }
 static const struct { const uint32_t *code; size_t bytes; } shader_table[LM_SH_COUNT] = {
@@ -52,6 +55,7 @@ static const struct { const uint32_t *code; size_t bytes; } shader_table[LM_SH_C
     [LM_SH_LN_ROW_VEC1] = LM_CODE(ln_row_vec1),
     [LM_SH_COPY] = LM_CODE(copy_spv),
     [LM_SH_FILL] = LM_CODE(fill_spv),
+    [LM_SH_MATMUL] = LM_CODE(matmul_spv),
 };
 
 const uint32_t *lm_shader_code(lm_shader_id id, size_t *bytes) {

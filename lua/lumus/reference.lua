@@ -20,6 +20,8 @@
 --   nest(flat, shape)                 the inverse of flatten
 --   compare(got, want)                error measures of got against want
 --   layer_norm_forward(x, w, b, eps)  LayerNorm over the last dimension
+--   matmul(a, b, opts)                a [..., K] x b [K, N] (or batched), float64 sums
+--   linear(x, weight, bias)           x W^T + b, weight [out, in] (torch layout)
 --   rng(seed)                         deterministic uniform / normal generator
 --   f32(v)                            v rounded to the nearest float32
 --   random_table(shape, f)            nested table of f() values, rounded to float32
@@ -234,6 +236,93 @@ function M.layer_norm_forward(x, weight, bias, eps)
     return y, { m }, { r }
   end
   return walk(x, 1)
+end
+
+-- Checks that t is a nested table of exactly `depth` levels; returns its shape.
+local function shape_of_depth(fname, what, t, depth_min, depth_max)
+  if type(t) ~= "table" then
+    error(("reference.%s: %s must be a nested table of numbers, got %s"):format(fname, what, type(t)), 3)
+  end
+  local ok, s = pcall(M.shape, t)
+  if not ok then error(("reference.%s: %s: %s"):format(fname, what, s), 3) end
+  if #s < depth_min or #s > depth_max then
+    error(("reference.%s: %s must have %d%s dimensions, got %d")
+      :format(fname, what, depth_min, depth_max > depth_min and "+" or "", #s), 3)
+  end
+  return s
+end
+
+-- c[i][j] = sum_k a[i][k] * b[k][j] (or b[j][k] when trans) + bias[j], over flat
+-- row-major lists, float64; appends c's rows into out (flat).
+local function gemm_into(out, a, a0, b, b0, m, n, k, trans, bias)
+  for i = 0, m - 1 do
+    local arow = a0 + i * k
+    for j = 1, n do
+      local s = 0
+      if trans then
+        local brow = b0 + (j - 1) * k
+        for q = 1, k do s = s + a[arow + q] * b[brow + q] end
+      else
+        for q = 1, k do s = s + a[arow + q] * b[b0 + (q - 1) * n + j] end
+      end
+      if bias then s = s + bias[j] end
+      out[#out + 1] = s
+    end
+  end
+end
+
+--- Matrix product in float64, shaped like lumus.matmul:
+--   a [..., K] x b [K, N] -> [..., N] (a's leading dimensions are rows; a 1-D a gives [N])
+--   a [B..., M, K] x b [B..., K, N] -> [B..., M, N] (b with batch dimensions equal to a's)
+-- opts (optional): transpose_b = true reads b as [..., N, K]; bias = list of N numbers
+-- added to every row. Sums run in float64 in k order.
+function M.matmul(a, b, opts)
+  opts = opts or {}
+  local as = shape_of_depth("matmul", "a", a, 1, 8)
+  local bs = shape_of_depth("matmul", "b", b, 2, 8)
+  local trans = opts.transpose_b and true or false
+  local k = as[#as]
+  local bk = trans and bs[#bs] or bs[#bs - 1]
+  local n = trans and bs[#bs - 1] or bs[#bs]
+  if bk ~= k then
+    error(("reference.matmul: b's K (%d) differs from a's last dimension (%d)"):format(bk, k), 2)
+  end
+  local batch, m = 1, nil
+  if #bs == 2 then
+    m = 1
+    for i = 1, #as - 1 do m = m * as[i] end
+  else
+    if #as ~= #bs then error("reference.matmul: batched b needs a with as many dimensions", 2) end
+    for i = 1, #bs - 2 do
+      if as[i] ~= bs[i] then error("reference.matmul: batch dimensions of a and b differ", 2) end
+      batch = batch * bs[i]
+    end
+    m = as[#as - 1]
+  end
+  local bias = opts.bias
+  if bias ~= nil then
+    local s = shape_of_depth("matmul", "bias", bias, 1, 1)
+    if s[1] ~= n then error(("reference.matmul: bias must have %d numbers, got %d"):format(n, s[1]), 2) end
+  end
+  local fa, fb, out = M.flatten(a), M.flatten(b), {}
+  for z = 0, batch - 1 do
+    gemm_into(out, fa, z * m * k, fb, z * k * n, m, n, k, trans, bias)
+  end
+  local shape = {}
+  for i = 1, #as do shape[i] = as[i] end
+  shape[#shape] = n
+  return M.nest(out, shape)
+end
+
+--- A linear layer in float64, as lumus.linear and torch.nn.functional.linear:
+-- y = x W^T + b, x [..., in], weight [out, in] (nested), bias list of out numbers or nil.
+function M.linear(x, weight, bias)
+  local ws = shape_of_depth("linear", "weight", weight, 2, 2)
+  local xs = shape_of_depth("linear", "x", x, 1, 8)
+  if ws[2] ~= xs[#xs] then
+    error(("reference.linear: weight must be [out, %d], got [%d, %d]"):format(xs[#xs], ws[1], ws[2]), 2)
+  end
+  return M.matmul(x, weight, { transpose_b = true, bias = bias })
 end
 
 --- A small deterministic random generator: the same numbers under every Lua 5.4
