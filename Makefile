@@ -54,7 +54,7 @@ HOST_LIBS  := $(LUA_LIB) $(LIBS) -lpthread
 HOST_BINS  := $(BUILD)/examples/host_static $(BUILD)/examples/host_require
 CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap
 
-.PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest
+.PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan
 
 all: $(MODULE)
 
@@ -132,6 +132,18 @@ ctest: examples
 	$(BUILD)/tests/wrap
 	$(BUILD)/tests/threads
 
+# The threads test under ThreadSanitizer, lumus's sources instrumented (tests/tsan.supp
+# says what is suppressed and why); with and without the validation layer.
+TSAN_BIN := $(BUILD)/tsan/threads
+$(TSAN_BIN): $(SRC) $(HDR) src/embed/preload.c tests/threads.c tests/vk_host.c tests/vk_host.h $(EMBED_INC) $(SHADER_INC)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -O1 -fsanitize=thread -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -I$(BUILD)/embed -Itests \
+	  $(SRC) src/embed/preload.c tests/threads.c tests/vk_host.c -o $@ $(HOST_LIBS)
+
+tsan: $(TSAN_BIN)
+	TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" $(TSAN_BIN)
+	TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" LUMUS_VALIDATION=1 $(TSAN_BIN)
+
 # The README's run command: the main example on the default device.
 example: $(MODULE)
 	LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$(BUILD)/?.so;;" $(LUA) examples/layer_norm.lua
@@ -160,4 +172,4 @@ uninstall:
 	rm -rf $(INST_LIBDIR)/lumus/core.so $(INST_LUADIR)/lumus $(INST_INCDIR)/lumus.h $(INST_STATICDIR)/liblumus.a
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR) $(BUILD)/embed $(STATIC_LIB) $(BUILD)/examples $(BUILD)/tests
+	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR) $(BUILD)/embed $(STATIC_LIB) $(BUILD)/examples $(BUILD)/tests $(BUILD)/tsan

@@ -9,8 +9,8 @@
  *   - pass tensors between C and Lua.
  *
  * Linking. Every function here is in build/liblumus.a (the objects of lumus/core.so
- * plus the Lua files of lua/lumus/, embedded) and also in lumus/core.so itself. Link
- * liblumus.a, -lvulkan -lm -lpthread and Lua 5.4. A host that loads lumus only
+ * plus the Lua files of lua/lumus/, embedded); all but lumus_open are also exported by
+ * lumus/core.so itself. Link liblumus.a, -lvulkan -lm -lpthread and Lua 5.4. A host that loads lumus only
  * with `require "lumus"` from an installed tree needs none of this header; attaching a
  * device or wrapping buffers needs these functions, i.e. liblumus.a (or core.so linked
  * in directly). Use one copy of lumus per process: if liblumus.a is linked in, call
@@ -31,7 +31,10 @@
  * shared by all of its contexts that submit to that VkQueue, which does NOT exclude
  * the host's own vkQueueSubmit/vkQueueWaitIdle/vkQueuePresentKHR on that queue: a host
  * that submits to the queue itself must give the lock callbacks. Tensors belong to one
- * lua_State and must not be passed to another.
+ * lua_State and must not be passed to another. Each lua_State attached to a device keeps
+ * its own memory pools there (blocks of up to 256 MiB; lumus.set_memory_limit caps them
+ * per lua_State). LUMUS_VALIDATION concerns only instances lumus creates: for an attached
+ * device, enable the validation layer on the host's instance.
  *
  * Lifetime. lua_close waits for all of lumus's work in flight, then frees what lumus
  * created (memory blocks, command pools, fences, pipelines, its timeline semaphore) and

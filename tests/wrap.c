@@ -137,10 +137,16 @@ static void layer_norm_on_host_buffers(vk_host *h, lua_State *L, int rows, int d
 
     /* The same elements through the unmapped alias (staging), and mean/invstd. */
     lua_pushvalue(L, iy2); lua_pushvalue(L, imean); lua_pushvalue(L, iinv);
-    run(L, "read back", "local y2, m, r = ...\nreturn y2:to_bytes(), m:to_bytes(), r:to_bytes()", 3, 3);
-    size_t n2, nm, nr;
-    const char *y2 = lua_tolstring(L, -3, &n2), *m = lua_tolstring(L, -2, &nm), *r = lua_tolstring(L, -1, &nr);
+    lua_pushvalue(L, iy);
+    run(L, "read back", "local y2, m, r, y = ...\n"
+        "local t, t2, last = y:to_table(), y2:to_table(), y:to_bytes(y:numel())\n"
+        "assert(t[#t][#t[1]] == string.unpack('<f', last) and t2[#t2][#t2[1]] == t[#t][#t[1]], 'to_table differs from to_bytes')\n"
+        "return y2:to_bytes(), m:to_bytes(), r:to_bytes(), y:to_bytes()", 4, 4);
+    size_t n2, nm, nr, n1;
+    const char *y2 = lua_tolstring(L, -4, &n2), *m = lua_tolstring(L, -3, &nm), *r = lua_tolstring(L, -2, &nr);
+    const char *y1 = lua_tolstring(L, -1, &n1);
     if (n2 != xb || memcmp(y2, by.mapped, xb) != 0) vk_fail("y read through staging differs from the mapping");
+    if (n1 != xb || memcmp(y1, by.mapped, xb) != 0) vk_fail("y read through its mapped wrapper differs from the mapping");
     if (nm != (size_t)rows * 4 || nr != (size_t)rows * 4) vk_fail("mean/invstd have the wrong size");
     double em = 0, ei = 0;
     for (int i = 0; i < rows; i++) {
@@ -151,17 +157,19 @@ static void layer_norm_on_host_buffers(vk_host *h, lua_State *L, int rows, int d
         if (!(b <= ei)) ei = b;
     }
     if (!(em <= 1e-6) || !(ei <= 1e-4)) vk_fail("mean off by %.3g (rel), invstd by %.3g (rel)", em, ei);
-    lua_pop(L, 3);
-    printf("PASS: %dx%d layer_norm_forward on host buffers: y max rel error %.2e, mean %.2e, invstd %.2e\n",
+    lua_pop(L, 4);
+    printf("PASS: %dx%d layer_norm_forward on host buffers: y max rel error %.2e, mean %.2e, invstd %.2e "
+           "(to_table/to_bytes through mapping and staging agree)\n",
            rows, d, e, em, ei);
 
-    /* Hazards across wrappers of one range: a write through y, then a read through its
-     * alias, in one batch. */
+    /* Wrappers of one range alias: a device write through one must be waited for by a
+     * host read through the other (mapped), and ordered before a device read of it. */
     lua_pushvalue(L, iy); lua_pushvalue(L, iy2);
     run(L, "alias", "local y, y2 = ...\nlocal lumus = require 'lumus'\n"
-        "lumus.fill(y, 7)\nlocal z = lumus.copy(y2)\n"
-        "local s = z:to_bytes()\nfor i = 1, #s, 4 do assert(string.unpack('<f', s, i) == 7, 'stale alias read') end", 2, 0);
-    printf("PASS: a write through one wrapper is seen by a read through another of the same range\n");
+        "local function all(s, v, what) for i = 1, #s, 4 do assert(string.unpack('<f', s, i) == v, what) end end\n"
+        "lumus.fill(y2, 7)\nall(y:to_bytes(), 7, 'host read through y did not wait for the write through y2')\n"
+        "lumus.fill(y, 9)\nall(lumus.copy(y2):to_bytes(), 9, 'device read through y2 missed the write through y')", 2, 0);
+    printf("PASS: a write through one wrapper is seen by reads through another of the same range\n");
 
     /* Freeing wrapped tensors frees nothing of the host's. */
     lua_pushvalue(L, ix);
