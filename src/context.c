@@ -408,6 +408,14 @@ static lm_context_box *new_box(lua_State *L) {
     return b;
 }
 
+lm_context *lm_context_peek(lua_State *L) {
+    lm_context *ctx = NULL;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY) == LUA_TUSERDATA)
+        ctx = ((lm_context_box *)lua_touserdata(L, -1))->ctx;
+    lua_pop(L, 1);
+    return ctx;
+}
+
 lm_context *lm_context_get(lua_State *L) {
     if (lua_getfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY) == LUA_TUSERDATA) {
         lm_context_box *b = lua_touserdata(L, -1);

@@ -54,6 +54,9 @@ struct lm_context {
 /* The context of this state, created on first use; raises if no device is usable. */
 lm_context *lm_context_get(lua_State *L);
 
+/* The context of this state if it has one, else NULL (creates nothing). */
+lm_context *lm_context_peek(lua_State *L);
+
 void lm_context_ref(lm_context *ctx);
 void lm_context_unref(lm_context *ctx);
 

@@ -66,10 +66,10 @@ static int do_push_buffer(lua_State *L) {
     if (b->size < bytes)
         return luaL_error(L, "lumus_push_buffer: the shape needs %I bytes, the buffer range has %I",
                           (LUAI_UACINT)bytes, (LUAI_UACINT)b->size);
-    lm_context *ctx = lm_context_get(L);
-    if (ctx->owns_device)
-        return luaL_error(L, "lumus_push_buffer: this lua_State uses lumus's own device; attach the "
-                             "buffer's device with lumus_attach_vulkan first");
+    lm_context *ctx = lm_context_peek(L);
+    if (!ctx || ctx->owns_device)
+        return luaL_error(L, "lumus_push_buffer: this lua_State %s; attach the buffer's device with "
+                             "lumus_attach_vulkan first", ctx ? "uses lumus's own device" : "has no device attached");
     ensure_core(L);
     lm_tensor *t = lm_push_tensor_handle(L, a->ndim, a->shape);
     t->storage = lm_storage_wrap(L, ctx, b->buffer, b->offset, bytes, b->mapped);

@@ -72,6 +72,8 @@ static void check_attach_errors(lua_State *L, const lumus_vulkan_device *good) {
     lumus_buffer nothing = { 0 };
     int64_t shape[1] = { 4 };
     expect_error(L, lumus_push_buffer(L, &nothing, 1, shape), "wrap with no buffer", "no buffer given");
+    lumus_buffer unattached = { (VkBuffer)(uintptr_t)1, 0, 16, NULL };   /* never used: refused first */
+    expect_error(L, lumus_push_buffer(L, &unattached, 1, shape), "wrap before attach", "has no device attached");
     printf("PASS: attach rejects missing handles, a family out of range and half a queue lock\n");
 }
 
