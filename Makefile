@@ -20,6 +20,10 @@ PREFIX     ?= /usr/local
 INST_LIBDIR ?= $(PREFIX)/lib/lua/5.4
 INST_LUADIR ?= $(PREFIX)/share/lua/5.4
 INST_INCDIR ?= $(PREFIX)/include
+INST_STATICDIR ?= $(PREFIX)/lib
+# Hosts (examples/host, tests/) link Lua itself.
+LUA_LIB    ?= -llua5.4
+AR         ?= ar
 
 SHELL   := /bin/bash
 BUILD   := build
@@ -43,7 +47,17 @@ SHADERS += matmul
 SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
 GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
 
-.PHONY: all deps test example examples install uninstall clean check-shaders valgrind
+# The static library for hosts (lumus.h): the module's objects plus the Lua files.
+STATIC_LIB := $(BUILD)/liblumus.a
+LUA_FILES  := $(sort $(wildcard lua/lumus/*.lua lua/lumus/*/*.lua))
+EMBED_INC  := $(BUILD)/embed/lua_modules.inc
+PRELOAD_O  := $(BUILD)/obj/embed/preload.o
+HOST_FLAGS := -O2 $(WARN) -I$(LUA_INCDIR) -Isrc
+HOST_LIBS  := $(LUA_LIB) $(LIBS) -lpthread
+HOST_BINS  := $(BUILD)/examples/host_static $(BUILD)/examples/host_require
+CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap
+
+.PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan
 
 all: $(MODULE)
 
@@ -88,12 +102,57 @@ $(MODULE): $(OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAG) $(CFLAGS) -o $@ $(OBJ) $(LIBS)
 
+$(EMBED_INC): $(LUA_FILES) src/embed/embed_lua.lua | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(LUA) src/embed/embed_lua.lua $@ $(LUA_FILES)
+
+$(PRELOAD_O): src/embed/preload.c src/lumus.h $(EMBED_INC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(BUILD)/embed -c $< -o $@
+
+$(STATIC_LIB): $(OBJ) $(PRELOAD_O)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# Host programs: the example host (linked with liblumus.a, or loading the module with
+# plain require) and the C tests of the embedding API (run by spec/host_spec.lua).
+$(BUILD)/examples/host_static: examples/host/host.c $(STATIC_LIB) src/lumus.h
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_FLAGS) -DLUMUS_STATIC $< -o $@ $(STATIC_LIB) $(HOST_LIBS)
+
+$(BUILD)/examples/host_require: examples/host/host.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_FLAGS) $< -o $@ $(LUA_LIB) -lm
+
+$(BUILD)/tests/%: tests/%.c tests/vk_host.c tests/vk_host.h $(STATIC_LIB) src/lumus.h
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_FLAGS) -Itests $< tests/vk_host.c -o $@ $(STATIC_LIB) $(HOST_LIBS)
+
+examples: $(MODULE) $(STATIC_LIB) $(HOST_BINS) $(CTEST_BINS)
+
+# The C tests alone (spec/host_spec.lua runs them too, under make test).
+ctest: examples
+	$(BUILD)/tests/wrap
+	$(BUILD)/tests/threads
+
+# The threads test under ThreadSanitizer, lumus's sources instrumented (tests/tsan.supp
+# says what is suppressed and why); with and without the validation layer.
+TSAN_BIN := $(BUILD)/tsan/threads
+$(TSAN_BIN): $(SRC) $(HDR) src/embed/preload.c tests/threads.c tests/vk_host.c tests/vk_host.h $(EMBED_INC) $(SHADER_INC)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -O1 -fsanitize=thread -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -I$(BUILD)/embed -Itests \
+	  $(SRC) src/embed/preload.c tests/threads.c tests/vk_host.c -o $@ $(HOST_LIBS)
+
+tsan: $(TSAN_BIN)
+	TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" $(TSAN_BIN)
+	TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" LUMUS_VALIDATION=1 $(TSAN_BIN)
+
 # The README's run command: the main example on the default device.
 example: $(MODULE)
 	LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$(BUILD)/?.so;;" $(LUA) examples/layer_norm.lua
 
 # The README's test command. Ends with a plain count line that CI reads.
-test: $(MODULE)
+test: $(MODULE) examples
 	@set -o pipefail; $(BUSTED) --lua=$(LUA) -o TAP 2>&1 | tee $(BUILD)/test.tap; status=$$?; \
 	  ok=$$(grep -c '^ok ' $(BUILD)/test.tap); bad=$$(grep -c '^not ok ' $(BUILD)/test.tap); \
 	  echo "busted: $$ok passed, $$bad failed"; exit $$status
@@ -105,13 +164,15 @@ valgrind: $(MODULE)
 	valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
 	  $(LUA) $$(command -v $(BUSTED)) --lua=$(LUA) --ignore-lua spec/tensor_spec.lua spec/async_spec.lua
 
-install: $(MODULE)
-	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus
+install: $(MODULE) $(STATIC_LIB)
+	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus $(INST_INCDIR) $(INST_STATICDIR)
 	cp $(MODULE) $(INST_LIBDIR)/lumus/core.so
 	cp lua/lumus/*.lua $(INST_LUADIR)/lumus/
+	cp src/lumus.h $(INST_INCDIR)/lumus.h
+	cp $(STATIC_LIB) $(INST_STATICDIR)/liblumus.a
 
 uninstall:
-	rm -rf $(INST_LIBDIR)/lumus/core.so $(INST_LUADIR)/lumus
+	rm -rf $(INST_LIBDIR)/lumus/core.so $(INST_LUADIR)/lumus $(INST_INCDIR)/lumus.h $(INST_STATICDIR)/liblumus.a
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR)
+	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR) $(BUILD)/embed $(STATIC_LIB) $(BUILD)/examples $(BUILD)/tests $(BUILD)/tsan

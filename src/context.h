@@ -31,6 +31,10 @@ struct lm_context {
     int owns_device;                    /* 0 when a host handed its device in */
     pthread_mutex_t own_queue_mutex;
     pthread_mutex_t *queue_mutex;       /* serializes vkQueueSubmit on a shared queue */
+    int shared_queue;                   /* queue_mutex comes from queues.c */
+    void (*lock_queue)(void *);         /* the host's queue lock, when it gave one */
+    void (*unlock_queue)(void *);
+    void *queue_user;
 
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties memprops;
@@ -57,11 +61,19 @@ struct lm_context {
 /* The context of this state, created on first use; raises if no device is usable. */
 lm_context *lm_context_get(lua_State *L);
 
+/* The context of this state if it has one, else NULL (creates nothing). */
+lm_context *lm_context_peek(lua_State *L);
+
 void lm_context_ref(lm_context *ctx);
 void lm_context_unref(lm_context *ctx);
 
 void lm_context_lock_queue(lm_context *ctx);
 void lm_context_unlock_queue(lm_context *ctx);
+
+/* Makes L's context on the host's device (lumus.h); raises if L already has a
+ * context or the device cannot serve lumus. */
+struct lumus_vulkan_device;
+lm_context *lm_context_attach(lua_State *L, const struct lumus_vulkan_device *dev);
 
 /* Pushes lumus.device()-style tables. */
 void lm_push_device_info(lua_State *L, VkPhysicalDevice phys, uint32_t index);

@@ -65,6 +65,7 @@ typedef struct lm_storage {
     VkBuffer buffer;
     VkDeviceSize buffer_offset;
     unsigned char *mapped;      /* host pointer when directly mapped, else NULL */
+    int external;               /* a host buffer (lumus.h): chunk is NULL, nothing to free */
     uint64_t last_serial;
     uint64_t read_epoch, write_epoch;
 } lm_storage;

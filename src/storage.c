@@ -61,13 +61,36 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
     return s;
 }
 
+lm_storage *lm_storage_wrap(lua_State *L, lm_context *ctx, VkBuffer buffer, VkDeviceSize offset,
+                            VkDeviceSize bytes, void *mapped) {
+    lm_storage *s = calloc(1, sizeof *s);
+    if (!s) luaL_error(L, "lumus_push_buffer: out of host memory");
+    VkBufferDeviceAddressInfo ai = { .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = buffer };
+    s->refs = 1;
+    s->ctx = ctx;
+    s->external = 1;
+    s->bytes = bytes;
+    s->buffer = buffer;
+    s->buffer_offset = offset;
+    s->address = vkGetBufferDeviceAddress(ctx->device, &ai) + offset;
+    s->mapped = mapped;
+    lm_context_ref(ctx);
+    return s;
+}
+
+uint64_t lm_storage_serial(const lm_storage *s) {
+    uint64_t ext = s->ctx->stream.ext_serial;
+    return s->external && ext > s->last_serial ? ext : s->last_serial;
+}
+
 void lm_storage_ref(lm_storage *s) { s->refs++; }
 
 void lm_storage_unref(lm_storage *s) {
     if (--s->refs > 0) return;
     lm_context *ctx = s->ctx;
-    /* The device may still be reading or writing it: reuse waits for that batch. */
-    lm_stream_free_after(ctx, s->chunk, s->last_serial);
+    /* The device may still be reading or writing it: reuse waits for that batch. A host
+     * buffer is the host's to reuse (after its sync point). */
+    if (s->chunk) lm_stream_free_after(ctx, s->chunk, s->last_serial);
     free(s);
     lm_context_unref(ctx);
 }
@@ -106,7 +129,7 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
     lm_context *ctx = s->ctx;
     if (s->mapped) {
         /* The host writes now: earlier device work on this storage must be done. */
-        lm_stream_wait(L, ctx, s->last_serial);
+        lm_stream_wait(L, ctx, lm_storage_serial(s));
         memcpy(s->mapped + offset, src, n);
         return;
     }
@@ -124,7 +147,7 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
 void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n) {
     lm_context *ctx = s->ctx;
     if (s->mapped) {
-        lm_stream_wait(L, ctx, s->last_serial);
+        lm_stream_wait(L, ctx, lm_storage_serial(s));
         memcpy(dst, s->mapped + offset, n);
         return;
     }

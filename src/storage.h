@@ -9,6 +9,11 @@
  * after a full collection when the device is out of memory, and raises
  * "out of device memory: requested N bytes, M in use" when that is not enough. */
 lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname);
+/* A storage over `bytes` of a host VkBuffer at `offset` (lumus.h's lumus_push_buffer):
+ * no chunk, not counted in lumus.memory(), and freeing it frees none of the host's
+ * memory. `mapped` is the host's pointer to that offset, or NULL to use staging. */
+lm_storage *lm_storage_wrap(lua_State *L, lm_context *ctx, VkBuffer buffer, VkDeviceSize offset,
+                            VkDeviceSize bytes, void *mapped);
 void lm_storage_ref(lm_storage *s);
 void lm_storage_unref(lm_storage *s);
 
@@ -17,6 +22,9 @@ void lm_storage_unref(lm_storage *s);
 void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const void *src, VkDeviceSize n);
 /* Device data into host memory; waits only for the work that touches the storage. */
 void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n);
+/* The serial after which no recorded device work touches the storage (for a wrapped
+ * host buffer: no work on any wrapped buffer, since they may alias). */
+uint64_t lm_storage_serial(const lm_storage *s);
 /* A host pointer to write a fresh storage directly (NULL when staging is needed). */
 unsigned char *lm_storage_direct(lm_storage *s);
 

@@ -43,6 +43,13 @@ VkResult lm_stream_init(lm_context *ctx) {
         r = vkCreateFence(ctx->device, &fi, NULL, &st->slot[i].fence);
         if (r != VK_SUCCESS) return r;
     }
+    VkSemaphoreTypeCreateInfo ti = {
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE, .initialValue = 0,
+    };
+    VkSemaphoreCreateInfo si = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti };
+    r = vkCreateSemaphore(ctx->device, &si, NULL, &st->timeline);
+    if (r != VK_SUCCESS) return r;
     if (ctx->timestamp_bits > 0) {
         VkQueryPoolCreateInfo qi = {
             .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
@@ -187,8 +194,10 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
     int need = 0;
     for (int i = 0; i < st->nuse; i++) {
         lm_storage *s = st->use[i].s;
-        if (s->write_epoch == st->epoch) need = 1;                          /* RAW, WAW */
-        if (st->use[i].write && s->read_epoch == st->epoch) need = 1;        /* WAR */
+        uint64_t we = s->external ? st->ext_write_epoch : s->write_epoch;
+        uint64_t re = s->external ? st->ext_read_epoch : s->read_epoch;
+        if (we == st->epoch) need = 1;                                      /* RAW, WAW */
+        if (st->use[i].write && re == st->epoch) need = 1;                   /* WAR */
     }
     if (need) {
         full_barrier(cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
@@ -199,6 +208,10 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
         lm_storage *s = st->use[i].s;
         if (st->use[i].write) s->write_epoch = st->epoch; else s->read_epoch = st->epoch;
         s->last_serial = serial;
+        if (s->external) {
+            if (st->use[i].write) st->ext_write_epoch = st->epoch; else st->ext_read_epoch = st->epoch;
+            st->ext_serial = serial;
+        }
     }
     st->nuse = 0;
 }
@@ -212,8 +225,27 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
     full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
     VkResult r = vkEndCommandBuffer(s->cb);
     if (r == VK_SUCCESS) {
+        /* Signal the batch's serial on the timeline; wait for the host's semaphores. */
+        VkSemaphore wait_sems[LM_MAX_WAITS];
+        uint64_t wait_values[LM_MAX_WAITS];
+        VkPipelineStageFlags wait_stages[LM_MAX_WAITS];
+        uint32_t nw = (uint32_t)st->nwaits;
+        for (uint32_t i = 0; i < nw; i++) {
+            wait_sems[i] = st->waits[i].semaphore;
+            wait_values[i] = st->waits[i].value;
+            wait_stages[i] = LM_DEVICE_STAGES;
+        }
+        st->nwaits = 0;
+        VkTimelineSemaphoreSubmitInfo ts = {
+            .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            .waitSemaphoreValueCount = nw, .pWaitSemaphoreValues = wait_values,
+            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &s->serial,
+        };
         VkSubmitInfo si = {
-            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cb,
+            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts,
+            .waitSemaphoreCount = nw, .pWaitSemaphores = wait_sems, .pWaitDstStageMask = wait_stages,
+            .commandBufferCount = 1, .pCommandBuffers = &s->cb,
+            .signalSemaphoreCount = 1, .pSignalSemaphores = &st->timeline,
         };
         lm_context_lock_queue(ctx);
         r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
@@ -260,6 +292,21 @@ void lm_stream_wait(lua_State *L, lm_context *ctx, uint64_t serial) {
         wait_upto(ctx, serial);
     }
     if (L) lm_stream_check(L, ctx);
+}
+
+void lm_stream_flush(lua_State *L, lm_context *ctx, uint64_t serial) {
+    lm_stream *st = &ctx->stream;
+    if (st->cur >= 0 && st->slot[st->cur].serial <= serial) lm_stream_submit(L, ctx);
+    if (L) lm_stream_check(L, ctx);
+}
+
+int lm_stream_add_wait(lm_context *ctx, VkSemaphore semaphore, uint64_t value) {
+    lm_stream *st = &ctx->stream;
+    if (st->nwaits == LM_MAX_WAITS) return 0;
+    st->waits[st->nwaits].semaphore = semaphore;
+    st->waits[st->nwaits].value = value;
+    st->nwaits++;
+    return 1;
 }
 
 void lm_stream_sync(lua_State *L, lm_context *ctx) {
@@ -312,6 +359,7 @@ void lm_stream_destroy(lm_context *ctx) {
     st->deferred = NULL;
     for (int i = 0; i < LM_RING; i++) if (st->slot[i].fence) vkDestroyFence(ctx->device, st->slot[i].fence, NULL);
     if (st->queries) vkDestroyQueryPool(ctx->device, st->queries, NULL);
+    if (st->timeline) vkDestroySemaphore(ctx->device, st->timeline, NULL);
     vkDestroyCommandPool(ctx->device, st->pool, NULL);
     st->pool = VK_NULL_HANDLE;
 }

@@ -19,6 +19,7 @@
 #define LM_RING 8
 #define LM_BATCH_OPS 256
 #define LM_TIMESTAMPS 2
+#define LM_MAX_WAITS 16
 
 typedef struct lm_slot {
     VkCommandBuffer cb;
@@ -48,6 +49,12 @@ typedef struct lm_stream {
     struct { lm_storage *s; int write; } use[8];   /* storages the op being recorded uses */
     int nuse;
     int spin;                   /* poll fences before sleeping (discrete GPUs) */
+    VkSemaphore timeline;       /* signalled with each batch's serial, for hosts (lumus.h) */
+    /* Host buffers wrapped as tensors may alias each other, so the stream treats them
+     * as one storage: the barrier epochs and serial of their last device use. */
+    uint64_t ext_read_epoch, ext_write_epoch, ext_serial;
+    struct { VkSemaphore semaphore; uint64_t value; } waits[LM_MAX_WAITS];
+    int nwaits;                 /* host semaphores the next submit waits for */
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
@@ -78,6 +85,14 @@ void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial);
 
 /* Serial of the batch being recorded (what a use recorded now must wait for). */
 uint64_t lm_stream_current_serial(lm_context *ctx);
+
+/* Submits the batch being recorded if its serial is <= serial (so a host may wait for
+ * it on the timeline semaphore); raises on device failure. */
+void lm_stream_flush(lua_State *L, lm_context *ctx, uint64_t serial);
+
+/* Makes the next submit wait for a host timeline semaphore; 0 when LM_MAX_WAITS are
+ * already pending. */
+int lm_stream_add_wait(lm_context *ctx, VkSemaphore semaphore, uint64_t value);
 
 /* Raises the pending device failure, if any. */
 void lm_stream_check(lua_State *L, lm_context *ctx);

@@ -57,10 +57,22 @@ lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int a
     return t;
 }
 
+/* Byte range of a tensor in its VkBuffer: storages of host buffers may alias, so
+ * overlap is judged by buffer and range, not by storage. */
+static VkDeviceSize buffer_start(const lm_tensor *t) {
+    return t->storage->buffer_offset + (VkDeviceSize)t->offset * 4u;
+}
+
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b) {
-    if (a->storage != b->storage) return 0;
-    int64_t a0 = a->offset, a1 = a->offset + a->numel, b0 = b->offset, b1 = b->offset + b->numel;
+    if (a->storage->buffer != b->storage->buffer) return 0;
+    VkDeviceSize a0 = buffer_start(a), a1 = a0 + lm_tensor_bytes(a);
+    VkDeviceSize b0 = buffer_start(b), b1 = b0 + lm_tensor_bytes(b);
     return a0 < b1 && b0 < a1;
+}
+
+int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b) {
+    return a->storage->buffer == b->storage->buffer && buffer_start(a) == buffer_start(b) &&
+           a->numel == b->numel;
 }
 
 static void set_contiguous(lm_tensor *t) {
@@ -73,6 +85,15 @@ static lm_tensor *push_handle(lua_State *L) {
     lm_tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     luaL_setmetatable(L, LM_TENSOR_MT);
+    return t;
+}
+
+lm_tensor *lm_push_tensor_handle(lua_State *L, int ndim, const int64_t *shape) {
+    lm_tensor *t = push_handle(L);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= shape[i]; }
+    set_contiguous(t);
     return t;
 }
 
@@ -342,7 +363,7 @@ static int m_to_table(lua_State *L) {
     lm_storage *s = t->storage;
     const float *data;
     if (s->mapped) {
-        lm_stream_wait(L, s->ctx, s->last_serial);
+        lm_stream_wait(L, s->ctx, lm_storage_serial(s));
         data = (const float *)(s->mapped) + t->offset;
     } else {
         float *host = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);

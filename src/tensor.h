@@ -43,6 +43,12 @@ void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len);
 
 /* Do two tensors' byte ranges overlap? */
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b);
+/* Are they exactly the same elements (same buffer, start and count)? */
+int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b);
+
+/* Pushes a contiguous tensor of this shape with no storage yet (the caller sets one;
+ * until then the handle is safe to collect). Shape sizes must be valid. */
+lm_tensor *lm_push_tensor_handle(lua_State *L, int ndim, const int64_t *shape);
 
 /* Registers the metatable and constructors into the table on top of the stack. */
 void lm_tensor_register(lua_State *L);

@@ -31,13 +31,13 @@ int lm_op_copy(lua_State *L) {
         luaL_checktype(L, 2, LUA_TTABLE);
         dst = lm_opt_out(L, 2, "out", src->ndim, src->shape);
     }
-    if (dst && dst != src && lm_tensors_overlap(src, dst) && src->offset != dst->offset)
+    if (dst && dst != src && lm_tensors_overlap(src, dst) && !lm_tensors_same_memory(src, dst))
         luaL_argerror(L, 2, "out overlaps the source tensor");
     if (!dst) {
         dst = lm_push_tensor(L, src->storage->ctx, src->ndim, src->shape);
     } else {
         lua_getfield(L, 2, "out");
     }
-    if (dst->storage != src->storage || dst->offset != src->offset) lm_record_copy(L, src, dst);
+    if (!lm_tensors_same_memory(src, dst)) lm_record_copy(L, src, dst);
     return 1;
 }

@@ -147,7 +147,7 @@ static float check_eps(lua_State *L, int idx) {
 static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *an,
                        const lm_tensor *b, const char *bn, int same_ok) {
     if (!a || !b || !lm_tensors_overlap(a, b)) return;
-    if (same_ok && a->offset == b->offset && a->numel == b->numel) return;
+    if (same_ok && lm_tensors_same_memory(a, b)) return;
     lua_pushfstring(L, "%s overlaps %s (they alias the same device memory)", an, bn);
     luaL_argerror(L, argn, lua_tostring(L, -1));
 }
