@@ -165,19 +165,12 @@ int lm_op_layer_norm_forward(lua_State *L) {
     uint64_t groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    const uint32_t spec[LM_MAX_SPEC] = { c.wg, c.items, c.rows_per_group };
-    VkPipeline p = lm_pipeline(L, ctx, c.shader, spec, c.rows_per_group > 1);
-
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, "layer_norm_forward");
-    lm_stream_read(ctx, x->storage);
-    if (w) lm_stream_read(ctx, w->storage);
-    if (b) lm_stream_read(ctx, b->storage);
-    lm_stream_write(ctx, y->storage);
-    lm_stream_write(ctx, mean->storage);
-    lm_stream_write(ctx, invstd->storage);
-    lm_stream_hazards(ctx, cb);
-    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
-    lm_stream_op_done(L, ctx);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
+        .full_subgroups = c.rows_per_group > 1,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x, w, b }, .writes = { y, mean, invstd },
+    });
     return 3;
 }
 

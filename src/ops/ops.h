@@ -5,6 +5,27 @@
 #include <lua.h>
 #include "../tensor.h"
 
+#define LM_LAUNCH_TENSORS 4
+
+/* One dispatch of an op: the shader variant and its specialization constants, the push
+ * constants, the grid, and the tensors it reads and writes (NULL entries, e.g. absent
+ * optional operands, are skipped), from
+ * which the stream decides on barriers. */
+typedef struct lm_launch {
+    const char *op;                 /* names the op in device errors */
+    lm_shader_id shader;
+    uint32_t spec[LM_MAX_SPEC];
+    int full_subgroups;
+    const void *push;
+    uint32_t push_bytes;
+    uint32_t groups_x, groups_y;    /* groups_y 0 means 1 */
+    lm_tensor *reads[LM_LAUNCH_TENSORS];
+    lm_tensor *writes[LM_LAUNCH_TENSORS];
+} lm_launch;
+
+/* Records the dispatch into the stream (dispatch.c). */
+void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d);
+
 /* Records t[:] = v into the stream. */
 void lm_record_fill(lua_State *L, lm_tensor *t, float v);
 /* Records dst[:] = src[:] (same element count) into the stream. */
