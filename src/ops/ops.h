@@ -35,9 +35,33 @@ int lm_op_fill(lua_State *L);          /* lumus.fill(t, v) */
 int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]) */
 int lm_op_layer_norm_forward(lua_State *L);
 int lm_op_layer_norm_config(lua_State *L);
+/* Elementwise (binary.c, unary.c) and row ops (softmax.c, sum.c); README "Ops". */
+int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);
+int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L); int lm_op_neg(lua_State *L);
+int lm_op_relu(lua_State *L); int lm_op_gelu(lua_State *L); int lm_op_gelu_tanh(lua_State *L);
+int lm_op_gelu_erf(lua_State *L); int lm_op_erf(lua_State *L);
+int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);
+int lm_op_elementwise_config(lua_State *L);
+int lm_op_row_config(lua_State *L);
 
 /* Reads the optional out tensor of an op: opts.out at argument `argn`, which must have
  * the given shape; returns NULL when absent. `what` names the op for messages. */
 lm_tensor *lm_opt_out(lua_State *L, int argn, const char *field, int ndim, const int64_t *shape);
+
+/* Checks that argument `argn` is an options table or nil; returns whether it is a table. */
+int lm_check_opts(lua_State *L, int argn);
+
+/* An op's input tensors with the names its messages use (NULL entries skipped). */
+typedef struct lm_operands {
+    const lm_tensor *t[LM_LAUNCH_TENSORS];
+    const char *name[LM_LAUNCH_TENSORS];
+} lm_operands;
+
+/* Pushes the result of an op: opts.out (options at argument `argn`) when given, checked
+ * for shape and for sharing memory with the inputs, else a new tensor of this shape.
+ * With `in_place`, out may be an input exactly (the same elements); any other overlap
+ * is refused. */
+lm_tensor *lm_push_out(lua_State *L, int argn, lm_context *ctx, int ndim, const int64_t *shape,
+                       const lm_operands *in, int in_place);
 
 #endif

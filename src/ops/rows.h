@@ -1,0 +1,24 @@
+/* Row kernels (softmax, sum/mean): one workgroup per row of the last dimension, rows
+ * folded onto a 2-D grid. Shared shape checks and the choice of workgroup size. */
+#ifndef LUMUS_OPS_ROWS_H
+#define LUMUS_OPS_ROWS_H
+
+#include "ops.h"
+
+typedef struct lm_row_plan {
+    int vec;            /* 4: vec4 loads (d a multiple of 4), else 1 */
+    uint32_t n;         /* vectors per row */
+    uint32_t wg;        /* threads per row */
+    uint32_t items;     /* vectors per thread a kernel may hold in registers */
+} lm_row_plan;
+
+/* The row length d and row count of x (argument 1); raises for d >= 2^31. */
+void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows);
+
+/* Threads per row aiming at `target` vectors each, at most `max_items` held. */
+lm_row_plan lm_plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint32_t max_items);
+
+/* The plan softmax uses for rows of d (softmax.c). */
+lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d);
+
+#endif
