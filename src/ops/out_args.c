@@ -20,10 +20,7 @@ lm_tensor *lm_opt_out(lua_State *L, int argn, const char *field, int ndim, const
 
 int lm_check_opts(lua_State *L, int argn) {
     if (lua_isnoneornil(L, argn)) return 0;
-    if (!lua_istable(L, argn)) {
-        lua_pushfstring(L, "options table expected, got %s", luaL_typename(L, argn));
-        luaL_argerror(L, argn, lua_tostring(L, -1));
-    }
+    if (!lua_istable(L, argn)) luaL_typeerror(L, argn, "options table");
     return 1;
 }
 
