@@ -9,11 +9,11 @@
 // VEC = 4 moves vec4s and leaves the n % 4 tail to the first workgroup; VEC = 1 moves
 // floats, for broadcasts whose period is not a multiple of 4 (a's rows then start
 // unaligned).
-// Grid-stride: the grid is at most 65535 groups wide; each thread handles UNROLL vectors
-// a workgroup apart (loads first, then stores), then steps by the whole grid. Every index
-// is 64-bit, so tensors past 2^32 elements address correctly. The broadcast index is kept
-// modulo `period` incrementally (one 64-bit division per thread, then adds and compares),
-// with the increments' remainders precomputed on the host.
+// Each thread handles UNROLL vectors a workgroup apart (loads first, then stores), as
+// copy.comp does; groups past maxComputeWorkGroupCount[0] arrive on a 2-D grid. Indices
+// are 64-bit, so tensors past 2^32 elements address correctly. The broadcast index
+// k mod period takes one division per thread (32-bit when both fit), then adds and
+// compares.
 // out may be a or b itself: each element is read, then written, by the same thread.
 #include "common.glsl"
 
@@ -41,10 +41,10 @@ const uint UNROLL = 4;   // src/ops/elementwise.c sizes the grid with the same n
 layout(push_constant) uniform Params {
     uint64_t a, b, dst;   // device addresses
     uint64_t n;           // elements of a and dst
-    uint64_t period;      // MODE_BCAST: vectors of b
+    uint64_t period;      // MODE_BCAST: vectors of b, the length of its repeat
     uint64_t wg_mod;      // WG mod period
-    uint64_t step_mod;    // (grid width * WG * UNROLL) mod period
     float scalar;
+    uint groups_x;        // width of the grid, for 2-D folding
 } p;
 
 #if VEC == 4
@@ -137,34 +137,34 @@ VT load(uint64_t base, uint64_t k) { return ARRAY(base + k * uint64_t(VEC * 4)).
 void store(uint64_t base, uint64_t k, VT v) { ARRAY(base + k * uint64_t(VEC * 4)).v[0] = v; }
 uint64_t wrap(uint64_t j) { return j >= p.period ? j - p.period : j; }
 
+uint64_t mod_period(uint64_t k) {
+    return (k >> 32) == 0ul && (p.period >> 32) == 0ul ? uint64_t(uint(k) % uint(p.period)) : k % p.period;
+}
+
 void main() {
     uint64_t nv = p.n / uint64_t(VEC);
-    uint64_t first = uint64_t(gl_WorkGroupID.x) * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
-    uint64_t step = uint64_t(gl_NumWorkGroups.x) * uint64_t(WG * UNROLL);
-    uint64_t jb = MODE == MODE_BCAST ? first % p.period : 0ul;
-    for (uint64_t base = first; base < nv; base += step) {
-        VT va[UNROLL], vb[UNROLL];
-        uint64_t j = jb;
-        for (uint i = 0; i < UNROLL; ++i) {
-            uint64_t k = base + i * WG;
-            if (k < nv) {
-                va[i] = load(p.a, k);
-                if (MODE == MODE_SAME) vb[i] = load(p.b, k);
-                else if (MODE == MODE_BCAST) vb[i] = load(p.b, j);
-                else vb[i] = VT(p.scalar);
-            }
-            if (MODE == MODE_BCAST) j = wrap(j + p.wg_mod);
+    uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
+    uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
+    uint64_t j = MODE == MODE_BCAST ? mod_period(first) : 0ul;
+    VT va[UNROLL], vb[UNROLL];
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < nv) {
+            va[i] = load(p.a, k);
+            if (MODE == MODE_SAME) vb[i] = load(p.b, k);
+            else if (MODE == MODE_BCAST) vb[i] = load(p.b, j);
+            else vb[i] = VT(p.scalar);
         }
-        for (uint i = 0; i < UNROLL; ++i) {
-            uint64_t k = base + i * WG;
-            if (k < nv) store(p.dst, k, apply(va[i], vb[i]));
-        }
-        if (MODE == MODE_BCAST) jb = wrap(jb + p.step_mod);
+        if (MODE == MODE_BCAST) j = wrap(j + p.wg_mod);
+    }
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < nv) store(p.dst, k, apply(va[i], vb[i]));
     }
 #if VEC == 4
     // The last n % 4 elements (never in MODE_BCAST, whose period is a multiple of 4 here).
     uint64_t e = nv * 4ul + gl_LocalInvocationID.x;
-    if (gl_WorkGroupID.x == 0 && e < p.n) {
+    if (group == 0ul && e < p.n) {
         float ae = FloatArray(p.a + e * 4ul).v[0];
         float be = p.scalar;
         if (MODE == MODE_SAME) be = FloatArray(p.b + e * 4ul).v[0];

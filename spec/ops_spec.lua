@@ -130,28 +130,38 @@ describe("elementwise binary ops", function()
     x:free(); b:free(); y:free(); v:free()
   end)
 
-  it("loop over a capped grid: every thread takes several steps, broadcast index kept", function()
-    local cap = lumus._elementwise_config()
-    assert.is_true(cap >= 1)
+  it("fold onto 2-D grids (forced by a narrow grid), broadcast index kept", function()
+    local width = lumus._grid_config()
+    assert.is_true(width >= 65535)
     local ok, err = pcall(function()
-      -- A group of 256 threads x 4 vec4s moves 4096 floats a step: 1 or 3 groups take
-      -- 2 to 21 steps here; broadcast periods of 3, 65, 750 vectors and 7 floats.
-      for _, groups in ipairs { 1, 3 } do
-        lumus._elementwise_config({ max_groups = groups })
+      -- A group moves 256 threads x 4 vectors; these need 3 to 21 groups, on grids 1 or 4
+      -- wide (4 wide leaves spare groups that must do nothing). Broadcast periods of 3,
+      -- 65 and 750 vectors and 7 floats.
+      for _, w in ipairs { 1, 4 } do
+        lumus._grid_config({ max_x = w })
+        assert.are.equal(w, lumus._grid_config())
         for i, sh in ipairs { { 5 * 4096 + 3 }, { 40, 260 }, { 700, 12 }, { 3000, 7 }, { 7, 3000 } } do
           local at, bt = random(sh, i), random({ sh[#sh] }, 50 + i)
           local a, b = lumus.tensor(at), lumus.tensor(bt)
-          local what = ("%d groups: %s"):format(groups, name_of(sh))
+          local what = ("grid %d wide: %s"):format(w, name_of(sh))
           check(flat(lumus.add(a, b)), ref.add(at, bt), U, 0, "add " .. what)
           check(flat(lumus.sub(b, a)), ref.sub(bt, at), U, 0, "sub " .. what)
           check(flat(lumus.relu(a)), ref.relu(at), 0, 0, "relu " .. what)
           a:free(); b:free()
         end
+        -- The row kernels fold their rows the same way.
+        local xt = random({ 37, 9 }, 60)
+        local x = lumus.tensor(xt)
+        check(flat(lumus.softmax(x)), ref.softmax(xt), 5e-6, 1e-30, "softmax, grid " .. w .. " wide")
+        local mag = 0                      -- sum(|x|) of all rows bounds that of each
+        for _, v in ipairs(ref.flatten(xt)) do mag = mag + math.abs(v) end
+        check(flat(lumus.sum(x)), ref.sum(xt), 0, 4 * U * mag, "sum, grid " .. w .. " wide")
+        x:free()
       end
     end)
-    lumus._elementwise_config({ max_groups = 0 })
+    lumus._grid_config({ max_x = 0 })
     if not ok then error(err, 0) end
-    assert.are.equal(cap, lumus._elementwise_config())
+    assert.are.equal(width, lumus._grid_config())
   end)
 end)
 

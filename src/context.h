@@ -45,7 +45,7 @@ struct lm_context {
     uint32_t ln_items_target, ln_wg_override;
     int ln_force_stream;
     uint32_t ln_subgroup_items;   /* layer_norm tuning knobs (0 = default) */
-    uint32_t ew_max_groups;       /* elementwise grid cap, for specs (0 = default) */
+    uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
 };
 

@@ -69,7 +69,7 @@ static const luaL_Reg functions[] = {
     {"scale", lm_op_scale}, {"neg", lm_op_neg}, {"relu", lm_op_relu}, {"gelu", lm_op_gelu},
     {"gelu_tanh", lm_op_gelu_tanh}, {"gelu_erf", lm_op_gelu_erf}, {"erf", lm_op_erf},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
-    {"_elementwise_config", lm_op_elementwise_config}, {"_row_config", lm_op_row_config},
+    {"_grid_config", lm_grid_config}, {"_row_config", lm_op_row_config},
     {"_validation_messages", l_validation_messages},
     {NULL, NULL}
 };

@@ -41,7 +41,6 @@ int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L); int lm_op_neg(lua_St
 int lm_op_relu(lua_State *L); int lm_op_gelu(lua_State *L); int lm_op_gelu_tanh(lua_State *L);
 int lm_op_gelu_erf(lua_State *L); int lm_op_erf(lua_State *L);
 int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);
-int lm_op_elementwise_config(lua_State *L);
 int lm_op_row_config(lua_State *L);
 
 /* Reads the optional out tensor of an op: opts.out at argument `argn`, which must have
