@@ -1,7 +1,7 @@
 #version 450
-// softmax over the last dimension: y = exp(x - max) / sum(exp(x - max)), one workgroup
-// per row.
-// The first WG * ITEMS vectors of the row are read once into registers: each thread takes
+// softmax over the last dimension: y = exp(x - max) / sum(exp(x - max)), one workgroup or
+// one subgroup per row (rows.glsl).
+// The first width * ITEMS vectors of the row are read once into registers: each thread takes
 // the max of its share, keeps e = exp(x - that max), and sums the e's. Longer rows stream
 // the rest: a running max and a sum rescaled when the max grows (online softmax), so the
 // statistics take one read of the row. The threads' (max, sum) pairs then combine into the
@@ -29,17 +29,14 @@ layout(push_constant) uniform Params {
 VT exp_from(VT v, float m) { return m == NEG_INF ? VT(0.0) : exp(v - VT(m)); }
 float scale_from(float m, float to) { return m == NEG_INF ? 0.0 : exp(m - to); }
 
-void main() {
-    uint64_t row = row_index(p.groups_x);
-    if (row >= p.rows) return;   // uniform over the workgroup
-    uint tid = gl_LocalInvocationID.x;
+void process_row(uint64_t row, uint lane, uint width) {
     ROW_ARRAY xr = row_ptr(p.x, row, p.d);
-    const uint held = WG * ITEMS;
+    uint held = width * ITEMS;
 
     VT v[ITEMS];
     float m_held = NEG_INF;
     for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = tid + i * WG;
+        uint idx = lane + i * width;
         v[i] = idx < p.n ? xr.v[idx] : VT(NEG_INF);
         m_held = max(m_held, hmax(v[i]));
     }
@@ -49,21 +46,23 @@ void main() {
         s += hsum(v[i]);
     }
     float m = m_held;
-    for (uint idx = held + tid; idx < p.n; idx += WG) {
+    for (uint idx = held + lane; idx < p.n; idx += width) {
         VT u = xr.v[idx];
         float grown = max(m, hmax(u));
         s = s * scale_from(m, grown) + hsum(exp_from(u, grown));
         m = grown;
     }
 
-    float row_max = group_max(m);
-    float inv = 1.0 / group_add(s * scale_from(m, row_max));
+    float row_m = row_max(m);
+    float inv = 1.0 / row_add(s * scale_from(m, row_m));
 
     ROW_ARRAY yr = row_ptr(p.y, row, p.d);
-    float held_scale = scale_from(m_held, row_max) * inv;
+    float held_scale = scale_from(m_held, row_m) * inv;
     for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = tid + i * WG;
+        uint idx = lane + i * width;
         if (idx < p.n) yr.v[idx] = v[i] * held_scale;
     }
-    for (uint idx = held + tid; idx < p.n; idx += WG) yr.v[idx] = exp_from(xr.v[idx], row_max) * inv;
+    for (uint idx = held + lane; idx < p.n; idx += width) yr.v[idx] = exp_from(xr.v[idx], row_m) * inv;
 }
+
+void main() { for_each_row(p.groups_x, p.rows); }

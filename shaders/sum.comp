@@ -1,7 +1,7 @@
 #version 450
 // sum (and mean) over the last dimension: y[row] = sum(x[row, :]) / divisor, one
-// workgroup per row (divisor 1 for sum, d for mean).
-// Accuracy: each thread adds its share of the row (every WG-th vector) with compensated
+// workgroup or one subgroup per row (rows.glsl; divisor 1 for sum, d for mean).
+// Accuracy: each thread adds its share of the row (every width-th vector) with compensated
 // (Kahan) summation per component, so a thread's error stays near one rounding however
 // long the row; the threads' results then meet in a tree (vector components pairwise,
 // subgroup operations, then the subgroup partials). The error is a few roundings of
@@ -22,18 +22,14 @@ layout(push_constant) uniform Params {
 
 const uint UNROLL = 4;   // loads in flight per thread
 
-void main() {
-    uint64_t row = row_index(p.groups_x);
-    if (row >= p.rows) return;   // uniform over the workgroup
-    uint tid = gl_LocalInvocationID.x;
+void process_row(uint64_t row, uint lane, uint width) {
     ROW_ARRAY xr = row_ptr(p.x, row, p.d);
-
     precise VT s = VT(0.0);
     precise VT c = VT(0.0);      // the low part lost so far, negated
-    for (uint base = tid; base < p.n; base += WG * UNROLL) {
+    for (uint base = lane; base < p.n; base += width * UNROLL) {
         VT u[UNROLL];
         for (uint i = 0; i < UNROLL; ++i) {
-            uint idx = base + i * WG;
+            uint idx = base + i * width;
             u[i] = idx < p.n ? xr.v[idx] : VT(0.0);
         }
         for (uint i = 0; i < UNROLL; ++i) {
@@ -43,6 +39,8 @@ void main() {
             s = t;
         }
     }
-    float total = group_add(hsum(s - c));
-    if (tid == 0) FloatArray(p.y + row * 4ul).v[0] = total / p.divisor;
+    float total = row_add(hsum(s - c));
+    if (row_leader()) FloatArray(p.y + row * 4ul).v[0] = total / p.divisor;
 }
+
+void main() { for_each_row(p.groups_x, p.rows); }

@@ -251,7 +251,9 @@ describe("erf and gelu", function()
 end)
 
 describe("softmax", function()
-  local SOFTMAX_SHAPES = { { 1 }, { 3 }, { 7 }, { 2, 1025 }, { 3, 4097 }, { 4, 3, 8 }, { 2, 65536 } }
+  -- Rows of up to 4 vectors a lane take a subgroup each ({3} to {40, 128} here), longer
+  -- ones a workgroup.
+  local SOFTMAX_SHAPES = { { 1 }, { 3 }, { 7 }, { 4, 3, 8 }, { 40, 128 }, { 2, 1025 }, { 3, 4097 }, { 2, 65536 } }
 
   local function check_softmax(got, xt, what)
     local want = ref.softmax(xt)
@@ -293,12 +295,13 @@ describe("softmax", function()
   it("streams rows longer than its registers (forced on short rows), also in place", function()
     lumus._row_config(1, { wg = 32, items = 1 })     -- 32 vectors held, the rest streamed
     local ok, err = pcall(function()
-      assert.are.same({ workgroup = 32, items = 1, vec = 4 }, lumus._row_config(4096))
+      assert.are.same({ workgroup = 32, items = 1, vec = 4, rows_per_group = 1 }, lumus._row_config(4096))
       -- A rising row makes the running max grow (rescaling); a falling one does not.
       local rising, falling = {}, {}
       for i = 1, 4096 do rising[i] = ref.f32(i * 0.004); falling[i] = ref.f32(-i * 0.004) end
+      -- Short rows too, which otherwise take a subgroup each.
       for si, xt in ipairs { { rising, falling }, random({ 3, 1025 }, 600, function(g) return 5 * g.normal() end),
-                             random({ 2, 4097 }, 601) } do
+                             random({ 2, 4097 }, 601), random({ 37, 9 }, 602) } do
         local x = lumus.tensor(xt)
         check_softmax(flat(lumus.softmax(x)), xt, "streamed softmax " .. si)
         lumus.softmax(x, { out = x })
@@ -312,7 +315,7 @@ describe("softmax", function()
 end)
 
 describe("sum and mean", function()
-  local SUM_SHAPES = { { 1 }, { 3 }, { 7 }, { 1025 }, { 4097 }, { 3, 5, 7 }, { 4, 1028 }, { 2, 65536 } }
+  local SUM_SHAPES = { { 1 }, { 3 }, { 7 }, { 1025 }, { 4097 }, { 3, 5, 7 }, { 40, 128 }, { 4, 1028 }, { 2, 65536 } }
 
   local function stat_shape(shape)
     if #shape == 1 then return { 1 } end

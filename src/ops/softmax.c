@@ -27,13 +27,7 @@ int lm_op_softmax(lua_State *L) {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
         .n = c.n, .d = (uint32_t)d,
     };
-    uint32_t gy;
-    pc.groups_x = lm_grid(L, ctx, (uint64_t)rows, &gy);
-    lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "softmax", .shader = c.vec == 4 ? LM_SH_SOFTMAX_VEC4 : LM_SH_SOFTMAX_VEC1,
-        .spec = { c.wg, c.items, 0 },
-        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { x }, .writes = { y },
-    });
+    lm_record_rows(L, "softmax", c.vec == 4 ? LM_SH_SOFTMAX_VEC4 : LM_SH_SOFTMAX_VEC1, &c, rows,
+                   &pc, sizeof pc, &pc.groups_x, x, y);
     return 1;
 }

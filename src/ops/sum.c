@@ -26,14 +26,8 @@ static int reduce(lua_State *L, const char *name, int mean) {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
         .n = c.n, .d = (uint32_t)d, .divisor = mean ? (float)d : 1.0f,
     };
-    uint32_t gy;
-    pc.groups_x = lm_grid(L, ctx, (uint64_t)rows, &gy);
-    lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .shader = c.vec == 4 ? LM_SH_SUM_VEC4 : LM_SH_SUM_VEC1,
-        .spec = { c.wg, 0, 0 },
-        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { x }, .writes = { y },
-    });
+    lm_record_rows(L, name, c.vec == 4 ? LM_SH_SUM_VEC4 : LM_SH_SUM_VEC1, &c, rows,
+                   &pc, sizeof pc, &pc.groups_x, x, y);
     return 1;
 }
 
