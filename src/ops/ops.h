@@ -8,9 +8,8 @@
 #define LM_LAUNCH_TENSORS 4
 
 /* One dispatch of an op: the shader variant and its specialization constants, the push
- * constants, the grid, and the tensors it reads and writes (NULL entries, e.g. absent
- * optional operands, are skipped), from
- * which the stream decides on barriers. */
+ * constants, the grid, and the tensors it reads and writes, from which the stream decides
+ * on barriers (NULL entries, e.g. absent optional operands, are skipped). */
 typedef struct lm_launch {
     const char *op;                 /* names the op in device errors */
     lm_shader_id shader;

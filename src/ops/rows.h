@@ -1,5 +1,6 @@
-/* Row kernels (softmax, sum/mean): one workgroup per row of the last dimension, rows
- * folded onto a 2-D grid. Shared shape checks and the choice of workgroup size. */
+/* Row kernels (softmax, sum/mean) over the last dimension: a workgroup per row, or a
+ * subgroup per row for short rows (shaders/rows.glsl), rows folded onto a 2-D grid.
+ * Shared shape checks, the choice of form and workgroup size, and the recording. */
 #ifndef LUMUS_OPS_ROWS_H
 #define LUMUS_OPS_ROWS_H
 
