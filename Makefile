@@ -44,6 +44,7 @@ SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 
            layer_norm_split_vec4 layer_norm_split_vec1 \
            layer_norm_row_vec4 layer_norm_row_vec1 copy fill
 SHADERS += matmul
+SHADERS += elementwise_vec4 elementwise_vec1 softmax_vec4 softmax_vec1 sum_vec4 sum_vec1
 SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
 GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
 
@@ -85,6 +86,18 @@ $(SPV_DIR)/layer_norm_%.inc: shaders/layer_norm.comp shaders/common.glsl | $(BUI
 	$(SPIRV_VAL) --target-env vulkan1.2 $(SPV_DIR)/layer_norm_$*.spv
 	$(GLSLC) $(GLSL_FLAGS) -DMODE_$(shell echo $* | sed 's/_vec.*//' | tr a-z A-Z) \
 	  -DVEC=$(shell echo $* | sed 's/.*_vec//') -mfmt=num $< -o $@
+
+# shaders/NAME.comp built as NAME_vec4 (vec4 loads) and NAME_vec1 (any size): -DVEC=4 or 1.
+define glsl_vec
+	@mkdir -p $(SPV_DIR)
+	$(GLSLC) $(GLSL_FLAGS) -DVEC=$(1) $< -o $(basename $@).spv
+	$(SPIRV_VAL) --target-env vulkan1.2 $(basename $@).spv
+	$(GLSLC) $(GLSL_FLAGS) -DVEC=$(1) -mfmt=num $< -o $@
+endef
+$(SPV_DIR)/%_vec4.inc: shaders/%.comp $(wildcard shaders/*.glsl) | $(BUILD)/.deps
+	$(call glsl_vec,4)
+$(SPV_DIR)/%_vec1.inc: shaders/%.comp $(wildcard shaders/*.glsl) | $(BUILD)/.deps
+	$(call glsl_vec,1)
 
 $(SPV_DIR)/%.inc: shaders/%.comp shaders/common.glsl | $(BUILD)/.deps
 	@mkdir -p $(SPV_DIR)

@@ -106,6 +106,27 @@ function M.min(t)
 end
 
 ---------------------------------------------------------------------------------------
+-- Device timing
+---------------------------------------------------------------------------------------
+
+-- Median device seconds of fn over n lumus.gpu_time calls (and the samples), after `warm`
+-- untimed calls and at least WARM_SECONDS of back-to-back calls: a GPU left idle while
+-- the host builds the next shape's data drops its clocks, and a few warm-up calls do not
+-- bring them back (on the H200 that halved the large shapes' numbers, copy included).
+M.WARM_SECONDS = 0.25
+function M.device_time(lumus, fn, n, warm)
+  for _ = 1, warm or 0 do fn() end
+  local t0 = lumus.clock()
+  repeat
+    for _ = 1, 10 do fn() end
+    lumus.synchronize()
+  until lumus.clock() - t0 >= M.WARM_SECONDS
+  local ts = {}
+  for i = 1, n do ts[i] = lumus.gpu_time(fn) end
+  return M.median(ts), ts
+end
+
+---------------------------------------------------------------------------------------
 -- Command line
 ---------------------------------------------------------------------------------------
 

@@ -118,22 +118,7 @@ local baseline_small = read_keyed(opt.baseline_small)
 -- Measurement helpers
 ---------------------------------------------------------------------------------------
 
--- Median device seconds of fn over n gpu_time calls, after `warm` untimed calls and at
--- least WARM_SECONDS of back-to-back calls: a GPU left idle while the host builds the
--- next shape's data drops its clocks, and a few warm-up calls do not bring them back
--- (on the H200 that halved the large shapes' numbers, copy included).
-local WARM_SECONDS = 0.25
-local function device_time(fn, n, warm)
-  for _ = 1, warm or 0 do fn() end
-  local t0 = lumus.clock()
-  repeat
-    for _ = 1, 10 do fn() end
-    lumus.synchronize()
-  until lumus.clock() - t0 >= WARM_SECONDS
-  local ts = {}
-  for i = 1, n do ts[i] = lumus.gpu_time(fn) end
-  return median(ts), ts
-end
+local function device_time(fn, n, warm) return common.device_time(lumus, fn, n, warm) end
 
 -- Error measures of `got` against `want` (flat lists): max |got - want|.
 local function max_abs_err(got, want)

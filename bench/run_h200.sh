@@ -8,11 +8,12 @@
 #   run.log                     everything below, with nvidia-smi and timings per step
 #   torch.md / torch.csv / torch_small.csv      bench/torch_layer_norm.py (PyTorch baseline)
 #   layer_norm.md / .csv / .svg / layer_norm_small.csv   bench/layer_norm.lua
+#   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy)
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   summary.md                  the Markdown of all steps, in order
 # ONLY="torch_matmul matmul" runs just the steps named.
-# Each step has a time limit (about 8 minutes in all; a normal run takes 2-3); a step that
+# Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
 # any failed.
 set -u -o pipefail
@@ -75,6 +76,7 @@ baseline=()
 step layer_norm 200 lua5.4 bench/layer_norm.lua --iters 100 --warmup 10 ${baseline[@]+"${baseline[@]}"} \
   --csv "$out/layer_norm.csv" --svg "$out/layer_norm.svg" --small-csv "$out/layer_norm_small.csv"
 
+step elementwise 120 lua5.4 bench/elementwise.lua --csv "$out/elementwise.csv"
 step async 45 lua5.4 bench/async.lua
 step transfer 60 lua5.4 bench/transfer.lua
 
@@ -86,7 +88,7 @@ step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm async transfer torch_matmul matmul; do
+  for name in torch layer_norm elementwise async transfer torch_matmul matmul; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

@@ -66,6 +66,11 @@ static const luaL_Reg functions[] = {
     {"copy", lm_op_copy}, {"fill", lm_op_fill},
     {"_layer_norm_config", lm_op_layer_norm_config},
     {"matmul", lm_op_matmul}, {"linear", lm_op_linear}, {"_matmul_config", lm_op_matmul_config},
+    {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
+    {"scale", lm_op_scale}, {"neg", lm_op_neg}, {"relu", lm_op_relu}, {"gelu", lm_op_gelu},
+    {"gelu_tanh", lm_op_gelu_tanh}, {"gelu_erf", lm_op_gelu_erf}, {"erf", lm_op_erf},
+    {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
+    {"_grid_config", lm_grid_config}, {"_row_config", lm_op_row_config},
     {"_validation_messages", l_validation_messages},
     {NULL, NULL}
 };

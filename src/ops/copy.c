@@ -14,14 +14,11 @@ void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) {
     uint64_t groups = ((uint64_t)src->numel + per_group - 1) / per_group;
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    const uint32_t spec[LM_MAX_SPEC] = { COPY_WG, COPY_UNROLL, 0 };
-    VkPipeline p = lm_pipeline(L, ctx, LM_SH_COPY, spec, 0);
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, "copy");
-    lm_stream_read(ctx, src->storage);
-    lm_stream_write(ctx, dst->storage);
-    lm_stream_hazards(ctx, cb);
-    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
-    lm_stream_op_done(L, ctx);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "copy", .shader = LM_SH_COPY, .spec = { COPY_WG, COPY_UNROLL, 0 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { src }, .writes = { dst },
+    });
 }
 
 int lm_op_copy(lua_State *L) {

@@ -154,12 +154,14 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
 
 /* The split form's scratch for `groups` workgroups: a ticket counter, then one
  * (64-byte) record per workgroup, all zero (a fill is recorded here, before the kernel). */
-static lm_storage *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) {
+static lm_storage *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups, lm_tensor *view) {
     lm_storage *s = lm_storage_new(L, ctx, 64u * (groups + 1u), "layer_norm_forward");
-    lm_tensor view = { .storage = s, .ndim = 1, .numel = (int64_t)(16u * (groups + 1u)) };
-    view.shape[0] = view.numel;
-    view.strides[0] = 1;
-    lm_record_fill(L, &view, 0.0f);
+    view->storage = s;
+    view->ndim = 1;
+    view->numel = (int64_t)(16u * (groups + 1u));
+    view->shape[0] = view->numel;
+    view->strides[0] = 1;
+    lm_record_fill(L, view, 0.0f);
     return s;
 }
 
@@ -229,31 +231,23 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    const uint32_t spec[LM_MAX_SPEC] = { c.wg, c.items, c.rows_per_group };
-    VkPipeline p = lm_pipeline(L, ctx, c.shader, spec, c.full_subgroups);
-
-    lm_storage *scratch = NULL;
+    lm_tensor scratch_view = { 0 };
     if (split) {
         /* The parts' ticket counter and records, zeroed by a fill recorded just before. */
-        scratch = split_scratch(L, ctx, groups);
+        lm_storage *scratch = split_scratch(L, ctx, groups, &scratch_view);
         pc.scratch = scratch->address;
         pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
         pc.tickets = !ctx->ln_no_tickets;
     }
-
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, "layer_norm_forward");
-    if (scratch) lm_stream_write(ctx, scratch);
-    lm_stream_read(ctx, x->storage);
-    if (w) lm_stream_read(ctx, w->storage);
-    if (b) lm_stream_read(ctx, b->storage);
-    lm_stream_write(ctx, y->storage);
-    lm_stream_write(ctx, mean->storage);
-    lm_stream_write(ctx, invstd->storage);
-    lm_stream_hazards(ctx, cb);
-    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
-    lm_stream_op_done(L, ctx);
-    if (scratch) lm_storage_unref(scratch);   /* reused only after this batch has run */
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
+        .full_subgroups = c.full_subgroups,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x, w, b }, .writes = { y, mean, invstd, split ? &scratch_view : NULL },
+    });
+    /* The scratch is reused only after this batch has run. */
+    if (split) lm_storage_unref(scratch_view.storage);
     return 3;
 }
 
