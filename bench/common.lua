@@ -110,9 +110,10 @@ end
 ---------------------------------------------------------------------------------------
 
 -- Median device seconds of fn over n lumus.gpu_time calls (and the samples), after `warm`
--- untimed calls and at least WARM_SECONDS of back-to-back calls: a GPU left idle while
--- the host builds the next shape's data drops its clocks, and a few warm-up calls do not
--- bring them back (on the H200 that halved the large shapes' numbers, copy included).
+-- untimed calls and at least WARM_SECONDS of back-to-back calls. (On the H200, phases
+-- were seen in which the large shapes ran at ~40% speed, copy included; an idle GPU's
+-- clocks were suspected, but a test idling 0.5-2 s first did not reproduce them, so the
+-- cause is unknown: bench/layer_norm.lua alternates rounds and keeps the best.)
 M.WARM_SECONDS = 0.25
 function M.device_time(lumus, fn, n, warm)
   for _ = 1, warm or 0 do fn() end

@@ -265,7 +265,7 @@ void main() {
     store_stats(row, m0 + st.x, st.y);
 }
 #elif defined(MODE_SPLIT)
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SharedWords { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer SharedWords { uint v[]; };
 const uint PARTS = ROWS;
 shared uint job_slot;
 shared vec3 records[PARTS];     // (shift, mean offset, M2) of each part
@@ -321,10 +321,12 @@ void main() {
     // Publish: the record's words, then (after a buffer barrier) its ready flag. A record
     // is 16 words (64 bytes), so pollers of one record do not share a line with others.
     uint rec = 16u + 16u * job;
+    // Every access to the scratch is atomic: atomics are coherent at device scope,
+    // where plain (even volatile) loads may be served from a stale cache line.
     if (tid == 0) {
-        scratch.v[rec + 0u] = floatBitsToUint(shift);
-        scratch.v[rec + 1u] = floatBitsToUint(offset);
-        scratch.v[rec + 2u] = floatBitsToUint(m2);
+        atomicExchange(scratch.v[rec + 0u], floatBitsToUint(shift));
+        atomicExchange(scratch.v[rec + 1u], floatBitsToUint(offset));
+        atomicExchange(scratch.v[rec + 2u], floatBitsToUint(m2));
         memoryBarrierBuffer();
         atomicExchange(scratch.v[rec + 3u], 1u);
         partners_missing = false;
@@ -334,14 +336,15 @@ void main() {
     if (tid < PARTS) {
         uint other = 16u + 16u * (row * PARTS + tid);
         uint polls = 0u;
-        while (scratch.v[other + 3u] == 0u && polls < p.spin_limit) ++polls;
+        while (atomicAdd(scratch.v[other + 3u], 0u) == 0u && polls < p.spin_limit) ++polls;
         memoryBarrierBuffer();
-        if (scratch.v[other + 3u] == 0u) {
+        if (atomicAdd(scratch.v[other + 3u], 0u) == 0u) {
             partners_missing = true;
+            atomicAdd(scratch.v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
         } else {
-            records[tid] = vec3(uintBitsToFloat(scratch.v[other + 0u]),
-                                uintBitsToFloat(scratch.v[other + 1u]),
-                                uintBitsToFloat(scratch.v[other + 2u]));
+            records[tid] = vec3(uintBitsToFloat(atomicAdd(scratch.v[other + 0u], 0u)),
+                                uintBitsToFloat(atomicAdd(scratch.v[other + 1u], 0u)),
+                                uintBitsToFloat(atomicAdd(scratch.v[other + 2u], 0u)));
         }
     }
     barrier();

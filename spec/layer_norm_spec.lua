@@ -299,6 +299,30 @@ describe("layer_norm_forward", function()
     end
   end)
 
+  it("counts the split form's tickets and fallbacks in its scratch (tuning hook)", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    collectgarbage(); lumus.synchronize()
+    local before = lumus.memory().in_use
+    config(4096, { parts = 2, spin_limit = 0, return_scratch = true })
+    local ok, err = pcall(function()
+      local x = lumus.full({ 5, 4096 }, 1.5)
+      local y, m, r, scratch = lumus.layer_norm_forward(x)
+      assert.are.same({ 16 * (5 * 2 + 1) }, scratch:shape())
+      local tickets, fallbacks = string.unpack("<I4I4", scratch:to_bytes(1, 2))
+      assert.are.equal(10, tickets)                       -- one per workgroup
+      assert.is_true(fallbacks <= 10)
+      -- spin_limit = 0: the first part of a row to run never waits, so unless both
+      -- parts of a row ran at once, at least one of them read the whole row itself.
+      assert.is_true(fallbacks >= 1)
+      for _, t in ipairs { x, y, m, r, scratch } do t:free() end
+    end)
+    config(4096, {})
+    if not ok then error(err, 0) end
+    lumus.synchronize(); collectgarbage()
+    assert.are.equal(before, lumus.memory().in_use)
+  end)
+
   it("does not use the split form in place (out = x), where its fallback could read y", function()
     local config = lumus._layer_norm_config
     if not config then pending("no lumus._layer_norm_config hook"); return end

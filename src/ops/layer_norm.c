@@ -30,6 +30,7 @@
 #define LN_ROW_MAX_VECTORS 16384u
 #define LN_MAX_PARTS 8
 #define LN_SPLIT_ITEMS 8
+#define LN_SPLIT_WG 256
 /* Polls a split part makes for its partners before reading the row itself. Partners
  * take consecutive tickets, so on a GPU they are running within microseconds; the
  * bound only keeps a device that runs too few workgroups at once (a CPU) from hanging.
@@ -97,9 +98,15 @@ static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
         c.variant = "group";
     } else if (!in_place && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
                n <= max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) {
-split:
-        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : max_wg;
+split:;
+        /* Small workgroups overlap one part's wait for its partners with other parts'
+         * loads: at 4096x65536 on the H200, 8 parts of 256 threads ran at 83% of copy,
+         * 4 of 512 at 82%, 2 of 1024 at 77% (bench/layer_norm.lua, tune sweeps). Longer
+         * rows would need more than LN_MAX_PARTS such parts: they take 1024 threads. */
         uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
+        uint32_t small_wg = LN_SPLIT_WG <= max_wg ? LN_SPLIT_WG : max_wg;
+        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
+             : n <= small_wg * items * LN_MAX_PARTS ? small_wg : max_wg;
         c.rows_per_group = ctx->ln_parts ? ctx->ln_parts : (n + c.wg * items - 1) / (c.wg * items);
         if (c.rows_per_group > n) c.rows_per_group = n;
         uint32_t chunk = (n + c.rows_per_group - 1) / c.rows_per_group;
@@ -152,17 +159,15 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
     luaL_argerror(L, argn, lua_tostring(L, -1));
 }
 
-/* The split form's scratch for `groups` workgroups: a ticket counter, then one
- * (64-byte) record per workgroup, all zero (a fill is recorded here, before the kernel). */
-static lm_storage *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups, lm_tensor *view) {
-    lm_storage *s = lm_storage_new(L, ctx, 64u * (groups + 1u), "layer_norm_forward");
-    view->storage = s;
-    view->ndim = 1;
-    view->numel = (int64_t)(16u * (groups + 1u));
-    view->shape[0] = view->numel;
-    view->strides[0] = 1;
-    lm_record_fill(L, view, 0.0f);
-    return s;
+/* Pushes the split form's scratch for `groups` workgroups: a ticket counter and a
+ * fallback count, then one 64-byte record per workgroup, all zero (a fill is recorded
+ * here, before the kernel). A tensor on the Lua stack, so an error before the dispatch
+ * leaves it to the collector rather than leaking it. */
+static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) {
+    int64_t words = (int64_t)(16u * (groups + 1u));
+    lm_tensor *t = lm_push_tensor(L, ctx, 1, &words);
+    lm_record_fill(L, t, 0.0f);
+    return t;
 }
 
 int lm_op_layer_norm_forward(lua_State *L) {
@@ -231,11 +236,10 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    lm_tensor scratch_view = { 0 };
+    lm_tensor *scratch = NULL;
     if (split) {
-        /* The parts' ticket counter and records, zeroed by a fill recorded just before. */
-        lm_storage *scratch = split_scratch(L, ctx, groups, &scratch_view);
-        pc.scratch = scratch->address;
+        scratch = split_scratch(L, ctx, groups);   /* stack slot 9 */
+        pc.scratch = lm_tensor_address(scratch);
         pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
         pc.tickets = !ctx->ln_no_tickets;
@@ -244,10 +248,16 @@ int lm_op_layer_norm_forward(lua_State *L) {
         .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
         .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { x, w, b }, .writes = { y, mean, invstd, split ? &scratch_view : NULL },
+        .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
     });
-    /* The scratch is reused only after this batch has run. */
-    if (split) lm_storage_unref(scratch_view.storage);
+    if (!scratch) return 3;
+    /* The tuning hook may ask for the scratch (its word 1 counts fallbacks). */
+    if (ctx->ln_return_scratch) return 4;
+    /* Dropped now; its memory is reused only after this batch has run. */
+    lm_storage *s = scratch->storage;
+    scratch->storage = NULL;
+    lm_storage_unref(s);
+    lua_pop(L, 1);
     return 3;
 }
 
@@ -282,7 +292,9 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_spin_limit = (uint32_t)(spin + 1);
         lua_getfield(L, 2, "tickets");
         ctx->ln_no_tickets = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
-        lua_pop(L, 6);
+        lua_getfield(L, 2, "return_scratch");
+        ctx->ln_return_scratch = lua_toboolean(L, -1);
+        lua_pop(L, 7);
     }
     ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);
