@@ -48,6 +48,7 @@ struct lm_context {
     lm_pipelines pipes;
 
     VkDeviceSize bytes_since_gc, gc_threshold;
+    uint64_t gc_runs;                   /* full collections run by allocation pressure */
     int timing;                         /* inside lumus.gpu_time */
     uint32_t ln_items_target, ln_wg_override;
     int ln_form;                  /* forced layer_norm form (lm_ln_form) */

@@ -139,6 +139,7 @@ static VkResult block_create(lm_context *ctx, lm_pool *p, VkDeviceSize size, lm_
     p->blocks = b;
     p->reserved += size;
     p->nblocks++;
+    p->blocks_made++;
     *out = b;
     return VK_SUCCESS;
 fail:

@@ -14,6 +14,7 @@ static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
     ctx->bytes_since_gc += bytes;
     if (ctx->bytes_since_gc > ctx->gc_threshold) {
         ctx->bytes_since_gc = 0;
+        ctx->gc_runs++;
         lua_gc(L, LUA_GCCOLLECT);
         /* Collected tensors whose last use is still being recorded free only after that
          * batch runs: submit it now so their memory comes back soon. */

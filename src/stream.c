@@ -259,6 +259,7 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
         return;
     }
     s->state = 2;
+    st->submits++;
 }
 
 void lm_stream_op_done(lua_State *L, lm_context *ctx) {

@@ -55,6 +55,7 @@ typedef struct lm_stream {
     uint64_t ext_read_epoch, ext_write_epoch, ext_serial;
     struct { VkSemaphore semaphore; uint64_t value; } waits[LM_MAX_WAITS];
     int nwaits;                 /* host semaphores the next submit waits for */
+    uint64_t submits;           /* batches submitted so far (lumus._stream_stats) */
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
