@@ -57,6 +57,7 @@ struct lm_context {
     uint32_t ln_spin_limit;       /* split form's polls for partners (0 = default) */
     int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
+    int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
 };
