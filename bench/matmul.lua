@@ -15,7 +15,7 @@
 --
 --   lua5.4 bench/matmul.lua [--preset h200|lavapipe] [--shapes MxKxN,...] [--iters N]
 --       [--warmup N] [--samples N] [--tokens N] [--sweep MxKxN,...|none]
---       [--baseline torch.csv] [--csv out.csv] [--seed N]
+--       [--baseline torch.csv] [--csv out.csv] [--seed N] [--rotate on|off]
 --
 -- Presets: h200 (default on a GPU) takes ~30 s on an H200; lavapipe (default on a CPU
 -- device) ~1-2 minutes on two cores. Inputs are N(0, 1) rows repeating a random block of
@@ -31,10 +31,10 @@ local fmt, median = common.fmt, common.median
 local USAGE = [==[
 usage: lua5.4 bench/matmul.lua [--preset h200|lavapipe] [--shapes MxKxN,...] [--iters N]
   [--warmup N] [--samples N] [--tokens N] [--sweep MxKxN,...|none] [--baseline torch.csv]
-  [--csv FILE] [--seed N]]==]
+  [--csv FILE] [--seed N] [--rotate on|off]]==]
 
 local known = {}
-for name in ("preset shapes iters warmup samples tokens sweep baseline csv seed"):gmatch("%S+") do known[name] = true end
+for name in ("preset shapes iters warmup samples tokens sweep baseline csv seed rotate"):gmatch("%S+") do known[name] = true end
 local opt = common.parse_args(arg, known, {}, USAGE)
 
 local lumus = common.load_lumus()
@@ -71,6 +71,10 @@ local samples = common.int_opt(opt.samples, preset.samples)
 local tokens = common.int_opt(opt.tokens, preset.tokens)
 local seed = common.int_opt(opt.seed, 20261202)
 local U = 2 ^ -24
+-- --rotate on|off forces matmul's K-order rotation (see shaders/matmul.comp) for A/B runs.
+local ROTATE = ({ on = true, off = false })[opt.rotate or ""]
+if opt.rotate and ROTATE == nil then io.stderr:write("--rotate takes on or off\n"); os.exit(2) end
+if ROTATE ~= nil then lumus._matmul_config(1, 1, 1, { rotate = ROTATE }) end
 
 local gen = common.normal_gen(seed, ref)
 
@@ -90,7 +94,7 @@ local function device_time(fn, n, warm)
 end
 
 local function tile_name(cfg)
-  return ("%dx%dx%d/%dx%d"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn)
+  return ("%dx%dx%d/%dx%d%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.rotate and " rot" or "")
 end
 
 -- Row-major R x D float32 matrix from repeated random rows; value(r, c) is 0-based.
@@ -243,7 +247,7 @@ if #sweep_shapes > 0 then
     local entries = sample_entries(M, N, 8)
     collectgarbage()
     for _, t in ipairs(SWEEP_TILES) do
-      local ok, cfg = pcall(lumus._matmul_config, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5] })
+      local ok, cfg = pcall(lumus._matmul_config, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = ROTATE })
       local name = ("%dx%dx%d/%dx%d"):format(table.unpack(t))
       if not ok then
         print(("| %s | %s | - | - | n/a: %s | | | | |"):format(s.name, name, (tostring(cfg):gsub("^.-%((.*)%)$", "%1"))))
@@ -260,7 +264,7 @@ if #sweep_shapes > 0 then
       end
       io.stdout:flush()
     end
-    lumus._matmul_config(1, 1, 1, {})
+    lumus._matmul_config(1, 1, 1, { rotate = ROTATE })
   end
 end
 

@@ -43,6 +43,7 @@ layout(push_constant) uniform Params {
     uint groups_x;                            // grid width (2-D folding)
     uint batch;
     uint group_m;                             // tile rows per band of the launch order
+    uint k_rotate;                            // 1: start the K loop at a step set by the tile row
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -173,14 +174,20 @@ void main() {
     [[unroll]] for (uint i = 0; i < TM; ++i)
         [[unroll]] for (uint j = 0; j < TN / 4; ++j) acc[i][j] = vec4(0.0);
 
+    // K order: with k_rotate, tile row i runs its K steps from step i (mod steps). All
+    // the workgroups resident at once would otherwise read the same BK rows of B in the
+    // same step: when N is small (N = 768: 6 tile columns) that is a few KiB of B that
+    // every SM asks L2 for at the same moment. Rotated, neighbouring tile rows read B
+    // one step apart, while the workgroups of one tile row (sharing A) stay in step.
     uint steps = (p.k + BK - 1) / BK;
-    load_tiles(a, b, m0, n0, 0);
+    uint rot = p.k_rotate != 0u ? (m0 / BM) % steps : 0u;
+    load_tiles(a, b, m0, n0, (rot % steps) * BK);
     store_tiles(0);
     barrier();
     for (uint s = 0; s < steps; ++s) {
         uint cur = s & 1u;
         bool more = s + 1 < steps;
-        if (more) load_tiles(a, b, m0, n0, (s + 1) * BK);
+        if (more) load_tiles(a, b, m0, n0, ((s + 1 + rot) % steps) * BK);
         [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
             vec4 av[TM / 4], bv[TN / 4];
             [[unroll]] for (uint i = 0; i < TM / 4; ++i) av[i] = As[(cur * BK + kk) * SA + i * (BM / TM) + ty];

@@ -136,7 +136,7 @@ describe("matmul", function()
 
   it("is correct with every built-in tile and unusual ones forced, on sizes that are and are not tile multiples", function()
     for _, tile in ipairs {
-      { 128, 128, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 },
+      { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 },
       { 32, 64, 16, 4, 8 }, { 64, 32, 8, 8, 4 },
     } do
       with_tile(tile, function()
@@ -150,6 +150,22 @@ describe("matmul", function()
     end
     local cfg = lumus._matmul_config(4096, 4096, 4096)
     assert.is_true(cfg.bm >= 32 and cfg.workgroup >= 1)              -- automatic again
+  end)
+
+  it("is correct with the K order rotated by tile row (the GPU default), partial K steps included", function()
+    for _, tile in ipairs { { 32, 32, 8, 4, 4 }, { 64, 64, 8, 8, 8 }, { 128, 64, 8, 8, 8 } } do
+      lumus._matmul_config(1, 1, 1, { bm = tile[1], bn = tile[2], bk = tile[3], tm = tile[4], tn = tile[5], rotate = true })
+      local ok, err = pcall(function()
+        assert.is_true(lumus._matmul_config(300, 40, 44).rotate)
+        run_case({ 300, 44 }, { 44, 40 }, { seed = 4, bias = true })                  -- vec4, 6 K steps
+        run_case({ 270, 37 }, { 37, 45 }, { seed = 5 })                               -- scalar, partial step
+        run_case({ 2, 130, 20 }, { 2, 33, 20 }, { seed = 6, transpose_b = true })     -- batched, transposed
+        run_case({ 200, 3 }, { 3, 8 }, { seed = 8 })                                  -- one K step
+      end)
+      lumus._matmul_config(1, 1, 1, {})
+      if not ok then error(err, 0) end
+    end
+    assert.are.equal(lumus.device().kind ~= "cpu", lumus._matmul_config(8, 8, 8).rotate)   -- automatic again
   end)
 
   it("folds a grid past maxComputeWorkGroupCount[0] (70,000 batched 1x1 products)", function()
@@ -314,8 +330,8 @@ describe("matmul under LUMUS_VALIDATION=1", function()
     local script = [[
       local lumus = require "lumus"
       assert(lumus.device().validation, "validation layer not enabled")
-      for _, t in ipairs { { 128, 128, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 }, {} } do
-        lumus._matmul_config(1, 1, 1, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5] })
+      for _, t in ipairs { { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 }, {} } do
+        lumus._matmul_config(1, 1, 1, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = t[1] == 64 or nil })
         for _, s in ipairs { { 33, 17, 65 }, { 32, 16, 64 } } do
           local m, k, n = s[1], s[2], s[3]
           local a = lumus.ones({ 2, m, k })

@@ -48,6 +48,7 @@ struct lm_context {
     lm_pipelines pipes;
 
     VkDeviceSize bytes_since_gc, gc_threshold;
+    uint64_t gc_runs;                   /* full collections run by allocation pressure */
     int timing;                         /* inside lumus.gpu_time */
     uint32_t ln_items_target, ln_wg_override;
     int ln_form;                  /* forced layer_norm form (lm_ln_form) */
@@ -57,6 +58,7 @@ struct lm_context {
     int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
     int ln_return_scratch;        /* split form: also return the scratch (for tuning) */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
+    int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
 };

@@ -35,6 +35,17 @@ static int l_memory(lua_State *L) {
     return 1;
 }
 
+/* lumus._stream_stats(): cumulative counters for specs and benchmarks that check how
+ * often work is cut into batches, collections run and blocks come from the driver. */
+static int l_stream_stats(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    lua_createtable(L, 0, 3);
+    set_int(L, "submits", (lua_Integer)ctx->stream.submits);
+    set_int(L, "gc_runs", (lua_Integer)ctx->gc_runs);
+    set_int(L, "blocks_made", (lua_Integer)ctx->mem.device.blocks_made);
+    return 1;
+}
+
 static int l_reset_peak(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     ctx->mem.peak = ctx->mem.in_use;
@@ -72,6 +83,7 @@ static const luaL_Reg functions[] = {
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
     {"_grid_config", lm_grid_config}, {"_row_config", lm_op_row_config},
     {"_validation_messages", l_validation_messages},
+    {"_stream_stats", l_stream_stats},
     {NULL, NULL}
 };
 

@@ -40,6 +40,7 @@ typedef struct lm_pool {
     lm_block *blocks;
     VkDeviceSize reserved;      /* bytes held from the driver */
     uint32_t nblocks;
+    uint64_t blocks_made;       /* vkAllocateMemory calls so far (each one is slow) */
 } lm_pool;
 
 typedef struct lm_memory {

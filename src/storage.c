@@ -8,16 +8,19 @@
 #define LM_STAGING_PIECE ((VkDeviceSize)64 << 20)
 
 /* Lua's GC cannot see device bytes: run a full cycle whenever the bytes allocated since
- * the last one exceed what is live (at least 64 MiB), so garbage tensors are reclaimed
- * before device memory runs out, at a cost proportional to allocation. */
+ * the last one (less those freed explicitly since: lm_storage_release) exceed what is
+ * live (at least 64 MiB), so garbage tensors are reclaimed before device memory runs
+ * out, at a cost proportional to allocation that the GC has to find. */
 static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
     ctx->bytes_since_gc += bytes;
     if (ctx->bytes_since_gc > ctx->gc_threshold) {
         ctx->bytes_since_gc = 0;
+        ctx->gc_runs++;
         lua_gc(L, LUA_GCCOLLECT);
-        /* Collected tensors whose last use is still being recorded free only after that
-         * batch runs: submit it now so their memory comes back soon. */
-        lm_stream_submit(NULL, ctx);
+        /* Frees of batches that have finished come back now. Collected tensors whose last
+         * use is still being recorded come back once that batch runs: the stream submits
+         * it at the next op when it holds much (lm_stream_op_done), not here, which would
+         * cut a batch at every collection. */
         lm_stream_poll(ctx);
         VkDeviceSize t = ctx->mem.in_use;
         ctx->gc_threshold = t > ((VkDeviceSize)64 << 20) ? t : ((VkDeviceSize)64 << 20);
@@ -84,6 +87,16 @@ uint64_t lm_storage_serial(const lm_storage *s) {
 }
 
 void lm_storage_ref(lm_storage *s) { s->refs++; }
+
+void lm_storage_release(lm_storage *s) {
+    /* The last reference freed by the script, not found by the GC: its bytes need no
+     * collection to come back, so they do not count towards the next one. */
+    if (s->refs == 1 && s->chunk) {
+        lm_context *ctx = s->ctx;
+        ctx->bytes_since_gc = ctx->bytes_since_gc > s->bytes ? ctx->bytes_since_gc - s->bytes : 0;
+    }
+    lm_storage_unref(s);
+}
 
 void lm_storage_unref(lm_storage *s) {
     if (--s->refs > 0) return;

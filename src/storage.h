@@ -16,6 +16,9 @@ lm_storage *lm_storage_wrap(lua_State *L, lm_context *ctx, VkBuffer buffer, VkDe
                             VkDeviceSize bytes, void *mapped);
 void lm_storage_ref(lm_storage *s);
 void lm_storage_unref(lm_storage *s);
+/* lm_storage_unref for a free the script asked for (tensor:free(), a <close> variable),
+ * as opposed to the GC finding the tensor (see gc_pressure in storage.c). */
+void lm_storage_release(lm_storage *s);
 
 /* Host data into a storage: copied before return (staged or mapped), so the caller may
  * reuse `src` at once. The write is ordered after earlier device work on the storage. */

@@ -65,8 +65,10 @@ static void release_deferred(lm_context *ctx) {
     lm_stream *st = &ctx->stream;
     size_t keep = 0;
     for (size_t i = 0; i < st->ndeferred; i++) {
-        if (st->deferred[i].serial <= st->completed) lm_chunk_free(ctx, st->deferred[i].chunk);
-        else st->deferred[keep++] = st->deferred[i];
+        if (st->deferred[i].serial <= st->completed) {
+            st->deferred_bytes -= st->deferred[i].chunk->size;
+            lm_chunk_free(ctx, st->deferred[i].chunk);
+        } else st->deferred[keep++] = st->deferred[i];
     }
     st->ndeferred = keep;
 }
@@ -162,6 +164,12 @@ VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op) {
     LM_VK(L, vkBeginCommandBuffer(s->cb, &bi));
     /* Order this batch after everything submitted before it (and after host writes). */
     full_barrier(s->cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
+    if (ctx->timing && st->queries && st->stamps % 2 == 0 && st->stamps < LM_TIMESTAMPS) {
+        /* gpu_time: this batch's start, written once everything before it has finished,
+         * so an idle gap between batches falls outside every start-end pair. */
+        if (st->stamps == 0) vkCmdResetQueryPool(s->cb, st->queries, 0, LM_TIMESTAMPS);
+        vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, st->queries, st->stamps++);
+    }
     st->epoch++;
     s->state = 1;
     s->ops = 0;
@@ -221,6 +229,12 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
     if (st->cur < 0) return;
     lm_slot *s = &st->slot[st->cur];
     st->cur = -1;
+    st->held = 0;
+    /* gpu_time: this batch's end. Once the pairs run out, the last one stays open until
+     * gpu_time's own submit, so it then spans (and counts) the gaps in its tail. */
+    if (ctx->timing && st->queries && st->stamps % 2 == 1 &&
+        (st->stamps < LM_TIMESTAMPS - 1 || st->stamp_final))
+        vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, st->queries, st->stamps++);
     /* Make device writes visible to host reads of mapped memory after the fence. */
     full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
     VkResult r = vkEndCommandBuffer(s->cb);
@@ -259,12 +273,16 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
         return;
     }
     s->state = 2;
+    st->submits++;
 }
 
 void lm_stream_op_done(lua_State *L, lm_context *ctx) {
     lm_stream *st = &ctx->stream;
     (void)L;
-    if (st->cur >= 0 && ++st->slot[st->cur].ops >= LM_BATCH_OPS) lm_stream_submit(NULL, ctx);
+    if (st->cur < 0) return;
+    VkDeviceSize live = ctx->mem.in_use - st->deferred_bytes;
+    if (++st->slot[st->cur].ops >= LM_BATCH_OPS || (st->held > LM_HELD_MIN && st->held > live))
+        lm_stream_submit(NULL, ctx);
 }
 
 static void wait_upto(lm_context *ctx, uint64_t serial) {
@@ -342,6 +360,8 @@ void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial) {
         st->deferred = d;
         st->cap = cap;
     }
+    st->deferred_bytes += c->size;
+    if (st->cur >= 0 && serial == st->slot[st->cur].serial) st->held += c->size;
     st->deferred[st->ndeferred].chunk = c;
     st->deferred[st->ndeferred].serial = serial;
     st->ndeferred++;

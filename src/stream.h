@@ -18,8 +18,10 @@
 
 #define LM_RING 8
 #define LM_BATCH_OPS 256
-#define LM_TIMESTAMPS 2
+/* lumus.gpu_time stamps the start and end of every batch it times (pairs of queries). */
+#define LM_TIMESTAMPS 128
 #define LM_MAX_WAITS 16
+#define LM_HELD_MIN ((VkDeviceSize)64 << 20)
 
 typedef struct lm_slot {
     VkCommandBuffer cb;
@@ -55,6 +57,11 @@ typedef struct lm_stream {
     uint64_t ext_read_epoch, ext_write_epoch, ext_serial;
     struct { VkSemaphore semaphore; uint64_t value; } waits[LM_MAX_WAITS];
     int nwaits;                 /* host semaphores the next submit waits for */
+    uint64_t submits;           /* batches submitted so far (lumus._stream_stats) */
+    uint32_t stamps;            /* timestamp queries written by the gpu_time in progress */
+    int stamp_final;            /* gpu_time's last submit: close the last pair */
+    VkDeviceSize held;          /* bytes freed while this batch records, back once it runs */
+    VkDeviceSize deferred_bytes; /* bytes of all deferred frees (counted in mem.in_use) */
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
@@ -69,7 +76,10 @@ void lm_stream_read(lm_context *ctx, lm_storage *s);
 void lm_stream_write(lm_context *ctx, lm_storage *s);
 void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb);
 
-/* Ends an op: counts it and submits the batch once it is large. */
+/* Ends an op: counts it and submits the batch once it holds LM_BATCH_OPS ops, or once
+ * the memory freed while it records (which comes back only when it has run) exceeds
+ * what is live (at least LM_HELD_MIN), so a loop that never reads does not grow the pool
+ * without bound. */
 void lm_stream_op_done(lua_State *L, lm_context *ctx);
 
 void lm_stream_submit(lua_State *L, lm_context *ctx);

@@ -403,13 +403,26 @@ static int m_reshape(lua_State *L) {
     return 1;
 }
 
-static int m_free(lua_State *L) {
+/* __gc: the collector found the tensor. */
+static int m_collect(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
     if (!t) luaL_typeerror(L, 1, "tensor");
     if (t->storage) {
         lm_storage *s = t->storage;
         t->storage = NULL;
         lm_storage_unref(s);
+    }
+    return 0;
+}
+
+/* t:free() and __close: the script released it. */
+static int m_free(lua_State *L) {
+    lm_tensor *t = to_tensor(L, 1);
+    if (!t) luaL_typeerror(L, 1, "tensor");
+    if (t->storage) {
+        lm_storage *s = t->storage;
+        t->storage = NULL;
+        lm_storage_release(s);
     }
     return 0;
 }
@@ -451,7 +464,7 @@ void lm_tensor_register(lua_State *L) {
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__index");
     lua_setfield(L, -2, "methods");   /* metatable.methods, for init.lua to extend */
-    lua_pushcfunction(L, m_free);
+    lua_pushcfunction(L, m_collect);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, m_free);
     lua_setfield(L, -2, "__close");

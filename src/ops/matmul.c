@@ -14,15 +14,19 @@ typedef struct mm_tile { uint32_t bm, bn, bk, tm, tn; } mm_tile;
 
 static const mm_tile TILES[] = {
     { 128, 128, 8, 8, 8 },   /* 256 threads */
+    { 128, 64, 8, 8, 8 },    /* 128 threads */
     { 64, 64, 8, 8, 8 },     /* 64 threads */
     { 32, 32, 8, 4, 4 },     /* 64 threads; fits every Vulkan device (4.6 KB shared) */
 };
-#define MM_NTILES 3
+#define MM_NTILES 4
 /* Relative cost per output element of each tile when the device is full (LARGE = 1).
- * CPU: lavapipe at 512^3 ran 12.5, 8.8 and 3.7 GFLOP/s; GPU: estimates (fewer FMAs per
- * shared read, fewer threads to hide latency). */
-static const double TILE_COST_GPU[MM_NTILES] = { 1.0, 1.1, 1.5 };
-static const double TILE_COST_CPU[MM_NTILES] = { 1.0, 1.4, 3.0 };
+ * CPU: lavapipe at 512^3 ran 12.5, (128x64: see below) 8.8 and 3.7 GFLOP/s.
+ * GPU: the H200 sweep (bench/matmul.lua) ran 128x64 at 104% (4096^3) and 105% (8192 x
+ * 768 x 3072) of 128x128's rate, and linear at 106% and 111%, so it is the cheaper tile
+ * once the device is full; the smaller ones are estimates (fewer FMAs per shared read,
+ * fewer threads to hide latency). */
+static const double TILE_COST_GPU[MM_NTILES] = { 1.0, 0.95, 1.1, 1.5 };
+static const double TILE_COST_CPU[MM_NTILES] = { 1.0, 1.2, 1.4, 3.0 };
 /* Cores a GPU runs workgroups on, for the choice below (an H200 has 132 SMs; Vulkan does
  * not say, so a round number of that order). */
 #define MM_GPU_CORES 128
@@ -91,7 +95,7 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     struct {
         uint64_t a, b, bias, c;
         uint64_t stride_a, stride_b, stride_c;
-        uint32_t m, n, k, tiles_m, tiles_n, groups_x, batch, group_m;
+        uint32_t m, n, k, tiles_m, tiles_n, groups_x, batch, group_m, k_rotate;
     } pc = {
         .a = lm_tensor_address(g->a), .b = lm_tensor_address(g->b),
         .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
@@ -99,6 +103,10 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
         .m = g->m, .n = g->n, .k = g->k,
         .tiles_m = (g->m + t.bm - 1) / t.bm, .tiles_n = (g->n + t.bn - 1) / t.bn,
         .batch = g->batch, .group_m = MM_GROUP_M,
+        /* K-order rotation (see the shader) spreads L2 requests on GPUs; CPU caches do
+         * not care. */
+        .k_rotate = ctx->mm_rotate == 1 ||
+                    (ctx->mm_rotate == 0 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU),
     };
     uint64_t groups = (uint64_t)pc.tiles_m * pc.tiles_n * g->batch;
     if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
@@ -245,6 +253,11 @@ int lm_op_matmul_config(lua_State *L) {
     luaL_argcheck(L, k >= 1, 3, "K must be positive");
     lm_context *ctx = lm_context_get(L);
     if (lua_istable(L, 4)) {
+        /* rotate = true/false forces the K-order rotation; absent restores automatic. */
+        lua_getfield(L, 4, "rotate");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) luaL_argerror(L, 4, "rotate must be a boolean");
+        ctx->mm_rotate = lua_isnil(L, -1) ? 0 : lua_toboolean(L, -1) ? 1 : 2;
+        lua_pop(L, 1);
         static const char *keys[5] = { "bm", "bn", "bk", "tm", "tn" };
         uint32_t v[5];
         int given = 0;
@@ -267,7 +280,7 @@ int lm_op_matmul_config(lua_State *L) {
         }
     }
     mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
-    lua_createtable(L, 0, 9);
+    lua_createtable(L, 0, 10);
     lua_pushinteger(L, t.bm); lua_setfield(L, -2, "bm");
     lua_pushinteger(L, t.bn); lua_setfield(L, -2, "bn");
     lua_pushinteger(L, t.bk); lua_setfield(L, -2, "bk");
@@ -276,6 +289,9 @@ int lm_op_matmul_config(lua_State *L) {
     lua_pushinteger(L, tile_threads(&t)); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, tile_shared_bytes(&t)); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, k % 4 == 0 && n % 4 == 0); lua_setfield(L, -2, "vec4");
+    lua_pushboolean(L, ctx->mm_rotate == 1 ||
+                    (ctx->mm_rotate == 0 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU));
+    lua_setfield(L, -2, "rotate");
     lua_pushinteger(L, (lua_Integer)(((uint64_t)m + t.bm - 1) / t.bm * (((uint64_t)n + t.bn - 1) / t.bn)));
     lua_setfield(L, -2, "workgroups");
     return 1;
