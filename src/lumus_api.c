@@ -48,20 +48,27 @@ typedef struct wrap_args {
 
 #define LM_WRAP_MAX_SIZE ((int64_t)1 << 40)
 
+/* The element count of a C caller's shape; raises naming `fn` when it is not 1 to
+ * LM_MAX_DIMS positive sizes with at most 2^40 elements in all. */
+static int64_t checked_numel(lua_State *L, const char *fn, int ndim, const int64_t *shape) {
+    if (ndim < 1 || ndim > LM_MAX_DIMS || !shape)
+        luaL_error(L, "%s: a shape of 1 to %d sizes is needed, got %d", fn, LM_MAX_DIMS, ndim);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        int64_t v = shape[i];
+        if (v <= 0 || v > LM_WRAP_MAX_SIZE || numel > LM_WRAP_MAX_SIZE / v)
+            luaL_error(L, "%s: size %d of the shape must be positive (and the element count at "
+                          "most 2^40), got %I", fn, i + 1, (LUAI_UACINT)v);
+        numel *= v;
+    }
+    return numel;
+}
+
 static int do_push_buffer(lua_State *L) {
     const wrap_args *a = arg_of(L);
     const lumus_buffer *b = a->buf;
     if (!b || !b->buffer) return luaL_error(L, "lumus_push_buffer: no buffer given");
-    if (a->ndim < 1 || a->ndim > LM_MAX_DIMS || !a->shape)
-        return luaL_error(L, "lumus_push_buffer: a shape of 1 to %d sizes is needed, got %d", LM_MAX_DIMS, a->ndim);
-    int64_t numel = 1;
-    for (int i = 0; i < a->ndim; i++) {
-        int64_t v = a->shape[i];
-        if (v <= 0 || v > LM_WRAP_MAX_SIZE || numel > LM_WRAP_MAX_SIZE / v)
-            return luaL_error(L, "lumus_push_buffer: size %d of the shape must be positive (and the "
-                                 "element count at most 2^40), got %I", i + 1, (LUAI_UACINT)v);
-        numel *= v;
-    }
+    int64_t numel = checked_numel(L, "lumus_push_buffer", a->ndim, a->shape);
     VkDeviceSize bytes = (VkDeviceSize)numel * 4u;
     if (b->size < bytes)
         return luaL_error(L, "lumus_push_buffer: the shape needs %I bytes, the buffer range has %I",
@@ -94,16 +101,7 @@ typedef struct new_args { int ndim; const int64_t *shape; } new_args;
 
 static int do_push_tensor(lua_State *L) {
     const new_args *a = arg_of(L);
-    if (a->ndim < 1 || a->ndim > LM_MAX_DIMS || !a->shape)
-        return luaL_error(L, "lumus_push_tensor: a shape of 1 to %d sizes is needed, got %d", LM_MAX_DIMS, a->ndim);
-    int64_t numel = 1;
-    for (int i = 0; i < a->ndim; i++) {
-        int64_t v = a->shape[i];
-        if (v <= 0 || v > LM_WRAP_MAX_SIZE || numel > LM_WRAP_MAX_SIZE / v)
-            return luaL_error(L, "lumus_push_tensor: size %d of the shape must be positive (and the "
-                                 "element count at most 2^40), got %I", i + 1, (LUAI_UACINT)v);
-        numel *= v;
-    }
+    checked_numel(L, "lumus_push_tensor", a->ndim, a->shape);
     lm_context *ctx = lm_context_get(L);
     ensure_core(L);
     lm_push_tensor(L, ctx, a->ndim, a->shape);
