@@ -38,6 +38,11 @@ static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
 }
 static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) { return (VkDeviceSize)t->numel * 4u; }
 
+/* The running C function's name for an error message: as called ("zeros"), else its
+ * name in a loaded module ("lumus.zeros", when called through pcall). For error paths
+ * only: it may leave that name on the stack. */
+const char *lm_fname(lua_State *L);
+
 /* "2x3" */
 void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len);
 
