@@ -184,6 +184,9 @@ static int fill_new(lua_State *L, float v) {
 static int l_zeros(lua_State *L) { return fill_new(L, 0.0f); }
 static int l_ones(lua_State *L) { return fill_new(L, 1.0f); }
 static int l_full(lua_State *L) {
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    check_shape(L, 1, shape, &ndim, 0);   /* a missing shape is named before the value */
     lua_Number v = luaL_checknumber(L, 2);
     return fill_new(L, (float)v);
 }
