@@ -198,17 +198,18 @@ static int contains_ci(const char *hay, const char *needle) {
 static void context_destroy(lm_context *ctx) {
     if (ctx->device) {
         lm_stream_destroy(ctx);
-        if (ctx->stream.abandoned) { free(ctx); return; }   /* see lm_stream_destroy */
-        lm_pipelines_destroy(ctx);
-        lm_memory_destroy(ctx);
-        if (ctx->owns_device) vkDestroyDevice(ctx->device, NULL);
+        if (!ctx->stream.abandoned) {   /* else left to the driver: see lm_stream_destroy */
+            lm_pipelines_destroy(ctx);
+            lm_memory_destroy(ctx);
+            if (ctx->owns_device) vkDestroyDevice(ctx->device, NULL);
+        }
     }
     if (ctx->messenger) {
         PFN_vkDestroyDebugUtilsMessengerEXT destroy =
             (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
         if (destroy) destroy(ctx->instance, ctx->messenger, NULL);
     }
-    if (ctx->instance && ctx->owns_device) vkDestroyInstance(ctx->instance, NULL);
+    if (ctx->instance && ctx->owns_device && !ctx->stream.abandoned) vkDestroyInstance(ctx->instance, NULL);
     pthread_mutex_destroy(&ctx->own_queue_mutex);
     free(ctx);
 }
