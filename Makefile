@@ -111,7 +111,7 @@ ASAN_MODULE  := $(ASAN_BUILD)/lumus/core.so
 ASAN_CFLAGS  := -O1 -g -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer \
                 -fno-sanitize-recover=undefined
 ASAN_OBJ     := $(patsubst src/%.c,$(ASAN_BUILD)/obj/%.o,$(SRC))
-SANITIZE_FUZZ_CALLS ?= 20000
+SANITIZE_FUZZ_CALLS ?= 50000
 # core.so is preloaded too so that it stays mapped (Lua unloads it at lua_close) and the
 # leak report at exit can name its functions.
 SANITIZE_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_MODULE)" \

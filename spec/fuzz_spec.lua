@@ -77,10 +77,12 @@ local function numel_of(shape)
   return n
 end
 
+local alloc   -- the fuzzer's own allocations (below)
+
 local function new_group(shape, sentinel)
   local n = numel_of(shape)
   local bytes = random_bytes_f32(n)
-  local base = lumus.from_bytes(bytes, shape)
+  local base = alloc(lumus.from_bytes, bytes, shape)
   local grp = { base = base, handles = { base }, bytes = bytes, sentinel = sentinel, dirty = false }
   if not sentinel then
     for _, alt in ipairs { { n }, { 1, n }, { n, 1 } } do
@@ -103,8 +105,19 @@ local function refill(i)
   register(groups[i])
 end
 
-local function add_junk(v)
-  if getmetatable(v) == getmetatable(groups[1].base) then junk[int(JUNK_MAX)] = v end
+local function add_junk(v)   -- small ones only, so the junk never fills the memory cap
+  if getmetatable(v) == getmetatable(groups[1].base) and (v:is_freed() or v:numel() <= 4096) then
+    junk[int(JUNK_MAX)] = v
+  end
+end
+
+-- The fuzzer's own allocations: if the cap is full, drop the junk and try again.
+function alloc(f, ...)
+  local ok, t = pcall(f, ...)
+  if ok then return t end
+  junk = {}
+  collectgarbage("collect"); collectgarbage("collect"); lumus.synchronize()
+  return f(...)
 end
 
 ---------------------------------------------------------------------------------------
@@ -127,7 +140,7 @@ local function random_tensor(dirty, for_write)
   elseif r < 0.95 and #junk > 0 then
     t = junk[int(#junk)]
   else
-    t = lumus.ones(pick(SHAPES)); t:free()   -- a freed tensor
+    t = alloc(lumus.ones, pick(SHAPES)); t:free()   -- a freed tensor
   end
   if t ~= nil and for_write then dirty[#dirty + 1] = t end
   return t
@@ -359,8 +372,12 @@ local function check_groups(where)
           if not live then fail(where .. ": a sentinel tensor was freed") end
         end
       else
-        local got = live:to_bytes()
-        if got ~= grp.bytes then
+        -- (a finalizer of the fuzzer's may free this handle during the read itself)
+        local read_ok, got = pcall(live.to_bytes, live)
+        if not read_ok then
+          if not tostring(got):find("tensor has been freed", 1, true) then fail(where .. ": " .. tostring(got)) end
+          if list == groups then refill(i) end
+        elseif got ~= grp.bytes then
           fail(("%s: %s tensor %s changed"):format(where, grp.sentinel and "sentinel" or "unwritten",
                                                      live:describe()))
           if list == groups then refill(i) else grp.bytes = got end
@@ -394,8 +411,8 @@ describe("fuzzing every public function and method", function()
     collectgarbage("collect"); collectgarbage("collect"); lumus.synchronize()
     local start = lumus.memory().in_use
     local saved_limit = lumus.memory().limit
-    -- no call may allocate much: a cap 8 MiB above what is in use
-    lumus.set_memory_limit(start + 8 * 2 ^ 20)
+    -- no call may allocate much: a cap 32 MiB above what is in use
+    lumus.set_memory_limit(start + 32 * 2 ^ 20)
 
     for i = 1, #SHAPES do
       refill(i)
@@ -459,7 +476,8 @@ describe("fuzzing every public function and method", function()
         ok_calls = ok_calls + 1
         for r = 2, res.n do add_junk(res[r]) end
         if chance(0.05) and getmetatable(res[2]) == getmetatable(groups[1].base) and not res[2]:is_freed() then
-          check_result(entry, args, res[2], where)
+          local ok2, e2 = pcall(check_result, entry, args, res[2], where)
+          if not ok2 and not tostring(e2):find("tensor has been freed", 1, true) then fail(where .. ": " .. tostring(e2)) end
         end
       else
         err_calls = err_calls + 1
