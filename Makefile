@@ -20,6 +20,10 @@ PREFIX     ?= /usr/local
 INST_LIBDIR ?= $(PREFIX)/lib/lua/5.4
 INST_LUADIR ?= $(PREFIX)/share/lua/5.4
 INST_INCDIR ?= $(PREFIX)/include
+INST_STATICDIR ?= $(PREFIX)/lib
+# Hosts (examples/host, tests/) link Lua itself.
+LUA_LIB    ?= -llua5.4
+AR         ?= ar
 
 SHELL   := /bin/bash
 BUILD   := build
@@ -36,11 +40,25 @@ HDR := $(wildcard src/*.h src/ops/*.h)
 
 # Each SPIR-V variant: name, source, defines.
 SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 \
-           layer_norm_subgroup_vec1 layer_norm_stream_vec4 layer_norm_stream_vec1 copy fill
+           layer_norm_subgroup_vec1 layer_norm_stream_vec4 layer_norm_stream_vec1 \
+           layer_norm_split_vec4 layer_norm_split_vec1 \
+           layer_norm_row_vec4 layer_norm_row_vec1 copy fill
+SHADERS += matmul
+SHADERS += elementwise_vec4 elementwise_vec1 softmax_vec4 softmax_vec1 sum_vec4 sum_vec1
 SHADER_INC := $(SHADERS:%=$(SPV_DIR)/%.inc)
 GLSL_FLAGS := --target-env=vulkan1.2 -O -Ishaders
 
-.PHONY: all deps test example examples install uninstall clean check-shaders valgrind sanitize fuzz
+# The static library for hosts (lumus.h): the module's objects plus the Lua files.
+STATIC_LIB := $(BUILD)/liblumus.a
+LUA_FILES  := $(sort $(wildcard lua/lumus/*.lua lua/lumus/*/*.lua))
+EMBED_INC  := $(BUILD)/embed/lua_modules.inc
+PRELOAD_O  := $(BUILD)/obj/embed/preload.o
+HOST_FLAGS := -O2 $(WARN) -I$(LUA_INCDIR) -Isrc
+HOST_LIBS  := $(LUA_LIB) $(LIBS) -lpthread
+HOST_BINS  := $(BUILD)/examples/host_static $(BUILD)/examples/host_require
+CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap
+
+.PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan sanitize fuzz
 
 all: $(MODULE)
 
@@ -69,6 +87,18 @@ $(SPV_DIR)/layer_norm_%.inc: shaders/layer_norm.comp shaders/common.glsl | $(BUI
 	$(GLSLC) $(GLSL_FLAGS) -DMODE_$(shell echo $* | sed 's/_vec.*//' | tr a-z A-Z) \
 	  -DVEC=$(shell echo $* | sed 's/.*_vec//') -mfmt=num $< -o $@
 
+# shaders/NAME.comp built as NAME_vec4 (vec4 loads) and NAME_vec1 (any size): -DVEC=4 or 1.
+define glsl_vec
+	@mkdir -p $(SPV_DIR)
+	$(GLSLC) $(GLSL_FLAGS) -DVEC=$(1) $< -o $(basename $@).spv
+	$(SPIRV_VAL) --target-env vulkan1.2 $(basename $@).spv
+	$(GLSLC) $(GLSL_FLAGS) -DVEC=$(1) -mfmt=num $< -o $@
+endef
+$(SPV_DIR)/%_vec4.inc: shaders/%.comp $(wildcard shaders/*.glsl) | $(BUILD)/.deps
+	$(call glsl_vec,4)
+$(SPV_DIR)/%_vec1.inc: shaders/%.comp $(wildcard shaders/*.glsl) | $(BUILD)/.deps
+	$(call glsl_vec,1)
+
 $(SPV_DIR)/%.inc: shaders/%.comp shaders/common.glsl | $(BUILD)/.deps
 	@mkdir -p $(SPV_DIR)
 	$(GLSLC) $(GLSL_FLAGS) $< -o $(SPV_DIR)/$*.spv
@@ -85,12 +115,57 @@ $(MODULE): $(OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAG) $(CFLAGS) -o $@ $(OBJ) $(LIBS)
 
+$(EMBED_INC): $(LUA_FILES) src/embed/embed_lua.lua | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(LUA) src/embed/embed_lua.lua $@ $(LUA_FILES)
+
+$(PRELOAD_O): src/embed/preload.c src/lumus.h $(EMBED_INC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(BUILD)/embed -c $< -o $@
+
+$(STATIC_LIB): $(OBJ) $(PRELOAD_O)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# Host programs: the example host (linked with liblumus.a, or loading the module with
+# plain require) and the C tests of the embedding API (run by spec/host_spec.lua).
+$(BUILD)/examples/host_static: examples/host/host.c $(STATIC_LIB) src/lumus.h
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_FLAGS) -DLUMUS_STATIC $< -o $@ $(STATIC_LIB) $(HOST_LIBS)
+
+$(BUILD)/examples/host_require: examples/host/host.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_FLAGS) $< -o $@ $(LUA_LIB) -lm
+
+$(BUILD)/tests/%: tests/%.c tests/vk_host.c tests/vk_host.h $(STATIC_LIB) src/lumus.h
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_FLAGS) -Itests $< tests/vk_host.c -o $@ $(STATIC_LIB) $(HOST_LIBS)
+
+examples: $(MODULE) $(STATIC_LIB) $(HOST_BINS) $(CTEST_BINS)
+
+# The C tests alone (spec/host_spec.lua runs them too, under make test).
+ctest: examples
+	$(BUILD)/tests/wrap
+	$(BUILD)/tests/threads
+
+# The threads test under ThreadSanitizer, lumus's sources instrumented (tests/tsan.supp
+# says what is suppressed and why); with and without the validation layer.
+TSAN_BIN := $(BUILD)/tsan/threads
+$(TSAN_BIN): $(SRC) $(HDR) src/embed/preload.c tests/threads.c tests/vk_host.c tests/vk_host.h $(EMBED_INC) $(SHADER_INC)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -O1 -fsanitize=thread -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -I$(BUILD)/embed -Itests \
+	  $(SRC) src/embed/preload.c tests/threads.c tests/vk_host.c -o $@ $(HOST_LIBS)
+
+tsan: $(TSAN_BIN)
+	TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" $(TSAN_BIN)
+	TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" LUMUS_VALIDATION=1 $(TSAN_BIN)
+
 # The README's run command: the main example on the default device.
 example: $(MODULE)
 	LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$(BUILD)/?.so;;" $(LUA) examples/layer_norm.lua
 
 # The README's test command. Ends with a plain count line that CI reads.
-test: $(MODULE)
+test: $(MODULE) examples
 	@set -o pipefail; $(BUSTED) --lua=$(LUA) -o TAP 2>&1 | tee $(BUILD)/test.tap; status=$$?; \
 	  ok=$$(grep -c '^ok ' $(BUILD)/test.tap); bad=$$(grep -c '^not ok ' $(BUILD)/test.tap); \
 	  echo "busted: $$ok passed, $$bad failed"; exit $$status
@@ -174,13 +249,15 @@ fuzz: $(FUZZ_BIN) $(MODULE)
 	  -print_final_stats=1 $(FUZZ_BUILD)/corpus fuzz/corpus
 	$(BUSTED) --lua=$(LUA) spec/fuzz_spec.lua
 
-install: $(MODULE)
-	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus
+install: $(MODULE) $(STATIC_LIB)
+	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus $(INST_INCDIR) $(INST_STATICDIR)
 	cp $(MODULE) $(INST_LIBDIR)/lumus/core.so
 	cp lua/lumus/*.lua $(INST_LUADIR)/lumus/
+	cp src/lumus.h $(INST_INCDIR)/lumus.h
+	cp $(STATIC_LIB) $(INST_STATICDIR)/liblumus.a
 
 uninstall:
-	rm -rf $(INST_LIBDIR)/lumus/core.so $(INST_LUADIR)/lumus
+	rm -rf $(INST_LIBDIR)/lumus/core.so $(INST_LUADIR)/lumus $(INST_INCDIR)/lumus.h $(INST_STATICDIR)/liblumus.a
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR) $(BUILD)/embed $(STATIC_LIB) $(BUILD)/examples $(BUILD)/tests $(BUILD)/tsan $(ASAN_BUILD) $(FUZZ_BUILD)

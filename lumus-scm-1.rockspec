@@ -33,6 +33,9 @@ build = {
    install_variables = {
       INST_LIBDIR = "$(LIBDIR)",
       INST_LUADIR = "$(LUADIR)",
+      -- lumus.h and liblumus.a for hosts go into the rock's own directory (luarocks show
+      -- --rock-dir lumus): luarocks would deploy files in $(LIBDIR) as Lua modules.
       INST_INCDIR = "$(PREFIX)/include",
+      INST_STATICDIR = "$(PREFIX)/static",
    },
 }

@@ -106,6 +106,28 @@ function M.min(t)
 end
 
 ---------------------------------------------------------------------------------------
+-- Device timing
+---------------------------------------------------------------------------------------
+
+-- Median device seconds of fn over n lumus.gpu_time calls (and the samples), after `warm`
+-- untimed calls and at least WARM_SECONDS of back-to-back calls. (On the H200, phases
+-- were seen in which the large shapes ran at ~40% speed, copy included; an idle GPU's
+-- clocks were suspected, but a test idling 0.5-2 s first did not reproduce them, so the
+-- cause is unknown: bench/layer_norm.lua alternates rounds and keeps the best.)
+M.WARM_SECONDS = 0.25
+function M.device_time(lumus, fn, n, warm)
+  for _ = 1, warm or 0 do fn() end
+  local t0 = lumus.clock()
+  repeat
+    for _ = 1, 10 do fn() end
+    lumus.synchronize()
+  until lumus.clock() - t0 >= M.WARM_SECONDS
+  local ts = {}
+  for i = 1, n do ts[i] = lumus.gpu_time(fn) end
+  return M.median(ts), ts
+end
+
+---------------------------------------------------------------------------------------
 -- Command line
 ---------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@
 --       [--baseline torch.csv] [--baseline-small torch_small.csv]
 --       [--check-rows N] [--preset h200|lavapipe|small | --lavapipe | --small]
 --       [--latency-reps N] [--ref-shape 1024x768] [--ref-reps N] [--skip-latency]
---       [--skip-ref] [--seed N]
+--       [--skip-ref] [--seed N] [--rounds N]
 --
 -- Presets (explicit options override them): h200 is the default on a GPU, lavapipe on a
 -- CPU device (smaller shapes, fewer iterations), small a seconds-long smoke run.
@@ -34,12 +34,12 @@ usage: lua5.4 bench/layer_norm.lua [--shapes RxD,...] [--iters N] [--warmup N]
   [--csv FILE] [--svg FILE] [--small-csv FILE] [--baseline torch.csv]
   [--baseline-small torch_small.csv] [--check-rows N] [--preset h200|lavapipe|small]
   [--lavapipe] [--small] [--latency-reps N] [--ref-shape RxD] [--ref-reps N]
-  [--skip-latency] [--skip-ref] [--vs-reference] [--seed N]]==]
+  [--skip-latency] [--skip-ref] [--vs-reference] [--seed N] [--rounds N]]==]
 
 local known = {}
 for name in ([[shapes iters warmup csv svg small-csv baseline baseline-small check-rows
   preset lavapipe small latency-reps small-iters ref-shape ref-reps skip-latency skip-ref
-  vs-reference seed]]):gmatch("%S+") do known[name] = true end
+  vs-reference seed rounds]]):gmatch("%S+") do known[name] = true end
 local flags = { lavapipe = true, small = true, ["skip-latency"] = true, ["skip-ref"] = true,
                 ["vs-reference"] = true }
 local opt = common.parse_args(arg, known, flags, USAGE)
@@ -56,15 +56,15 @@ local dev_line, dev = common.device_line(lumus)
 local PRESETS = {
   h200 = {
     shapes = "8192x768,8192x1024,4096x4096,2048x8192,32768x1024,65536x768,16384x4096,4096x65536",
-    iters = 100, warmup = 10, latency_reps = 2000, ref_reps = 3,
+    iters = 100, warmup = 10, latency_reps = 2000, ref_reps = 3, rounds = 3,
   },
   lavapipe = {
     shapes = "64x768,1024x768,4096x768,256x4096,1024x4096,16x65536",
-    iters = 5, warmup = 2, latency_reps = 200, ref_reps = 3,
+    iters = 5, warmup = 2, latency_reps = 200, ref_reps = 3, rounds = 1,
   },
   small = {
     shapes = "64x768,1024x768",
-    iters = 3, warmup = 1, latency_reps = 20, ref_reps = 1,
+    iters = 3, warmup = 1, latency_reps = 20, ref_reps = 1, rounds = 1,
   },
 }
 local preset_name = opt.preset
@@ -79,6 +79,7 @@ local warmup = common.int_opt(opt.warmup, preset.warmup)
 local check_rows = common.int_opt(opt.check_rows, 4)
 local latency_reps = common.int_opt(opt.latency_reps or opt.small_iters, preset.latency_reps)
 local ref_reps = common.int_opt(opt.ref_reps, preset.ref_reps)
+local rounds = common.int_opt(opt.rounds, preset.rounds)
 local seed = common.int_opt(opt.seed, 20261202)
 local EPS = 1e-5
 
@@ -118,22 +119,7 @@ local baseline_small = read_keyed(opt.baseline_small)
 -- Measurement helpers
 ---------------------------------------------------------------------------------------
 
--- Median device seconds of fn over n gpu_time calls, after `warm` untimed calls and at
--- least WARM_SECONDS of back-to-back calls: a GPU left idle while the host builds the
--- next shape's data drops its clocks, and a few warm-up calls do not bring them back
--- (on the H200 that halved the large shapes' numbers, copy included).
-local WARM_SECONDS = 0.25
-local function device_time(fn, n, warm)
-  for _ = 1, warm or 0 do fn() end
-  local t0 = lumus.clock()
-  repeat
-    for _ = 1, 10 do fn() end
-    lumus.synchronize()
-  until lumus.clock() - t0 >= WARM_SECONDS
-  local ts = {}
-  for i = 1, n do ts[i] = lumus.gpu_time(fn) end
-  return median(ts), ts
-end
+local function device_time(fn, n, warm) return common.device_time(lumus, fn, n, warm) end
 
 -- Error measures of `got` against `want` (flat lists): max |got - want|.
 local function max_abs_err(got, want)
@@ -179,12 +165,29 @@ local function bench_shape(R, D)
   local y <close> = lumus.empty({ R, D })
   local m <close> = lumus.empty({ R })
   local r <close> = lumus.empty({ R })
+  local c <close> = lumus.empty({ R, D })   -- the copy's destination
   local opts = { out = y, mean = m, invstd = r }
 
+  -- LayerNorm and the ceiling (a copy of x into a tensor of the same size) in
+  -- alternating rounds; each keeps its best round's median. On the H200 whole phases of
+  -- a run were seen at ~40% speed, copy included; a phase that slows one round alone
+  -- then cannot skew the ratio.
   local function ln() lumus.layer_norm_forward(x, w, b, EPS, opts) end
-  local t_ln = device_time(ln, iters, warmup)
+  local function cp() lumus.copy(x, { out = c }) end
+  local t_ln, t_cp = math.huge, math.huge
+  res.rounds_ln, res.rounds_cp = {}, {}
+  for round = 1, rounds do
+    local a = device_time(ln, iters, warmup)
+    local b2 = device_time(cp, iters, warmup)
+    res.rounds_ln[round], res.rounds_cp[round] = a, b2
+    t_ln, t_cp = math.min(t_ln, a), math.min(t_cp, b2)
+  end
   res.lumus_us = t_ln * 1e6
   res.lumus_gbs = 4 * (2 * R * D + 2 * D + 2 * R) / t_ln / 1e9
+  res.copy_us = t_cp * 1e6
+  res.copy_gbs = 2 * 4 * R * D / t_cp / 1e9
+  res.pct_of_copy = 100 * res.lumus_gbs / res.copy_gbs
+  ln()   -- the checked outputs come from a plain call after the timed ones
 
   -- Correctness of the last call's outputs on sample rows.
   if ref and check_rows > 0 then
@@ -203,14 +206,6 @@ local function bench_shape(R, D)
     end
     res.max_err, res.mean_err, res.invstd_rel_err = e_y, e_m, e_r
   end
-  m:free(); r:free(); y:free()   -- make room for the copy's destination
-
-  -- The ceiling: copy x into a tensor of the same size, in the same run.
-  local c <close> = lumus.empty({ R, D })
-  local t_cp = device_time(function() lumus.copy(x, { out = c }) end, iters, warmup)
-  res.copy_us = t_cp * 1e6
-  res.copy_gbs = 2 * 4 * R * D / t_cp / 1e9
-  res.pct_of_copy = 100 * res.lumus_gbs / res.copy_gbs
 
   local bl = baseline[res.shape]
   if bl then
@@ -226,8 +221,9 @@ end
 
 local date = os.date("!%Y-%m-%d %H:%M UTC")
 print(("# lumus layer_norm_forward, float32 — %s"):format(dev_line))
-print(("%s; preset %s; median of %d device-time samples (lumus.gpu_time) after %d warm-up calls; "
-  .. "host clock: %s"):format(date, preset_name, iters, warmup, clock_name))
+print(("%s; preset %s; median of %d device-time samples (lumus.gpu_time) after %d warm-up calls "
+  .. "and %.2f s of back-to-back calls, best of %d rounds alternating LayerNorm and copy; "
+  .. "host clock: %s"):format(date, preset_name, iters, warmup, common.WARM_SECONDS, rounds, clock_name))
 print("GB/s counts x read + y written + weight/bias read + mean/invstd written; "
   .. "copy = lumus.copy of x (2 x bytes of x moved), same run.")
 print()

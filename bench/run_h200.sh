@@ -8,9 +8,12 @@
 #   run.log                     everything below, with nvidia-smi and timings per step
 #   torch.md / torch.csv / torch_small.csv      bench/torch_layer_norm.py (PyTorch baseline)
 #   layer_norm.md / .csv / .svg / layer_norm_small.csv   bench/layer_norm.lua
+#   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy)
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
+#   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   summary.md                  the Markdown of all steps, in order
-# Each step has a time limit (about 8 minutes in all; a normal run takes 2-3); a step that
+# ONLY="torch_matmul matmul" runs just the steps named.
+# Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
 # any failed.
 set -u -o pipefail
@@ -55,6 +58,7 @@ failed=()
 step() {
   local name=$1 limit=$2
   shift 2
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
   echo | tee -a "$log"
   echo "== $name (limit ${limit}s): $*" | tee -a "$log"
   local t0=$SECONDS rc=0
@@ -72,13 +76,19 @@ baseline=()
 step layer_norm 200 lua5.4 bench/layer_norm.lua --iters 100 --warmup 10 ${baseline[@]+"${baseline[@]}"} \
   --csv "$out/layer_norm.csv" --svg "$out/layer_norm.svg" --small-csv "$out/layer_norm_small.csv"
 
+step elementwise 120 lua5.4 bench/elementwise.lua --csv "$out/elementwise.csv"
 step async 45 lua5.4 bench/async.lua
 step transfer 60 lua5.4 bench/transfer.lua
+
+step torch_matmul 90 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv"
+mm_baseline=()
+[ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
+step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm async transfer; do
+  for name in torch layer_norm elementwise async transfer torch_matmul matmul; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

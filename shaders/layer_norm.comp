@@ -12,6 +12,18 @@
 //   MODE_STREAM:    one workgroup per row, row too long for registers: ITEMS vectors per
 //                   thread stay in registers, the rest is read again in each of the three
 //                   passes (sum, deviations, write); the same exact statistics.
+//   MODE_ROW:       one invocation per row, three passes over it (sum, deviations,
+//                   write) from the cache: no barriers and no subgroup operations, which
+//                   a CPU device (lavapipe) pays dearly for; wrong for a GPU, whose
+//                   lanes would then read far-apart addresses.
+//   MODE_SPLIT:     PARTS workgroups per row, each holding a slice in registers, so rows
+//                   too long for one workgroup's registers are still read only once. Each
+//                   part publishes its slice's (shift, mean offset, M2) to a scratch
+//                   record; the parts combine them (Chan's pairwise update: sums of
+//                   non-negative terms, no cancellation). Workgroups take row slots from
+//                   a ticket counter in start order, so a part only waits for partners
+//                   that have already started or start next; if a partner still does not
+//                   arrive within a bounded spin, the part reads the whole row itself.
 // Rows past maxComputeWorkGroupCount[0] arrive on a 2-D grid (groups_x wide).
 // Reading all of a row before writing it makes out == x (in place) safe in every mode.
 //
@@ -27,8 +39,10 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
-layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (MODE_SUBGROUP)
+layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (MODE_SUBGROUP);
+                                                // workgroups per row (MODE_SPLIT)
 
+float hsum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 #if VEC == 4
 #define VT vec4
 #define ROW_ARRAY Vec4Array
@@ -46,6 +60,11 @@ layout(push_constant) uniform Params {
     uint d;          // elements per row
     float eps;
     uint groups_x;   // width of the dispatch grid, for 2-D folding
+    uint pad0;
+    uint64_t scratch;   // MODE_SPLIT: ticket counter, then one uvec4 record per part
+    uint chunk;         // MODE_SPLIT: vectors per part
+    uint spin_limit;    // MODE_SPLIT: polls before a part stops waiting for its partners
+    uint tickets;       // MODE_SPLIT: 1: rows taken from a counter in start order
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -83,7 +102,7 @@ void store_stats(uint row, float mean, float invstd) {
     FloatArray(p.invstd).v[row] = invstd;
 }
 
-#if defined(MODE_GROUP) || defined(MODE_STREAM)
+#if defined(MODE_GROUP) || defined(MODE_STREAM) || defined(MODE_SPLIT)
 // Sum over the workgroup, for any subgroup size: every thread adds the per-subgroup
 // partials in the same order, so all threads see the identical result.
 vec2 group_sum(vec2 v) {
@@ -202,6 +221,170 @@ void main() {
         yr.v[idx] = fma((xr.v[idx] - m0 - st.x) * st.y, load_weight(idx), load_bias(idx));
     if (tid == 0) store_stats(row, m0 + st.x, st.y);
 }
+#elif defined(MODE_ROW)
+// Sums of x - shift and of its square over the row: four accumulators per lane (vec4
+// components, or four scalars), each summing blocks of ROW_BLOCK vectors first, so the
+// rounding stays near a tree's rather than growing with the row length.
+// llvmpipe stops an invocation's loops after 65535 iterations in all (and computes
+// garbage), so the host uses this form only for rows of at most LN_ROW_MAX_VECTORS.
+const uint ROW_BLOCK = 64u;
+void row_sums(ROW_ARRAY xr, float shift, out vec4 q1, out vec4 q2) {
+    q1 = vec4(0.0); q2 = vec4(0.0);
+#if VEC == 4
+    for (uint b = 0u; b < p.n; b += ROW_BLOCK) {
+        vec4 b1 = vec4(0.0), b2 = vec4(0.0);
+        for (uint i = b; i < min(b + ROW_BLOCK, p.n); ++i) { vec4 r = xr.v[i] - shift; b1 += r; b2 += r * r; }
+        q1 += b1; q2 += b2;
+    }
 #else
-#error "define MODE_GROUP, MODE_SUBGROUP or MODE_STREAM"
+    uint n4 = p.n & ~3u;
+    for (uint b = 0u; b < n4; b += 4u * ROW_BLOCK) {
+        vec4 b1 = vec4(0.0), b2 = vec4(0.0);
+        for (uint i = b; i < min(b + 4u * ROW_BLOCK, n4); i += 4u) {
+            vec4 r = vec4(xr.v[i], xr.v[i + 1u], xr.v[i + 2u], xr.v[i + 3u]) - shift;
+            b1 += r; b2 += r * r;
+        }
+        q1 += b1; q2 += b2;
+    }
+    for (uint i = n4; i < p.n; ++i) { float r = xr.v[i] - shift; q1.x += r; q2.x += r * r; }
+#endif
+}
+
+void main() {
+    uint row = group_index() * WG + gl_LocalInvocationID.x;
+    if (row >= p.rows) return;
+    ROW_ARRAY xr = row_ptr(p.x, row);
+    vec4 q1, q2;
+    row_sums(xr, 0.0, q1, q2);
+    float m0 = hsum4(q1) / float(p.d);
+    row_sums(xr, m0, q1, q2);
+    vec2 st = finish_stats(vec2(hsum4(q1), hsum4(q2)));
+    ROW_ARRAY yr = row_ptr(p.y, row);
+    for (uint i = 0u; i < p.n; ++i)
+        yr.v[i] = fma((xr.v[i] - m0 - st.x) * st.y, load_weight(i), load_bias(i));
+    store_stats(row, m0 + st.x, st.y);
+}
+#elif defined(MODE_SPLIT)
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer SharedWords { uint v[]; };
+const uint PARTS = ROWS;
+shared uint job_slot;
+shared vec3 records[PARTS];     // (shift, mean offset, M2) of each part
+shared bool partners_missing;
+
+// Sums of (x - shift) and (x - shift)^2 over the whole row, read from memory.
+vec2 row_sums(ROW_ARRAY xr, float shift) {
+    vec2 q = vec2(0.0);
+    for (uint idx = gl_LocalInvocationID.x; idx < p.n; idx += WG) {
+        VT r = xr.v[idx] - shift;
+        q += vec2(hsum(r), hsum(r * r));
+    }
+    return group_sum(q);
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    SharedWords scratch = SharedWords(p.scratch);
+    uint job;
+    if (p.tickets != 0u) {
+        if (tid == 0) job_slot = atomicAdd(scratch.v[0], 1u);
+        barrier();
+        job = job_slot;
+    } else {
+        job = group_index();   // devices that start workgroups in index order
+    }
+    uint row = job / PARTS, part = job % PARTS;
+    if (row >= p.rows) return;   // uniform: grid padding
+    ROW_ARRAY xr = row_ptr(p.x, row);
+    uint first = part * p.chunk;
+    uint end = min(first + p.chunk, p.n);
+    float count = float(end - first) * float(VEC);
+
+    // This slice's statistics, two-pass from registers: shift = its float32 mean.
+    VT v[ITEMS];
+    float s = 0.0;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + tid + i * WG;
+        v[i] = idx < end ? xr.v[idx] : VT(0.0);
+        s += hsum(v[i]);
+    }
+    float shift = group_sum(vec2(s, 0.0)).x / count;
+    vec2 q = vec2(0.0);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + tid + i * WG;
+        v[i] = idx < end ? v[i] - shift : VT(0.0);
+        q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
+    }
+    q = group_sum(q);
+    float offset = q.x / count;                    // slice mean = shift + offset
+    float m2 = max(q.y - q.x * offset, 0.0);       // sum of squared deviations
+
+    // Publish: the record's words, then (after a buffer barrier) its ready flag. A record
+    // is 16 words (64 bytes), so pollers of one record do not share a line with others.
+    uint rec = 16u + 16u * job;
+    // Every access to the scratch is atomic: atomics are coherent at device scope,
+    // where plain (even volatile) loads may be served from a stale cache line.
+    if (tid == 0) {
+        atomicExchange(scratch.v[rec + 0u], floatBitsToUint(shift));
+        atomicExchange(scratch.v[rec + 1u], floatBitsToUint(offset));
+        atomicExchange(scratch.v[rec + 2u], floatBitsToUint(m2));
+        memoryBarrierBuffer();
+        atomicExchange(scratch.v[rec + 3u], 1u);
+        partners_missing = false;
+    }
+    barrier();
+    // Thread i waits for part i of this row.
+    if (tid < PARTS) {
+        uint other = 16u + 16u * (row * PARTS + tid);
+        uint polls = 0u;
+        while (atomicAdd(scratch.v[other + 3u], 0u) == 0u && polls < p.spin_limit) ++polls;
+        memoryBarrierBuffer();
+        if (atomicAdd(scratch.v[other + 3u], 0u) == 0u) {
+            partners_missing = true;
+            atomicAdd(scratch.v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
+        } else {
+            records[tid] = vec3(uintBitsToFloat(atomicAdd(scratch.v[other + 0u], 0u)),
+                                uintBitsToFloat(atomicAdd(scratch.v[other + 1u], 0u)),
+                                uintBitsToFloat(atomicAdd(scratch.v[other + 2u], 0u)));
+        }
+    }
+    barrier();
+    float adjust, invstd, mean;   // y = (v + adjust) * invstd, v = x - shift
+    if (!partners_missing) {
+        // Combine about part 0's shift: d_i = slice mean_i - shift_0 (small when the
+        // row has a common offset, so computed without losing it).
+        float base = records[0].x;
+        float n_total = float(p.d);
+        float delta = 0.0;
+        for (uint i = 0; i < PARTS; ++i) {
+            float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC);
+            delta += n_i * ((records[i].x - base) + records[i].y);
+        }
+        delta /= n_total;
+        float m2_total = 0.0;
+        for (uint i = 0; i < PARTS; ++i) {
+            float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC);
+            float d = (records[i].x - base) + records[i].y - delta;
+            m2_total += records[i].z + n_i * d * d;
+        }
+        invstd = invsqrt_refined(m2_total / n_total + p.eps);
+        adjust = (shift - base) - delta;
+        mean = base + delta;
+    } else {
+        // A partner never started in time: corrected two-pass over the whole row.
+        float m0 = row_sums(xr, 0.0).x / float(p.d);
+        vec2 st = finish_stats(row_sums(xr, m0));
+        invstd = st.y;
+        adjust = (shift - m0) - st.x;
+        mean = m0 + st.x;
+    }
+
+    ROW_ARRAY yr = row_ptr(p.y, row);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + tid + i * WG;
+        if (idx < end) yr.v[idx] = fma((v[i] + adjust) * invstd, load_weight(idx), load_bias(idx));
+    }
+    if (part == 0u && tid == 0u) store_stats(row, mean, invstd);
+}
+#else
+#error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW or MODE_SPLIT"
 #endif

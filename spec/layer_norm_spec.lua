@@ -90,18 +90,21 @@ local function run_case(shape, opts)
   return cy
 end
 
--- Runs f with the layer_norm variant for rows of D forced to the streaming form
--- (through the internal tuning hook), restoring the automatic choice afterwards.
--- wg: the workgroup size to force with it (nil: the variant's own). Returns false
--- when the hook is absent.
-local function with_stream_variant(d, f, wg)
+-- Runs f with the layer_norm form for rows of D forced through the internal tuning
+-- hook (tune: e.g. { form = "group" }, { stream = true, wg = 32 }), restoring the
+-- automatic choice afterwards. Returns false when the hook is absent.
+local function with_form(d, tune, f)
   local config = lumus._layer_norm_config
   if not config then return false end
-  config(d, { stream = true, wg = wg })
+  config(d, tune)
   local ok, err = pcall(f)
   config(d, {})
   if not ok then error(err, 0) end
   return true
+end
+
+local function with_stream_variant(d, f, wg)
+  return with_form(d, { stream = true, wg = wg }, f)
 end
 
 ---------------------------------------------------------------------------------------
@@ -242,6 +245,22 @@ describe("layer_norm_forward", function()
     run_case({ 40, 48 }, { seed = 59, offset = -3e4 })
   end)
 
+  -- The automatic choice differs by device (a CPU gets the row form, a GPU the group,
+  -- subgroup, split or streaming form), so every form is forced here in turn.
+  it("matches with each form forced: group, subgroup, row", function()
+    if not lumus._layer_norm_config then pending("no lumus._layer_norm_config hook"); return end
+    for _, form in ipairs { "group", "subgroup", "row" } do
+      for k, d in ipairs { 1, 3, 4, 5, 64, 130, 1000, 4097 } do
+        with_form(d, { form = form }, function()
+          local got = lumus._layer_norm_config(d).variant
+          if form ~= "subgroup" then assert.are.equal(form, got) end
+          run_case({ 5, d }, { seed = 130 + k, weight = k % 2 == 0, bias = true, default_alloc = k == 3 })
+          run_case({ 3, d }, { seed = 140 + k, offset = 1e4 })
+        end)
+      end
+    end
+  end)
+
   it("matches with the streaming variant forced, for short rows too", function()
     local ran = with_stream_variant(1, function() end)
     if not ran then pending("no lumus._layer_norm_config hook"); return end
@@ -251,6 +270,85 @@ describe("layer_norm_forward", function()
         run_case({ 3, d }, { seed = 70 + k, offset = 1e4 })
       end)
     end
+  end)
+
+  -- The split form (several workgroups per row) is the default only on GPUs for rows
+  -- too long for one workgroup; here it is forced through the tuning hook. On a CPU
+  -- device partners may not run at once, so both ways of finishing are checked: the
+  -- exchange of the parts' statistics, and the fallback (spin_limit = 0) in which a
+  -- part that finds a partner missing reads the whole row itself.
+  it("matches with the split form forced (parts exchanging statistics, and the fallback)", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local cases = {
+      { d = 4096, parts = 2 }, { d = 4100, parts = 3 }, { d = 4099, parts = 2 },
+      { d = 64, parts = 4, wg = 32 }, { d = 7, parts = 2, wg = 32 }, { d = 1001, parts = 5 },
+    }
+    for k, case in ipairs(cases) do
+      for _, spin in ipairs { -1, 0 } do
+        local c = config(case.d, { parts = case.parts, wg = case.wg, spin_limit = spin })
+        local ok, err = pcall(function()
+          assert.are.equal("split", c.variant)
+          assert.are.equal(math.min(case.parts, case.d // c.vec), c.rows_per_group)
+          run_case({ 3, case.d }, { seed = 90 + k, weight = true, bias = k % 2 == 0, default_alloc = spin == 0 })
+          run_case({ 2, case.d }, { seed = 100 + k, offset = 1e4 })
+        end)
+        config(case.d, {})
+        if not ok then error(("d = %d, parts = %d, spin_limit = %d: %s"):format(case.d, case.parts, spin, err), 0) end
+      end
+    end
+  end)
+
+  it("counts the split form's tickets and fallbacks in its scratch (tuning hook)", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    collectgarbage(); lumus.synchronize()
+    local before = lumus.memory().in_use
+    config(4096, { parts = 2, spin_limit = 0, return_scratch = true })
+    local ok, err = pcall(function()
+      local x = lumus.full({ 5, 4096 }, 1.5)
+      local y, m, r, scratch = lumus.layer_norm_forward(x)
+      assert.are.same({ 16 * (5 * 2 + 1) }, scratch:shape())
+      local tickets, fallbacks = string.unpack("<I4I4", scratch:to_bytes(1, 2))
+      assert.are.equal(10, tickets)                       -- one per workgroup
+      assert.is_true(fallbacks <= 10)
+      -- spin_limit = 0: the first part of a row to run never waits, so unless both
+      -- parts of a row ran at once, at least one of them read the whole row itself.
+      assert.is_true(fallbacks >= 1)
+      for _, t in ipairs { x, y, m, r, scratch } do t:free() end
+    end)
+    config(4096, {})
+    if not ok then error(err, 0) end
+    lumus.synchronize(); collectgarbage()
+    assert.are.equal(before, lumus.memory().in_use)
+  end)
+
+  it("does not use the split form in place (out = x), where its fallback could read y", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    config(1000, { parts = 2, spin_limit = 0 })
+    local ok, err = pcall(function()
+      local rng = ref.rng(120)
+      local xt = ref.random_table({ 4, 1000 }, function() return rng.normal() end)
+      local x = lumus.tensor(xt)
+      lumus.layer_norm_forward(x, nil, nil, 1e-5, { out = x })
+      local wy = ref.layer_norm_forward(xt)
+      check(x:to_table(), wy, "in place with parts = 2", Y_MAX)
+    end)
+    config(1000, {})
+    if not ok then error(err, 0) end
+  end)
+
+  it("refuses bad split tuning values", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local ok, err = pcall(config, 1000, { parts = 65 })
+    assert.is_false(ok)
+    assert.matches("parts must be in 0..64", err, 1, true)
+    ok, err = pcall(config, 1000, { spin_limit = 60000 })
+    assert.is_false(ok)
+    assert.matches("spin_limit must be in 0..50000", err, 1, true)
+    config(1000, {})
   end)
 
   it("normalizes 70,000 short rows, comparing every row (past maxComputeWorkGroupCount[0] on lavapipe)", function()
@@ -293,7 +391,11 @@ describe("layer_norm_forward", function()
     local config = lumus._layer_norm_config
     -- short rows (a subgroup per row, many rows per workgroup), vec4 and scalar; rows
     -- of a workgroup each, vec4 and scalar; the streaming form (forced, when possible)
-    local cases = { { d = 4 }, { d = 5 }, { d = 256 }, { d = 65 }, { d = 8, stream = true }, { d = 7, stream = true } }
+    local cases = {
+      { d = 4, form = "subgroup" }, { d = 5, form = "subgroup" }, { d = 256, form = "group" },
+      { d = 65, form = "group" }, { d = 8, stream = true }, { d = 7, stream = true },
+      { d = 4, form = "row" }, { d = 5 },
+    }
     for k, case in ipairs(cases) do
       local function go()
         local per_group = config and config(case.d).rows_per_group or 1
@@ -306,6 +408,8 @@ describe("layer_norm_forward", function()
       if case.stream then
         -- small workgroups: 65,538 workgroups of the default 1024 take ~40 s on lavapipe
         if config then with_stream_variant(case.d, go, 32) end
+      elseif case.form then
+        if config then with_form(case.d, { form = case.form }, go) end
       else
         go()
       end

@@ -276,3 +276,83 @@ describe("reference.random_table and reference.f32", function()
     assert.has_error(function() ref.random_table({ 2 }, 5) end)
   end)
 end)
+
+describe("reference elementwise ops", function()
+  it("add, sub, mul, div pair equal shapes and take numbers on either side", function()
+    assert.are.same({ { 11, 22 }, { 33, 44 } }, ref.add({ { 1, 2 }, { 3, 4 } }, { { 10, 20 }, { 30, 40 } }))
+    assert.are.same({ -1, 0, 1 }, ref.sub({ 1, 2, 3 }, 2))
+    assert.are.same({ 1, 0, -1 }, ref.sub(2, { 1, 2, 3 }))
+    assert.are.same({ 2, 1, 0.5 }, ref.div(2, { 1, 2, 4 }))
+    assert.are.same({ 3, 8 }, ref.mul({ 1.5, 4 }, 2))
+  end)
+
+  it("repeat a trailing shape over the leading dimensions, from either side", function()
+    local x = { { { 1, 2 }, { 3, 4 } }, { { 5, 6 }, { 7, 8 } } }    -- 2x2x2
+    assert.are.same({ { { 11, 22 }, { 13, 24 } }, { { 15, 26 }, { 17, 28 } } }, ref.add(x, { 10, 20 }))
+    assert.are.same({ { { 9, 18 }, { 7, 16 } }, { { 5, 14 }, { 3, 12 } } }, ref.sub({ 10, 20 }, x))
+    assert.are.same({ { { 1, 4 }, { 9, 16 } }, { { 5, 12 }, { 21, 32 } } },
+      ref.mul(x, { { 1, 2 }, { 3, 4 } }))
+  end)
+
+  it("reject shapes that do not broadcast, naming both", function()
+    assert.matches("reference.add: shapes 2 and 3 do not match", error_of(function() ref.add({ 1, 2 }, { 1, 2, 3 }) end))
+    assert.matches("shapes 2x2 and 2x1 do not match",
+      error_of(function() ref.mul({ { 1, 2 }, { 3, 4 } }, { { 1 }, { 2 } }) end))
+  end)
+
+  it("scale, neg, relu", function()
+    assert.are.same({ { -2, 4 } }, ref.scale({ { 1, -2 } }, -2))
+    assert.are.same({ -1, 2 }, ref.neg({ 1, -2 }))
+    local r = ref.relu({ -1, 0, 2.5, 0 / 0 })
+    assert.are.same({ 0, 0, 2.5 }, { r[1], r[2], r[3] })
+    assert.is_true(r[4] ~= r[4], "relu keeps NaN")
+  end)
+end)
+
+describe("reference.erf and reference.erfc", function()
+  -- Values to 17 digits from Python's math.erf / math.erfc (C99 libm).
+  local erf_values = { { 0.25, 0.27632639016823696 }, { 0.5, 0.52049987781304652 }, { 1, 0.84270079294971489 },
+                       { 1.5, 0.96610514647531076 }, { 2, 0.99532226501895271 }, { 3, 0.99997790950300136 } }
+  local erfc_values = { { 1, 0.15729920705028513 }, { 2, 0.0046777349810472654 }, { 3, 2.2090496998585438e-05 },
+                        { 5, 1.5374597944280351e-12 }, { 10, 2.0884875837625449e-45 } }
+
+  it("match libm to 1e-15 (erf) and 1e-14 relative (erfc, also where it is tiny)", function()
+    for _, p in ipairs(erf_values) do
+      near(p[2], ref.erf(p[1]), 1e-15)
+      near(-p[2], ref.erf(-p[1]), 1e-15)
+    end
+    for _, p in ipairs(erfc_values) do
+      local e = math.abs(ref.erfc(p[1]) / p[2] - 1)
+      assert(e <= 1e-14, ("erfc(%g): relative error %.3g"):format(p[1], e))
+      near(2 - p[2], ref.erfc(-p[1]), 1e-15)
+    end
+    assert.are.equal(0, ref.erf(0))
+    assert.are.equal(1, ref.erfc(0))
+    assert.is_true(ref.erf(0 / 0) ~= ref.erf(0 / 0))
+  end)
+
+  it("gelu in both forms matches hand-computed values", function()
+    -- x/2 (1 + erf(x/sqrt 2)) and x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), Python.
+    local x = { -3, -1, 0.5, 2 }
+    local want_erf = { -0.00404969409489031, -0.15865525393145707, 0.34573123063700656, 1.9544997361036416 }
+    local want_tanh = { -0.0036373920817729943, -0.15880800939172324, 0.34571400982514394, 1.954597694087775 }
+    near(want_erf, ref.gelu(x), 1e-15)
+    near(want_erf, ref.gelu(x, "none"), 1e-15)
+    near(want_tanh, ref.gelu(x, "tanh"), 1e-15)
+    assert.matches("approximate must be", error_of(function() ref.gelu(x, "fast") end))
+  end)
+end)
+
+describe("reference row ops", function()
+  it("softmax over the last dimension, stable for large inputs", function()
+    local e1, e2 = math.exp(1), math.exp(2)
+    near({ 1 / (1 + e1 + e2), e1 / (1 + e1 + e2), e2 / (1 + e1 + e2) }, ref.softmax({ 1, 2, 3 }), 1e-15)
+    near({ { 0.5, 0.5 }, { 1, 0 } }, ref.softmax({ { 1000, 1000 }, { -1000, -3000 } }), 1e-15)
+  end)
+
+  it("sum and mean drop the last dimension; a 1-D input gives a list of one", function()
+    assert.are.same({ 6 }, ref.sum({ 1, 2, 3 }))
+    assert.are.same({ { 3, 7 } }, ref.sum({ { { 1, 2 }, { 3, 4 } } }))
+    assert.are.same({ 2.5, 6 }, ref.mean({ { 1, 4 }, { 5, 7 } }))
+  end)
+end)

@@ -1,8 +1,11 @@
 /* The device context (see context.h): instance, device choice, device and queue. */
 #include "context.h"
 #include "vkcheck.h"
+#include "queues.h"
+#include "lumus.h"
 #include <lauxlib.h>
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +14,8 @@
 #define LM_CPU_DRIVER_HINT "install a Vulkan driver; with no GPU, the CPU driver lavapipe " \
                            "comes in Debian's package mesa-vulkan-drivers"
 
-static unsigned long validation_count;
+/* Counted from the validation layer's callback threads of every context at once. */
+static atomic_ulong validation_count;
 
 typedef struct { lm_context *ctx; } lm_context_box;
 
@@ -19,13 +23,13 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityF
         VkDebugUtilsMessageTypeFlagsEXT type, const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
     (void)type; (void)user;
     if (sev >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
-        validation_count++;
+        atomic_fetch_add(&validation_count, 1);
         fprintf(stderr, "lumus: validation: %s\n", data->pMessage);
     }
     return VK_FALSE;
 }
 
-unsigned long lm_validation_messages(void) { return validation_count; }
+unsigned long lm_validation_messages(void) { return atomic_load(&validation_count); }
 
 static int env_flag(const char *name) {
     const char *v = getenv(name);
@@ -68,7 +72,7 @@ typedef struct device_facts {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceDriverProperties driver;
     uint32_t subgroup_size, min_subgroup, max_subgroup;
-    int subgroup_arith, size_control, full_subgroups, bda, int64;
+    int subgroup_arith, size_control, full_subgroups, bda, int64, timeline;
     VkDeviceSize max_allocation;
     uint32_t queue_family, timestamp_bits;
     int has_queue;
@@ -105,6 +109,7 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     if (v12) { feat.pNext = &f12; if (v13) f12.pNext = &f13; }
     vkGetPhysicalDeviceFeatures2(pd, &feat);
     f->bda = v12 && f12.bufferDeviceAddress;
+    f->timeline = v12 && f12.timelineSemaphore;
     f->int64 = feat.features.shaderInt64;
     f->size_control = v13 && f13.subgroupSizeControl;
     f->full_subgroups = v13 && f13.computeFullSubgroups;
@@ -133,6 +138,7 @@ static const char *unusable_reason(const device_facts *f) {
     if (!f->has_queue) return "it has no compute queue";
     if (!f->bda) return "it lacks bufferDeviceAddress";
     if (!f->int64) return "it lacks shaderInt64";
+    if (!f->timeline) return "it lacks timelineSemaphore";
     if (!f->subgroup_arith) return "it lacks subgroup arithmetic in compute shaders";
     return NULL;
 }
@@ -210,14 +216,19 @@ static void context_destroy(lm_context *ctx) {
         if (destroy) destroy(ctx->instance, ctx->messenger, NULL);
     }
     if (ctx->instance && ctx->owns_device && !ctx->stream.abandoned) vkDestroyInstance(ctx->instance, NULL);
+    if (ctx->shared_queue) lm_queue_mutex_release(ctx->queue);
     pthread_mutex_destroy(&ctx->own_queue_mutex);
     free(ctx);
 }
 
 void lm_context_ref(lm_context *ctx) { ctx->refs++; }
 void lm_context_unref(lm_context *ctx) { if (--ctx->refs == 0) context_destroy(ctx); }
-void lm_context_lock_queue(lm_context *ctx) { pthread_mutex_lock(ctx->queue_mutex); }
-void lm_context_unlock_queue(lm_context *ctx) { pthread_mutex_unlock(ctx->queue_mutex); }
+void lm_context_lock_queue(lm_context *ctx) {
+    if (ctx->lock_queue) ctx->lock_queue(ctx->queue_user); else pthread_mutex_lock(ctx->queue_mutex);
+}
+void lm_context_unlock_queue(lm_context *ctx) {
+    if (ctx->unlock_queue) ctx->unlock_queue(ctx->queue_user); else pthread_mutex_unlock(ctx->queue_mutex);
+}
 
 static VkResult create_instance(lm_context *ctx, char *err, size_t errlen) {
     uint32_t loader = VK_API_VERSION_1_0;
@@ -324,6 +335,7 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .pNext = f->size_control || f->full_subgroups ? &f13 : NULL,
         .bufferDeviceAddress = VK_TRUE,
+        .timelineSemaphore = VK_TRUE,
     };
     VkPhysicalDeviceFeatures2 feat = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12,
@@ -389,6 +401,26 @@ static int box_gc(lua_State *L) {
     return 0;
 }
 
+/* An empty registry handle on the stack, made before the context so that a memory
+ * error raised here cannot leak one. */
+static lm_context_box *new_box(lua_State *L) {
+    lm_context_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->ctx = NULL;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, box_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    return b;
+}
+
+lm_context *lm_context_peek(lua_State *L) {
+    lm_context *ctx = NULL;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY) == LUA_TUSERDATA)
+        ctx = ((lm_context_box *)lua_touserdata(L, -1))->ctx;
+    lua_pop(L, 1);
+    return ctx;
+}
+
 lm_context *lm_context_get(lua_State *L) {
     if (lua_getfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY) == LUA_TUSERDATA) {
         lm_context_box *b = lua_touserdata(L, -1);
@@ -398,14 +430,91 @@ lm_context *lm_context_get(lua_State *L) {
     }
     lua_pop(L, 1);
     char err[512] = "";
-    lm_context_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->ctx = NULL;
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, box_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
+    lm_context_box *b = new_box(L);
     b->ctx = context_new(err, sizeof err);
     if (!b->ctx) { lua_pop(L, 1); luaL_error(L, "lumus: %s", err); }
+    lua_setfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY);
+    return b->ctx;
+}
+
+/* Where `pd` is in the instance's list, for lumus.devices()' "selected" (0 if absent). */
+static uint32_t index_of(VkInstance instance, VkPhysicalDevice pd) {
+    uint32_t n = 0, found = 0;
+    if (vkEnumeratePhysicalDevices(instance, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkPhysicalDevice *pds = calloc(n, sizeof *pds);
+    if (pds && vkEnumeratePhysicalDevices(instance, &n, pds) >= VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++) if (pds[i] == pd) found = i;
+    free(pds);
+    return found;
+}
+
+/* A context on the host's handles. Nothing it does not create is destroyed with it. */
+static lm_context *context_attach(const lumus_vulkan_device *dev, char *err, size_t errlen) {
+    if (!dev || !dev->instance || !dev->physical_device || !dev->device || !dev->queue) {
+        snprintf(err, errlen, "instance, physical_device, device and queue must all be given");
+        return NULL;
+    }
+    if (!dev->lock_queue != !dev->unlock_queue) {
+        snprintf(err, errlen, "give both lock_queue and unlock_queue, or neither");
+        return NULL;
+    }
+    lm_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) { snprintf(err, errlen, "out of host memory"); return NULL; }
+    pthread_mutex_init(&ctx->own_queue_mutex, NULL);
+    ctx->queue_mutex = &ctx->own_queue_mutex;
+    ctx->owns_device = 0;
+    ctx->refs = 1;
+    ctx->instance = dev->instance;
+    ctx->phys = dev->physical_device;
+    ctx->device = dev->device;
+    ctx->queue = dev->queue;
+    device_facts f;
+    read_facts(ctx->phys, &f);
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(ctx->phys, &nq, NULL);
+    VkQueueFamilyProperties *q = calloc(nq ? nq : 1, sizeof *q);
+    if (!q) { snprintf(err, errlen, "out of host memory"); context_destroy(ctx); return NULL; }
+    vkGetPhysicalDeviceQueueFamilyProperties(ctx->phys, &nq, q);
+    int compute = dev->queue_family < nq && (q[dev->queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT);
+    f.queue_family = dev->queue_family;
+    f.timestamp_bits = compute ? q[dev->queue_family].timestampValidBits : 0;
+    f.has_queue = compute;
+    free(q);
+    const char *why = compute ? unusable_reason(&f) : NULL;
+    if (!compute || why) {
+        if (!compute) snprintf(err, errlen, "queue family %u of \"%s\" has no compute support", dev->queue_family, f.props.deviceName);
+        else snprintf(err, errlen, "the device \"%s\" cannot serve lumus: %s", f.props.deviceName, why);
+        context_destroy(ctx);
+        return NULL;
+    }
+    /* Vulkan 1.3 features only where the host says it enabled them. */
+    f.size_control = f.size_control && (dev->features & LUMUS_VK_SUBGROUP_SIZE_CONTROL);
+    f.full_subgroups = f.full_subgroups && (dev->features & LUMUS_VK_COMPUTE_FULL_SUBGROUPS);
+    if (dev->lock_queue) {
+        ctx->lock_queue = dev->lock_queue;
+        ctx->unlock_queue = dev->unlock_queue;
+        ctx->queue_user = dev->queue_user;
+    } else {
+        pthread_mutex_t *m = lm_queue_mutex_acquire(ctx->queue);
+        if (!m) { snprintf(err, errlen, "out of host memory"); context_destroy(ctx); return NULL; }
+        ctx->queue_mutex = m;
+        ctx->shared_queue = 1;
+    }
+    ctx->device_index = index_of(ctx->instance, ctx->phys);
+    adopt_facts(ctx, &f);
+    if (finish_context(ctx, err, errlen) != VK_SUCCESS) { context_destroy(ctx); return NULL; }
+    return ctx;
+}
+
+lm_context *lm_context_attach(lua_State *L, const struct lumus_vulkan_device *dev) {
+    int had = lua_getfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (had) luaL_error(L, "lumus_attach_vulkan: this lua_State already has a device context "
+                           "(attach before the first tensor or device call)");
+    char err[512] = "";
+    lm_context_box *b = new_box(L);
+    b->ctx = context_attach(dev, err, sizeof err);
+    if (!b->ctx) { lua_pop(L, 1); luaL_error(L, "lumus_attach_vulkan: %s", err); }
     lua_setfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY);
     return b->ctx;
 }
@@ -434,5 +543,7 @@ int lm_device(lua_State *L) {
     lua_setfield(L, -2, "host_visible");
     lua_pushboolean(L, ctx->validation);
     lua_setfield(L, -2, "validation");
+    lua_pushboolean(L, !ctx->owns_device);
+    lua_setfield(L, -2, "attached");
     return 1;
 }

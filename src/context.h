@@ -15,6 +15,9 @@
 #include "stream.h"
 #include "pipelines.h"
 
+/* layer_norm_forward's kernel forms, for forcing one (0 = chosen per D and device). */
+enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_SPLIT, LM_LN_ROW };
+
 struct lm_context {
     int refs;
     VkInstance instance;
@@ -28,6 +31,10 @@ struct lm_context {
     int owns_device;                    /* 0 when a host handed its device in */
     pthread_mutex_t own_queue_mutex;
     pthread_mutex_t *queue_mutex;       /* serializes vkQueueSubmit on a shared queue */
+    int shared_queue;                   /* queue_mutex comes from queues.c */
+    void (*lock_queue)(void *);         /* the host's queue lock, when it gave one */
+    void (*unlock_queue)(void *);
+    void *queue_user;
 
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties memprops;
@@ -41,20 +48,37 @@ struct lm_context {
     lm_pipelines pipes;
 
     VkDeviceSize bytes_since_gc, gc_threshold;
+    uint64_t gc_runs;                   /* full collections run by allocation pressure */
     int timing;                         /* inside lumus.gpu_time */
     uint32_t ln_items_target, ln_wg_override;
-    int ln_force_stream;
+    int ln_form;                  /* forced layer_norm form (lm_ln_form) */
     uint32_t ln_subgroup_items;   /* layer_norm tuning knobs (0 = default) */
+    uint32_t ln_parts;            /* forced workgroups per row (split form) */
+    uint32_t ln_spin_limit;       /* split form's polls for partners (0 = default) */
+    int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
+    int ln_return_scratch;        /* split form: also return the scratch (for tuning) */
+    uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
+    int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
+    uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
+    uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */
 lm_context *lm_context_get(lua_State *L);
+
+/* The context of this state if it has one, else NULL (creates nothing). */
+lm_context *lm_context_peek(lua_State *L);
 
 void lm_context_ref(lm_context *ctx);
 void lm_context_unref(lm_context *ctx);
 
 void lm_context_lock_queue(lm_context *ctx);
 void lm_context_unlock_queue(lm_context *ctx);
+
+/* Makes L's context on the host's device (lumus.h); raises if L already has a
+ * context or the device cannot serve lumus. */
+struct lumus_vulkan_device;
+lm_context *lm_context_attach(lua_State *L, const struct lumus_vulkan_device *dev);
 
 /* Pushes lumus.device()-style tables. */
 void lm_push_device_info(lua_State *L, VkPhysicalDevice phys, uint32_t index);

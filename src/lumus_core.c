@@ -35,6 +35,17 @@ static int l_memory(lua_State *L) {
     return 1;
 }
 
+/* lumus._stream_stats(): cumulative counters for specs and benchmarks that check how
+ * often work is cut into batches, collections run and blocks come from the driver. */
+static int l_stream_stats(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    lua_createtable(L, 0, 3);
+    set_int(L, "submits", (lua_Integer)ctx->stream.submits);
+    set_int(L, "gc_runs", (lua_Integer)ctx->gc_runs);
+    set_int(L, "blocks_made", (lua_Integer)ctx->mem.device.blocks_made);
+    return 1;
+}
+
 static int l_reset_peak(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     ctx->mem.peak = ctx->mem.in_use;
@@ -65,7 +76,14 @@ static const luaL_Reg functions[] = {
     {"layer_norm_forward", lm_op_layer_norm_forward},
     {"copy", lm_op_copy}, {"fill", lm_op_fill},
     {"_layer_norm_config", lm_op_layer_norm_config},
+    {"matmul", lm_op_matmul}, {"linear", lm_op_linear}, {"_matmul_config", lm_op_matmul_config},
+    {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
+    {"scale", lm_op_scale}, {"neg", lm_op_neg}, {"relu", lm_op_relu}, {"gelu", lm_op_gelu},
+    {"gelu_tanh", lm_op_gelu_tanh}, {"gelu_erf", lm_op_gelu_erf}, {"erf", lm_op_erf},
+    {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
+    {"_grid_config", lm_grid_config}, {"_row_config", lm_op_row_config},
     {"_validation_messages", l_validation_messages},
+    {"_stream_stats", l_stream_stats},
     {NULL, NULL}
 };
 

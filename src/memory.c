@@ -143,6 +143,7 @@ static VkResult block_create(lm_context *ctx, lm_pool *p, VkDeviceSize size, lm_
     p->blocks = b;
     p->reserved += size;
     p->nblocks++;
+    p->blocks_made++;
     *out = b;
     return VK_SUCCESS;
 fail:
@@ -175,6 +176,8 @@ static lm_chunk *block_take(lm_block *b, VkDeviceSize size) {
     return NULL;
 }
 
+static int pool_trim(lm_context *ctx, lm_pool *p);
+
 VkResult lm_chunk_alloc(lm_context *ctx, lm_pool *pool, VkDeviceSize bytes, lm_chunk **out) {
     lm_memory *m = &ctx->mem;
     VkDeviceSize a = m->alignment;
@@ -191,6 +194,9 @@ VkResult lm_chunk_alloc(lm_context *ctx, lm_pool *pool, VkDeviceSize bytes, lm_c
         VkDeviceSize bs = size > pool->block_size / 2 ? size : pool->block_size;
         lm_block *b = NULL;
         VkResult r = block_create(ctx, pool, bs, &b);
+        if (r != VK_SUCCESS && bs > size) r = block_create(ctx, pool, size, &b);
+        /* Empty blocks kept for reuse may be what the driver is missing. */
+        if (r != VK_SUCCESS && pool_trim(ctx, pool) > 0) r = block_create(ctx, pool, bs, &b);
         if (r != VK_SUCCESS && bs > size) r = block_create(ctx, pool, size, &b);
         if (r != VK_SUCCESS) return r;
         c = block_take(b, size);
@@ -229,6 +235,22 @@ void lm_chunk_free(lm_context *ctx, lm_chunk *c) {
     } else {
         free_list_push(b, c);
     }
-    /* Give an empty block back to the driver unless it is the pool's only one. */
-    if (b->used == 0 && (p->nblocks > 1 || b->size > p->block_size)) block_destroy(ctx, p, b);
+    /* An empty block goes back to the driver unless it is the pool's only one, or (device
+     * pool) the pool holds no more than the peak in use plus a block: a loop that frees
+     * and reallocates its intermediates then reuses its blocks instead of paying for a
+     * vkAllocateMemory and vkFreeMemory every iteration. */
+    if (b->used == 0 && (p->nblocks > 1 || b->size > p->block_size) &&
+        !(p == &ctx->mem.device && p->reserved <= ctx->mem.peak + p->block_size))
+        block_destroy(ctx, p, b);
 }
+
+/* Returns the pool's empty blocks to the driver; how many. */
+static int pool_trim(lm_context *ctx, lm_pool *p) {
+    int n = 0;
+    for (lm_block *b = p->blocks, *next; b; b = next) {
+        next = b->next;
+        if (b->used == 0) { block_destroy(ctx, p, b); n++; }
+    }
+    return n;
+}
+

@@ -40,6 +40,7 @@ typedef struct lm_pool {
     lm_block *blocks;
     VkDeviceSize reserved;      /* bytes held from the driver */
     uint32_t nblocks;
+    uint64_t blocks_made;       /* vkAllocateMemory calls so far (each one is slow) */
 } lm_pool;
 
 typedef struct lm_memory {
@@ -65,6 +66,7 @@ typedef struct lm_storage {
     VkBuffer buffer;
     VkDeviceSize buffer_offset;
     unsigned char *mapped;      /* host pointer when directly mapped, else NULL */
+    int external;               /* a host buffer (lumus.h): chunk is NULL, nothing to free */
     uint64_t last_serial;
     uint64_t read_epoch, write_epoch;
 } lm_storage;

@@ -88,6 +88,7 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
 
 uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height) {
     uint64_t max_x = ctx->props.limits.maxComputeWorkGroupCount[0];
+    if (ctx->grid_max_x && ctx->grid_max_x < max_x) max_x = ctx->grid_max_x;
     uint64_t max_y = ctx->props.limits.maxComputeWorkGroupCount[1];
     if (groups == 0) groups = 1;
     if (groups <= max_x) { *height = 1; return (uint32_t)groups; }
@@ -96,6 +97,21 @@ uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *heigh
     uint64_t w = (groups + h - 1) / h;   /* as square as the rows allow: less waste */
     *height = (uint32_t)h;
     return (uint32_t)w;
+}
+
+int lm_grid_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        lua_getfield(L, 1, "max_x");
+        lua_Integer w = luaL_optinteger(L, -1, 0);
+        luaL_argcheck(L, w >= 0 && w <= 0xffffffffLL, 1, "max_x must be in 0..2^32-1");
+        ctx->grid_max_x = (uint32_t)w;
+        lua_pop(L, 1);
+    }
+    uint32_t max_x = ctx->props.limits.maxComputeWorkGroupCount[0];
+    lua_pushinteger(L, ctx->grid_max_x && ctx->grid_max_x < max_x ? ctx->grid_max_x : max_x);
+    return 1;
 }
 
 void lm_dispatch(VkCommandBuffer cb, lm_context *ctx, VkPipeline p, const void *push,

@@ -15,11 +15,15 @@ typedef enum lm_shader_id {
     LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_VEC1,
     LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_VEC1,
     LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_VEC1,
+    LM_SH_LN_SPLIT_VEC4, LM_SH_LN_SPLIT_VEC1,
+    LM_SH_LN_ROW_VEC4, LM_SH_LN_ROW_VEC1,
     LM_SH_COPY, LM_SH_FILL,
+    LM_SH_MATMUL,
+    LM_SH_EW_VEC4, LM_SH_EW_VEC1, LM_SH_SOFTMAX_VEC4, LM_SH_SOFTMAX_VEC1, LM_SH_SUM_VEC4, LM_SH_SUM_VEC1,
     LM_SH_COUNT
 } lm_shader_id;
 
-#define LM_MAX_SPEC 3
+#define LM_MAX_SPEC 8   /* matmul uses ids 0..7 (workgroup, tile sizes, flags) */
 #define LM_PUSH_BYTES 128
 
 typedef struct lm_pipeline_entry {
@@ -49,6 +53,10 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
 /* Splits `groups` workgroups into a grid within maxComputeWorkGroupCount; returns the
  * width, writes the height. Raises if even a 2-D grid cannot hold them. */
 uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height);
+
+/* core._grid_config([{max_x = n}]) -> the grid width lm_grid folds at: a small cap sends
+ * small tensors onto 2-D grids, for specs of that path; 0 restores the device limit. */
+int lm_grid_config(lua_State *L);
 
 /* Binds, pushes constants and dispatches a gx * gy grid. */
 void lm_dispatch(VkCommandBuffer cb, lm_context *ctx, VkPipeline p, const void *push,

@@ -9,16 +9,19 @@
 #define LM_STAGING_PIECE ((VkDeviceSize)64 << 20)
 
 /* Lua's GC cannot see device bytes: run a full cycle whenever the bytes allocated since
- * the last one exceed what is live (at least 64 MiB), so garbage tensors are reclaimed
- * before device memory runs out, at a cost proportional to allocation. */
+ * the last one (less those freed explicitly since: lm_storage_release) exceed what is
+ * live (at least 64 MiB), so garbage tensors are reclaimed before device memory runs
+ * out, at a cost proportional to allocation that the GC has to find. */
 static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
     ctx->bytes_since_gc += bytes;
     if (ctx->bytes_since_gc > ctx->gc_threshold) {
         ctx->bytes_since_gc = 0;
+        ctx->gc_runs++;
         lua_gc(L, LUA_GCCOLLECT);
-        /* Collected tensors whose last use is still being recorded free only after that
-         * batch runs: submit it now so their memory comes back soon. */
-        lm_stream_submit(NULL, ctx);
+        /* Frees of batches that have finished come back now. Collected tensors whose last
+         * use is still being recorded come back once that batch runs: the stream submits
+         * it at the next op when it holds much (lm_stream_op_done), not here, which would
+         * cut a batch at every collection. */
         lm_stream_poll(ctx);
         VkDeviceSize t = ctx->mem.in_use;
         ctx->gc_threshold = t > ((VkDeviceSize)64 << 20) ? t : ((VkDeviceSize)64 << 20);
@@ -64,13 +67,46 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
     return s;
 }
 
+lm_storage *lm_storage_wrap(lua_State *L, lm_context *ctx, VkBuffer buffer, VkDeviceSize offset,
+                            VkDeviceSize bytes, void *mapped) {
+    lm_storage *s = calloc(1, sizeof *s);
+    if (!s) luaL_error(L, "lumus_push_buffer: out of host memory");
+    VkBufferDeviceAddressInfo ai = { .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = buffer };
+    s->refs = 1;
+    s->ctx = ctx;
+    s->external = 1;
+    s->bytes = bytes;
+    s->buffer = buffer;
+    s->buffer_offset = offset;
+    s->address = vkGetBufferDeviceAddress(ctx->device, &ai) + offset;
+    s->mapped = mapped;
+    lm_context_ref(ctx);
+    return s;
+}
+
+uint64_t lm_storage_serial(const lm_storage *s) {
+    uint64_t ext = s->ctx->stream.ext_serial;
+    return s->external && ext > s->last_serial ? ext : s->last_serial;
+}
+
 void lm_storage_ref(lm_storage *s) { s->refs++; }
+
+void lm_storage_release(lm_storage *s) {
+    /* The last reference freed by the script, not found by the GC: its bytes need no
+     * collection to come back, so they do not count towards the next one. */
+    if (s->refs == 1 && s->chunk) {
+        lm_context *ctx = s->ctx;
+        ctx->bytes_since_gc = ctx->bytes_since_gc > s->bytes ? ctx->bytes_since_gc - s->bytes : 0;
+    }
+    lm_storage_unref(s);
+}
 
 void lm_storage_unref(lm_storage *s) {
     if (--s->refs > 0) return;
     lm_context *ctx = s->ctx;
-    /* The device may still be reading or writing it: reuse waits for that batch. */
-    lm_stream_free_after(ctx, s->chunk, s->last_serial);
+    /* The device may still be reading or writing it: reuse waits for that batch. A host
+     * buffer is the host's to reuse (after its sync point). */
+    if (s->chunk) lm_stream_free_after(ctx, s->chunk, s->last_serial);
     free(s);
     lm_context_unref(ctx);
 }
@@ -109,7 +145,7 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
     lm_context *ctx = s->ctx;
     if (s->mapped) {
         /* The host writes now: earlier device work on this storage must be done. */
-        lm_stream_wait(L, ctx, s->last_serial);
+        lm_stream_wait(L, ctx, lm_storage_serial(s));
         memcpy(s->mapped + offset, src, n);
         return;
     }
@@ -127,7 +163,7 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
 void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n) {
     lm_context *ctx = s->ctx;
     if (s->mapped) {
-        lm_stream_wait(L, ctx, s->last_serial);
+        lm_stream_wait(L, ctx, lm_storage_serial(s));
         memcpy(dst, s->mapped + offset, n);
         return;
     }

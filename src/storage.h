@@ -10,14 +10,25 @@
  * after a full collection when the device is out of memory, and raises
  * "out of device memory: requested N bytes, M in use" when that is not enough. */
 lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname);
+/* A storage over `bytes` of a host VkBuffer at `offset` (lumus.h's lumus_push_buffer):
+ * no chunk, not counted in lumus.memory(), and freeing it frees none of the host's
+ * memory. `mapped` is the host's pointer to that offset, or NULL to use staging. */
+lm_storage *lm_storage_wrap(lua_State *L, lm_context *ctx, VkBuffer buffer, VkDeviceSize offset,
+                            VkDeviceSize bytes, void *mapped);
 void lm_storage_ref(lm_storage *s);
 void lm_storage_unref(lm_storage *s);
+/* lm_storage_unref for a free the script asked for (tensor:free(), a <close> variable),
+ * as opposed to the GC finding the tensor (see gc_pressure in storage.c). */
+void lm_storage_release(lm_storage *s);
 
 /* Host data into a storage: copied before return (staged or mapped), so the caller may
  * reuse `src` at once. The write is ordered after earlier device work on the storage. */
 void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const void *src, VkDeviceSize n);
 /* Device data into host memory; waits only for the work that touches the storage. */
 void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n);
+/* The serial after which no recorded device work touches the storage (for a wrapped
+ * host buffer: no work on any wrapped buffer, since they may alias). */
+uint64_t lm_storage_serial(const lm_storage *s);
 /* A host pointer to write a fresh storage directly (NULL when staging is needed). */
 unsigned char *lm_storage_direct(lm_storage *s);
 

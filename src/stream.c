@@ -52,6 +52,13 @@ VkResult lm_stream_init(lm_context *ctx) {
         r = vkCreateFence(ctx->device, &fi, NULL, &st->slot[i].fence);
         if (r != VK_SUCCESS) return r;
     }
+    VkSemaphoreTypeCreateInfo ti = {
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE, .initialValue = 0,
+    };
+    VkSemaphoreCreateInfo si = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti };
+    r = vkCreateSemaphore(ctx->device, &si, NULL, &st->timeline);
+    if (r != VK_SUCCESS) return r;
     if (ctx->timestamp_bits > 0) {
         VkQueryPoolCreateInfo qi = {
             .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
@@ -67,8 +74,10 @@ static void release_deferred(lm_context *ctx) {
     lm_stream *st = &ctx->stream;
     size_t keep = 0;
     for (size_t i = 0; i < st->ndeferred; i++) {
-        if (st->deferred[i].serial <= st->completed) lm_chunk_free(ctx, st->deferred[i].chunk);
-        else st->deferred[keep++] = st->deferred[i];
+        if (st->deferred[i].serial <= st->completed) {
+            st->deferred_bytes -= st->deferred[i].chunk->size;
+            lm_chunk_free(ctx, st->deferred[i].chunk);
+        } else st->deferred[keep++] = st->deferred[i];
     }
     st->ndeferred = keep;
 }
@@ -182,6 +191,12 @@ VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op) {
     LM_VK(L, vkBeginCommandBuffer(s->cb, &bi));
     /* Order this batch after everything submitted before it (and after host writes). */
     full_barrier(s->cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
+    if (ctx->timing && st->queries && st->stamps % 2 == 0 && st->stamps < LM_TIMESTAMPS) {
+        /* gpu_time: this batch's start, written once everything before it has finished,
+         * so an idle gap between batches falls outside every start-end pair. */
+        if (st->stamps == 0) vkCmdResetQueryPool(s->cb, st->queries, 0, LM_TIMESTAMPS);
+        vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, st->queries, st->stamps++);
+    }
     st->epoch++;
     s->state = 1;
     s->ops = 0;
@@ -214,8 +229,10 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
     int need = 0;
     for (int i = 0; i < st->nuse; i++) {
         lm_storage *s = st->use[i].s;
-        if (s->write_epoch == st->epoch) need = 1;                          /* RAW, WAW */
-        if (st->use[i].write && s->read_epoch == st->epoch) need = 1;        /* WAR */
+        uint64_t we = s->external ? st->ext_write_epoch : s->write_epoch;
+        uint64_t re = s->external ? st->ext_read_epoch : s->read_epoch;
+        if (we == st->epoch) need = 1;                                      /* RAW, WAW */
+        if (st->use[i].write && re == st->epoch) need = 1;                   /* WAR */
     }
     if (need) {
         full_barrier(cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
@@ -226,6 +243,10 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
         lm_storage *s = st->use[i].s;
         if (st->use[i].write) s->write_epoch = st->epoch; else s->read_epoch = st->epoch;
         s->last_serial = serial;
+        if (s->external) {
+            if (st->use[i].write) st->ext_write_epoch = st->epoch; else st->ext_read_epoch = st->epoch;
+            st->ext_serial = serial;
+        }
     }
     st->nuse = 0;
 }
@@ -235,12 +256,37 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
     if (st->cur < 0) return;
     lm_slot *s = &st->slot[st->cur];
     st->cur = -1;
+    st->held = 0;
+    /* gpu_time: this batch's end. Once the pairs run out, the last one stays open until
+     * gpu_time's own submit, so it then spans (and counts) the gaps in its tail. */
+    if (ctx->timing && st->queries && st->stamps % 2 == 1 &&
+        (st->stamps < LM_TIMESTAMPS - 1 || st->stamp_final))
+        vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, st->queries, st->stamps++);
     /* Make device writes visible to host reads of mapped memory after the fence. */
     full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
     VkResult r = vkEndCommandBuffer(s->cb);
     if (r == VK_SUCCESS) {
+        /* Signal the batch's serial on the timeline; wait for the host's semaphores. */
+        VkSemaphore wait_sems[LM_MAX_WAITS];
+        uint64_t wait_values[LM_MAX_WAITS];
+        VkPipelineStageFlags wait_stages[LM_MAX_WAITS];
+        uint32_t nw = (uint32_t)st->nwaits;
+        for (uint32_t i = 0; i < nw; i++) {
+            wait_sems[i] = st->waits[i].semaphore;
+            wait_values[i] = st->waits[i].value;
+            wait_stages[i] = LM_DEVICE_STAGES;
+        }
+        st->nwaits = 0;
+        VkTimelineSemaphoreSubmitInfo ts = {
+            .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            .waitSemaphoreValueCount = nw, .pWaitSemaphoreValues = wait_values,
+            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &s->serial,
+        };
         VkSubmitInfo si = {
-            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cb,
+            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts,
+            .waitSemaphoreCount = nw, .pWaitSemaphores = wait_sems, .pWaitDstStageMask = wait_stages,
+            .commandBufferCount = 1, .pCommandBuffers = &s->cb,
+            .signalSemaphoreCount = 1, .pSignalSemaphores = &st->timeline,
         };
         lm_context_lock_queue(ctx);
         r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
@@ -254,12 +300,16 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
         return;
     }
     s->state = 2;
+    st->submits++;
 }
 
 void lm_stream_op_done(lua_State *L, lm_context *ctx) {
     lm_stream *st = &ctx->stream;
     (void)L;
-    if (st->cur >= 0 && ++st->slot[st->cur].ops >= LM_BATCH_OPS) lm_stream_submit(NULL, ctx);
+    if (st->cur < 0) return;
+    VkDeviceSize live = ctx->mem.in_use - st->deferred_bytes;
+    if (++st->slot[st->cur].ops >= LM_BATCH_OPS || (st->held > LM_HELD_MIN && st->held > live))
+        lm_stream_submit(NULL, ctx);
 }
 
 static void wait_upto(lm_context *ctx, uint64_t serial) {
@@ -284,6 +334,21 @@ void lm_stream_wait(lua_State *L, lm_context *ctx, uint64_t serial) {
         wait_upto(ctx, serial);
     }
     if (L) lm_stream_check(L, ctx);
+}
+
+void lm_stream_flush(lua_State *L, lm_context *ctx, uint64_t serial) {
+    lm_stream *st = &ctx->stream;
+    if (st->cur >= 0 && st->slot[st->cur].serial <= serial) lm_stream_submit(L, ctx);
+    if (L) lm_stream_check(L, ctx);
+}
+
+int lm_stream_add_wait(lm_context *ctx, VkSemaphore semaphore, uint64_t value) {
+    lm_stream *st = &ctx->stream;
+    if (st->nwaits == LM_MAX_WAITS) return 0;
+    st->waits[st->nwaits].semaphore = semaphore;
+    st->waits[st->nwaits].value = value;
+    st->nwaits++;
+    return 1;
 }
 
 void lm_stream_sync(lua_State *L, lm_context *ctx) {
@@ -319,6 +384,8 @@ void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial) {
         st->deferred = d;
         st->cap = cap;
     }
+    st->deferred_bytes += c->size;
+    if (st->cur >= 0 && serial == st->slot[st->cur].serial) st->held += c->size;
     st->deferred[st->ndeferred].chunk = c;
     st->deferred[st->ndeferred].serial = serial;
     st->ndeferred++;
@@ -346,6 +413,7 @@ void lm_stream_destroy(lm_context *ctx) {
     st->deferred = NULL;
     for (int i = 0; i < LM_RING; i++) if (st->slot[i].fence) vkDestroyFence(ctx->device, st->slot[i].fence, NULL);
     if (st->queries) vkDestroyQueryPool(ctx->device, st->queries, NULL);
+    if (st->timeline) vkDestroySemaphore(ctx->device, st->timeline, NULL);
     vkDestroyCommandPool(ctx->device, st->pool, NULL);
     st->pool = VK_NULL_HANDLE;
 }

@@ -18,7 +18,10 @@
 
 #define LM_RING 8
 #define LM_BATCH_OPS 256
-#define LM_TIMESTAMPS 2
+/* lumus.gpu_time stamps the start and end of every batch it times (pairs of queries). */
+#define LM_TIMESTAMPS 128
+#define LM_MAX_WAITS 16
+#define LM_HELD_MIN ((VkDeviceSize)64 << 20)
 
 typedef struct lm_slot {
     VkCommandBuffer cb;
@@ -50,6 +53,17 @@ typedef struct lm_stream {
     int spin;                   /* poll fences before sleeping (discrete GPUs) */
     int abandoned;              /* destroyed while a batch still ran: device objects left */
     double wait_limit;          /* seconds a batch may take before the device counts as lost */
+    VkSemaphore timeline;       /* signalled with each batch's serial, for hosts (lumus.h) */
+    /* Host buffers wrapped as tensors may alias each other, so the stream treats them
+     * as one storage: the barrier epochs and serial of their last device use. */
+    uint64_t ext_read_epoch, ext_write_epoch, ext_serial;
+    struct { VkSemaphore semaphore; uint64_t value; } waits[LM_MAX_WAITS];
+    int nwaits;                 /* host semaphores the next submit waits for */
+    uint64_t submits;           /* batches submitted so far (lumus._stream_stats) */
+    uint32_t stamps;            /* timestamp queries written by the gpu_time in progress */
+    int stamp_final;            /* gpu_time's last submit: close the last pair */
+    VkDeviceSize held;          /* bytes freed while this batch records, back once it runs */
+    VkDeviceSize deferred_bytes; /* bytes of all deferred frees (counted in mem.in_use) */
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
@@ -65,7 +79,10 @@ void lm_stream_read(lm_context *ctx, lm_storage *s);
 void lm_stream_write(lm_context *ctx, lm_storage *s);
 void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb);
 
-/* Ends an op: counts it and submits the batch once it is large. */
+/* Ends an op: counts it and submits the batch once it holds LM_BATCH_OPS ops, or once
+ * the memory freed while it records (which comes back only when it has run) exceeds
+ * what is live (at least LM_HELD_MIN), so a loop that never reads does not grow the pool
+ * without bound. */
 void lm_stream_op_done(lua_State *L, lm_context *ctx);
 
 void lm_stream_submit(lua_State *L, lm_context *ctx);
@@ -81,6 +98,14 @@ void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial);
 
 /* Serial of the batch being recorded (what a use recorded now must wait for). */
 uint64_t lm_stream_current_serial(lm_context *ctx);
+
+/* Submits the batch being recorded if its serial is <= serial (so a host may wait for
+ * it on the timeline semaphore); raises on device failure. */
+void lm_stream_flush(lua_State *L, lm_context *ctx, uint64_t serial);
+
+/* Makes the next submit wait for a host timeline semaphore; 0 when LM_MAX_WAITS are
+ * already pending. */
+int lm_stream_add_wait(lm_context *ctx, VkSemaphore semaphore, uint64_t value);
 
 /* Raises the pending device failure, if any. */
 void lm_stream_check(lua_State *L, lm_context *ctx);

@@ -88,10 +88,22 @@ lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int a
     return t;
 }
 
+/* Byte range of a tensor in its VkBuffer: storages of host buffers may alias, so
+ * overlap is judged by buffer and range, not by storage. */
+static VkDeviceSize buffer_start(const lm_tensor *t) {
+    return t->storage->buffer_offset + (VkDeviceSize)t->offset * 4u;
+}
+
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b) {
-    if (a->storage != b->storage) return 0;
-    int64_t a0 = a->offset, a1 = a->offset + a->numel, b0 = b->offset, b1 = b->offset + b->numel;
+    if (a->storage->buffer != b->storage->buffer) return 0;
+    VkDeviceSize a0 = buffer_start(a), a1 = a0 + lm_tensor_bytes(a);
+    VkDeviceSize b0 = buffer_start(b), b1 = b0 + lm_tensor_bytes(b);
     return a0 < b1 && b0 < a1;
+}
+
+int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b) {
+    return a->storage->buffer == b->storage->buffer && buffer_start(a) == buffer_start(b) &&
+           a->numel == b->numel;
 }
 
 static void set_contiguous(lm_tensor *t) {
@@ -104,6 +116,15 @@ static lm_tensor *push_handle(lua_State *L) {
     lm_tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     luaL_setmetatable(L, LM_TENSOR_MT);
+    return t;
+}
+
+lm_tensor *lm_push_tensor_handle(lua_State *L, int ndim, const int64_t *shape) {
+    lm_tensor *t = push_handle(L);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= shape[i]; }
+    set_contiguous(t);
     return t;
 }
 
@@ -415,13 +436,27 @@ static int m_reshape(lua_State *L) {
     return 1;
 }
 
+/* __gc: the collector found the tensor. */
+static int m_collect(lua_State *L) {
+    lm_tensor *t = to_tensor(L, 1);
+    /* (reachable only through the metatable, so luaL_typeerror could not name it) */
+    if (!t) luaL_error(L, "bad argument #1 to '__gc' (tensor expected, got %s)", luaL_typename(L, 1));
+    if (t->storage) {
+        lm_storage *s = t->storage;
+        t->storage = NULL;
+        lm_storage_unref(s);
+    }
+    return 0;
+}
+
+/* t:free() and __close: the script released it. */
 static int m_free(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
     if (!t) luaL_typeerror(L, 1, "tensor");
     if (t->storage) {
         lm_storage *s = t->storage;
         t->storage = NULL;
-        lm_storage_unref(s);
+        lm_storage_release(s);
     }
     return 0;
 }
@@ -463,7 +498,7 @@ void lm_tensor_register(lua_State *L) {
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__index");
     lua_setfield(L, -2, "methods");   /* metatable.methods, for init.lua to extend */
-    lua_pushcfunction(L, m_free);
+    lua_pushcfunction(L, m_collect);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, m_free);
     lua_setfield(L, -2, "__close");

@@ -33,8 +33,10 @@ lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int a
 /* Pushes a new tensor of this shape with fresh (uninitialized) device memory. */
 lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape);
 
+/* 0 for a freed tensor (a finalizer may free one while an op sets up): the op's record
+ * step then refuses it rather than this crashing (see lm_record_dispatch). */
 static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
-    return t->storage->address + (VkDeviceAddress)t->offset * 4u;
+    return t->storage ? t->storage->address + (VkDeviceAddress)t->offset * 4u : 0;
 }
 static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) { return (VkDeviceSize)t->numel * 4u; }
 
@@ -48,6 +50,12 @@ void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len);
 
 /* Do two tensors' byte ranges overlap? */
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b);
+/* Are they exactly the same elements (same buffer, start and count)? */
+int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b);
+
+/* Pushes a contiguous tensor of this shape with no storage yet (the caller sets one;
+ * until then the handle is safe to collect). Shape sizes must be valid. */
+lm_tensor *lm_push_tensor_handle(lua_State *L, int ndim, const int64_t *shape);
 
 /* Registers the metatable and constructors into the table on top of the stack. */
 void lm_tensor_register(lua_State *L);

@@ -20,9 +20,17 @@
 --   nest(flat, shape)                 the inverse of flatten
 --   compare(got, want)                error measures of got against want
 --   layer_norm_forward(x, w, b, eps)  LayerNorm over the last dimension
+--   matmul(a, b, opts)                a [..., K] x b [K, N] (or batched), float64 sums
+--   linear(x, weight, bias)           x W^T + b, weight [out, in] (torch layout)
 --   rng(seed)                         deterministic uniform / normal generator
 --   f32(v)                            v rounded to the nearest float32
 --   random_table(shape, f)            nested table of f() values, rounded to float32
+--   map(t, f)                         f applied to every number of a nested table
+--   add, sub, mul, div(a, b)          elementwise, numbers or broadcast trailing shapes
+--   scale(t, s), neg(t), relu(t)      t * s, -t, max(t, 0)
+--   erf(x), erfc(x)                   the error function and 1 - erf(x), numbers
+--   gelu(t, approximate)              "none" (erf form, the default) or "tanh"
+--   softmax(t), sum(t), mean(t)       over the last dimension
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -236,6 +244,93 @@ function M.layer_norm_forward(x, weight, bias, eps)
   return walk(x, 1)
 end
 
+-- Checks that t is a nested table of exactly `depth` levels; returns its shape.
+local function shape_of_depth(fname, what, t, depth_min, depth_max)
+  if type(t) ~= "table" then
+    error(("reference.%s: %s must be a nested table of numbers, got %s"):format(fname, what, type(t)), 3)
+  end
+  local ok, s = pcall(M.shape, t)
+  if not ok then error(("reference.%s: %s: %s"):format(fname, what, s), 3) end
+  if #s < depth_min or #s > depth_max then
+    error(("reference.%s: %s must have %d%s dimensions, got %d")
+      :format(fname, what, depth_min, depth_max > depth_min and "+" or "", #s), 3)
+  end
+  return s
+end
+
+-- c[i][j] = sum_k a[i][k] * b[k][j] (or b[j][k] when trans) + bias[j], over flat
+-- row-major lists, float64; appends c's rows into out (flat).
+local function gemm_into(out, a, a0, b, b0, m, n, k, trans, bias)
+  for i = 0, m - 1 do
+    local arow = a0 + i * k
+    for j = 1, n do
+      local s = 0
+      if trans then
+        local brow = b0 + (j - 1) * k
+        for q = 1, k do s = s + a[arow + q] * b[brow + q] end
+      else
+        for q = 1, k do s = s + a[arow + q] * b[b0 + (q - 1) * n + j] end
+      end
+      if bias then s = s + bias[j] end
+      out[#out + 1] = s
+    end
+  end
+end
+
+--- Matrix product in float64, shaped like lumus.matmul:
+--   a [..., K] x b [K, N] -> [..., N] (a's leading dimensions are rows; a 1-D a gives [N])
+--   a [B..., M, K] x b [B..., K, N] -> [B..., M, N] (b with batch dimensions equal to a's)
+-- opts (optional): transpose_b = true reads b as [..., N, K]; bias = list of N numbers
+-- added to every row. Sums run in float64 in k order.
+function M.matmul(a, b, opts)
+  opts = opts or {}
+  local as = shape_of_depth("matmul", "a", a, 1, 8)
+  local bs = shape_of_depth("matmul", "b", b, 2, 8)
+  local trans = opts.transpose_b and true or false
+  local k = as[#as]
+  local bk = trans and bs[#bs] or bs[#bs - 1]
+  local n = trans and bs[#bs - 1] or bs[#bs]
+  if bk ~= k then
+    error(("reference.matmul: b's K (%d) differs from a's last dimension (%d)"):format(bk, k), 2)
+  end
+  local batch, m = 1, nil
+  if #bs == 2 then
+    m = 1
+    for i = 1, #as - 1 do m = m * as[i] end
+  else
+    if #as ~= #bs then error("reference.matmul: batched b needs a with as many dimensions", 2) end
+    for i = 1, #bs - 2 do
+      if as[i] ~= bs[i] then error("reference.matmul: batch dimensions of a and b differ", 2) end
+      batch = batch * bs[i]
+    end
+    m = as[#as - 1]
+  end
+  local bias = opts.bias
+  if bias ~= nil then
+    local s = shape_of_depth("matmul", "bias", bias, 1, 1)
+    if s[1] ~= n then error(("reference.matmul: bias must have %d numbers, got %d"):format(n, s[1]), 2) end
+  end
+  local fa, fb, out = M.flatten(a), M.flatten(b), {}
+  for z = 0, batch - 1 do
+    gemm_into(out, fa, z * m * k, fb, z * k * n, m, n, k, trans, bias)
+  end
+  local shape = {}
+  for i = 1, #as do shape[i] = as[i] end
+  shape[#shape] = n
+  return M.nest(out, shape)
+end
+
+--- A linear layer in float64, as lumus.linear and torch.nn.functional.linear:
+-- y = x W^T + b, x [..., in], weight [out, in] (nested), bias list of out numbers or nil.
+function M.linear(x, weight, bias)
+  local ws = shape_of_depth("linear", "weight", weight, 2, 2)
+  local xs = shape_of_depth("linear", "x", x, 1, 8)
+  if ws[2] ~= xs[#xs] then
+    error(("reference.linear: weight must be [out, %d], got [%d, %d]"):format(xs[#xs], ws[1], ws[2]), 2)
+  end
+  return M.matmul(x, weight, { transpose_b = true, bias = bias })
+end
+
 --- A small deterministic random generator: the same numbers under every Lua 5.4
 -- build and platform (unlike math.random, whose algorithm and seeding vary).
 -- SplitMix64 on Lua's 64-bit integers (which wrap on overflow).
@@ -291,5 +386,153 @@ function M.random_table(shape, f)
   for i = 1, n do flat[i] = M.f32(f()) end
   return M.nest(flat, shape)
 end
+
+---------------------------------------------------------------------------------------
+-- Elementwise ops, softmax and sums (what lumus.add, ..., lumus.sum compute).
+
+--- A nested table like t with f(v) for every number v (a number gives f(t)).
+function M.map(t, f)
+  if type(t) == "number" then return f(t) end
+  local out = {}
+  for i = 1, #t do out[i] = M.map(t[i], f) end
+  return out
+end
+
+-- f(x, y) over a and b: numbers, tables of one shape, or a table whose shape is a
+-- trailing part of the other's, which then repeats over the other's leading levels.
+local function broadcast(name, a, b, f)
+  if type(a) == "number" and type(b) == "number" then return f(a, b) end
+  if type(a) == "number" then return M.map(b, function(y) return f(a, y) end) end
+  if type(b) == "number" then return M.map(a, function(x) return f(x, b) end) end
+  local sa, sb = M.shape(a), M.shape(b)
+  local small, big = sb, sa
+  if #sa < #sb then small, big = sa, sb end
+  for i = 1, #small do
+    if small[#small - i + 1] ~= big[#big - i + 1] then
+      error(("reference.%s: shapes %s and %s do not match"):format(name,
+        table.concat(sa, "x"), table.concat(sb, "x")), 3)
+    end
+  end
+  local extra = #big - #small   -- leading levels where the smaller operand repeats
+  local function walk(x, y, depth)
+    if type(x) == "number" then return f(x, y) end
+    local out = {}
+    for i = 1, #x do
+      if depth < extra then
+        if #sa >= #sb then out[i] = walk(x[i], y, depth + 1) else out[i] = walk(x, y[i], depth + 1) end
+      else
+        out[i] = walk(x[i], y[i], depth + 1)
+      end
+    end
+    return out
+  end
+  if #sa >= #sb then return walk(a, b, 0) end
+  -- b is the larger: walk its leading levels, pairing every part with all of a.
+  local function walk_b(y, depth)
+    if depth == extra then return walk(a, y, extra) end
+    local out = {}
+    for i = 1, #y do out[i] = walk_b(y[i], depth + 1) end
+    return out
+  end
+  return walk_b(b, 0)
+end
+
+function M.add(a, b) return broadcast("add", a, b, function(x, y) return x + y end) end
+function M.sub(a, b) return broadcast("sub", a, b, function(x, y) return x - y end) end
+function M.mul(a, b) return broadcast("mul", a, b, function(x, y) return x * y end) end
+function M.div(a, b) return broadcast("div", a, b, function(x, y) return x / y end) end
+function M.scale(t, s) return M.map(t, function(x) return x * s end) end
+function M.neg(t) return M.map(t, function(x) return -x end) end
+-- NaN stays NaN (x < 0 is false for it).
+function M.relu(t) return M.map(t, function(x) if x < 0 then return 0 end return x end) end
+
+local SQRT_PI = sqrt(math.pi)
+
+--- erfc(x) = 1 - erf(x), accurate relative to itself also where it is tiny.
+-- For |x| < 1.5: erf from the series 2/sqrt(pi) e^{-x^2} sum_n (2x^2)^n x / (2n+1)!!, whose
+-- terms are all positive (no cancellation). For x >= 1.5: the continued fraction
+-- erfc(x) = e^{-x^2}/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + 2/(x + ...))))),
+-- evaluated from depth 200 (it has converged to double precision by depth 100 at 1.5).
+function M.erfc(x)
+  if x ~= x then return x end
+  if x < 0 then return 2 - M.erfc(-x) end
+  if x < 1.5 then return 1 - M.erf(x) end
+  if x > 27 then return 0 end                  -- below the smallest double
+  local f = x
+  for k = 200, 1, -1 do f = x + (k / 2) / f end
+  return math.exp(-x * x) / (SQRT_PI * f)
+end
+
+--- erf(x), to about 1e-15 relative (erfc likewise relative to itself).
+function M.erf(x)
+  if x ~= x then return x end
+  if x < 0 then return -M.erf(-x) end
+  if x >= 1.5 then return 1 - M.erfc(x) end
+  local x2 = x * x
+  local term, total = x, x
+  for n = 1, 200 do
+    term = term * 2 * x2 / (2 * n + 1)
+    total = total + term
+    if term < total * 1e-17 then break end
+  end
+  return 2 / SQRT_PI * math.exp(-x2) * total
+end
+
+--- gelu(x): approximate = "none" (default): x/2 (1 + erf(x / sqrt 2)), taken as
+-- x/2 erfc(-x / sqrt 2) so that negative x keep relative accuracy; "tanh":
+-- x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with 1 + tanh(u) = 2 / (1 + e^{-2u})
+-- (Lua has no tanh).
+function M.gelu(t, approximate)
+  if approximate == nil or approximate == "none" then
+    return M.map(t, function(x) return 0.5 * x * M.erfc(-x / sqrt(2)) end)
+  elseif approximate == "tanh" then
+    local k = sqrt(2 / math.pi)
+    return M.map(t, function(x)
+      local u = k * (x + 0.044715 * x * x * x)
+      return x / (1 + math.exp(-2 * u))
+    end)
+  end
+  error(("reference.gelu: approximate must be \"none\" or \"tanh\", got %s"):format(tostring(approximate)), 2)
+end
+
+-- f(row) for every row (innermost table) of t, nested like t without its last level
+-- when f returns a number; a 1-D t gives {f(t)} (lumus's shape {1}).
+local function per_row(t, f)
+  local shape = M.shape(t)
+  local function walk(x, depth)
+    if depth == #shape then return f(x) end
+    local out = {}
+    for i = 1, #x do out[i] = walk(x[i], depth + 1) end
+    return out
+  end
+  local r = walk(t, 1)
+  if #shape == 1 and type(r) == "number" then return { r } end
+  return r
+end
+
+--- Softmax over the last dimension: exp(x - max) / sum(exp(x - max)).
+function M.softmax(t)
+  return per_row(t, function(row)
+    local m = -huge
+    for i = 1, #row do if row[i] > m then m = row[i] end end
+    local e, s = {}, 0
+    for i = 1, #row do e[i] = math.exp(row[i] - m); s = s + e[i] end
+    for i = 1, #row do e[i] = e[i] / s end
+    return e
+  end)
+end
+
+local function row_sum(row)
+  local s = 0
+  for i = 1, #row do s = s + row[i] end
+  return s
+end
+
+--- Sum over the last dimension (plain float64 sum: for float32 inputs and rows up to
+-- 2^20 its error is below 1e-10 of sum(|x|)).
+function M.sum(t) return per_row(t, row_sum) end
+
+--- Mean over the last dimension.
+function M.mean(t) return per_row(t, function(row) return row_sum(row) / #row end) end
 
 return M

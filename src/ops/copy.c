@@ -14,14 +14,11 @@ void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) {
     uint64_t groups = ((uint64_t)src->numel + per_group - 1) / per_group;
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    const uint32_t spec[LM_MAX_SPEC] = { COPY_WG, COPY_UNROLL, 0 };
-    VkPipeline p = lm_pipeline(L, ctx, LM_SH_COPY, spec, 0);
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, "copy");
-    lm_stream_read(ctx, src->storage);
-    lm_stream_write(ctx, dst->storage);
-    lm_stream_hazards(ctx, cb);
-    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
-    lm_stream_op_done(L, ctx);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "copy", .shader = LM_SH_COPY, .spec = { COPY_WG, COPY_UNROLL, 0 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { src }, .writes = { dst },
+    });
 }
 
 int lm_op_copy(lua_State *L) {
@@ -30,7 +27,7 @@ int lm_op_copy(lua_State *L) {
     lua_settop(L, 2);
     lm_push_field(L, 2, "out");                       /* slot 3: the result */
     lm_tensor *dst = lm_check_out(L, 3, 2, "out", src->ndim, src->shape);
-    if (dst && dst != src && lm_tensors_overlap(src, dst) && src->offset != dst->offset)
+    if (dst && dst != src && lm_tensors_overlap(src, dst) && !lm_tensors_same_memory(src, dst))
         luaL_argerror(L, 2, "out overlaps the source tensor");
     if (!dst) {
         lm_push_tensor(L, lm_context_get(L), src->ndim, src->shape);
@@ -39,6 +36,6 @@ int lm_op_copy(lua_State *L) {
     /* The allocations may have run finalizers that freed either tensor (see ops.h). */
     src = lm_check_tensor(L, 1);
     dst = lm_check_out(L, 3, 2, "out", src->ndim, src->shape);
-    if (dst->storage != src->storage || dst->offset != src->offset) lm_record_copy(L, src, dst);
+    if (!lm_tensors_same_memory(src, dst)) lm_record_copy(L, src, dst);
     return 1;
 }

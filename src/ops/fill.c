@@ -12,13 +12,11 @@ void lm_record_fill(lua_State *L, lm_tensor *t, float v) {
     uint64_t groups = ((uint64_t)t->numel + 4u * FILL_WG - 1) / (4u * FILL_WG);
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    const uint32_t spec[LM_MAX_SPEC] = { FILL_WG, 0, 0 };
-    VkPipeline p = lm_pipeline(L, ctx, LM_SH_FILL, spec, 0);
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, "fill");
-    lm_stream_write(ctx, t->storage);
-    lm_stream_hazards(ctx, cb);
-    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
-    lm_stream_op_done(L, ctx);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "fill", .shader = LM_SH_FILL, .spec = { FILL_WG, 0, 0 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .writes = { t },
+    });
 }
 
 int lm_op_fill(lua_State *L) {

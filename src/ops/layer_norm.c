@@ -1,6 +1,7 @@
 /* layer_norm_forward: argument checks, kernel variant choice and dispatch.
  * The kernel forms are described in shaders/layer_norm.comp. */
 #include "ops.h"
+#include "../storage.h"
 #include <lauxlib.h>
 #include <math.h>
 #include <string.h>
@@ -11,23 +12,43 @@
 #define LN_ITEMS_LONG 4
 #define LN_SHORT_ROW 256
 /* On a CPU device (lavapipe) a workgroup runs on one thread and each barrier costs a
- * context switch: fewer, wider threads per row won 2x there (1024x768). */
+ * context switch: fewer, wider threads per row won 2x there (1024x768) when the group
+ * form is forced; by default CPUs get the row form (one invocation per row). */
 #define LN_ITEMS_CPU 16
 #define LN_MAX_ITEMS 8         /* most vectors per thread kept in registers: more spilled
                                   * on the H200 (D = 65536 ran at 58% of copy with 16) */
 #define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
+/* Rows longer than one workgroup's registers: up to this many workgroups share a row
+ * (split form), each keeping LN_SPLIT_ITEMS vectors per thread; longer rows stream. */
+/* The row form (one invocation per row, for CPU devices): 8 rows per workgroup fill
+ * one 256-bit SIMD group on lavapipe. Its three loops run once per vector, and
+ * llvmpipe cuts an invocation's loops short past 65535 iterations in all (measured:
+ * 3 x 32768 failed, 3 x 8192 passed), so longer rows take another form. */
+#define LN_ROW_WG 8
+#define LN_ROW_MAX_VECTORS 16384u
+#define LN_MAX_PARTS 8
+#define LN_SPLIT_ITEMS 8
+#define LN_SPLIT_WG 256
+/* Polls a split part makes for its partners before reading the row itself. Partners
+ * take consecutive tickets, so on a GPU they are running within microseconds; the
+ * bound only keeps a device that runs too few workgroups at once (a CPU) from hanging.
+ * Keep it under 65535: llvmpipe cuts longer loops short and then computes garbage. */
+#define LN_SPIN_LIMIT (1u << 15)
+#define LN_SPIN_MAX 50000u
 
 typedef struct ln_config {
     lm_shader_id shader;
-    uint32_t wg, items, rows_per_group, vec;
+    uint32_t wg, items, rows_per_group, vec;   /* rows_per_group: parts per row (split) */
+    int full_subgroups;
     const char *variant;
 } ln_config;
 
 static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 
-static ln_config choose(const lm_context *ctx, int64_t d) {
+/* `in_place`: y is x, which the split form's fallback (reading the row again) forbids. */
+static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
     ln_config c = { 0 };
     c.vec = d % 4 == 0 ? 4 : 1;
     uint32_t n = (uint32_t)(d / c.vec);
@@ -38,16 +59,32 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
                     : ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? LN_ITEMS_CPU
                     : n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
-    if (ctx->ln_force_stream) goto stream;
+    int form = ctx->ln_form;
+    if (form == LM_LN_AUTO && ctx->ln_parts && !in_place) form = LM_LN_SPLIT;
+    if (form == LM_LN_AUTO && ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+        n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
+    if (form == LM_LN_ROW && n > LN_ROW_MAX_VECTORS) form = LM_LN_AUTO;
+    if (form == LM_LN_SPLIT && in_place) form = LM_LN_STREAM;
+    if (form == LM_LN_STREAM) goto stream;
+    if (form == LM_LN_SPLIT) goto split;
+    if (form == LM_LN_ROW) {
+        c.shader = c.vec == 4 ? LM_SH_LN_ROW_VEC4 : LM_SH_LN_ROW_VEC1;
+        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_ROW_WG;
+        c.items = 1;
+        c.rows_per_group = c.wg;
+        c.variant = "row";
+        return c;
+    }
     uint32_t sub_items = ctx->ln_subgroup_items ? ctx->ln_subgroup_items : LN_SUBGROUP_ITEMS;
-    if (ctx->full_subgroups && n <= sub_items * sg && LN_SUBGROUP_WG <= max_wg &&
-        LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
+    if (form != LM_LN_GROUP && ctx->full_subgroups && n <= sub_items * sg &&
+        LN_SUBGROUP_WG <= max_wg && LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
         c.shader = c.vec == 4 ? LM_SH_LN_SUBGROUP_VEC4 : LM_SH_LN_SUBGROUP_VEC1;
         c.wg = LN_SUBGROUP_WG;
         c.rows_per_group = LN_SUBGROUP_WG / sg;
         c.items = (n + sg - 1) / sg;
         c.variant = "subgroup";
-    } else if (n <= max_wg * LN_MAX_ITEMS) {
+        c.full_subgroups = 1;
+    } else if (n <= max_wg * LN_MAX_ITEMS || form == LM_LN_GROUP) {
         uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : pow2_at_least((n + target - 1) / target);
         uint32_t lo = sg > 32 ? sg : 32;
         if (wg < lo) wg = lo;
@@ -59,6 +96,23 @@ static ln_config choose(const lm_context *ctx, int64_t d) {
         c.items = (n + wg - 1) / wg;
         c.rows_per_group = 1;
         c.variant = "group";
+    } else if (!in_place && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
+               n <= max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) {
+split:;
+        /* Small workgroups overlap one part's wait for its partners with other parts'
+         * loads: at 4096x65536 on the H200, 8 parts of 256 threads ran at 83% of copy,
+         * 4 of 512 at 82%, 2 of 1024 at 77% (bench/layer_norm.lua, tune sweeps). Longer
+         * rows would need more than LN_MAX_PARTS such parts: they take 1024 threads. */
+        uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
+        uint32_t small_wg = LN_SPLIT_WG <= max_wg ? LN_SPLIT_WG : max_wg;
+        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
+             : n <= small_wg * items * LN_MAX_PARTS ? small_wg : max_wg;
+        c.rows_per_group = ctx->ln_parts ? ctx->ln_parts : (n + c.wg * items - 1) / (c.wg * items);
+        if (c.rows_per_group > n) c.rows_per_group = n;
+        uint32_t chunk = (n + c.rows_per_group - 1) / c.rows_per_group;
+        c.items = (chunk + c.wg - 1) / c.wg;
+        c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
+        c.variant = "split";
     } else {
 stream:
         c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
@@ -100,9 +154,20 @@ static float check_eps(lua_State *L, int idx) {
 static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *an,
                        const lm_tensor *b, const char *bn, int same_ok) {
     if (!a || !b || !lm_tensors_overlap(a, b)) return;
-    if (same_ok && a->offset == b->offset && a->numel == b->numel) return;
+    if (same_ok && lm_tensors_same_memory(a, b)) return;
     lua_pushfstring(L, "%s overlaps %s (they alias the same device memory)", an, bn);
     luaL_argerror(L, argn, lua_tostring(L, -1));
+}
+
+/* Pushes the split form's scratch for `groups` workgroups: a ticket counter and a
+ * fallback count, then one 64-byte record per workgroup, all zero (a fill is recorded
+ * here, before the kernel). A tensor on the Lua stack, so an error before the dispatch
+ * leaves it to the collector rather than leaking it. */
+static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) {
+    int64_t words = (int64_t)(16u * (groups + 1u));
+    lm_tensor *t = lm_push_tensor(L, ctx, 1, &words);
+    lm_record_fill(L, t, 0.0f);
+    return t;
 }
 
 int lm_op_layer_norm_forward(lua_State *L) {
@@ -157,42 +222,57 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if ((w && w->storage->ctx != ctx) || (b && b->storage->ctx != ctx) || x->storage->ctx != ctx)
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
-    ln_config c = choose(ctx, d);
+    int in_place = lm_tensors_overlap(x, y);
+    ln_config c = choose(ctx, d, in_place);
+    int split = c.shader == LM_SH_LN_SPLIT_VEC4 || c.shader == LM_SH_LN_SPLIT_VEC1;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
         uint32_t rows, n, d;
         float eps;
         uint32_t groups_x, pad;
+        uint64_t scratch;
+        uint32_t chunk, spin_limit, tickets;
     } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
         .weight = w ? lm_tensor_address(w) : 0, .bias = b ? lm_tensor_address(b) : 0,
         .mean = lm_tensor_address(mean), .invstd = lm_tensor_address(invstd),
         .rows = (uint32_t)rows, .n = (uint32_t)(d / c.vec), .d = (uint32_t)d, .eps = eps,
     };
-    uint64_t groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
+    uint64_t groups = split ? (uint64_t)rows * c.rows_per_group
+                            : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
+    if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    const uint32_t spec[LM_MAX_SPEC] = { c.wg, c.items, c.rows_per_group };
-    VkPipeline p = lm_pipeline(L, ctx, c.shader, spec, c.rows_per_group > 1);
-
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, "layer_norm_forward");
-    lm_stream_read(ctx, x->storage);
-    if (w) lm_stream_read(ctx, w->storage);
-    if (b) lm_stream_read(ctx, b->storage);
-    lm_stream_write(ctx, y->storage);
-    lm_stream_write(ctx, mean->storage);
-    lm_stream_write(ctx, invstd->storage);
-    lm_stream_hazards(ctx, cb);
-    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
-    lm_stream_op_done(L, ctx);
+    lm_tensor *scratch = NULL;
+    if (split) {
+        scratch = split_scratch(L, ctx, groups);   /* stack slot 9 */
+        pc.scratch = lm_tensor_address(scratch);
+        pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
+        pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
+        pc.tickets = !ctx->ln_no_tickets;
+    }
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
+        .full_subgroups = c.full_subgroups,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
+    });
+    if (!scratch) return 3;
+    /* The tuning hook may ask for the scratch (its word 1 counts fallbacks). */
+    if (ctx->ln_return_scratch) return 4;
+    /* Dropped now; its memory is reused only after this batch has run. */
+    lm_storage *s = scratch->storage;
+    scratch->storage = NULL;
+    lm_storage_unref(s);
+    lua_pop(L, 1);
     return 3;
 }
 
-/* tune[name] as an integer (absent: 0), naming the field rather than a stack slot. */
-static lua_Integer tune_field(lua_State *L, const char *name) {
+/* tune[name] as an integer (absent: dflt), naming the field rather than a stack slot. */
+static lua_Integer tune_field(lua_State *L, const char *name, lua_Integer dflt) {
     lua_getfield(L, 2, name);
     int isint = 1;
-    lua_Integer v = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isint);
+    lua_Integer v = lua_isnil(L, -1) ? dflt : lua_tointegerx(L, -1, &isint);
     if (!isint || (lua_type(L, -1) != LUA_TNUMBER && !lua_isnil(L, -1))) {
         lua_pushfstring(L, "%s must be an integer, got %s", name, luaL_typename(L, -1));
         luaL_argerror(L, 2, lua_tostring(L, -1));
@@ -210,21 +290,42 @@ int lm_op_layer_norm_config(lua_State *L) {
     if (lua_istable(L, 2)) {
         /* Checked before any is set; items are bounded because each becomes a register
          * array in a specialized shader (a huge one would take the compiler forever). */
-        lua_Integer items = tune_field(L, "items_target");
+        lua_Integer items = tune_field(L, "items_target", 0);
         luaL_argcheck(L, items >= 0 && items <= 64, 2, "items_target must be in 0..64 (0: default)");
-        lua_Integer wg = tune_field(L, "wg");
+        lua_Integer wg = tune_field(L, "wg", 0);
         luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
+        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", NULL };
+        lua_getfield(L, 2, "form");
+        int form = 0;
+        if (!lua_isnil(L, -1)) {
+            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            while (forms[form] && strcmp(forms[form], f) != 0) form++;
+            luaL_argcheck(L, forms[form] != NULL, 2, "form must be auto, group, subgroup, stream, split or row");
+        }
         lua_getfield(L, 2, "stream");
-        int stream = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        lua_Integer sub = tune_field(L, "subgroup_items");
+        if (lua_toboolean(L, -1)) form = LM_LN_STREAM;
+        lua_pop(L, 2);
+        lua_Integer sub = tune_field(L, "subgroup_items", 0);
         luaL_argcheck(L, sub >= 0 && sub <= 64, 2, "subgroup_items must be in 0..64 (0: default)");
+        lua_Integer parts = tune_field(L, "parts", 0);
+        luaL_argcheck(L, parts >= 0 && parts <= 64, 2, "parts must be in 0..64");
+        lua_Integer spin = tune_field(L, "spin_limit", -1);
+        luaL_argcheck(L, spin >= -1 && spin <= LN_SPIN_MAX, 2, "spin_limit must be in 0..50000");
+        lua_getfield(L, 2, "tickets");
+        int no_tickets = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
+        lua_getfield(L, 2, "return_scratch");
+        int return_scratch = lua_toboolean(L, -1);
+        lua_pop(L, 2);
         ctx->ln_items_target = (uint32_t)items;
         ctx->ln_wg_override = (uint32_t)wg;
-        ctx->ln_force_stream = stream;
+        ctx->ln_form = form;
         ctx->ln_subgroup_items = (uint32_t)sub;
+        ctx->ln_parts = (uint32_t)parts;
+        ctx->ln_spin_limit = (uint32_t)(spin + 1);
+        ctx->ln_no_tickets = no_tickets;
+        ctx->ln_return_scratch = return_scratch;
     }
-    ln_config c = choose(ctx, d);
+    ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");

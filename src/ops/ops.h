@@ -5,6 +5,26 @@
 #include <lua.h>
 #include "../tensor.h"
 
+#define LM_LAUNCH_TENSORS 4
+
+/* One dispatch of an op: the shader variant and its specialization constants, the push
+ * constants, the grid, and the tensors it reads and writes, from which the stream decides
+ * on barriers (NULL entries, e.g. absent optional operands, are skipped). */
+typedef struct lm_launch {
+    const char *op;                 /* names the op in device errors */
+    lm_shader_id shader;
+    uint32_t spec[LM_MAX_SPEC];
+    int full_subgroups;
+    const void *push;
+    uint32_t push_bytes;
+    uint32_t groups_x, groups_y;    /* groups_y 0 means 1 */
+    lm_tensor *reads[LM_LAUNCH_TENSORS];
+    lm_tensor *writes[LM_LAUNCH_TENSORS];
+} lm_launch;
+
+/* Records the dispatch into the stream (dispatch.c). */
+void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d);
+
 /* Records t[:] = v into the stream. */
 void lm_record_fill(lua_State *L, lm_tensor *t, float v);
 /* Records dst[:] = src[:] (same element count) into the stream. */
@@ -14,6 +34,31 @@ int lm_op_fill(lua_State *L);          /* lumus.fill(t, v) */
 int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]) */
 int lm_op_layer_norm_forward(lua_State *L);
 int lm_op_layer_norm_config(lua_State *L);
+int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, bias=, transpose_b=}]) */
+int lm_op_linear(lua_State *L);        /* lumus.linear(x, weight [, bias [, {out=}]]) */
+int lm_op_matmul_config(lua_State *L);
+
+/* Records out = a b (+ bias) for `batch` products of an m x k and a k x n matrix (b read
+ * as n x k when trans_b); the strides (floats) step a, b and out between batches. */
+typedef struct lm_matmul_args {
+    lm_tensor *a, *b, *bias, *out;
+    uint32_t m, n, k, batch;
+    uint64_t stride_a, stride_b, stride_out;
+    int trans_b;
+} lm_matmul_args;
+void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
+/* Pushes the result of a matmul-style op: `out` (checked not to overlap the inputs; opts
+ * at stack index `opts`) or a new tensor of the given shape. */
+lm_tensor *lm_matmul_result(lua_State *L, int opts, lm_tensor *out, lm_context *ctx, int ndim,
+                            const int64_t *shape, lm_tensor *a, const char *an, lm_tensor *b,
+                            const char *bn, lm_tensor *bias);
+/* Elementwise (binary.c, unary.c) and row ops (softmax.c, sum.c); README "Ops". */
+int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);
+int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L); int lm_op_neg(lua_State *L);
+int lm_op_relu(lua_State *L); int lm_op_gelu(lua_State *L); int lm_op_gelu_tanh(lua_State *L);
+int lm_op_gelu_erf(lua_State *L); int lm_op_erf(lua_State *L);
+int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);
+int lm_op_row_config(lua_State *L);
 
 /* Reads the optional out tensor of an op: opts.out at argument `argn`, which must have
  * the given shape; returns NULL when absent. `what` names the op for messages. */
@@ -26,8 +71,24 @@ lm_tensor *lm_opt_out(lua_State *L, int argn, const char *field, int ndim, const
  * lm_check_out on the same slots) before recording; nothing between that last check and
  * lm_stream_op_done may allocate from Lua. */
 void lm_push_field(lua_State *L, int table_idx, const char *field);
-/* The out tensor at stack slot idx (nil: NULL): live and of the given shape; messages
- * name it as `field` of argument `argn`. */
+/* The out tensor at stack slot idx (nil: NULL): live and of the given shape (any shape
+ * when `shape` is NULL); messages name it as `field` of argument `argn`. */
 lm_tensor *lm_check_out(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape);
+
+/* Checks that argument `argn` is an options table or nil; returns whether it is a table. */
+int lm_check_opts(lua_State *L, int argn);
+
+/* An op's input tensors with the names its messages use (NULL entries skipped). */
+typedef struct lm_operands {
+    const lm_tensor *t[LM_LAUNCH_TENSORS];
+    const char *name[LM_LAUNCH_TENSORS];
+} lm_operands;
+
+/* Pushes the result of an op: opts.out (options at argument `argn`) when given, checked
+ * for shape and for sharing memory with the inputs, else a new tensor of this shape.
+ * With `in_place`, out may be an input exactly (the same elements); any other overlap
+ * is refused. */
+lm_tensor *lm_push_out(lua_State *L, int argn, lm_context *ctx, int ndim, const int64_t *shape,
+                       const lm_operands *in, int in_place);
 
 #endif

@@ -1,0 +1,383 @@
+-- bench/matmul.lua: float32 matmul and linear throughput, and the pre-norm MLP block.
+--
+-- For each shape M x K x N:
+--   matmul   lumus.matmul(a [M, K], b [K, N]) into a preallocated output
+--   linear   lumus.linear(x [M, K], weight [N, K], bias [N]): b read transposed, bias in
+--            the epilogue (what nn.Linear runs)
+-- median device time (lumus.gpu_time) and GFLOP/s counting 2*M*N*K, the tile the kernel
+-- chose, and a check of sampled output entries against float64 dot products of the same
+-- float32 inputs: each within 2 * K * 2^-24 * sum_k |a_ik b_kj| (the float32 error bound;
+-- "ok" or "FAIL"). Given the CSV of bench/torch_matmul.py, PyTorch's time beside it.
+-- Then a tile sweep (each tile forced through lumus._matmul_config) on the sweep shapes,
+-- and the MLP block y = x + W2 gelu(W1 LayerNorm(x) + b1) + b2 (D 768, hidden 3072, tanh
+-- GELU) from lumus.nn modules: device time, host end-to-end time (forward + synchronize),
+-- per-op device times, and sampled tokens against a float64 composition.
+--
+--   lua5.4 bench/matmul.lua [--preset h200|lavapipe] [--shapes MxKxN,...] [--iters N]
+--       [--warmup N] [--samples N] [--tokens N] [--sweep MxKxN,...|none]
+--       [--baseline torch.csv] [--csv out.csv] [--seed N] [--rotate on|off]
+--
+-- Presets: h200 (default on a GPU) takes ~30 s on an H200; lavapipe (default on a CPU
+-- device) ~1-2 minutes on two cores. Inputs are N(0, 1) rows repeating a random block of
+-- ~1M floats (common.matrix_bytes): generating 16M normals in Lua would take longer than
+-- the benchmark, and caches work by address, so repeats do not make it easier.
+local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local common = require "common"
+local chart = require "chart"
+
+local fmt, median = common.fmt, common.median
+
+local USAGE = [==[
+usage: lua5.4 bench/matmul.lua [--preset h200|lavapipe] [--shapes MxKxN,...] [--iters N]
+  [--warmup N] [--samples N] [--tokens N] [--sweep MxKxN,...|none] [--baseline torch.csv]
+  [--csv FILE] [--seed N] [--rotate on|off]]==]
+
+local known = {}
+for name in ("preset shapes iters warmup samples tokens sweep baseline csv seed rotate"):gmatch("%S+") do known[name] = true end
+local opt = common.parse_args(arg, known, {}, USAGE)
+
+local lumus = common.load_lumus()
+local ref = common.load_reference()
+local clock, clock_name = common.make_clock(lumus)
+local dev_line, dev = common.device_line(lumus)
+
+local PRESETS = {
+  h200 = { shapes = "4096x4096x4096,8192x768x3072,8192x3072x768", iters = 30, warmup = 3,
+           samples = 32, tokens = 8192, sweep = "4096x4096x4096,8192x768x3072", sweep_iters = 10 },
+  lavapipe = { shapes = "256x256x256,512x512x512,64x768x3072", iters = 3, warmup = 1,
+               samples = 16, tokens = 64, sweep = "512x512x512", sweep_iters = 2 },
+}
+local preset_name = opt.preset or (dev.kind == "cpu" and "lavapipe") or "h200"
+local preset = PRESETS[preset_name]
+if not preset then io.stderr:write("unknown preset ", preset_name, "\n", USAGE, "\n"); os.exit(2) end
+
+local function parse_mkn(s)
+  local list = {}
+  if s == "none" then return list end
+  for item in tostring(s):gmatch("[^,%s]+") do
+    local m, k, n = item:match("^(%d+)[xX](%d+)[xX](%d+)$")
+    if not m then io.stderr:write("bad shape '", item, "' (expected MxKxN)\n"); os.exit(2) end
+    list[#list + 1] = { math.tointeger(tonumber(m)), math.tointeger(tonumber(k)), math.tointeger(tonumber(n)), name = item }
+  end
+  return list
+end
+
+local shapes = parse_mkn(opt.shapes or preset.shapes)
+local sweep_shapes = parse_mkn(opt.sweep or preset.sweep)
+local iters = common.int_opt(opt.iters, preset.iters)
+local warmup = common.int_opt(opt.warmup, preset.warmup)
+local samples = common.int_opt(opt.samples, preset.samples)
+local tokens = common.int_opt(opt.tokens, preset.tokens)
+local seed = common.int_opt(opt.seed, 20261202)
+local U = 2 ^ -24
+-- --rotate on|off forces matmul's K-order rotation (see shaders/matmul.comp) for A/B runs.
+local ROTATE = ({ on = true, off = false })[opt.rotate or ""]
+if opt.rotate and ROTATE == nil then io.stderr:write("--rotate takes on or off\n"); os.exit(2) end
+if ROTATE ~= nil then lumus._matmul_config(1, 1, 1, { rotate = ROTATE }) end
+
+local gen = common.normal_gen(seed, ref)
+
+-- Median device seconds of fn: `warm` calls, then at least WARM_SECONDS of back-to-back
+-- calls (an idle GPU lowers its clocks), then n timed calls.
+local WARM_SECONDS = 0.25
+local function device_time(fn, n, warm)
+  for _ = 1, warm or 0 do fn() end
+  local t0 = clock()
+  repeat
+    for _ = 1, 3 do fn() end
+    lumus.synchronize()
+  until clock() - t0 >= WARM_SECONDS
+  local ts = {}
+  for i = 1, n do ts[i] = lumus.gpu_time(fn) end
+  return median(ts)
+end
+
+local function tile_name(cfg)
+  return ("%dx%dx%d/%dx%d%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.rotate and " rot" or "")
+end
+
+-- Row-major R x D float32 matrix from repeated random rows; value(r, c) is 0-based.
+local function matrix(R, D)
+  local bytes, block, k = common.matrix_bytes(gen, R, D)
+  return bytes, function(r, c)
+    return (string.unpack("<f", block, (((r % k) * D) + c) * 4 + 1))
+  end
+end
+
+-- (i, j) pairs to check: the corners, then deterministic pseudo-random ones.
+local function sample_entries(M, N, n)
+  local list = { { 0, 0 }, { M - 1, N - 1 }, { 0, N - 1 }, { M - 1, 0 } }
+  local g = ref and ref.rng(seed + M + N) or nil
+  while #list < n do
+    local u1, u2 = g and g() or math.random(), g and g() or math.random()
+    list[#list + 1] = { math.floor(u1 * M), math.floor(u2 * N) }
+  end
+  return list
+end
+
+-- Largest |got - want| over the samples, and whether each is within the float32 bound.
+local function check_entries(out, M, N, K, aval, bval, bias, entries)
+  local worst, ok = 0, true
+  for _, e in ipairs(entries) do
+    local i, j = e[1], e[2]
+    local s, scale = bias and bias[j + 1] or 0, 0
+    for q = 0, K - 1 do
+      local p = aval(i, q) * bval(q, j)
+      s, scale = s + p, scale + math.abs(p)
+    end
+    local got = (string.unpack("<f", out:to_bytes(i * N + j + 1, 1)))
+    local err = math.abs(got - s)
+    if not (err <= 2 * K * U * scale + 2 * U * math.abs(bias and bias[j + 1] or 0)) then ok = false end
+    if err > worst or err ~= err then worst = err end
+  end
+  return worst, ok
+end
+
+-- Baseline rows from bench/torch_matmul.py, keyed "op MxKxN".
+local baseline = {}
+if opt.baseline then
+  local header, rows = chart.read_csv(opt.baseline)
+  if not header then
+    io.stderr:write("bench: warning: cannot read ", opt.baseline, ": ", tostring(rows), "\n")
+  else
+    for _, r in ipairs(rows) do baseline[tostring(r.op) .. " " .. tostring(r.shape)] = r end
+  end
+end
+
+---------------------------------------------------------------------------------------
+-- Products
+
+local function bench_shape(s)
+  local M, K, N = s[1], s[2], s[3]
+  local flops = 2 * M * N * K
+  local abytes, aval = matrix(M, K)
+  local a <close> = lumus.from_bytes(abytes, { M, K })
+  abytes = nil                                               -- luacheck: ignore
+  local bbytes, bval = matrix(K, N)
+  local b <close> = lumus.from_bytes(bbytes, { K, N })
+  bbytes = nil                                               -- luacheck: ignore
+  local wbytes, wval = matrix(N, K)
+  local w <close> = lumus.from_bytes(wbytes, { N, K })
+  wbytes = nil                                               -- luacheck: ignore
+  local biasv = common.unpack_floats(common.random_bytes(gen, N, 0.1))
+  local bias <close> = lumus.from_bytes(common.pack_floats(biasv), { N })
+  local out <close> = lumus.empty({ M, N })
+  collectgarbage()
+  local entries = sample_entries(M, N, samples)
+  local tile = tile_name(lumus._matmul_config(M, N, K))
+  local rows = {}
+  local ops = {
+    { "matmul", function() lumus.matmul(a, b, { out = out }) end, bval, nil },
+    { "linear", function() lumus.linear(a, w, bias, { out = out }) end,
+      function(q, j) return wval(j, q) end, biasv },
+  }
+  for _, o in ipairs(ops) do
+    local name, fn, bv, bb = o[1], o[2], o[3], o[4]
+    local t = device_time(fn, iters, warmup)
+    local err, ok = check_entries(out, M, N, K, aval, bv, bb, entries)
+    local row = { op = name, shape = s.name, M = M, K = K, N = N, tile = tile,
+                  ms = t * 1e3, gflops = flops / t / 1e9, max_err = err, ok = ok }
+    local bl = baseline[name .. " " .. s.name]
+    if bl and type(bl.torch_ms) == "number" then
+      row.torch_ms, row.torch_gflops = bl.torch_ms, flops / (bl.torch_ms * 1e-3) / 1e9
+      row.vs_torch = row.torch_ms / row.ms
+    end
+    rows[#rows + 1] = row
+  end
+  return rows
+end
+
+local date = os.date("!%Y-%m-%d %H:%M UTC")
+print(("# lumus matmul / linear, float32 — %s"):format(dev_line))
+print(("%s; preset %s; median of %d device-time samples (lumus.gpu_time) after warm-up; host clock %s.")
+  :format(date, preset_name, iters, clock_name))
+print("GFLOP/s counts 2*M*N*K. linear = x [M, K] times weight [N, K] transposed, plus bias [N].")
+print(("err: max |c - ref| over %d sampled entries against float64 sums; ok = every sample within "
+  .. "2*K*2^-24*sum|a||b|."):format(samples))
+print()
+local HEADER = { "op", "M x K x N", "tile", "device ms", "GFLOP/s", "torch ms", "torch GFLOP/s", "vs torch", "err", "check" }
+print("| " .. table.concat(HEADER, " | ") .. " |")
+print("|:---|:---|:---|" .. string.rep("---:|", #HEADER - 3))
+io.stdout:flush()
+
+local results, all_ok = {}, true
+for _, s in ipairs(shapes) do
+  local ok, rows = pcall(bench_shape, s)
+  collectgarbage()
+  if not ok then
+    all_ok = false
+    print(("| - | %s | error: %s |"):format(s.name, (tostring(rows):gsub("[\r\n|]", " "))))
+  else
+    for _, r in ipairs(rows) do
+      all_ok = all_ok and r.ok
+      results[#results + 1] = r
+      print(("| %s | %s | %s | %s | %s | %s | %s | %s | %.1e | %s |"):format(r.op, r.shape, r.tile,
+        fmt(r.ms, 3), fmt(r.gflops), fmt(r.torch_ms, 3), fmt(r.torch_gflops),
+        r.vs_torch and ("%.2fx"):format(r.vs_torch) or "-", r.max_err, r.ok and "ok" or "FAIL"))
+    end
+  end
+  io.stdout:flush()
+end
+
+---------------------------------------------------------------------------------------
+-- Tile sweep
+
+local SWEEP_TILES = {
+  { 128, 128, 8, 8, 8 }, { 128, 128, 16, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 128, 8, 8, 8 },
+  { 64, 64, 8, 8, 8 }, { 64, 64, 16, 8, 8 }, { 128, 256, 8, 8, 16 }, { 32, 32, 8, 4, 4 },
+}
+if #sweep_shapes > 0 then
+  print()
+  print(("## Tile sweep (median of %d device-time samples; bm x bn x bk / tm x tn)"):format(preset.sweep_iters))
+  print()
+  print("| shape | tile | threads | shared KiB | matmul ms | matmul GFLOP/s | linear ms | linear GFLOP/s | check |")
+  print("|:---|:---|---:|---:|---:|---:|---:|---:|---:|")
+  for _, s in ipairs(sweep_shapes) do
+    local M, K, N = s[1], s[2], s[3]
+    local abytes, aval = matrix(M, K)
+    local a <close> = lumus.from_bytes(abytes, { M, K })
+    local bbytes = matrix(K, N)
+    local b <close> = lumus.from_bytes(bbytes, { K, N })
+    local wbytes, wval = matrix(N, K)
+    local w <close> = lumus.from_bytes(wbytes, { N, K })
+    abytes, bbytes, wbytes = nil, nil, nil                   -- luacheck: ignore
+    local bias <close> = lumus.zeros({ N })
+    local out <close> = lumus.empty({ M, N })
+    local entries = sample_entries(M, N, 8)
+    collectgarbage()
+    for _, t in ipairs(SWEEP_TILES) do
+      local ok, cfg = pcall(lumus._matmul_config, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = ROTATE })
+      local name = ("%dx%dx%d/%dx%d"):format(table.unpack(t))
+      if not ok then
+        print(("| %s | %s | - | - | n/a: %s | | | | |"):format(s.name, name, (tostring(cfg):gsub("^.-%((.*)%)$", "%1"))))
+      else
+        local tm = device_time(function() lumus.matmul(a, b, { out = out }) end, preset.sweep_iters, 0)
+        local tl = device_time(function() lumus.linear(a, w, bias, { out = out }) end, preset.sweep_iters, 0)
+        local flops = 2 * M * N * K
+        -- out holds the linear product now: 8 sampled entries against float64 sums.
+        local _, good = check_entries(out, M, N, K, aval, function(q, j) return wval(j, q) end, nil, entries)
+        all_ok = all_ok and good
+        print(("| %s | %s | %d | %.1f | %s | %s | %s | %s | %s |"):format(s.name, name, cfg.workgroup,
+          cfg.shared_bytes / 1024, fmt(tm * 1e3, 3), fmt(flops / tm / 1e9), fmt(tl * 1e3, 3), fmt(flops / tl / 1e9),
+          good and "ok" or "FAIL"))
+      end
+      io.stdout:flush()
+    end
+    lumus._matmul_config(1, 1, 1, { rotate = ROTATE })
+  end
+end
+
+---------------------------------------------------------------------------------------
+-- The MLP block
+
+local D, HIDDEN = 768, 3072
+local mlp
+local missing = {}
+for _, k in ipairs { "gelu", "add" } do if type(lumus[k]) ~= "function" then missing[#missing + 1] = "lumus." .. k end end
+do
+  print()
+  print(("## Pre-norm MLP block, %d tokens: x + W2 gelu_tanh(W1 LayerNorm(x) + b1) + b2, D %d, hidden %d")
+    :format(tokens, D, HIDDEN))
+  print()
+  local nn = lumus.nn
+  local block = nn.Residual(nn.Sequential(nn.LayerNorm(D), nn.Linear(D, HIDDEN, { seed = 1 }),
+    nn.GELU({ approximate = "tanh" }), nn.Linear(HIDDEN, D, { seed = 2 })))
+  local ln, l1, l2 = block.block:get(1), block.block:get(2), block.block:get(4)
+  local xbytes, xval = matrix(tokens, D)
+  local x <close> = lumus.from_bytes(xbytes, { tokens, D })
+  xbytes = nil                                               -- luacheck: ignore
+  collectgarbage()
+  local flops = 2 * 2 * tokens * D * HIDDEN
+  mlp = { tokens = tokens }
+
+  -- Per-op device times into preallocated outputs (the kernels the block runs).
+  local hn <close> = lumus.empty({ tokens, D })
+  local mean <close> = lumus.empty({ tokens })
+  local invstd <close> = lumus.empty({ tokens })
+  local h1 <close> = lumus.empty({ tokens, HIDDEN })
+  local h2 <close> = lumus.empty({ tokens, D })
+  local parts = {
+    { "layer_norm_forward", function() lumus.layer_norm_forward(hn, ln.weight, ln.bias, 1e-5, { out = hn, mean = mean, invstd = invstd }) end },
+    { ("linear %d -> %d"):format(D, HIDDEN), function() lumus.linear(hn, l1.weight, l1.bias, { out = h1 }) end },
+    { ("linear %d -> %d"):format(HIDDEN, D), function() lumus.linear(h1, l2.weight, l2.bias, { out = h2 }) end },
+  }
+  if not missing[1] then
+    table.insert(parts, 3, { "gelu (tanh)", function() lumus.gelu(h1, { approximate = "tanh" }):free() end })
+    parts[#parts + 1] = { "add (residual)", function() lumus.add(x, h2):free() end }
+  end
+  lumus.copy(x, { out = hn })
+  print("| part | device ms | note |")
+  print("|:---|---:|:---|")
+  for _, p in ipairs(parts) do
+    local t = device_time(p[2], iters, warmup)
+    local note = p[1]:match("^linear") and ("%s GFLOP/s"):format(fmt(flops / 2 / t / 1e9)) or ""
+    print(("| %s | %s | %s |"):format(p[1], fmt(t * 1e3, 3), note))
+    io.stdout:flush()
+  end
+
+  if missing[1] then
+    print()
+    print(("whole block: skipped, this build lacks %s (elementwise ops)"):format(table.concat(missing, ", ")))
+  else
+    local t = device_time(function() block(x):free() end, iters, warmup)
+    local host = {}
+    for i = 1, iters do
+      local t0 = clock()
+      local y = block(x)
+      lumus.synchronize()
+      host[i] = clock() - t0
+      y:free()
+    end
+    mlp.ms, mlp.host_ms = t * 1e3, median(host) * 1e3
+    local bl = baseline["mlp " .. tokens .. "x768x3072"]
+    mlp.torch_ms = bl and bl.torch_ms
+    print()
+    print("| block | device ms | host end-to-end ms | GFLOP/s (matmuls) | torch ms | vs torch |")
+    print("|:---|---:|---:|---:|---:|---:|")
+    print(("| nn.Residual(LayerNorm, Linear, GELU, Linear), %d tokens | %s | %s | %s | %s | %s |"):format(tokens,
+      fmt(mlp.ms, 3), fmt(mlp.host_ms, 3), fmt(flops / t / 1e9), fmt(mlp.torch_ms, 3),
+      type(mlp.torch_ms) == "number" and ("%.2fx"):format(mlp.torch_ms / mlp.ms) or "-"))
+
+    -- Sampled tokens against a float64 composition over flat parameter arrays.
+    if ref and samples > 0 then
+      local y <close> = block(x)
+      local function floats(t) return common.unpack_floats(t:to_bytes()) end
+      local lw, lb, w1, b1, w2, b2 = floats(ln.weight), floats(ln.bias), floats(l1.weight), floats(l1.bias), floats(l2.weight), floats(l2.bias)
+      local worst = 0
+      local picks = { 0, tokens - 1, tokens // 2 }
+      for _, r in ipairs(picks) do
+        local row = {}
+        for c = 0, D - 1 do row[c + 1] = xval(r, c) end
+        local hrow = ref.layer_norm_forward(row, lw, lb, 1e-5)
+        local g = {}
+        for j = 0, HIDDEN - 1 do
+          local s, base = b1[j + 1], j * D
+          for q = 1, D do s = s + hrow[q] * w1[base + q] end
+          g[j + 1] = 0.5 * s * (1 + math.tanh(math.sqrt(2 / math.pi) * (s + 0.044715 * s ^ 3)))
+        end
+        local got = common.unpack_floats(y:to_bytes(r * D + 1, D))
+        for j = 0, D - 1 do
+          local s, base = b2[j + 1], j * HIDDEN
+          for q = 1, HIDDEN do s = s + g[q] * w2[base + q] end
+          local e = math.abs(got[j + 1] - (row[j + 1] + s)) / math.max(1, math.abs(row[j + 1] + s))
+          if e > worst or e ~= e then worst = e end
+        end
+      end
+      mlp.max_err = worst
+      local ok = worst <= 1e-4
+      all_ok = all_ok and ok
+      print()
+      print(("checked tokens %s against a float64 composition: max error relative to max(1, |ref|) %.2e (tolerance 1e-4: %s)")
+        :format(table.concat(picks, ", "), worst, ok and "ok" or "FAIL"))
+    end
+  end
+end
+
+if opt.csv then
+  chart.write_csv(opt.csv, { "op", "shape", "M", "K", "N", "tile", "ms", "gflops", "torch_ms",
+    "torch_gflops", "vs_torch", "max_err", "ok" }, results)
+end
+print()
+print(all_ok and "all checks passed" or "SOME CHECKS FAILED")
+os.exit(all_ok and 0 or 1)

@@ -1,0 +1,496 @@
+--- lumus.nn: neural-network modules for Lua scripts, built on lumus kernels.
+--
+--   local nn = require("lumus").nn
+--   local block = nn.Residual(nn.Sequential(
+--     nn.LayerNorm(768),
+--     nn.Linear(768, 3072, { seed = 1 }),
+--     nn.GELU({ approximate = "tanh" }),
+--     nn.Linear(3072, 768, { seed = 2 })))
+--   local y = block(x)                 -- x: lumus tensor [..., 768]; same as block:forward(x)
+--   print(block)                       -- Torch-style description
+--   for _, p in ipairs(block:parameters()) do ... end
+--
+-- Modules:
+--   nn.Linear(in, out [, {bias = true, seed = n}])   y = x W^T + b; weight [out, in]
+--                                     (torch layout), bias [out]; lumus.linear, one dispatch
+--   nn.LayerNorm(D [, {eps = 1e-5, affine = true}])  over the last dimension; weight
+--                                     (ones) and bias (zeros) [D] when affine
+--   nn.GELU([{approximate = "none" | "tanh"}])       lumus.gelu
+--   nn.ReLU()                                        lumus.relu
+--   nn.Sequential(m1, m2, ...)        applies the modules in order; :add(m), :get(i), :size()
+--   nn.Residual(block)                x + block(x) (lumus.add)
+--
+-- Every module has:
+--   m:forward(x), m(x)                the output tensor
+--   m:parameters()                    list of its parameter tensors, children's included,
+--                                     in a fixed order (a module's own, then its children's)
+--   m:load(values [, {strict = true}])  copies values into the parameters, in place:
+--                                     Linear/LayerNorm take {weight = v, bias = v}, each v a
+--                                     nested table of the parameter's shape, a flat table of
+--                                     its numel numbers, a string of float32 bytes
+--                                     (little-endian, string.pack "<f") or a lumus tensor;
+--                                     Sequential takes {[i] = values of child i}, Residual
+--                                     its block's values. strict (default): every parameter
+--                                     must be given. Shapes and sizes are checked.
+--   m:free()                          releases the parameters' device memory now
+--   tostring(m)                       "nn.Linear(768 -> 3072)", "nn.LayerNorm(768)", ...
+--
+-- Initialization is deterministic. Linear draws weight then bias, row-major, from
+-- uniform(-1/sqrt(in), 1/sqrt(in)) (torch's default bounds) with lumus.reference's
+-- SplitMix64 generator, seeded by opts.seed; without a seed, from a seed drawn from the
+-- module-level generator, which nn.manual_seed(n) resets (it starts at a fixed seed, so a
+-- script builds the same model on every run).
+--
+-- Sequential and Residual free the intermediate tensors they pass between children as
+-- soon as the next child has consumed them (not their input and not their output), so a
+-- loop over a model does not wait for the GC to return device memory. A child module
+-- must therefore not keep its output tensor for later.
+--
+-- Own modules: local Scale = nn.Module:extend("Scale"), then Scale:__init(...) (set
+-- fields, call self:register_parameter(name, tensor) / self:register_module(m) so that
+-- parameters() sees them) and Scale:forward(x); Scale(...) builds one.
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+
+local nn = {}
+
+local Tensor = lumus.Tensor   -- the metatable of lumus tensors
+local function is_tensor(v) return getmetatable(v) == Tensor end
+
+---------------------------------------------------------------------------------------
+-- Argument checks (errors point at the caller of the constructor: level 4 is the user's
+-- code when called as check <- __init <- class call)
+
+local function positive_int(fname, what, v, level)
+  if math.type(v) == "float" and v == math.floor(v) and v >= 1 and v < 2 ^ 53 then v = math.tointeger(v) end
+  if math.type(v) ~= "integer" or v < 1 then
+    error(("%s: %s must be a positive integer, got %s"):format(fname, what,
+      type(v) == "number" and tostring(v) or type(v)), level or 4)
+  end
+  return v
+end
+
+local function opts_table(fname, opts, known, level)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    error(("%s: options must be a table, got %s"):format(fname, type(opts)), level or 4)
+  end
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(("%s: unknown option '%s' (known: %s)"):format(fname, tostring(k), table.concat(names, ", ")), level or 4)
+    end
+  end
+  return opts
+end
+
+local function boolean_opt(fname, opts, key, default, level)
+  local v = opts[key]
+  if v == nil then return default end
+  if type(v) ~= "boolean" then
+    error(("%s: option %s must be a boolean, got %s"):format(fname, key, type(v)), level or 4)
+  end
+  return v
+end
+
+---------------------------------------------------------------------------------------
+-- Seeds and initialization
+
+local DEFAULT_SEED = 0x6c756d7573   -- "lumus"
+local seeder = ref.rng(DEFAULT_SEED)
+
+--- Resets the generator that seeds modules made without opts.seed.
+function nn.manual_seed(seed)
+  if math.type(seed) ~= "integer" then
+    error(("nn.manual_seed: seed must be an integer, got %s"):format(tostring(seed)), 2)
+  end
+  seeder = ref.rng(seed)
+end
+
+local function next_seed() return math.floor(seeder.uniform() * 2 ^ 53) end
+
+local PACK_CHUNK = 1024
+local PACK_FMT = "<" .. ("f"):rep(PACK_CHUNK)
+
+-- float32 bytes of n values from uniform(-bound, bound), drawn in order from g.
+local function uniform_bytes(g, n, bound)
+  local parts, buf, uniform = {}, {}, g.uniform
+  for i = 1, n, PACK_CHUNK do
+    local m = math.min(PACK_CHUNK, n - i + 1)
+    for j = 1, m do buf[j] = (2 * uniform() - 1) * bound end
+    parts[#parts + 1] = string.pack(m == PACK_CHUNK and PACK_FMT or "<" .. ("f"):rep(m), table.unpack(buf, 1, m))
+  end
+  return table.concat(parts)
+end
+
+local function shape_string(s) return table.concat(s, "x") end
+
+---------------------------------------------------------------------------------------
+-- Module
+
+local Module = {}
+nn.Module = Module
+
+-- A new module class: instances have the class as metatable (so __call and __tostring
+-- work on them), methods are looked up along the parent chain, and calling the class
+-- makes an instance and runs its __init.
+local function make_class(name, parent)
+  local cls = {}
+  cls.__index = cls
+  cls.__name = "nn." .. name
+  cls._type = "nn." .. name
+  cls.__call = function(self, ...) return self:forward(...) end
+  cls.__tostring = function(self) return self:describe() end
+  return setmetatable(cls, {
+    __index = parent,
+    __call = function(c, ...)
+      local self = setmetatable({ _params = {}, _modules = {} }, c)
+      self:__init(...)
+      return self
+    end,
+    __tostring = function() return "nn." .. name .. " (class)" end,
+  })
+end
+
+--- A subclass of this module class, named `name` (printed as nn.<name>).
+function Module:extend(name)
+  if type(name) ~= "string" or name == "" then
+    error("nn.Module:extend: a class name (string) expected", 2)
+  end
+  return make_class(name, self)
+end
+
+function Module:__init() end
+
+function Module:forward()
+  error(("%s: forward is not implemented"):format(self._type), 2)
+end
+
+--- The printed form; containers print their children indented.
+function Module:describe() return self._type end
+
+--- Records a parameter tensor, kept as self[name]; parameters() lists them in order.
+function Module:register_parameter(name, t)
+  if type(name) ~= "string" then
+    error(("%s:register_parameter: name must be a string, got %s"):format(self._type, type(name)), 2)
+  end
+  if not is_tensor(t) then
+    error(("%s:register_parameter: %s must be a tensor, got %s"):format(self._type, name, type(t)), 2)
+  end
+  if not self._params[name] then
+    self._params[#self._params + 1] = name
+    self._params[name] = true
+  end
+  self[name] = t
+  return t
+end
+
+local function is_module(m)
+  local mt = getmetatable(m)
+  return type(m) == "table" and type(mt) == "table" and type(mt.forward) == "function"
+end
+
+--- Records a child module; parameters() includes its parameters after this module's own.
+function Module:register_module(m)
+  if not is_module(m) then
+    error(("%s:register_module: a module expected, got %s"):format(self._type, type(m)), 2)
+  end
+  self._modules[#self._modules + 1] = m
+  return m
+end
+
+function Module:parameters()
+  local list = {}
+  for _, name in ipairs(self._params) do list[#list + 1] = self[name] end
+  for _, m in ipairs(self._modules) do
+    for _, p in ipairs(m:parameters()) do list[#list + 1] = p end
+  end
+  return list
+end
+
+function Module:free()
+  for _, p in ipairs(self:parameters()) do p:free() end
+end
+
+-- Copies one value (nested table, flat table, bytes or tensor) into parameter t.
+local function load_value(what, t, v)
+  local shape = t:shape()
+  local numel = t:numel()
+  local src
+  if is_tensor(v) then
+    local vs = v:shape()
+    if shape_string(vs) ~= shape_string(shape) then
+      error(("%s: tensor of shape %s given for a parameter of shape %s"):format(what, shape_string(vs), shape_string(shape)), 0)
+    end
+    lumus.copy(v, { out = t })
+    return
+  elseif type(v) == "string" then
+    if #v ~= numel * 4 then
+      error(("%s: %d bytes given, %d expected (%d float32 values for shape %s)")
+        :format(what, #v, numel * 4, numel, shape_string(shape)), 0)
+    end
+    src = lumus.from_bytes(v, shape)
+  elseif type(v) == "table" then
+    local ok, vs = pcall(ref.shape, v)
+    if not ok then error(("%s: %s"):format(what, (tostring(vs):gsub("^reference%.shape: ", ""))), 0) end
+    if #vs == 1 then
+      if vs[1] ~= numel then
+        error(("%s: flat table of %d numbers given, %d expected (shape %s)"):format(what, vs[1], numel, shape_string(shape)), 0)
+      end
+    elseif shape_string(vs) ~= shape_string(shape) then
+      error(("%s: table of shape %s given for a parameter of shape %s"):format(what, shape_string(vs), shape_string(shape)), 0)
+    end
+    src = lumus.tensor(v)
+    if #vs == 1 and #shape > 1 then src = src:reshape(shape) end
+  else
+    error(("%s: a table, a string of float32 bytes or a tensor expected, got %s"):format(what, type(v)), 0)
+  end
+  lumus.copy(src, { out = t })
+  src:free()
+end
+
+--- Loads parameter values in place (see the header): string keys name this module's
+-- parameters, integer keys its children (in registration order).
+function Module:load(values, opts)
+  local fname = self._type .. ":load"
+  if type(values) ~= "table" then
+    error(("%s: a table of parameter values expected, got %s"):format(fname, type(values)), 2)
+  end
+  opts = opts_table(fname, opts, { strict = true }, 3)
+  local strict = boolean_opt(fname, opts, "strict", true, 3)
+  local nchild = #self._modules
+  for k in pairs(values) do
+    if math.type(k) == "integer" then
+      if not self._modules[k] then
+        error(("%s: key %d is not a child index (%s)"):format(fname, k,
+          nchild > 0 and ("1..%d"):format(nchild) or "it has no children"), 2)
+      end
+    elseif not (type(k) == "string" and self._params[k]) then
+      error(("%s: unknown parameter '%s' (this module has: %s)")
+        :format(fname, tostring(k), #self._params > 0 and table.concat(self._params, ", ") or "none"), 2)
+    end
+  end
+  for _, name in ipairs(self._params) do
+    local v = values[name]
+    if v == nil then
+      if strict then error(("%s: missing parameter '%s' (pass {strict = false} to load some)"):format(fname, name), 2) end
+    else
+      local ok, err = pcall(load_value, ("%s: %s"):format(fname, name), self[name], v)
+      if not ok then error(err, 2) end
+    end
+  end
+  for i, m in ipairs(self._modules) do
+    if values[i] ~= nil then
+      local ok, err = pcall(m.load, m, values[i], opts)
+      if not ok then error(("%s: child %d: %s"):format(fname, i, err), 2) end
+    elseif strict and #m:parameters() > 0 then
+      error(("%s: missing values for child %d (%s; pass {strict = false} to load some)")
+        :format(fname, i, tostring(m):match("^[^\n]*")), 2)
+    end
+  end
+  return self
+end
+
+---------------------------------------------------------------------------------------
+-- Linear
+
+local Linear = make_class("Linear", Module)
+nn.Linear = Linear
+
+function Linear:__init(in_features, out_features, opts)
+  self.in_features = positive_int("nn.Linear", "in_features", in_features)
+  self.out_features = positive_int("nn.Linear", "out_features", out_features)
+  opts = opts_table("nn.Linear", opts, { bias = true, seed = true })
+  local with_bias = boolean_opt("nn.Linear", opts, "bias", true)
+  local seed = opts.seed
+  if seed ~= nil and math.type(seed) ~= "integer" then
+    error(("nn.Linear: option seed must be an integer, got %s"):format(tostring(seed)), 3)
+  end
+  local g = ref.rng(seed or next_seed())
+  local bound = 1 / math.sqrt(self.in_features)
+  self:register_parameter("weight", lumus.from_bytes(
+    uniform_bytes(g, self.out_features * self.in_features, bound), { self.out_features, self.in_features }))
+  if with_bias then
+    self:register_parameter("bias", lumus.from_bytes(uniform_bytes(g, self.out_features, bound), { self.out_features }))
+  end
+end
+
+function Linear:forward(x)
+  return lumus.linear(x, self.weight, self.bias)
+end
+
+function Linear:describe()
+  return ("nn.Linear(%d -> %d)%s"):format(self.in_features, self.out_features, self.bias and "" or " without bias")
+end
+
+---------------------------------------------------------------------------------------
+-- LayerNorm
+
+local LayerNorm = make_class("LayerNorm", Module)
+nn.LayerNorm = LayerNorm
+
+local DEFAULT_EPS = 1e-5
+
+function LayerNorm:__init(d, opts)
+  self.d = positive_int("nn.LayerNorm", "D (the normalized size)", d)
+  opts = opts_table("nn.LayerNorm", opts, { eps = true, affine = true })
+  local eps = opts.eps
+  if eps == nil then eps = DEFAULT_EPS end
+  if type(eps) ~= "number" or not (eps > 0) or eps == math.huge then
+    error(("nn.LayerNorm: option eps must be a positive finite number, got %s"):format(tostring(eps)), 3)
+  end
+  self.eps = eps
+  self.affine = boolean_opt("nn.LayerNorm", opts, "affine", true)
+  if self.affine then
+    self:register_parameter("weight", lumus.ones({ self.d }))
+    self:register_parameter("bias", lumus.zeros({ self.d }))
+  end
+end
+
+function LayerNorm:forward(x)
+  if not is_tensor(x) then error(("%s: input must be a tensor, got %s"):format(self:describe(), type(x)), 2) end
+  local d = x:size(-1)
+  if d ~= self.d then
+    error(("%s: input's last dimension must be %d, got shape %s"):format(self:describe(), self.d, shape_string(x:shape())), 2)
+  end
+  local y, mean, invstd = lumus.layer_norm_forward(x, self.weight, self.bias, self.eps)
+  mean:free(); invstd:free()
+  return y
+end
+
+function LayerNorm:describe()
+  local extra = {}
+  if self.eps ~= DEFAULT_EPS then extra[#extra + 1] = ("eps=%g"):format(self.eps) end
+  if not self.affine then extra[#extra + 1] = "affine=false" end
+  return ("nn.LayerNorm(%d%s)"):format(self.d, #extra > 0 and ", " .. table.concat(extra, ", ") or "")
+end
+
+---------------------------------------------------------------------------------------
+-- Activations (elementwise kernels)
+
+-- The lumus function `name`, or an error saying which build lacks it.
+local function kernel(name, module)
+  local f = lumus[name]
+  if type(f) ~= "function" then
+    error(("%s: lumus.%s is not available in this build of lumus"):format(module, name), 3)
+  end
+  return f
+end
+
+local GELU = make_class("GELU", Module)
+nn.GELU = GELU
+
+function GELU:__init(opts)
+  opts = opts_table("nn.GELU", opts, { approximate = true })
+  local a = opts.approximate
+  if a == nil then a = "none" end
+  if a ~= "none" and a ~= "tanh" then
+    error(("nn.GELU: option approximate must be \"none\" or \"tanh\", got %s"):format(
+      type(a) == "string" and ("%q"):format(a) or type(a)), 3)
+  end
+  self.approximate = a
+end
+
+function GELU:forward(x)
+  return kernel("gelu", "nn.GELU")(x, { approximate = self.approximate })
+end
+
+function GELU:describe()
+  return self.approximate == "none" and "nn.GELU" or ('nn.GELU(approximate="%s")'):format(self.approximate)
+end
+
+local ReLU = make_class("ReLU", Module)
+nn.ReLU = ReLU
+
+function ReLU:__init(opts)
+  if opts ~= nil then error("nn.ReLU: takes no arguments", 3) end
+end
+
+function ReLU:forward(x) return kernel("relu", "nn.ReLU")(x) end
+
+---------------------------------------------------------------------------------------
+-- Containers
+
+-- Children lines, Torch-style: "(i): <child>" with the child's own lines indented.
+local function child_lines(children)
+  local lines = {}
+  for i, m in ipairs(children) do
+    lines[#lines + 1] = ("  (%d): %s"):format(i, (tostring(m):gsub("\n", "\n  ")))
+  end
+  return table.concat(lines, "\n")
+end
+
+local Sequential = make_class("Sequential", Module)
+nn.Sequential = Sequential
+
+function Sequential:__init(...)
+  self.modules = self._modules
+  for i = 1, select("#", ...) do
+    local m = select(i, ...)
+    if not is_module(m) then
+      error(("nn.Sequential: argument %d is not a module (got %s)"):format(i, type(m)), 3)
+    end
+    self:register_module(m)
+  end
+end
+
+--- Appends a module; returns the Sequential.
+function Sequential:add(m)
+  if not is_module(m) then error(("nn.Sequential:add: a module expected, got %s"):format(type(m)), 2) end
+  self:register_module(m)
+  return self
+end
+
+function Sequential:get(i) return self._modules[i] end
+function Sequential:size() return #self._modules end
+
+function Sequential:forward(x)
+  local cur = x
+  for _, m in ipairs(self._modules) do
+    local nxt = m:forward(cur)
+    -- cur was made here (by the previous child) and is not passed on: release it now.
+    if cur ~= x and cur ~= nxt and is_tensor(cur) then cur:free() end
+    cur = nxt
+  end
+  return cur
+end
+
+function Sequential:describe()
+  local flow = { "[input" }
+  for i = 1, #self._modules do flow[#flow + 1] = ("(%d)"):format(i) end
+  flow[#flow + 1] = "output]"
+  local s = "nn.Sequential {\n  " .. table.concat(flow, " -> ")
+  if #self._modules > 0 then s = s .. "\n" .. child_lines(self._modules) end
+  return s .. "\n}"
+end
+
+local Residual = make_class("Residual", Module)
+nn.Residual = Residual
+
+function Residual:__init(block)
+  if not is_module(block) then
+    error(("nn.Residual: a module expected, got %s"):format(type(block)), 3)
+  end
+  self.block = self:register_module(block)
+end
+
+function Residual:forward(x)
+  local h = self.block:forward(x)
+  local y = kernel("add", "nn.Residual")(x, h)
+  if h ~= x and h ~= y and is_tensor(h) then h:free() end
+  return y
+end
+
+function Residual:describe()
+  return "nn.Residual {\n  [input -> (1) -> + input -> output]\n" .. child_lines(self._modules) .. "\n}"
+end
+
+function Residual:load(values, opts)
+  local ok, err = pcall(self.block.load, self.block, values, opts)
+  if not ok then error(("nn.Residual:load: %s"):format(err), 2) end
+  return self
+end
+
+return nn

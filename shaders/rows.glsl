@@ -1,0 +1,83 @@
+// Shared by the row kernels (softmax, sum) over a [rows, d] tensor, rows folded onto a
+// 2-D grid, row vectors as vec4 (VEC = 4, d a multiple of 4) or float. Two forms, by the
+// specialization constant ROWS:
+//   ROWS == 1  one workgroup per row: subgroup operations plus one shared-memory step;
+//   ROWS > 1   one subgroup per row, ROWS rows per workgroup (short rows; the pipeline is
+//              made with full subgroups, and ROWS counts the smallest subgroups that fit,
+//              so larger ones loop over the rows).
+// A kernel writes process_row(row, lane, width) with the row_* reductions and calls
+// for_each_row() from main.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+#if VEC == 4
+#define VT vec4
+#define ROW_ARRAY Vec4Array
+float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+float hmax(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
+#else
+#define VT float
+#define ROW_ARRAY FloatArray
+float hsum(float v) { return v; }
+float hmax(float v) { return v; }
+#endif
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+// The workgroup size is specialization constant 0; declared here, before WG reads it.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 2) const uint ROWS = 1;
+const uint WG = gl_WorkGroupSize.x;
+
+uint64_t row_index(uint groups_x) {
+    return uint64_t(gl_WorkGroupID.y) * groups_x + gl_WorkGroupID.x;
+}
+
+ROW_ARRAY row_ptr(uint64_t base, uint64_t row, uint d) {
+    return ROW_ARRAY(base + row * uint64_t(d) * 4ul);
+}
+
+// Reductions over the workgroup, for any subgroup size: a subgroup operation, then the
+// first subgroup combines the per-subgroup partials the same way (a tree of depth about
+// log2(WG) where subgroup operations are trees), and every thread gets the result.
+shared float red_part[WG];
+shared float red_total;
+float add2(float x, float y) { return x + y; }
+#define GROUP_REDUCE(name, subgroup_op, combine, identity)                         \
+float name(float v) {                                                             \
+    float s = subgroup_op(v);                                                     \
+    if (subgroupElect()) red_part[gl_SubgroupID] = s;                             \
+    barrier();                                                                    \
+    if (gl_SubgroupID == 0) {                                                     \
+        float t = identity;                                                       \
+        for (uint i = gl_SubgroupInvocationID; i < gl_NumSubgroups; i += gl_SubgroupSize) \
+            t = combine(t, red_part[i]);                                          \
+        t = subgroup_op(t);                                                       \
+        if (subgroupElect()) red_total = t;                                       \
+    }                                                                             \
+    barrier();                                                                    \
+    float r = red_total;                                                          \
+    barrier();              /* red_part and red_total are reused by the next call */ \
+    return r;                                                                     \
+}
+GROUP_REDUCE(group_add, subgroupAdd, add2, 0.0)
+GROUP_REDUCE(group_max, subgroupMax, max, NEG_INF)
+
+// Over the threads of one row, in either form.
+float row_add(float v) { if (ROWS == 1) return group_add(v); return subgroupAdd(v); }
+float row_max(float v) { if (ROWS == 1) return group_max(v); return subgroupMax(v); }
+bool row_leader() { return ROWS == 1 ? gl_LocalInvocationID.x == 0 : subgroupElect(); }
+
+void process_row(uint64_t row, uint lane, uint width);
+
+void for_each_row(uint groups_x, uint64_t rows) {
+    uint64_t group = row_index(groups_x);
+    if (ROWS == 1) {
+        if (group < rows) process_row(group, gl_LocalInvocationID.x, WG);   // uniform
+    } else {
+        for (uint r = gl_SubgroupID; r < ROWS; r += gl_NumSubgroups) {
+            uint64_t row = group * ROWS + r;
+            if (row >= rows) break;                                          // per subgroup
+            process_row(row, gl_SubgroupInvocationID, gl_SubgroupSize);
+        }
+    }
+}

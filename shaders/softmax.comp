@@ -1,0 +1,68 @@
+#version 450
+// softmax over the last dimension: y = exp(x - max) / sum(exp(x - max)), one workgroup or
+// one subgroup per row (rows.glsl).
+// The first width * ITEMS vectors of the row are read once into registers: each thread takes
+// the max of its share, keeps e = exp(x - that max), and sums the e's. Longer rows stream
+// the rest: a running max and a sum rescaled when the max grows (online softmax), so the
+// statistics take one read of the row. The threads' (max, sum) pairs then combine into the
+// row's max M and sum S (each sum scaled by exp(its max - M) <= 1, so nothing overflows),
+// and y is written: e * exp(thread max - M) / S from registers, exp(x - M) / S re-read for
+// the streamed part. Memory traffic: one read and one write when the row fits, else two
+// reads of the streamed part (the second mostly from L2) and one write.
+// -inf entries (masks) give 0; a row of only -inf gives NaN, as the formula (0/0) does.
+// In place (y == x) is safe: a row is read in full before any of it is written, except the
+// streamed part, where each element is read again and written by the same thread.
+#include "common.glsl"
+#include "rows.glsl"
+
+layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
+
+layout(push_constant) uniform Params {
+    uint64_t x, y;
+    uint64_t rows;
+    uint n;          // vectors per row (d / VEC)
+    uint d;          // elements per row
+    uint groups_x;   // width of the grid, for 2-D folding
+} p;
+
+// exp(v - m), with the max m of nothing (-inf) giving 0 rather than exp(NaN).
+VT exp_from(VT v, float m) { return m == NEG_INF ? VT(0.0) : exp(v - VT(m)); }
+float scale_from(float m, float to) { return m == NEG_INF ? 0.0 : exp(m - to); }
+
+void process_row(uint64_t row, uint lane, uint width) {
+    ROW_ARRAY xr = row_ptr(p.x, row, p.d);
+    uint held = width * ITEMS;
+
+    VT v[ITEMS];
+    float m_held = NEG_INF;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = lane + i * width;
+        v[i] = idx < p.n ? xr.v[idx] : VT(NEG_INF);
+        m_held = max(m_held, hmax(v[i]));
+    }
+    float s = 0.0;
+    for (uint i = 0; i < ITEMS; ++i) {
+        v[i] = exp_from(v[i], m_held);
+        s += hsum(v[i]);
+    }
+    float m = m_held;
+    for (uint idx = held + lane; idx < p.n; idx += width) {
+        VT u = xr.v[idx];
+        float grown = max(m, hmax(u));
+        s = s * scale_from(m, grown) + hsum(exp_from(u, grown));
+        m = grown;
+    }
+
+    float row_m = row_max(m);
+    float inv = 1.0 / row_add(s * scale_from(m, row_m));
+
+    ROW_ARRAY yr = row_ptr(p.y, row, p.d);
+    float held_scale = scale_from(m_held, row_m) * inv;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = lane + i * width;
+        if (idx < p.n) yr.v[idx] = v[i] * held_scale;
+    }
+    for (uint idx = held + lane; idx < p.n; idx += width) yr.v[idx] = exp_from(xr.v[idx], row_m) * inv;
+}
+
+void main() { for_each_row(p.groups_x, p.rows); }

@@ -1,0 +1,99 @@
+-- How work is cut into batches and how memory comes back across repeated forwards:
+-- gpu_time counts device time only, explicit frees need no collection, and a loop that
+-- frees and reallocates its intermediates reuses its pool blocks and is not split by
+-- collections. Counts come from lumus._stream_stats() and lumus.memory().
+local lumus = require "lumus"
+local nn = lumus.nn
+
+local function stats() return lumus._stream_stats() end
+local function diff(a, b)
+  return { submits = b.submits - a.submits, gc_runs = b.gc_runs - a.gc_runs, blocks_made = b.blocks_made - a.blocks_made }
+end
+
+local function busy_wait(s)
+  local t0 = lumus.clock()
+  while lumus.clock() - t0 < s do end
+end
+
+describe("lumus.gpu_time", function()
+  it("leaves out host time between the batches it times", function()
+    local t = lumus.zeros({ 1024 })
+    local host0 = lumus.clock()
+    local secs = lumus.gpu_time(function()
+      lumus.fill(t, 1)
+      lumus.synchronize()       -- ends a batch
+      busy_wait(0.3)            -- the device is idle here
+      lumus.fill(t, 2)
+    end)
+    local host = lumus.clock() - host0
+    assert.is_true(host >= 0.3)
+    assert.is_true(secs > 0 and secs < 0.15, "gpu_time " .. secs .. " s counts the 0.3 s host gap")
+    assert.are.same(2, t:to_table()[1])
+  end)
+
+  it("times more batches than it has timestamp pairs for", function()
+    local t = lumus.zeros({ 1024 })
+    local host0 = lumus.clock()
+    local before = stats()
+    local secs = lumus.gpu_time(function()
+      for i = 1, 80 do lumus.fill(t, i); lumus.synchronize() end
+    end)
+    local host = lumus.clock() - host0
+    assert.is_true(diff(before, stats()).submits >= 80)
+    assert.is_true(secs > 0 and secs <= host, ("gpu_time %g s, host %g s"):format(secs, host))
+    assert.are.same(80, t:to_table()[1])
+  end)
+end)
+
+describe("repeated forwards", function()
+  it("free intermediates without collections, extra batches or new pool blocks", function()
+    -- 64 MiB activations: a forward allocates 256 MiB (LayerNorm, GELU, ReLU, residual
+    -- add), more than one pool block and more than the 64 MiB collection threshold.
+    local T, D = 16384, 1024
+    local block = nn.Residual(nn.Sequential(nn.LayerNorm(D), nn.GELU(), nn.ReLU()))
+    local x = lumus.full({ T, D }, 0.5)
+    block(x):free()
+    lumus.synchronize(); collectgarbage()
+    local start = lumus.memory()
+    for i = 1, 3 do
+      local before = stats()
+      lumus.gpu_time(function() block(x):free() end)
+      local d = diff(before, stats())
+      local m = lumus.memory()
+      local where = ("forward %d: %d submits, %d collections, %d blocks made, %d blocks"):format(
+        i, d.submits, d.gc_runs, d.blocks_made, m.blocks)
+      assert.are.equal(1, d.submits, where)        -- gpu_time's own batch, not cut
+      assert.are.equal(0, d.gc_runs, where)
+      assert.are.equal(0, d.blocks_made, where)
+      assert.are.equal(start.blocks, m.blocks, where)
+      assert.are.equal(start.in_use, m.in_use, where)
+    end
+    x:free(); block:free()
+  end)
+
+  it("give memory held by a batch back before the pool grows without bound", function()
+    -- 20 GELUs of a 32 MiB tensor, freed but never read (640 MiB in all): the batch
+    -- holding the frees is submitted once they exceed what is live (64 MiB here), i.e.
+    -- about every third op, rather than after LM_BATCH_OPS ops.
+    local x = lumus.full({ 8 * 2 ^ 20 }, 0.5)
+    lumus.synchronize(); collectgarbage()
+    local start = lumus.memory().in_use
+    local before = stats()
+    for _ = 1, 20 do lumus.gelu(x):free() end
+    local d = diff(before, stats())
+    lumus.synchronize()
+    assert.is_true(d.submits >= 5 and d.submits <= 10, "submits " .. d.submits)
+    assert.are.equal(start, lumus.memory().in_use)
+    x:free()
+  end)
+
+  it("count explicit frees against the collection threshold, and dropped tensors for it", function()
+    collectgarbage(); lumus.synchronize()
+    local before = stats()
+    for _ = 1, 1024 do lumus.empty({ 256 * 1024 }):free() end        -- 1 GiB, each freed
+    assert.are.equal(0, diff(before, stats()).gc_runs)
+    before = stats()
+    for _ = 1, 1024 do local _ = lumus.empty({ 256 * 1024 }) end     -- 1 GiB, dropped
+    assert.is_true(diff(before, stats()).gc_runs >= 4)
+  end)
+end)

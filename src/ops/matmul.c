@@ -1,0 +1,309 @@
+/* matmul: shape checks, tile choice and dispatch of shaders/matmul.comp (also used by
+ * linear.c). The kernel's tiling is described in the shader. */
+#define _POSIX_C_SOURCE 200809L   /* sysconf */
+#include "ops.h"
+#include <lauxlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Tile shapes, largest first. Each thread computes tm x tn outputs; a workgroup
+ * (bm/tm) * (bn/tn) threads. LARGE keeps 64 accumulators per thread and reads 4 vec4s of
+ * shared memory per 64 FMAs; the smaller tiles are for products with too few 128x128
+ * blocks to keep every core of the device busy. */
+typedef struct mm_tile { uint32_t bm, bn, bk, tm, tn; } mm_tile;
+
+static const mm_tile TILES[] = {
+    { 128, 128, 8, 8, 8 },   /* 256 threads */
+    { 128, 64, 8, 8, 8 },    /* 128 threads */
+    { 64, 64, 8, 8, 8 },     /* 64 threads */
+    { 32, 32, 8, 4, 4 },     /* 64 threads; fits every Vulkan device (4.6 KB shared) */
+};
+#define MM_NTILES 4
+/* Relative cost per output element of each tile when the device is full (LARGE = 1).
+ * CPU: lavapipe at 512^3 ran 12.5, (128x64: see below) 8.8 and 3.7 GFLOP/s.
+ * GPU: the H200 sweep (bench/matmul.lua) ran 128x64 at 104% (4096^3) and 105% (8192 x
+ * 768 x 3072) of 128x128's rate, and linear at 106% and 111%, so it is the cheaper tile
+ * once the device is full; the smaller ones are estimates (fewer FMAs per shared read,
+ * fewer threads to hide latency). */
+static const double TILE_COST_GPU[MM_NTILES] = { 1.0, 0.95, 1.1, 1.5 };
+static const double TILE_COST_CPU[MM_NTILES] = { 1.0, 1.2, 1.4, 3.0 };
+/* Cores a GPU runs workgroups on, for the choice below (an H200 has 132 SMs; Vulkan does
+ * not say, so a round number of that order). */
+#define MM_GPU_CORES 128
+#define MM_GROUP_M 8   /* tile rows per band of the launch order (L2 reuse) */
+static uint32_t tile_threads(const mm_tile *t) { return (t->bm / t->tm) * (t->bn / t->tn); }
+
+static uint32_t tile_shared_bytes(const mm_tile *t) {
+    return 2u * t->bk * ((t->bm / 4 + 1) + (t->bn / 4 + 1)) * 16u;
+}
+
+/* NULL when the tile is usable on this device, else why not. */
+static const char *tile_problem(const lm_context *ctx, const mm_tile *t) {
+    const VkPhysicalDeviceLimits *lim = &ctx->props.limits;
+    if (t->tm == 0 || t->tn == 0 || t->tm % 4 || t->tn % 4 || t->tm > 16 || t->tn > 16)
+        return "tm and tn must be 4, 8, 12 or 16";
+    if (t->bk == 0 || t->bk % 4 || t->bk > 64) return "bk must be a multiple of 4 up to 64";
+    if (t->bm == 0 || t->bn == 0 || t->bm % t->tm || t->bn % t->tn || t->bm > 512 || t->bn > 512)
+        return "bm and bn must be multiples of tm and tn, at most 512";
+    uint32_t wg = tile_threads(t);
+    if (wg > lim->maxComputeWorkGroupInvocations || wg > lim->maxComputeWorkGroupSize[0])
+        return "too many threads per workgroup for this device";
+    if ((t->bm * t->bk / 4) % wg || (t->bn * t->bk / 4) % wg)
+        return "each thread must load whole vec4s of both tiles ((bm*bk/4) and (bn*bk/4) multiples of the thread count)";
+    if (tile_shared_bytes(t) > lim->maxComputeSharedMemorySize)
+        return "tiles exceed the device's shared memory";
+    return NULL;
+}
+
+static uint32_t device_cores(const lm_context *ctx) {
+    if (ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return MM_GPU_CORES;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);   /* lavapipe runs one thread per core */
+    return n >= 1 && n <= 4096 ? (uint32_t)n : 1;
+}
+
+/* The tile that finishes soonest by a simple model: workgroups spread over the device's
+ * cores in rounds, each costing its tile's area (padding included) times the tile's
+ * relative cost. Small products thus get small tiles (more cores busy, less padding);
+ * large ones the 128x128 tile (ties go to the larger tile). */
+static mm_tile choose_tile(const lm_context *ctx, uint64_t m, uint64_t n, uint64_t batch) {
+    if (ctx->mm_tile[0]) {
+        mm_tile t = { ctx->mm_tile[0], ctx->mm_tile[1], ctx->mm_tile[2], ctx->mm_tile[3], ctx->mm_tile[4] };
+        return t;   /* checked when set */
+    }
+    const double *cost = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? TILE_COST_CPU : TILE_COST_GPU;
+    uint64_t cores = device_cores(ctx);
+    int best = MM_NTILES - 1;
+    double best_cost = 0;
+    for (int i = MM_NTILES - 1; i >= 0; i--) {
+        const mm_tile *t = &TILES[i];
+        if (tile_problem(ctx, t)) continue;
+        uint64_t groups = ((m + t->bm - 1) / t->bm) * ((n + t->bn - 1) / t->bn) * batch;
+        double c = (double)((groups + cores - 1) / cores) * t->bm * t->bn * cost[i];
+        if (i == MM_NTILES - 1 || c <= best_cost) { best = i; best_cost = c; }
+    }
+    return TILES[best];
+}
+
+static int aligned16(const lm_tensor *t) { return t == NULL || lm_tensor_address(t) % 16 == 0; }
+
+void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
+    lm_context *ctx = g->a->storage->ctx;
+    mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
+    int vec4 = g->k % 4 == 0 && g->n % 4 == 0 && aligned16(g->a) && aligned16(g->b) &&
+               aligned16(g->bias) && aligned16(g->out) &&
+               g->stride_a % 4 == 0 && g->stride_b % 4 == 0 && g->stride_out % 4 == 0;
+    struct {
+        uint64_t a, b, bias, c;
+        uint64_t stride_a, stride_b, stride_c;
+        uint32_t m, n, k, tiles_m, tiles_n, groups_x, batch, group_m, k_rotate;
+    } pc = {
+        .a = lm_tensor_address(g->a), .b = lm_tensor_address(g->b),
+        .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
+        .stride_a = g->stride_a, .stride_b = g->stride_b, .stride_c = g->stride_out,
+        .m = g->m, .n = g->n, .k = g->k,
+        .tiles_m = (g->m + t.bm - 1) / t.bm, .tiles_n = (g->n + t.bn - 1) / t.bn,
+        .batch = g->batch, .group_m = MM_GROUP_M,
+        /* K-order rotation (see the shader) spreads L2 requests on GPUs; CPU caches do
+         * not care. */
+        .k_rotate = ctx->mm_rotate == 1 ||
+                    (ctx->mm_rotate == 0 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU),
+    };
+    uint64_t groups = (uint64_t)pc.tiles_m * pc.tiles_n * g->batch;
+    if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    const uint32_t spec[LM_MAX_SPEC] = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
+                                         g->trans_b ? 1u : 0u, vec4 ? 1u : 0u };
+    VkPipeline p = lm_pipeline(L, ctx, LM_SH_MATMUL, spec, 0);
+    VkCommandBuffer cb = lm_stream_cmd(L, ctx, op);
+    lm_stream_read(ctx, g->a->storage);
+    lm_stream_read(ctx, g->b->storage);
+    if (g->bias) lm_stream_read(ctx, g->bias->storage);
+    lm_stream_write(ctx, g->out->storage);
+    lm_stream_hazards(ctx, cb);
+    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
+    lm_stream_op_done(L, ctx);
+}
+
+/* ---- lumus.matmul(a, b [, opts]) ---- */
+
+static void shape_of(const lm_tensor *t, char *buf, size_t len) { lm_shape_string(t->shape, t->ndim, buf, len); }
+
+static void overlap_error(lua_State *L, int argn, const lm_tensor *out, const lm_tensor *t, const char *name) {
+    if (t && lm_tensors_overlap(out, t)) {
+        lua_pushfstring(L, "out overlaps %s (they alias the same device memory)", name);
+        luaL_argerror(L, argn, lua_tostring(L, -1));
+    }
+}
+
+/* Checks out against the inputs and pushes the result tensor (out or a new one). */
+lm_tensor *lm_matmul_result(lua_State *L, int opts, lm_tensor *out, lm_context *ctx, int ndim,
+                            const int64_t *shape, lm_tensor *a, const char *an, lm_tensor *b,
+                            const char *bn, lm_tensor *bias) {
+    if (out) {
+        overlap_error(L, opts, out, a, an);
+        overlap_error(L, opts, out, b, bn);
+        overlap_error(L, opts, out, bias, "bias");
+        if (out->storage->ctx != ctx) luaL_argerror(L, opts, "out belongs to a different device");
+        lua_getfield(L, opts, "out");
+    } else {
+        out = lm_push_tensor(L, ctx, ndim, shape);
+    }
+    /* Reading opts.out and allocating may have run finalizers that freed an input. */
+    const lm_tensor *all[3] = { a, b, bias };
+    const char *names[3] = { an, bn, "bias" };
+    for (int i = 0; i < 3; i++)
+        if (all[i] && !all[i]->storage)
+            luaL_error(L, "%s: %s has been freed during the call", lm_fname(L), names[i]);
+    return out;
+}
+
+static void check_size(lua_State *L, int argn, int64_t v, const char *what) {
+    if (v > 0x7fffffffLL) {
+        lua_pushfstring(L, "%s too large (%I; at most 2^31-1)", what, (LUAI_UACINT)v);
+        luaL_argerror(L, argn, lua_tostring(L, -1));
+    }
+}
+
+int lm_op_matmul(lua_State *L) {
+    lm_tensor *a = lm_check_tensor(L, 1);
+    lm_tensor *b = lm_check_tensor(L, 2);
+    int has_opts = !lua_isnoneornil(L, 3);
+    if (has_opts && !lua_istable(L, 3)) {
+        lua_pushfstring(L, "options table expected ({out=, bias=, transpose_b=}), got %s", luaL_typename(L, 3));
+        luaL_argerror(L, 3, lua_tostring(L, -1));
+    }
+    int trans = 0;
+    lm_tensor *bias = NULL, *out = NULL;
+    /* Options read raw, bias kept in slot 4: no metamethod or finalizer may free or swap
+     * what was checked (see ops.h). */
+    lua_settop(L, 3);
+    lm_push_field(L, 3, "transpose_b");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
+        lua_pushfstring(L, "transpose_b must be a boolean, got %s", luaL_typename(L, -1));
+        luaL_argerror(L, 3, lua_tostring(L, -1));
+    }
+    trans = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lm_push_field(L, 3, "bias");
+    a = lm_check_tensor(L, 1);
+    b = lm_check_tensor(L, 2);
+    bias = lm_check_out(L, 4, 3, "bias", 0, NULL);
+    char as[256], bs[256];
+    shape_of(a, as, sizeof as);
+    shape_of(b, bs, sizeof bs);
+    int64_t k = a->shape[a->ndim - 1];
+    if (b->ndim < 2) {
+        lua_pushfstring(L, "b must be a matrix %s (or batched [..., %s]), got shape %s",
+                        trans ? "[N, K]" : "[K, N]", trans ? "N, K" : "K, N", bs);
+        luaL_argerror(L, 2, lua_tostring(L, -1));
+    }
+    int64_t bk = trans ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
+    int64_t n = trans ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
+    if (bk != k) {
+        lua_pushfstring(L, "b's %s dimension must be K = %I (the last dimension of a, shape %s), got shape %s%s",
+                        trans ? "last" : "first", (LUAI_UACINT)k, as, bs, trans ? " (transpose_b)" : "");
+        luaL_argerror(L, 2, lua_tostring(L, -1));
+    }
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    int64_t m, batch = 1;
+    if (b->ndim == 2) {
+        /* a's leading dimensions are rows: [..., K] x [K, N] -> [..., N]. */
+        m = a->numel / k;
+        ndim = a->ndim;
+        memcpy(shape, a->shape, sizeof(int64_t) * (size_t)ndim);
+        shape[ndim - 1] = n;
+    } else {
+        /* Batched: [B..., M, K] x [B..., K, N] -> [B..., M, N], equal batch dimensions. */
+        int same = a->ndim == b->ndim;
+        for (int i = 0; same && i < b->ndim - 2; i++) same = a->shape[i] == b->shape[i];
+        if (!same) {
+            lua_pushfstring(L, "batched b (shape %s) needs a with the same leading dimensions and [M, K] after them, got a of shape %s", bs, as);
+            luaL_argerror(L, 2, lua_tostring(L, -1));
+        }
+        m = a->shape[a->ndim - 2];
+        for (int i = 0; i < b->ndim - 2; i++) batch *= b->shape[i];
+        ndim = a->ndim;
+        memcpy(shape, a->shape, sizeof(int64_t) * (size_t)ndim);
+        shape[ndim - 1] = n;
+    }
+    check_size(L, 1, m, "row count of a");
+    check_size(L, 1, k, "K");
+    check_size(L, 2, n, "N");
+    check_size(L, 2, batch, "batch count");
+    if (bias && !(bias->ndim == 1 && bias->shape[0] == n)) {
+        char got[256];
+        shape_of(bias, got, sizeof got);
+        lua_pushfstring(L, "bias must have shape [%I] (N, the columns of the product), got %s", (LUAI_UACINT)n, got);
+        luaL_argerror(L, 3, lua_tostring(L, -1));
+    }
+    lm_context *ctx = a->storage->ctx;
+    if (b->storage->ctx != ctx || (bias && bias->storage->ctx != ctx))
+        luaL_error(L, "matmul: tensors belong to different devices");
+    if (has_opts) out = lm_opt_out(L, 3, "out", ndim, shape);
+    lua_settop(L, 4);
+    out = lm_matmul_result(L, 3, out, ctx, ndim, shape, a, "a", b, "b", bias);
+    lm_matmul_args g = {
+        .a = a, .b = b, .bias = bias, .out = out,
+        .m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .batch = (uint32_t)batch,
+        .stride_a = batch > 1 ? (uint64_t)(m * k) : 0, .stride_b = batch > 1 ? (uint64_t)(k * n) : 0,
+        .stride_out = batch > 1 ? (uint64_t)(m * n) : 0, .trans_b = trans,
+    };
+    lm_record_matmul(L, &g, "matmul");
+    return 1;
+}
+
+/* core._matmul_config(M, N, K [, tune]) -> the tile chosen for an M x K by K x N product;
+ * `tune` ({bm=, bn=, bk=, tm=, tn=}, all five) fixes the tile for later calls, {} restores
+ * the automatic choice (for bench/ sweeps). */
+int lm_op_matmul_config(lua_State *L) {
+    lua_Integer m = luaL_checkinteger(L, 1), n = luaL_checkinteger(L, 2), k = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, m >= 1, 1, "M must be positive");
+    luaL_argcheck(L, n >= 1, 2, "N must be positive");
+    luaL_argcheck(L, k >= 1, 3, "K must be positive");
+    lm_context *ctx = lm_context_get(L);
+    if (lua_istable(L, 4)) {
+        /* rotate = true/false forces the K-order rotation; absent restores automatic. */
+        lua_getfield(L, 4, "rotate");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) luaL_argerror(L, 4, "rotate must be a boolean");
+        ctx->mm_rotate = lua_isnil(L, -1) ? 0 : lua_toboolean(L, -1) ? 1 : 2;
+        lua_pop(L, 1);
+        static const char *keys[5] = { "bm", "bn", "bk", "tm", "tn" };
+        uint32_t v[5];
+        int given = 0;
+        for (int i = 0; i < 5; i++) {
+            lua_getfield(L, 4, keys[i]);
+            lua_Integer x = luaL_optinteger(L, -1, 0);
+            lua_pop(L, 1);
+            luaL_argcheck(L, x >= 0 && x <= 4096, 4, "tile sizes must be small non-negative integers");
+            v[i] = (uint32_t)x;
+            given += x != 0;
+        }
+        if (given == 0) {
+            memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
+        } else {
+            luaL_argcheck(L, given == 5, 4, "give all of bm, bn, bk, tm, tn (or none)");
+            mm_tile t = { v[0], v[1], v[2], v[3], v[4] };
+            const char *why = tile_problem(ctx, &t);
+            if (why) luaL_argerror(L, 4, why);
+            memcpy(ctx->mm_tile, v, sizeof v);
+        }
+    }
+    mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
+    lua_createtable(L, 0, 10);
+    lua_pushinteger(L, t.bm); lua_setfield(L, -2, "bm");
+    lua_pushinteger(L, t.bn); lua_setfield(L, -2, "bn");
+    lua_pushinteger(L, t.bk); lua_setfield(L, -2, "bk");
+    lua_pushinteger(L, t.tm); lua_setfield(L, -2, "tm");
+    lua_pushinteger(L, t.tn); lua_setfield(L, -2, "tn");
+    lua_pushinteger(L, tile_threads(&t)); lua_setfield(L, -2, "workgroup");
+    lua_pushinteger(L, tile_shared_bytes(&t)); lua_setfield(L, -2, "shared_bytes");
+    lua_pushboolean(L, k % 4 == 0 && n % 4 == 0); lua_setfield(L, -2, "vec4");
+    lua_pushboolean(L, ctx->mm_rotate == 1 ||
+                    (ctx->mm_rotate == 0 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU));
+    lua_setfield(L, -2, "rotate");
+    lua_pushinteger(L, (lua_Integer)(((uint64_t)m + t.bm - 1) / t.bm * (((uint64_t)n + t.bn - 1) / t.bn)));
+    lua_setfield(L, -2, "workgroups");
+    return 1;
+}

@@ -1,0 +1,87 @@
+/* Shape checks and workgroup choice shared by the row kernels (see rows.h). */
+#include "rows.h"
+#include <lauxlib.h>
+
+void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows) {
+    *d = x->shape[x->ndim - 1];
+    *rows = x->numel / *d;
+    if (*d > 0x7fffffff) luaL_argerror(L, 1, "last dimension too large (at most 2^31-1)");
+}
+
+/* The subgroup form: a 256-thread workgroup of whole subgroups, rows of up to 4 vectors
+ * per lane (as layer_norm's subgroup form). */
+#define ROW_SUBGROUP_WG 256
+#define ROW_SUBGROUP_ITEMS 4
+
+static uint32_t pow2_at_least(uint64_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
+
+lm_row_plan lm_plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint32_t max_items) {
+    lm_row_plan c;
+    c.vec = d % 4 == 0 ? 4 : 1;
+    c.n = (uint32_t)(d / c.vec);
+    uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    if (max_wg > 1024) max_wg = 1024;
+    uint32_t sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
+    if (!ctx->row_wg && ctx->full_subgroups && c.n <= ROW_SUBGROUP_ITEMS * sg &&
+        ROW_SUBGROUP_WG <= max_wg && ROW_SUBGROUP_WG % ctx->max_subgroup == 0) {
+        c.wg = ROW_SUBGROUP_WG;
+        c.rows_per_group = ROW_SUBGROUP_WG / sg;
+        c.items = (c.n + sg - 1) / sg;
+        return c;
+    }
+    c.rows_per_group = 1;
+    /* At least 32 threads and one whole subgroup, so that no subgroup is partial. */
+    uint32_t lo = ctx->max_subgroup > 32 ? ctx->max_subgroup : 32;
+    uint32_t wg = pow2_at_least(((uint64_t)c.n + target - 1) / target);
+    if (wg < lo) wg = lo;
+    if (wg > max_wg) wg = max_wg;
+    if (ctx->row_wg) wg = ctx->row_wg;
+    c.wg = wg;
+    uint32_t items = (c.n + wg - 1) / wg;
+    c.items = items > max_items ? max_items : items;
+    if (ctx->row_items) c.items = ctx->row_items;
+    return c;
+}
+
+void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,
+                    int64_t rows, void *push, uint32_t push_bytes, uint32_t *groups_x,
+                    lm_tensor *x, lm_tensor *y) {
+    lm_context *ctx = x->storage->ctx;
+    uint32_t gy;
+    *groups_x = lm_grid(L, ctx, ((uint64_t)rows + c->rows_per_group - 1) / c->rows_per_group, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group },
+        .full_subgroups = c->rows_per_group > 1,
+        .push = push, .push_bytes = push_bytes, .groups_x = *groups_x, .groups_y = gy,
+        .reads = { x }, .writes = { y },
+    });
+}
+
+/* core._row_config(d [, {wg =, items =}]) -> {workgroup =, items =, vec =,
+ * rows_per_group =} for softmax rows of d; the overrides (0 or absent: automatic; a wg
+ * also turns the subgroup form off) hold for later softmax and sum calls, so specs can
+ * run the workgroup and streaming paths on short rows. */
+int lm_op_row_config(lua_State *L) {
+    lua_Integer d = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, d >= 1 && d <= 0x7fffffff, 1, "d must be in 1..2^31-1");
+    lm_context *ctx = lm_context_get(L);
+    if (lm_check_opts(L, 2)) {
+        lua_getfield(L, 2, "wg");
+        lua_Integer wg = luaL_optinteger(L, -1, 0);
+        luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
+        lua_getfield(L, 2, "items");
+        lua_Integer items = luaL_optinteger(L, -1, 0);
+        luaL_argcheck(L, items >= 0 && items <= 64, 2, "items must be in 0..64");
+        ctx->row_wg = (uint32_t)wg;
+        ctx->row_items = (uint32_t)items;
+        lua_pop(L, 2);
+    }
+    lm_row_plan c = lm_plan_softmax(ctx, d);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
+    lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
+    lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
+    lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
+    return 1;
+}
