@@ -376,4 +376,51 @@ describe("device memory", function()
     again:free()
     lumus.set_memory_limit(nil)
   end)
+  it("allocates until the device refuses, keeps every tensor's contents, and recovers", function()
+    collectgarbage(); collectgarbage(); lumus.synchronize()
+    local base = lumus.memory().in_use
+    lumus.set_memory_limit(base + 16 * 2 ^ 20)
+    local held, e = {}, nil
+    for i = 1, 1000 do
+      local ok, t = pcall(lumus.full, { 256 * 1024 }, i)   -- 1 MiB each, its own value
+      if not ok then e = t break end
+      held[i] = t
+    end
+    assert.is_string(e, "the limit was never reached")
+    assert.are.equal(16, #held)
+    local in_use = lumus.memory().in_use
+    assert.matches("^lumus%.full: out of device memory: requested 1048576 bytes, " .. in_use .. " in use$", e)
+    for i, t in ipairs(held) do
+      assert.are.equal(string.pack("<f", i):rep(2), t:to_bytes(256 * 1024 - 1, 2))
+    end
+    for i = 1, #held, 2 do held[i]:free() end               -- free half: room again
+    local again = lumus.full({ 256 * 1024 }, -1)
+    assert.are.equal(-1, again:to_table()[1])
+    for i = 2, #held, 2 do assert.are.equal(i, held[i]:to_table()[1]) end
+    again:free()
+    for i = 2, #held, 2 do held[i]:free() end
+    lumus.set_memory_limit(nil)
+    lumus.synchronize()
+    assert.are.equal(base, lumus.memory().in_use)
+  end)
+  it("refuses requests past the device's limits before asking the driver", function()
+    local d, m = lumus.device(), lumus.memory()
+    local cases = {
+      { { 2 ^ 20, 2 ^ 20 }, "exceeds the device's largest allocation %(" .. d.max_allocation_size .. " bytes%)" },
+      { { d.max_allocation_size // 4 + 1 }, "exceeds the device's largest allocation" },
+    }
+    if m.device_total < d.max_allocation_size then   -- a heap smaller than one allocation
+      cases[#cases + 1] = { { m.device_total // 4 + 64 }, "more than the device limit of " .. m.device_total }
+    end
+    for _, c in ipairs(cases) do
+      local ok, e = pcall(lumus.empty, c[1])
+      assert.is_false(ok)
+      assert.matches("^lumus%.empty: ", e)
+      assert.matches(c[2], e)
+      local after = lumus.memory()
+      assert.are.equal(m.reserved, after.reserved)          -- no block was asked for
+      assert.are.equal(m.blocks, after.blocks)
+    end
+    assert.matches("shape has too many elements", select(2, pcall(lumus.empty, { 2 ^ 40, 2 })))
+  end)
 end)

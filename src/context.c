@@ -84,7 +84,8 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     uint32_t api = f->props.apiVersion;
     int v13 = VK_API_VERSION_MINOR(api) >= 3 || VK_API_VERSION_MAJOR(api) > 1;
     int v12 = VK_API_VERSION_MINOR(api) >= 2 || VK_API_VERSION_MAJOR(api) > 1;
-    VkPhysicalDeviceSubgroupSizeControlProperties scp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES };
+    VkPhysicalDeviceMaintenance4Properties m4 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES };
+    VkPhysicalDeviceSubgroupSizeControlProperties scp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, .pNext = &m4 };
     VkPhysicalDeviceMaintenance3Properties m3 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES };
     VkPhysicalDeviceSubgroupProperties sp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &m3 };
     f->driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
@@ -98,6 +99,8 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     f->min_subgroup = v13 && scp.minSubgroupSize ? scp.minSubgroupSize : sp.subgroupSize;
     f->max_subgroup = v13 && scp.maxSubgroupSize ? scp.maxSubgroupSize : sp.subgroupSize;
     f->max_allocation = m3.maxMemoryAllocationSize;
+    /* Every block is one VkBuffer: a tensor must also fit the largest buffer (1.3). */
+    if (v13 && m4.maxBufferSize && m4.maxBufferSize < f->max_allocation) f->max_allocation = m4.maxBufferSize;
     if (!v12) f->driver.driverName[0] = 0;
 
     VkPhysicalDeviceVulkan13Features f13 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES };
@@ -201,16 +204,18 @@ static int contains_ci(const char *hay, const char *needle) {
 static void context_destroy(lm_context *ctx) {
     if (ctx->device) {
         lm_stream_destroy(ctx);
-        lm_pipelines_destroy(ctx);
-        lm_memory_destroy(ctx);
-        if (ctx->owns_device) vkDestroyDevice(ctx->device, NULL);
+        if (!ctx->stream.abandoned) {   /* else left to the driver: see lm_stream_destroy */
+            lm_pipelines_destroy(ctx);
+            lm_memory_destroy(ctx);
+            if (ctx->owns_device) vkDestroyDevice(ctx->device, NULL);
+        }
     }
     if (ctx->messenger) {
         PFN_vkDestroyDebugUtilsMessengerEXT destroy =
             (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
         if (destroy) destroy(ctx->instance, ctx->messenger, NULL);
     }
-    if (ctx->instance && ctx->owns_device) vkDestroyInstance(ctx->instance, NULL);
+    if (ctx->instance && ctx->owns_device && !ctx->stream.abandoned) vkDestroyInstance(ctx->instance, NULL);
     if (ctx->shared_queue) lm_queue_mutex_release(ctx->queue);
     pthread_mutex_destroy(&ctx->own_queue_mutex);
     free(ctx);

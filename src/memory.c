@@ -43,6 +43,10 @@ VkResult lm_memory_init(lm_context *ctx) {
     if (dev < 0) dev = 0;
     pool_setup(&m->device, mp, dev, 256 * LM_MIB);
     m->direct = m->device.host_visible && m->device.host_coherent;
+    /* LUMUS_TEST_STAGING=1 moves data through staging memory even where tensors could be
+     * mapped, so that the path discrete GPUs take is tested on lavapipe too. */
+    const char *staging = getenv("LUMUS_TEST_STAGING");
+    if (staging && *staging && strcmp(staging, "0") != 0) m->direct = 0;
     int stg = find_type(mp, HV | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0);
     if (stg < 0) stg = find_type(mp, HV, 0);
     if (stg < 0 && !m->direct) return VK_ERROR_FEATURE_NOT_PRESENT;

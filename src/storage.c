@@ -1,5 +1,6 @@
 /* Storages and transfers (see storage.h). */
 #include "storage.h"
+#include "tensor.h"
 #include "vkcheck.h"
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
 }
 
 lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname) {
+    if (!fname && (bytes > ctx->mem.max_single || bytes > ctx->mem.limit)) fname = lm_fname(L);
     if (bytes > ctx->mem.max_single)
         luaL_error(L, "%s: a tensor of %I bytes exceeds the device's largest allocation (%I bytes)",
                    fname, (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.max_single);
@@ -36,7 +38,7 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
                    fname, (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.limit);
     gc_pressure(L, ctx, bytes);
     lm_storage *s = calloc(1, sizeof *s);
-    if (!s) luaL_error(L, "%s: out of host memory", fname);
+    if (!s) luaL_error(L, "%s: out of host memory", fname ? fname : lm_fname(L));
     lm_chunk *c = NULL;
     VkResult r = lm_chunk_alloc(ctx, &ctx->mem.device, bytes, &c);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
@@ -47,6 +49,7 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
     }
     if (r != VK_SUCCESS) {
         free(s);
+        if (!fname) fname = lm_fname(L);
         if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
             luaL_error(L, "%s: out of device memory: requested %I bytes, %I in use", fname,
                        (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.in_use);

@@ -5,7 +5,8 @@
 #include <lua.h>
 #include "context.h"
 
-/* A storage of `bytes` (one reference). Tells the Lua GC about device bytes, retries
+/* A storage of `bytes` (one reference); `fname` names the caller in messages (NULL:
+ * the running function, see lm_fname). Tells the Lua GC about device bytes, retries
  * after a full collection when the device is out of memory, and raises
  * "out of device memory: requested N bytes, M in use" when that is not enough. */
 lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname);

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-/* A batch that has not finished after this long is reported rather than waited on forever. */
+/* A batch that has not finished after this long is reported rather than waited on
+ * forever; LUMUS_WAIT_LIMIT (seconds) overrides it, e.g. for a host that wants a hung
+ * or runaway kernel reported sooner. */
 #define LM_WAIT_LIMIT_S 600.0
 
 static double now_s(void) {
@@ -25,6 +27,13 @@ VkResult lm_stream_init(lm_context *ctx) {
     st->next_serial = 1;
     st->epoch = 1;
     st->spin = ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    st->wait_limit = LM_WAIT_LIMIT_S;
+    const char *lim = getenv("LUMUS_WAIT_LIMIT");
+    if (lim && *lim) {
+        char *end = NULL;
+        double v = strtod(lim, &end);
+        if (end && *end == 0 && v > 0 && v <= 1e6) st->wait_limit = v;
+    }
     VkCommandPoolCreateInfo pi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -93,6 +102,19 @@ static void fail(lm_context *ctx, const lm_slot *s, const char *what, VkResult r
         snprintf(st->failed, sizeof st->failed, "lumus: device error %s: %s", what, lm_vk_result_name(r));
 }
 
+/* A wait that failed. A batch still running after the wait limit may be using its
+ * command buffer and memory: the slot stays busy, nothing it uses is freed, and the
+ * device counts as lost (every later call raises). Other failures end the batch. */
+static void wait_failed(lm_context *ctx, lm_slot *s, VkResult r) {
+    if (r == VK_TIMEOUT) {
+        fail(ctx, s, "(the device did not finish a batch within the wait limit)", r);
+        ctx->stream.lost = 1;
+    } else {
+        fail(ctx, s, "while running", r);
+        s->state = 0;
+    }
+}
+
 void lm_stream_check(lua_State *L, lm_context *ctx) {
     lm_stream *st = &ctx->stream;
     if (st->failed[0]) {
@@ -117,9 +139,13 @@ static VkResult wait_slot(lm_context *ctx, lm_slot *s) {
         if (r == VK_SUCCESS) goto done;
         if (r != VK_NOT_READY) return r;
     }
-    do {
-        r = vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, 1000000000ull);
-    } while (r == VK_TIMEOUT && now_s() - start < LM_WAIT_LIMIT_S);
+    for (;;) {
+        double left = st->wait_limit - (now_s() - start);
+        if (left <= 0) { r = VK_TIMEOUT; break; }
+        uint64_t ns = left >= 1.0 ? 1000000000ull : (uint64_t)(left * 1e9) + 1;
+        r = vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, ns);
+        if (r != VK_TIMEOUT) break;
+    }
     if (r != VK_SUCCESS) return r;
 done:
     s->state = 0;
@@ -144,6 +170,7 @@ VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op) {
     lm_stream *st = &ctx->stream;
     if (st->lost) lm_stream_check(L, ctx);
     st->op = op;
+    st->nuse = 0;   /* uses declared by an op that raised before recording */
     if (st->cur >= 0) {
         st->slot[st->cur].last_op = op;
         return st->slot[st->cur].cb;
@@ -152,7 +179,7 @@ VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op) {
     if (s->state == 2) {
         /* The device is a whole ring behind: wait rather than queue without bound. */
         VkResult r = wait_slot(ctx, s);
-        if (r != VK_SUCCESS) { fail(ctx, s, "while waiting", r); s->state = 0; update_completed(ctx); lm_stream_check(L, ctx); }
+        if (r != VK_SUCCESS) { wait_failed(ctx, s, r); update_completed(ctx); lm_stream_check(L, ctx); }
         update_completed(ctx);
     }
     LM_VK(L, vkResetFences(ctx->device, 1, &s->fence));
@@ -287,7 +314,7 @@ void lm_stream_op_done(lua_State *L, lm_context *ctx) {
 
 static void wait_upto(lm_context *ctx, uint64_t serial) {
     lm_stream *st = &ctx->stream;
-    for (;;) {
+    while (!st->lost) {
         lm_slot *oldest = NULL;
         for (int i = 0; i < LM_RING; i++) {
             lm_slot *s = &st->slot[i];
@@ -295,10 +322,7 @@ static void wait_upto(lm_context *ctx, uint64_t serial) {
         }
         if (!oldest) break;
         VkResult r = wait_slot(ctx, oldest);
-        if (r != VK_SUCCESS) {
-            fail(ctx, oldest, r == VK_TIMEOUT ? "(the device did not finish within the wait limit)" : "while running", r);
-            oldest->state = 0;
-        }
+        if (r != VK_SUCCESS) wait_failed(ctx, oldest, r);
     }
     update_completed(ctx);
 }
@@ -372,6 +396,16 @@ void lm_stream_destroy(lm_context *ctx) {
     if (!st->pool) return;
     lm_stream_submit(NULL, ctx);
     wait_upto(ctx, st->next_serial);
+    /* After a wait-limit timeout: one more bounded wait for each batch still out, so a
+     * slow (not hung) device finishes before its memory is freed. */
+    for (int i = 0; i < LM_RING; i++) {
+        if (st->slot[i].state != 2) continue;
+        VkResult r = wait_slot(ctx, &st->slot[i]);
+        if (r == VK_TIMEOUT) st->abandoned = 1; else st->slot[i].state = 0;
+    }
+    /* Still running: freeing its memory, fences or command buffers could crash the
+     * driver, so the device's objects are left to it (a leak, not a hang or a crash). */
+    if (st->abandoned) return;
     /* Whatever is still deferred can go now: nothing runs any more. */
     st->completed = st->next_serial;
     release_deferred(ctx);

@@ -51,6 +51,8 @@ typedef struct lm_stream {
     struct { lm_storage *s; int write; } use[8];   /* storages the op being recorded uses */
     int nuse;
     int spin;                   /* poll fences before sleeping (discrete GPUs) */
+    int abandoned;              /* destroyed while a batch still ran: device objects left */
+    double wait_limit;          /* seconds a batch may take before the device counts as lost */
     VkSemaphore timeline;       /* signalled with each batch's serial, for hosts (lumus.h) */
     /* Host buffers wrapped as tensors may alias each other, so the stream treats them
      * as one storage: the barrier epochs and serial of their last device use. */
@@ -65,7 +67,8 @@ typedef struct lm_stream {
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
-void lm_stream_destroy(lm_context *ctx);   /* waits for all work first */
+/* Waits for all work first; sets `abandoned` when a batch outlives the wait limit. */
+void lm_stream_destroy(lm_context *ctx);
 
 /* The command buffer being recorded (begun on demand); raises on device failure. */
 VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op);

@@ -11,10 +11,37 @@
  * kernels' 32-bit per-row indices far from overflow. */
 #define LM_MAX_SIZE ((int64_t)1 << 40)
 
-static const char *fname_of(lua_State *L) {
+/* Looks the running function up in package.loaded[mod]; pushes "mod.name" if found. */
+static int push_name_in(lua_State *L, int fn, const char *mod) {
+    int found = 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, mod) == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (!found && lua_next(L, -2)) {
+            if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fn)) {
+                lua_pushfstring(L, "%s.%s", mod, lua_tostring(L, -2));
+                lua_replace(L, -5);
+                found = 1;
+            }
+            lua_pop(L, 1);
+        }
+        if (found) lua_pop(L, 2);   /* the key, then the module */
+    }
+    if (!found) lua_pop(L, 2);
+    return found;
+}
+
+const char *lm_fname(lua_State *L) {
     lua_Debug ar;
-    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) return ar.name;
-    return "?";
+    if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return "lumus";
+    if (ar.name) { lua_pop(L, 1); return ar.name; }
+    /* Called through pcall or from C: name it as luaL_argerror would ("lumus.zeros"). */
+    int fn = lua_gettop(L);
+    static const char *const mods[] = { "lumus", "lumus.Tensor", "lumus.core" };
+    for (int i = 0; i < 3; i++)
+        if (push_name_in(L, fn, mods[i])) return lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return "lumus";
 }
 
 void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len) {
@@ -40,7 +67,11 @@ lm_tensor *lm_opt_tensor(lua_State *L, int idx) {
 }
 
 lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int argn) {
-    int ty = lua_getfield(L, table_idx, field);
+    /* Raw: a metamethod could free a tensor the caller has checked, or answer
+     * differently when the caller fetches the field again. */
+    table_idx = lua_absindex(L, table_idx);
+    lua_pushstring(L, field);
+    int ty = lua_rawget(L, table_idx);
     lm_tensor *t = NULL;
     if (ty != LUA_TNIL) {
         t = to_tensor(L, -1);
@@ -103,15 +134,17 @@ lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t
     t->numel = 1;
     for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= shape[i]; }
     set_contiguous(t);
-    t->storage = lm_storage_new(L, ctx, (VkDeviceSize)t->numel * 4u, fname_of(L));
+    t->storage = lm_storage_new(L, ctx, (VkDeviceSize)t->numel * 4u, NULL);
     return t;
 }
 
 /* Reads a shape: a table of 1..8 positive integers, or one integer. Sizes of -1 are
  * allowed once when `allow_infer` (reshape). Returns the element count. */
 static int64_t check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int allow_infer) {
-    if (lua_isinteger(L, idx)) {
-        lua_Integer n = lua_tointeger(L, idx);
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+        int isint = 0;
+        lua_Integer n = lua_tointegerx(L, idx, &isint);
+        if (!isint) luaL_argerror(L, idx, "size must be an integer, got a fraction or NaN");
         if (n <= 0 || n > LM_MAX_SIZE) luaL_argerror(L, idx, "size must be a positive integer");
         shape[0] = n; *ndim = 1;
         return n;
@@ -172,6 +205,9 @@ static int fill_new(lua_State *L, float v) {
 static int l_zeros(lua_State *L) { return fill_new(L, 0.0f); }
 static int l_ones(lua_State *L) { return fill_new(L, 1.0f); }
 static int l_full(lua_State *L) {
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    check_shape(L, 1, shape, &ndim, 0);   /* a missing shape is named before the value */
     lua_Number v = luaL_checknumber(L, 2);
     return fill_new(L, (float)v);
 }
@@ -324,8 +360,8 @@ static int m_dtype(lua_State *L) { lm_check_tensor(L, 1); lua_pushliteral(L, "fl
 /* Optional 1-based element range [first, first+count). */
 static void check_range(lua_State *L, lm_tensor *t, int idx, int64_t *first, int64_t *count) {
     lua_Integer f = luaL_optinteger(L, idx, 1);
-    lua_Integer c = luaL_optinteger(L, idx + 1, t->numel - (f - 1));
     if (f < 1 || f > t->numel) luaL_argerror(L, idx, "first element out of range");
+    lua_Integer c = luaL_optinteger(L, idx + 1, t->numel - (f - 1));
     if (c < 0 || c > t->numel - (f - 1)) luaL_argerror(L, idx + 1, "count out of range");
     *first = f - 1;
     *count = c;
@@ -338,6 +374,7 @@ static int m_to_bytes(lua_State *L) {
     size_t n = (size_t)count * 4u;
     luaL_Buffer b;
     char *p = luaL_buffinitsize(L, &b, n ? n : 1);
+    t = lm_check_tensor(L, 1);   /* the allocation may have run a finalizer that freed it */
     if (n) lm_storage_read(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, p, n);
     luaL_pushresultsize(&b, n);
     return 1;
@@ -360,16 +397,11 @@ static void push_nested(lua_State *L, const lm_tensor *t, const float *data, int
 
 static int m_to_table(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
-    lm_storage *s = t->storage;
-    const float *data;
-    if (s->mapped) {
-        lm_stream_wait(L, s->ctx, lm_storage_serial(s));
-        data = (const float *)(s->mapped) + t->offset;
-    } else {
-        float *host = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
-        lm_storage_read(L, s, (VkDeviceSize)t->offset * 4u, host, lm_tensor_bytes(t));
-        data = host;
-    }
+    /* Copy out first: building the tables runs the GC, whose finalizers may free the
+     * tensor and hand its memory to another one. */
+    float *data = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
+    t = lm_check_tensor(L, 1);
+    lm_storage_read(L, t->storage, (VkDeviceSize)t->offset * 4u, data, lm_tensor_bytes(t));
     int64_t at = 0;
     push_nested(L, t, data, 0, &at);
     return 1;
@@ -395,6 +427,7 @@ static int m_reshape(lua_State *L) {
         luaL_argerror(L, 2, lua_tostring(L, -1));
     }
     lm_tensor *v = push_handle(L);
+    t = lm_check_tensor(L, 1);   /* still live after the allocation (finalizers) */
     *v = *t;
     v->ndim = ndim;
     memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
@@ -406,7 +439,8 @@ static int m_reshape(lua_State *L) {
 /* __gc: the collector found the tensor. */
 static int m_collect(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
-    if (!t) luaL_typeerror(L, 1, "tensor");
+    /* (reachable only through the metatable, so luaL_typeerror could not name it) */
+    if (!t) luaL_error(L, "bad argument #1 to '__gc' (tensor expected, got %s)", luaL_typename(L, 1));
     if (t->storage) {
         lm_storage *s = t->storage;
         t->storage = NULL;

@@ -33,10 +33,17 @@ lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int a
 /* Pushes a new tensor of this shape with fresh (uninitialized) device memory. */
 lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape);
 
+/* 0 for a freed tensor (a finalizer may free one while an op sets up): the op's record
+ * step then refuses it rather than this crashing (see lm_record_dispatch). */
 static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
-    return t->storage->address + (VkDeviceAddress)t->offset * 4u;
+    return t->storage ? t->storage->address + (VkDeviceAddress)t->offset * 4u : 0;
 }
 static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) { return (VkDeviceSize)t->numel * 4u; }
+
+/* The running C function's name for an error message: as called ("zeros"), else its
+ * name in a loaded module ("lumus.zeros", when called through pcall). For error paths
+ * only: it may leave that name on the stack. */
+const char *lm_fname(lua_State *L);
 
 /* "2x3" */
 void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len);

@@ -45,6 +45,9 @@ local function read_row(t, first, n)
 end
 
 local function tensor_tostring(t)
+  if getmetatable(t) ~= Tensor then   -- called directly, e.g. getmetatable(x).__tostring(5)
+    error(("bad argument #1 to '__tostring' (tensor expected, got %s)"):format(type(t)), 2)
+  end
   if t:is_freed() then return t:describe() end
   local shape = t:shape()
   local nd = #shape

@@ -2,8 +2,14 @@
  * reads and writes (so the stream records a barrier only where a hazard exists), record
  * it, and count the op. */
 #include "ops.h"
+#include <lauxlib.h>
 
 void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
+    /* Last line of defence for hostile scripts: a tensor freed by a finalizer after the op
+     * checked it must not be recorded (its memory may already be another tensor's). */
+    for (int i = 0; i < LM_LAUNCH_TENSORS; i++)
+        if ((d->reads[i] && !d->reads[i]->storage) || (d->writes[i] && !d->writes[i]->storage))
+            luaL_error(L, "%s: a tensor it uses has been freed during the call", d->op);
     VkPipeline p = lm_pipeline(L, ctx, d->shader, d->spec, d->full_subgroups);
     VkCommandBuffer cb = lm_stream_cmd(L, ctx, d->op);
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {

@@ -20,8 +20,9 @@ void lm_record_fill(lua_State *L, lm_tensor *t, float v) {
 }
 
 int lm_op_fill(lua_State *L) {
-    lm_tensor *t = lm_check_tensor(L, 1);
+    lm_check_tensor(L, 1);
     lua_Number v = luaL_checknumber(L, 2);
+    lm_tensor *t = lm_check_tensor(L, 1);   /* still live: nothing above may free it, but cheap */
     lm_record_fill(L, t, (float)v);
     lua_settop(L, 1);
     return 1;

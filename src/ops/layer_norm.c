@@ -184,16 +184,19 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (x->ndim > 1) memcpy(stat_shape, x->shape, sizeof(int64_t) * (size_t)stat_ndim);
     else stat_shape[0] = 1;
 
-    lm_tensor *y = NULL, *mean = NULL, *invstd = NULL;
     int has_opts = !lua_isnoneornil(L, 5);
+    if (has_opts && !lua_istable(L, 5)) {
+        lua_pushfstring(L, "options table expected ({out=, mean=, invstd=}), got %s", luaL_typename(L, 5));
+        luaL_argerror(L, 5, lua_tostring(L, -1));
+    }
+    lua_settop(L, 5);
+    /* Results y, mean, invstd at stack slots 6, 7, 8: the opts tensors or fresh ones. */
+    static const char *const fields[3] = { "out", "mean", "invstd" };
+    for (int i = 0; i < 3; i++) lm_push_field(L, 5, fields[i]);
+    lm_tensor *y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
+    lm_tensor *mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
+    lm_tensor *invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
     if (has_opts) {
-        if (!lua_istable(L, 5)) {
-            lua_pushfstring(L, "options table expected ({out=, mean=, invstd=}), got %s", luaL_typename(L, 5));
-            luaL_argerror(L, 5, lua_tostring(L, -1));
-        }
-        y = lm_opt_out(L, 5, "out", x->ndim, x->shape);
-        mean = lm_opt_out(L, 5, "mean", stat_ndim, stat_shape);
-        invstd = lm_opt_out(L, 5, "invstd", stat_ndim, stat_shape);
         no_overlap(L, 5, y, "out", x, "x", 1);
         no_overlap(L, 5, y, "out", w, "weight", 0);
         no_overlap(L, 5, y, "out", b, "bias", 0);
@@ -205,15 +208,19 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
         no_overlap(L, 5, mean, "mean", invstd, "invstd", 0);
     }
-    lm_context *ctx = x->storage->ctx;
-    if ((w && w->storage->ctx != ctx) || (b && b->storage->ctx != ctx))
+    lm_context *ctx = lm_context_get(L);
+    if (!y) { lm_push_tensor(L, ctx, x->ndim, x->shape); lua_replace(L, 6); }
+    if (!mean) { lm_push_tensor(L, ctx, stat_ndim, stat_shape); lua_replace(L, 7); }
+    if (!invstd) { lm_push_tensor(L, ctx, stat_ndim, stat_shape); lua_replace(L, 8); }
+    /* The allocations may have run finalizers that freed any of them (see ops.h). */
+    x = lm_check_tensor(L, 1);
+    w = lm_opt_tensor(L, 2);
+    b = lm_opt_tensor(L, 3);
+    y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
+    mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
+    invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
+    if ((w && w->storage->ctx != ctx) || (b && b->storage->ctx != ctx) || x->storage->ctx != ctx)
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
-
-    lua_settop(L, 5);
-    /* Results in order y, mean, invstd at stack slots 6, 7, 8. */
-    if (y) lua_getfield(L, 5, "out"); else y = lm_push_tensor(L, ctx, x->ndim, x->shape);
-    if (mean) lua_getfield(L, 5, "mean"); else mean = lm_push_tensor(L, ctx, stat_ndim, stat_shape);
-    if (invstd) lua_getfield(L, 5, "invstd"); else invstd = lm_push_tensor(L, ctx, stat_ndim, stat_shape);
 
     int in_place = lm_tensors_overlap(x, y);
     ln_config c = choose(ctx, d, in_place);
@@ -261,6 +268,19 @@ int lm_op_layer_norm_forward(lua_State *L) {
     return 3;
 }
 
+/* tune[name] as an integer (absent: dflt), naming the field rather than a stack slot. */
+static lua_Integer tune_field(lua_State *L, const char *name, lua_Integer dflt) {
+    lua_getfield(L, 2, name);
+    int isint = 1;
+    lua_Integer v = lua_isnil(L, -1) ? dflt : lua_tointegerx(L, -1, &isint);
+    if (!isint || (lua_type(L, -1) != LUA_TNUMBER && !lua_isnil(L, -1))) {
+        lua_pushfstring(L, "%s must be an integer, got %s", name, luaL_typename(L, -1));
+        luaL_argerror(L, 2, lua_tostring(L, -1));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
 /* core._layer_norm_config(D [, tune]) -> the variant chosen for rows of D; `tune`
  * ({items_target=, wg=}) changes the choice for later calls (for bench/ sweeps). */
 int lm_op_layer_norm_config(lua_State *L) {
@@ -268,33 +288,42 @@ int lm_op_layer_norm_config(lua_State *L) {
     luaL_argcheck(L, d >= 1 && d <= 0x7fffffff, 1, "D must be in 1..2^31-1");
     lm_context *ctx = lm_context_get(L);
     if (lua_istable(L, 2)) {
-        lua_getfield(L, 2, "items_target");
-        ctx->ln_items_target = (uint32_t)luaL_optinteger(L, -1, 0);
-        lua_getfield(L, 2, "wg");
-        lua_Integer wg = luaL_optinteger(L, -1, 0);
+        /* Checked before any is set; items are bounded because each becomes a register
+         * array in a specialized shader (a huge one would take the compiler forever). */
+        lua_Integer items = tune_field(L, "items_target", 0);
+        luaL_argcheck(L, items >= 0 && items <= 64, 2, "items_target must be in 0..64 (0: default)");
+        lua_Integer wg = tune_field(L, "wg", 0);
         luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
-        ctx->ln_wg_override = (uint32_t)wg;
         static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", NULL };
         lua_getfield(L, 2, "form");
-        ctx->ln_form = luaL_checkoption(L, -1, "auto", forms);
+        int form = 0;
+        if (!lua_isnil(L, -1)) {
+            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            while (forms[form] && strcmp(forms[form], f) != 0) form++;
+            luaL_argcheck(L, forms[form] != NULL, 2, "form must be auto, group, subgroup, stream, split or row");
+        }
         lua_getfield(L, 2, "stream");
-        if (lua_toboolean(L, -1)) ctx->ln_form = LM_LN_STREAM;
+        if (lua_toboolean(L, -1)) form = LM_LN_STREAM;
         lua_pop(L, 2);
-        lua_getfield(L, 2, "subgroup_items");
-        ctx->ln_subgroup_items = (uint32_t)luaL_optinteger(L, -1, 0);
-        lua_getfield(L, 2, "parts");
-        lua_Integer parts = luaL_optinteger(L, -1, 0);
+        lua_Integer sub = tune_field(L, "subgroup_items", 0);
+        luaL_argcheck(L, sub >= 0 && sub <= 64, 2, "subgroup_items must be in 0..64 (0: default)");
+        lua_Integer parts = tune_field(L, "parts", 0);
         luaL_argcheck(L, parts >= 0 && parts <= 64, 2, "parts must be in 0..64");
-        ctx->ln_parts = (uint32_t)parts;
-        lua_getfield(L, 2, "spin_limit");
-        lua_Integer spin = luaL_optinteger(L, -1, -1);
+        lua_Integer spin = tune_field(L, "spin_limit", -1);
         luaL_argcheck(L, spin >= -1 && spin <= LN_SPIN_MAX, 2, "spin_limit must be in 0..50000");
-        ctx->ln_spin_limit = (uint32_t)(spin + 1);
         lua_getfield(L, 2, "tickets");
-        ctx->ln_no_tickets = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
+        int no_tickets = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
         lua_getfield(L, 2, "return_scratch");
-        ctx->ln_return_scratch = lua_toboolean(L, -1);
-        lua_pop(L, 7);
+        int return_scratch = lua_toboolean(L, -1);
+        lua_pop(L, 2);
+        ctx->ln_items_target = (uint32_t)items;
+        ctx->ln_wg_override = (uint32_t)wg;
+        ctx->ln_form = form;
+        ctx->ln_subgroup_items = (uint32_t)sub;
+        ctx->ln_parts = (uint32_t)parts;
+        ctx->ln_spin_limit = (uint32_t)(spin + 1);
+        ctx->ln_no_tickets = no_tickets;
+        ctx->ln_return_scratch = return_scratch;
     }
     ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);

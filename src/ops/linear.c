@@ -36,10 +36,11 @@ int lm_op_linear(lua_State *L) {
     int64_t shape[LM_MAX_DIMS];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     shape[x->ndim - 1] = out_f;
-    lm_tensor *out = has_opts ? lm_opt_out(L, 4, "out", x->ndim, shape) : NULL;
     lm_context *ctx = x->storage->ctx;
     if (w->storage->ctx != ctx || (bias && bias->storage->ctx != ctx))
         luaL_error(L, "linear: tensors belong to different devices");
+    /* Reading opts.out may run a finalizer: lm_matmul_result checks everything again. */
+    lm_tensor *out = has_opts ? lm_opt_out(L, 4, "out", x->ndim, shape) : NULL;
     lua_settop(L, 4);
     out = lm_matmul_result(L, 4, out, ctx, x->ndim, shape, x, "x", w, "weight", bias);
     lm_matmul_args g = {

@@ -146,9 +146,16 @@ lm_tensor *lm_matmul_result(lua_State *L, int opts, lm_tensor *out, lm_context *
         overlap_error(L, opts, out, bias, "bias");
         if (out->storage->ctx != ctx) luaL_argerror(L, opts, "out belongs to a different device");
         lua_getfield(L, opts, "out");
-        return out;
+    } else {
+        out = lm_push_tensor(L, ctx, ndim, shape);
     }
-    return lm_push_tensor(L, ctx, ndim, shape);
+    /* Reading opts.out and allocating may have run finalizers that freed an input. */
+    const lm_tensor *all[3] = { a, b, bias };
+    const char *names[3] = { an, bn, "bias" };
+    for (int i = 0; i < 3; i++)
+        if (all[i] && !all[i]->storage)
+            luaL_error(L, "%s: %s has been freed during the call", lm_fname(L), names[i]);
+    return out;
 }
 
 static void check_size(lua_State *L, int argn, int64_t v, const char *what) {
@@ -168,16 +175,20 @@ int lm_op_matmul(lua_State *L) {
     }
     int trans = 0;
     lm_tensor *bias = NULL, *out = NULL;
-    if (has_opts) {
-        lua_getfield(L, 3, "transpose_b");
-        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
-            lua_pushfstring(L, "transpose_b must be a boolean, got %s", luaL_typename(L, -1));
-            luaL_argerror(L, 3, lua_tostring(L, -1));
-        }
-        trans = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        bias = lm_field_tensor(L, 3, "bias", 3);
+    /* Options read raw, bias kept in slot 4: no metamethod or finalizer may free or swap
+     * what was checked (see ops.h). */
+    lua_settop(L, 3);
+    lm_push_field(L, 3, "transpose_b");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
+        lua_pushfstring(L, "transpose_b must be a boolean, got %s", luaL_typename(L, -1));
+        luaL_argerror(L, 3, lua_tostring(L, -1));
     }
+    trans = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lm_push_field(L, 3, "bias");
+    a = lm_check_tensor(L, 1);
+    b = lm_check_tensor(L, 2);
+    bias = lm_check_out(L, 4, 3, "bias", 0, NULL);
     char as[256], bs[256];
     shape_of(a, as, sizeof as);
     shape_of(b, bs, sizeof bs);
@@ -227,11 +238,11 @@ int lm_op_matmul(lua_State *L) {
         lua_pushfstring(L, "bias must have shape [%I] (N, the columns of the product), got %s", (LUAI_UACINT)n, got);
         luaL_argerror(L, 3, lua_tostring(L, -1));
     }
-    if (has_opts) out = lm_opt_out(L, 3, "out", ndim, shape);
     lm_context *ctx = a->storage->ctx;
     if (b->storage->ctx != ctx || (bias && bias->storage->ctx != ctx))
         luaL_error(L, "matmul: tensors belong to different devices");
-    lua_settop(L, 3);
+    if (has_opts) out = lm_opt_out(L, 3, "out", ndim, shape);
+    lua_settop(L, 4);
     out = lm_matmul_result(L, 3, out, ctx, ndim, shape, a, "a", b, "b", bias);
     lm_matmul_args g = {
         .a = a, .b = b, .bias = bias, .out = out,

@@ -64,6 +64,17 @@ int lm_op_row_config(lua_State *L);
  * the given shape; returns NULL when absent. `what` names the op for messages. */
 lm_tensor *lm_opt_out(lua_State *L, int argn, const char *field, int ndim, const int64_t *shape);
 
+/* Hostile scripts: any allocation can run Lua code (a finalizer), which may free a tensor
+ * an op has already checked or drop the last reference to an opts.out tensor. So an op
+ * keeps every tensor it uses on the stack (lm_push_field pushes opts[field], read raw,
+ * or nil), allocates its results, and only then checks all of them again (lm_check_tensor,
+ * lm_check_out on the same slots) before recording; nothing between that last check and
+ * lm_stream_op_done may allocate from Lua. */
+void lm_push_field(lua_State *L, int table_idx, const char *field);
+/* The out tensor at stack slot idx (nil: NULL): live and of the given shape (any shape
+ * when `shape` is NULL); messages name it as `field` of argument `argn`. */
+lm_tensor *lm_check_out(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape);
+
 /* Checks that argument `argn` is an options table or nil; returns whether it is a table. */
 int lm_check_opts(lua_State *L, int argn);
 
