@@ -13,8 +13,10 @@ local ref = require "lumus.reference"
 local CALLS = math.tointeger(tonumber(os.getenv("LUMUS_FUZZ_CALLS") or "")) or 100000
 local SEED = math.tointeger(tonumber(os.getenv("LUMUS_FUZZ_SEED") or "")) or 5150
 
--- Change state shared by the whole lua_State: fuzzed on their own below, then restored.
-local SEPARATE = { set_memory_limit = true, _layer_norm_config = true }
+-- Change state shared by the whole lua_State: fuzzed on their own below, then restored
+-- (so are the tuning hooks, every "_<op>_config").
+local SEPARATE = { set_memory_limit = true }
+local function is_tuning_hook(name) return name:match("^_.+_config$") ~= nil end
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
 -- does any name ending in "_", the Torch convention for in-place ops).
 local WRITES_FIRST = { fill = true }
@@ -42,7 +44,7 @@ local function discover()
     table.insert(names_of[f], name)
   end
   for name, f in pairs(lumus) do
-    if type(f) == "function" and not SEPARATE[name] then add(name, f, "function") end
+    if type(f) == "function" and not SEPARATE[name] and not is_tuning_hook(name) then add(name, f, "function") end
   end
   for name, f in pairs(mt.methods) do
     if type(f) == "function" then add(name, f, "method") end
@@ -535,18 +537,68 @@ describe("fuzzing every public function and method", function()
     lumus.zeros({ 1024 }):free()
   end)
 
+  it("every tuning hook (_*_config): random arguments are accepted or raise naming it; {} resets", function()
+    local hooks = {}
+    for name, f in pairs(lumus) do if type(f) == "function" and is_tuning_hook(name) then hooks[#hooks + 1] = name end end
+    table.sort(hooks)
+    assert.is_true(#hooks >= 1)
+    -- a hook takes sizes, then a tune table; {} after as many sizes as it needs resets it
+    local function reset(f)
+      for nsizes = 0, 4 do
+        local args = {}
+        for i = 1, nsizes do args[i] = 1 end
+        args[nsizes + 1] = {}
+        if pcall(f, table.unpack(args, 1, nsizes + 1)) then return true end
+      end
+      return false
+    end
+    local g4 = ref.rng(SEED + 3)
+    local function r(k) return math.floor(g4.uniform() * k) + 1 end
+    local keys = { "wg", "items", "items_target", "bm", "bn", "bk", "tm", "tn", "rotate", "form", "parts",
+                   "stream", "subgroup_items", "spin_limit", "tickets", "split" }
+    local vals = { 0, 1, 2, 3, 4, 8, 16, 64, 128, 1024, 4096, -1, 0.5, 2 ^ 31, 2 ^ 62, "4", "row", true, false, {} }
+    local n = math.max(100, CALLS // 500)
+    for _, name in ipairs(hooks) do
+      local f = lumus[name]
+      assert(reset(f), name .. " has no reset with {}")
+      for _ = 1, n do
+        local args = {}
+        local nargs = r(5)
+        for i = 1, nargs - 1 do args[i] = r(4) == 1 and vals[r(#vals)] or r(3000) end
+        local tune = {}
+        for _ = 1, r(4) do tune[keys[r(#keys)]] = vals[r(#vals)] end
+        args[nargs] = r(5) == 1 and vals[r(#vals)] or tune
+        local ok, e = pcall(f, table.unpack(args, 1, nargs))
+        if not ok then
+          assert(type(e) == "string" and e:find(name, 1, true), ("%s raised %s"):format(name, tostring(e)))
+        end
+        reset(f)
+      end
+    end
+    -- after the resets every kernel computes as before
+    local xt = ref.random_table({ 3, 40 }, g4)
+    local c = ref.compare(lumus.layer_norm_forward(lumus.tensor(xt)):to_table(), ref.layer_norm_forward(xt))
+    assert.is_true(c.max_abs < 1e-4)
+    if lumus.matmul and ref.matmul then
+      local a, b = ref.random_table({ 5, 7 }, g4), ref.random_table({ 7, 3 }, g4)
+      local mm = ref.compare(lumus.matmul(lumus.tensor(a), lumus.tensor(b)):to_table(), ref.matmul(a, b))
+      assert.is_true(mm.max_abs < 1e-4)
+    end
+  end)
+
   it("_layer_norm_config: random tuning either raises or still computes layer_norm right", function()
     local n = math.max(100, CALLS // 1000)
     local runs = 0
     local g3 = ref.rng(SEED + 2)
     local function r(k) return math.floor(g3.uniform() * k) + 1 end
-    local vals = { 0, 1, 2, 3, 4, 8, 16, 32, 64, 65, 1024, -1, 0.5, 2 ^ 40, "4", true }
+    local vals = { 0, 1, 2, 3, 4, 8, 16, 32, 64, 65, 1024, -1, 0.5, 2 ^ 40, "4", true, false, 50000 }
     for i = 1, n do
       local d = ({ 1, 3, 4, 8, 33, 100, 1000, 0, -5, 2 ^ 31, 1.5 })[r(11)]
       local tune = {}
-      for _, k in ipairs { "items_target", "wg", "stream", "subgroup_items" } do
+      for _, k in ipairs { "items_target", "wg", "stream", "subgroup_items", "parts", "spin_limit", "tickets" } do
         if r(3) == 1 then tune[k] = vals[r(#vals)] end
       end
+      if r(3) == 1 then tune.form = ({ "auto", "group", "subgroup", "stream", "split", "row", "x", 3 })[r(8)] end
       local ok, e = pcall(lumus._layer_norm_config, d, r(5) > 1 and tune or nil)
       if not ok then
         assert.matches("_layer_norm_config", e)
@@ -555,7 +607,12 @@ describe("fuzzing every public function and method", function()
         local xt = ref.random_table({ 3, d }, g3)
         local y = lumus.layer_norm_forward(lumus.tensor(xt)):to_table()
         local c = ref.compare(y, ref.layer_norm_forward(xt))
-        assert(c.max_abs < 1e-4, ("D=%d tune %s: max_abs %g"):format(d, e.variant, c.max_abs))
+        if not (c.max_abs < 1e-4) then
+          local parts = {}
+          for k, v in pairs(tune) do parts[#parts + 1] = ("%s=%s"):format(k, tostring(v)) end
+          table.sort(parts)
+          error(("D=%d {%s} (%s form): max_abs %g"):format(d, table.concat(parts, ", "), e.variant, c.max_abs))
+        end
       end
       lumus._layer_norm_config(1, {})   -- back to the defaults
     end
