@@ -61,7 +61,8 @@ end
 -- the bytes it must hold while no handle of it was passed for writing ("dirty").
 -- Sentinel groups are never passed at all: allocated between the others, they catch a
 -- kernel writing past the end of its tensor.
-local SHAPES = { { 4 }, { 2, 4 }, { 4, 4 }, { 3 }, { 1 }, { 2, 2, 4 }, { 8 }, { 1, 4 }, { 3, 5 }, { 2, 3, 1, 4 } }
+local SHAPES = { { 4 }, { 2, 4 }, { 4, 4 }, { 3 }, { 1 }, { 2, 2, 4 }, { 8 }, { 1, 4 }, { 3, 5 }, { 2, 3, 1, 4 },
+                 { 5, 2 }, { 4, 3 } }
 
 local function random_bytes_f32(n)
   local parts = {}
@@ -104,6 +105,7 @@ local function refill(i)
   local old = groups[i]
   if old then for _, h in ipairs(old.handles) do junk[int(JUNK_MAX)] = h end end
   groups[i] = new_group(SHAPES[(i - 1) % #SHAPES + 1], false)
+  groups[i].index = i
   register(groups[i])
 end
 
@@ -291,11 +293,21 @@ local function coherent_value(dirty, gi, position)
   local shape = SHAPES[gi]
   local n = numel_of(shape)
   local r = g.uniform()
+  -- the second argument is most often a second operand: fewer nils there
+  if position == 2 then r = 0.15 + 0.85 * r end
   if r < 0.30 then return nil end
-  if r < 0.45 then   -- a vector of S's last size (weights, biases)
+  if r < 0.40 then   -- a vector of S's last size (weights, biases)
     local d = shape[#shape]
     for j, s2 in ipairs(SHAPES) do if #s2 == 1 and s2[1] == d then return groups[j].base end end
     return grp.base
+  end
+  if r < 0.52 then   -- a matrix [k, n] or [n, k] for S's last size k (matmul, linear)
+    local d = shape[#shape]
+    local fits = {}
+    for j, s2 in ipairs(SHAPES) do
+      if #s2 == 2 and (s2[1] == d or s2[2] == d) then fits[#fits + 1] = groups[j].base end
+    end
+    if #fits > 0 then return pick(fits) end
   end
   if r < 0.58 then return chance(0.8) and grp.base or pick(grp.handles) end
   if r < 0.72 then return pick { 1, 2, n, n + 1, 1e-5, 0.5, -1, #shape, 3.5 } end
@@ -311,13 +323,13 @@ local function coherent_args(dirty, entry, nargs)
   local args = {}
   if nargs > 0 then
     local r = g.uniform()
-    if entry.kind ~= "function" or r < 0.45 then
+    if entry.kind ~= "function" or r < 0.60 then
       args[1] = chance(0.8) and grp.base or pick(grp.handles)
       if writes_first(entry.name) then dirty[#dirty + 1] = args[1] end
-    elseif r < 0.70 then args[1] = { table.unpack(SHAPES[gi]) }
-    elseif r < 0.80 then args[1] = grp.bytes
-    elseif r < 0.88 then args[1] = nested_numbers(dirty)
-    elseif r < 0.93 then args[1] = callback()
+    elseif r < 0.78 then args[1] = { table.unpack(SHAPES[gi]) }
+    elseif r < 0.85 then args[1] = grp.bytes
+    elseif r < 0.91 then args[1] = nested_numbers(dirty)
+    elseif r < 0.95 then args[1] = callback()
     else args[1] = any_value(dirty) end
   end
   for a = 2, nargs do args[a] = coherent_value(dirty, gi, a) end
@@ -484,6 +496,12 @@ describe("fuzzing every public function and method", function()
       else
         err_calls = err_calls + 1
         check_error(res[2], entry, nargs, passed_fn, where)
+      end
+      -- a group whose base was freed (free, __gc, __close) is replaced now, so coherent
+      -- calls keep getting live operands
+      for a = 1, nargs do
+        local grp = by_tensor[args[a]]
+        if grp and groups[grp.index] == grp and grp.base:is_freed() then refill(grp.index) end
       end
       if call % 500 == 0 then check_groups(where) end
     end
