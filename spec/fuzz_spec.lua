@@ -13,8 +13,10 @@ local ref = require "lumus.reference"
 local CALLS = math.tointeger(tonumber(os.getenv("LUMUS_FUZZ_CALLS") or "")) or 100000
 local SEED = math.tointeger(tonumber(os.getenv("LUMUS_FUZZ_SEED") or "")) or 5150
 
--- Change state shared by the whole lua_State: fuzzed on their own below, then restored.
-local SEPARATE = { set_memory_limit = true, _layer_norm_config = true }
+-- Change state shared by the whole lua_State: fuzzed on their own below, then restored
+-- (so are the tuning hooks, every "_<op>_config").
+local SEPARATE = { set_memory_limit = true }
+local function is_tuning_hook(name) return name:match("^_.+_config$") ~= nil end
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
 -- does any name ending in "_", the Torch convention for in-place ops).
 local WRITES_FIRST = { fill = true }
@@ -42,7 +44,7 @@ local function discover()
     table.insert(names_of[f], name)
   end
   for name, f in pairs(lumus) do
-    if type(f) == "function" and not SEPARATE[name] then add(name, f, "function") end
+    if type(f) == "function" and not SEPARATE[name] and not is_tuning_hook(name) then add(name, f, "function") end
   end
   for name, f in pairs(mt.methods) do
     if type(f) == "function" then add(name, f, "method") end
@@ -59,7 +61,8 @@ end
 -- the bytes it must hold while no handle of it was passed for writing ("dirty").
 -- Sentinel groups are never passed at all: allocated between the others, they catch a
 -- kernel writing past the end of its tensor.
-local SHAPES = { { 4 }, { 2, 4 }, { 4, 4 }, { 3 }, { 1 }, { 2, 2, 4 }, { 8 }, { 1, 4 }, { 3, 5 }, { 2, 3, 1, 4 } }
+local SHAPES = { { 4 }, { 2, 4 }, { 4, 4 }, { 3 }, { 1 }, { 2, 2, 4 }, { 8 }, { 1, 4 }, { 3, 5 }, { 2, 3, 1, 4 },
+                 { 5, 2 }, { 4, 3 } }
 
 local function random_bytes_f32(n)
   local parts = {}
@@ -102,6 +105,7 @@ local function refill(i)
   local old = groups[i]
   if old then for _, h in ipairs(old.handles) do junk[int(JUNK_MAX)] = h end end
   groups[i] = new_group(SHAPES[(i - 1) % #SHAPES + 1], false)
+  groups[i].index = i
   register(groups[i])
 end
 
@@ -289,11 +293,21 @@ local function coherent_value(dirty, gi, position)
   local shape = SHAPES[gi]
   local n = numel_of(shape)
   local r = g.uniform()
+  -- the second argument is most often a second operand: fewer nils there
+  if position == 2 then r = 0.15 + 0.85 * r end
   if r < 0.30 then return nil end
-  if r < 0.45 then   -- a vector of S's last size (weights, biases)
+  if r < 0.40 then   -- a vector of S's last size (weights, biases)
     local d = shape[#shape]
     for j, s2 in ipairs(SHAPES) do if #s2 == 1 and s2[1] == d then return groups[j].base end end
     return grp.base
+  end
+  if r < 0.52 then   -- a matrix [k, n] or [n, k] for S's last size k (matmul, linear)
+    local d = shape[#shape]
+    local fits = {}
+    for j, s2 in ipairs(SHAPES) do
+      if #s2 == 2 and (s2[1] == d or s2[2] == d) then fits[#fits + 1] = groups[j].base end
+    end
+    if #fits > 0 then return pick(fits) end
   end
   if r < 0.58 then return chance(0.8) and grp.base or pick(grp.handles) end
   if r < 0.72 then return pick { 1, 2, n, n + 1, 1e-5, 0.5, -1, #shape, 3.5 } end
@@ -309,13 +323,13 @@ local function coherent_args(dirty, entry, nargs)
   local args = {}
   if nargs > 0 then
     local r = g.uniform()
-    if entry.kind ~= "function" or r < 0.45 then
+    if entry.kind ~= "function" or r < 0.60 then
       args[1] = chance(0.8) and grp.base or pick(grp.handles)
       if writes_first(entry.name) then dirty[#dirty + 1] = args[1] end
-    elseif r < 0.70 then args[1] = { table.unpack(SHAPES[gi]) }
-    elseif r < 0.80 then args[1] = grp.bytes
-    elseif r < 0.88 then args[1] = nested_numbers(dirty)
-    elseif r < 0.93 then args[1] = callback()
+    elseif r < 0.78 then args[1] = { table.unpack(SHAPES[gi]) }
+    elseif r < 0.85 then args[1] = grp.bytes
+    elseif r < 0.91 then args[1] = nested_numbers(dirty)
+    elseif r < 0.95 then args[1] = callback()
     else args[1] = any_value(dirty) end
   end
   for a = 2, nargs do args[a] = coherent_value(dirty, gi, a) end
@@ -483,6 +497,12 @@ describe("fuzzing every public function and method", function()
         err_calls = err_calls + 1
         check_error(res[2], entry, nargs, passed_fn, where)
       end
+      -- a group whose base was freed (free, __gc, __close) is replaced now, so coherent
+      -- calls keep getting live operands
+      for a = 1, nargs do
+        local grp = by_tensor[args[a]]
+        if grp and groups[grp.index] == grp and grp.base:is_freed() then refill(grp.index) end
+      end
       if call % 500 == 0 then check_groups(where) end
     end
     collectgarbage("incremental", 200, 100)
@@ -535,18 +555,68 @@ describe("fuzzing every public function and method", function()
     lumus.zeros({ 1024 }):free()
   end)
 
+  it("every tuning hook (_*_config): random arguments are accepted or raise naming it; {} resets", function()
+    local hooks = {}
+    for name, f in pairs(lumus) do if type(f) == "function" and is_tuning_hook(name) then hooks[#hooks + 1] = name end end
+    table.sort(hooks)
+    assert.is_true(#hooks >= 1)
+    -- a hook takes sizes, then a tune table; {} after as many sizes as it needs resets it
+    local function reset(f)
+      for nsizes = 0, 4 do
+        local args = {}
+        for i = 1, nsizes do args[i] = 1 end
+        args[nsizes + 1] = {}
+        if pcall(f, table.unpack(args, 1, nsizes + 1)) then return true end
+      end
+      return false
+    end
+    local g4 = ref.rng(SEED + 3)
+    local function r(k) return math.floor(g4.uniform() * k) + 1 end
+    local keys = { "wg", "items", "items_target", "bm", "bn", "bk", "tm", "tn", "rotate", "form", "parts",
+                   "stream", "subgroup_items", "spin_limit", "tickets", "split" }
+    local vals = { 0, 1, 2, 3, 4, 8, 16, 64, 128, 1024, 4096, -1, 0.5, 2 ^ 31, 2 ^ 62, "4", "row", true, false, {} }
+    local n = math.max(100, CALLS // 500)
+    for _, name in ipairs(hooks) do
+      local f = lumus[name]
+      assert(reset(f), name .. " has no reset with {}")
+      for _ = 1, n do
+        local args = {}
+        local nargs = r(5)
+        for i = 1, nargs - 1 do args[i] = r(4) == 1 and vals[r(#vals)] or r(3000) end
+        local tune = {}
+        for _ = 1, r(4) do tune[keys[r(#keys)]] = vals[r(#vals)] end
+        args[nargs] = r(5) == 1 and vals[r(#vals)] or tune
+        local ok, e = pcall(f, table.unpack(args, 1, nargs))
+        if not ok then
+          assert(type(e) == "string" and e:find(name, 1, true), ("%s raised %s"):format(name, tostring(e)))
+        end
+        reset(f)
+      end
+    end
+    -- after the resets every kernel computes as before
+    local xt = ref.random_table({ 3, 40 }, g4)
+    local c = ref.compare(lumus.layer_norm_forward(lumus.tensor(xt)):to_table(), ref.layer_norm_forward(xt))
+    assert.is_true(c.max_abs < 1e-4)
+    if lumus.matmul and ref.matmul then
+      local a, b = ref.random_table({ 5, 7 }, g4), ref.random_table({ 7, 3 }, g4)
+      local mm = ref.compare(lumus.matmul(lumus.tensor(a), lumus.tensor(b)):to_table(), ref.matmul(a, b))
+      assert.is_true(mm.max_abs < 1e-4)
+    end
+  end)
+
   it("_layer_norm_config: random tuning either raises or still computes layer_norm right", function()
     local n = math.max(100, CALLS // 1000)
     local runs = 0
     local g3 = ref.rng(SEED + 2)
     local function r(k) return math.floor(g3.uniform() * k) + 1 end
-    local vals = { 0, 1, 2, 3, 4, 8, 16, 32, 64, 65, 1024, -1, 0.5, 2 ^ 40, "4", true }
+    local vals = { 0, 1, 2, 3, 4, 8, 16, 32, 64, 65, 1024, -1, 0.5, 2 ^ 40, "4", true, false, 50000 }
     for i = 1, n do
       local d = ({ 1, 3, 4, 8, 33, 100, 1000, 0, -5, 2 ^ 31, 1.5 })[r(11)]
       local tune = {}
-      for _, k in ipairs { "items_target", "wg", "stream", "subgroup_items" } do
+      for _, k in ipairs { "items_target", "wg", "stream", "subgroup_items", "parts", "spin_limit", "tickets" } do
         if r(3) == 1 then tune[k] = vals[r(#vals)] end
       end
+      if r(3) == 1 then tune.form = ({ "auto", "group", "subgroup", "stream", "split", "row", "x", 3 })[r(8)] end
       local ok, e = pcall(lumus._layer_norm_config, d, r(5) > 1 and tune or nil)
       if not ok then
         assert.matches("_layer_norm_config", e)
@@ -555,7 +625,12 @@ describe("fuzzing every public function and method", function()
         local xt = ref.random_table({ 3, d }, g3)
         local y = lumus.layer_norm_forward(lumus.tensor(xt)):to_table()
         local c = ref.compare(y, ref.layer_norm_forward(xt))
-        assert(c.max_abs < 1e-4, ("D=%d tune %s: max_abs %g"):format(d, e.variant, c.max_abs))
+        if not (c.max_abs < 1e-4) then
+          local parts = {}
+          for k, v in pairs(tune) do parts[#parts + 1] = ("%s=%s"):format(k, tostring(v)) end
+          table.sort(parts)
+          error(("D=%d {%s} (%s form): max_abs %g"):format(d, table.concat(parts, ", "), e.variant, c.max_abs))
+        end
       end
       lumus._layer_norm_config(1, {})   -- back to the defaults
     end

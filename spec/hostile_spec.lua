@@ -239,6 +239,31 @@ describe("_layer_norm_config", function()
   end)
 end)
 
+describe("_layer_norm_config's tuned forms", function()
+  it("compute right with a workgroup smaller than the split's parts or the row (found by fuzz_spec)", function()
+    if not pcall(lumus._layer_norm_config, 8, { form = "split" }) then
+      pending("no split form in this build") return
+    end
+    local g = ref.rng(21)
+    for _, c in ipairs {
+      { 3, { parts = 32, wg = 2 } }, { 33, { parts = 2, wg = 1 } }, { 1000, { parts = 16, wg = 1 } },
+      { 1000, { form = "split", wg = 4 } }, { 33, { form = "split", wg = 8, parts = 16 } },
+      { 100000, { form = "split", wg = 1 } },   -- would need ~1500 registers a thread: streams
+      -- one thread streaming a 25,000-vector row: past llvmpipe's 65535 loop iterations
+      { 100000, { form = "stream", wg = 1 } },
+    } do
+      local d, tune = c[1], c[2]
+      lumus._layer_norm_config(d, tune)
+      local xt = ref.random_table({ 3, d }, g)
+      local ok, y = pcall(function() return lumus.layer_norm_forward(lumus.tensor(xt)):to_table() end)
+      lumus._layer_norm_config(1, {})
+      assert(ok, y)
+      local err = ref.compare(y, ref.layer_norm_forward(xt)).max_abs
+      assert(err < 1e-4, ("D=%d: max_abs %g"):format(d, err))
+    end
+  end)
+end)
+
 describe("a device that does not finish within the wait limit", function()
   it("raises a device error, refuses later work and exits without hanging", function()
     -- LUMUS_WAIT_LIMIT=0.001: a large layer_norm on lavapipe takes far longer than 1 ms.

@@ -1,6 +1,7 @@
 /* Compute pipelines, specialized and cached (see pipelines.h). */
 #include "pipelines.h"
 #include "context.h"
+#include "tensor.h"   /* lm_fname */
 #include "vkcheck.h"
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -93,7 +94,7 @@ uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *heigh
     if (groups == 0) groups = 1;
     if (groups <= max_x) { *height = 1; return (uint32_t)groups; }
     uint64_t h = (groups + max_x - 1) / max_x;
-    if (h > max_y) luaL_error(L, "lumus: %I workgroups exceed the device's grid", (LUAI_UACINT)groups);
+    if (h > max_y) luaL_error(L, "%s: %I workgroups exceed the device's grid", lm_fname(L), (LUAI_UACINT)groups);
     uint64_t w = (groups + h - 1) / h;   /* as square as the rows allow: less waste */
     *height = (uint32_t)h;
     return (uint32_t)w;

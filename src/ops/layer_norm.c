@@ -31,6 +31,19 @@
 #define LN_MAX_PARTS 8
 #define LN_SPLIT_ITEMS 8
 #define LN_SPLIT_WG 256
+#define LN_SPLIT_MAX_ITEMS 64  /* most vectors per thread a (forced) split may hold */
+/* llvmpipe ends an invocation's loops after 65535 iterations in all: on CPU devices a
+ * tuned-down workgroup is widened until each thread's passes over a row stay below. */
+#define LN_CPU_LOOP_BUDGET 60000u
+
+/* The smallest power-of-two multiple of wg (up to max_wg) whose threads each loop at
+ * most LN_CPU_LOOP_BUDGET times for `passes` passes over n vectors plus `items`. */
+static uint32_t cpu_loop_wg(const lm_context *ctx, uint32_t wg, uint32_t max_wg, uint32_t n,
+                            uint32_t passes, uint32_t items) {
+    if (ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return wg;
+    while (wg < max_wg && (uint64_t)passes * ((n + wg - 1) / wg) + 3ull * items > LN_CPU_LOOP_BUDGET) wg *= 2;
+    return wg > max_wg ? max_wg : wg;
+}
 /* Polls a split part makes for its partners before reading the row itself. Partners
  * take consecutive tickets, so on a GPU they are running within microseconds; the
  * bound only keeps a device that runs too few workgroups at once (a CPU) from hanging.
@@ -108,9 +121,19 @@ split:;
         c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
              : n <= small_wg * items * LN_MAX_PARTS ? small_wg : max_wg;
         c.rows_per_group = ctx->ln_parts ? ctx->ln_parts : (n + c.wg * items - 1) / (c.wg * items);
+        /* Parts spin-wait for their partners: never more than LN_MAX_PARTS unless asked
+         * (a small tuned wg made thousands, which lavapipe ran one after another). */
+        if (!ctx->ln_parts && c.rows_per_group > LN_MAX_PARTS) c.rows_per_group = LN_MAX_PARTS;
         if (c.rows_per_group > n) c.rows_per_group = n;
+        /* Thread i of a part collects part i's record: a workgroup needs a thread per part
+         * (a wg tuned below the part count left records unread: wrong rows). */
+        if (c.rows_per_group > max_wg) c.rows_per_group = max_wg;
+        if (c.wg < c.rows_per_group) c.wg = c.rows_per_group;
+        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 2, 0);   /* its fallback reads the row twice */
         uint32_t chunk = (n + c.rows_per_group - 1) / c.rows_per_group;
         c.items = (chunk + c.wg - 1) / c.wg;
+        /* Each item is a register: a forced split of a very long row streams instead. */
+        if (c.items > LN_SPLIT_MAX_ITEMS) goto stream;
         c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
         c.variant = "split";
     } else {
@@ -118,6 +141,7 @@ stream:
         c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
         c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : max_wg;
         c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
+        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 3, c.items);
         c.rows_per_group = 1;
         c.variant = "stream";
     }
