@@ -24,6 +24,11 @@
 //                   a ticket counter in start order, so a part only waits for partners
 //                   that have already started or start next; if a partner still does not
 //                   arrive within a bounded spin, the part reads the whole row itself.
+//                   MODE_SPLIT64 publishes each record word as one 64-bit atomic whose
+//                   high half is a nonzero tag (the scratch starts zeroed), so a reader
+//                   that sees the tag has the value: no fences and one round trip per
+//                   poll, where the 32-bit protocol needs a fence on each side, a flag
+//                   and a second read.
 // Rows past maxComputeWorkGroupCount[0] arrive on a 2-D grid (groups_x wide).
 // Reading all of a row before writing it makes out == x (in place) safe in every mode.
 //
@@ -35,6 +40,15 @@
 // y = (r - c) * invstd. Never E[x^2] - E[x]^2 on raw x.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#if defined(MODE_SPLIT64)
+// The split form with 64-bit atomics (devices with shaderBufferInt64Atomics): see below.
+#define MODE_SPLIT
+#define TAGGED_RECORDS 1
+#extension GL_EXT_shader_atomic_int64 : require
+#extension GL_KHR_memory_scope_semantics : require
+#else
+#define TAGGED_RECORDS 0
+#endif
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -266,6 +280,9 @@ void main() {
 }
 #elif defined(MODE_SPLIT)
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer SharedWords { uint v[]; };
+#if TAGGED_RECORDS
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer TaggedWords { uint64_t v[]; };
+#endif
 const uint PARTS = ROWS;
 shared uint job_slot;
 shared vec3 records[PARTS];     // (shift, mean offset, M2) of each part
@@ -318,6 +335,37 @@ void main() {
     float offset = q.x / count;                    // slice mean = shift + offset
     float m2 = max(q.y - q.x * offset, 0.0);       // sum of squared deviations
 
+#if TAGGED_RECORDS
+    // Record words as (value, tag 1) in 64 bits; threads 0..2 publish one word each.
+    // Relaxed atomics suffice: each word carries its own readiness.
+    TaggedWords tagged = TaggedWords(p.scratch);
+    uint rec = 8u + 8u * job;
+    if (tid < 3u) {
+        float value = tid == 0u ? shift : tid == 1u ? offset : m2;
+        atomicExchange(tagged.v[rec + tid], packUint2x32(uvec2(floatBitsToUint(value), 1u)));
+    }
+    if (tid == 0u) partners_missing = false;
+    barrier();
+    // Thread i waits for part i of this row.
+    if (tid < PARTS) {
+        uint other = 8u + 8u * (row * PARTS + tid);
+        uvec2 w0, w1, w2;
+        uint polls = 0u;
+        for (;;) {
+            w0 = unpackUint2x32(atomicLoad(tagged.v[other + 0u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+            w1 = unpackUint2x32(atomicLoad(tagged.v[other + 1u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+            w2 = unpackUint2x32(atomicLoad(tagged.v[other + 2u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+            if ((w0.y & w1.y & w2.y) != 0u || polls >= p.spin_limit) break;
+            ++polls;
+        }
+        if ((w0.y & w1.y & w2.y) == 0u) {
+            partners_missing = true;
+            atomicAdd(scratch.v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
+        } else {
+            records[tid] = vec3(uintBitsToFloat(w0.x), uintBitsToFloat(w1.x), uintBitsToFloat(w2.x));
+        }
+    }
+#else
     // Publish: the record's words, then (after a buffer barrier) its ready flag. A record
     // is 16 words (64 bytes), so pollers of one record do not share a line with others.
     uint rec = 16u + 16u * job;
@@ -347,6 +395,7 @@ void main() {
                                 uintBitsToFloat(atomicAdd(scratch.v[other + 2u], 0u)));
         }
     }
+#endif
     barrier();
     float adjust, invstd, mean;   // y = (v + adjust) * invstd, v = x - shift
     if (!partners_missing) {
@@ -386,5 +435,5 @@ void main() {
     if (part == 0u && tid == 0u) store_stats(row, mean, invstd);
 }
 #else
-#error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW or MODE_SPLIT"
+#error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW, MODE_SPLIT or MODE_SPLIT64"
 #endif

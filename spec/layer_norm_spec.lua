@@ -276,7 +276,9 @@ describe("layer_norm_forward", function()
   -- too long for one workgroup; here it is forced through the tuning hook. On a CPU
   -- device partners may not run at once, so both ways of finishing are checked: the
   -- exchange of the parts' statistics, and the fallback (spin_limit = 0) in which a
-  -- part that finds a partner missing reads the whole row itself.
+  -- part that finds a partner missing reads the whole row itself. Both record
+  -- protocols are checked: 64-bit tagged words (the default where the device has 64-bit
+  -- buffer atomics, as lavapipe does) and 32-bit words behind fences.
   it("matches with the split form forced (parts exchanging statistics, and the fallback)", function()
     local config = lumus._layer_norm_config
     if not config then pending("no lumus._layer_norm_config hook"); return end
@@ -284,19 +286,28 @@ describe("layer_norm_forward", function()
       { d = 4096, parts = 2 }, { d = 4100, parts = 3 }, { d = 4099, parts = 2 },
       { d = 64, parts = 4, wg = 32 }, { d = 7, parts = 2, wg = 32 }, { d = 1001, parts = 5 },
     }
+    local protocols = {}
     for k, case in ipairs(cases) do
       for _, spin in ipairs { -1, 0 } do
-        local c = config(case.d, { parts = case.parts, wg = case.wg, spin_limit = spin })
-        local ok, err = pcall(function()
-          assert.are.equal("split", c.variant)
-          assert.are.equal(math.min(case.parts, case.d // c.vec), c.rows_per_group)
-          run_case({ 3, case.d }, { seed = 90 + k, weight = true, bias = k % 2 == 0, default_alloc = spin == 0 })
-          run_case({ 2, case.d }, { seed = 100 + k, offset = 1e4 })
-        end)
-        config(case.d, {})
-        if not ok then error(("d = %d, parts = %d, spin_limit = %d: %s"):format(case.d, case.parts, spin, err), 0) end
+        for _, records in ipairs { "tagged", "fenced" } do
+          local c = config(case.d, { parts = case.parts, wg = case.wg, spin_limit = spin, records = records })
+          protocols[c.records] = true
+          local ok, err = pcall(function()
+            assert.are.equal("split", c.variant)
+            assert.are.equal(math.min(case.parts, case.d // c.vec), c.rows_per_group)
+            if records == "fenced" then assert.are.equal("fenced", c.records) end
+            run_case({ 3, case.d }, { seed = 90 + k, weight = true, bias = k % 2 == 0, default_alloc = spin == 0 })
+            run_case({ 2, case.d }, { seed = 100 + k, offset = 1e4 })
+          end)
+          config(case.d, {})
+          if not ok then
+            error(("d = %d, parts = %d, spin_limit = %d, records = %s: %s"):format(case.d, case.parts, spin, c.records, err), 0)
+          end
+        end
       end
     end
+    assert.is_true(protocols.fenced)
+    if lumus.device().int64_atomics then assert.is_true(protocols.tagged) end
   end)
 
   it("counts the split form's tickets and fallbacks in its scratch (tuning hook)", function()
@@ -348,6 +359,9 @@ describe("layer_norm_forward", function()
     ok, err = pcall(config, 1000, { spin_limit = 60000 })
     assert.is_false(ok)
     assert.matches("spin_limit must be in 0..50000", err, 1, true)
+    ok, err = pcall(config, 1000, { records = "plain" })
+    assert.is_false(ok)
+    assert.matches("records must be tagged or fenced", err, 1, true)
     config(1000, {})
   end)
 

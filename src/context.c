@@ -72,11 +72,25 @@ typedef struct device_facts {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceDriverProperties driver;
     uint32_t subgroup_size, min_subgroup, max_subgroup;
-    int subgroup_arith, size_control, full_subgroups, bda, int64, timeline;
+    int subgroup_arith, size_control, full_subgroups, bda, int64, timeline, int64_atomics;
+    int executable_stats;   /* VK_KHR_pipeline_executable_properties and its feature */
     VkDeviceSize max_allocation;
     uint32_t queue_family, timestamp_bits;
     int has_queue;
 } device_facts;
+
+static int has_device_extension(VkPhysicalDevice pd, const char *name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkExtensionProperties *e = calloc(n, sizeof *e);
+    if (!e) return 0;
+    int found = 0;
+    VkResult r = vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(e[i].extensionName, name) == 0;
+    free(e);
+    return found;
+}
 
 static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     memset(f, 0, sizeof *f);
@@ -105,9 +119,15 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
 
     VkPhysicalDeviceVulkan13Features f13 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES };
     VkPhysicalDeviceVulkan12Features f12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES };
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR };
+    int has_exec = has_device_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     VkPhysicalDeviceFeatures2 feat = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 };
     if (v12) { feat.pNext = &f12; if (v13) f12.pNext = &f13; }
+    if (has_exec) { fexec.pNext = feat.pNext; feat.pNext = &fexec; }
     vkGetPhysicalDeviceFeatures2(pd, &feat);
+    f->executable_stats = has_exec && fexec.pipelineExecutableInfo;
+    f->int64_atomics = v12 && f12.shaderBufferInt64Atomics;
     f->bda = v12 && f12.bufferDeviceAddress;
     f->timeline = v12 && f12.timelineSemaphore;
     f->int64 = feat.features.shaderInt64;
@@ -336,18 +356,31 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .pNext = f->size_control || f->full_subgroups ? &f13 : NULL,
         .bufferDeviceAddress = VK_TRUE,
         .timelineSemaphore = VK_TRUE,
+        .shaderBufferInt64Atomics = f->int64_atomics ? VK_TRUE : VK_FALSE,
+    };
+    /* Statistics capture only when asked for: drivers may skip their caches for it. */
+    int stats = env_flag("LUMUS_PIPELINE_STATS") && f->executable_stats;
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pNext = &f12, .pipelineExecutableInfo = VK_TRUE,
     };
     VkPhysicalDeviceFeatures2 feat = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12,
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = stats ? (void *)&fexec : (void *)&f12,
         .features = { .shaderInt64 = VK_TRUE },
     };
+    const char *exts[] = { VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME };
     VkDeviceCreateInfo di = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &feat,
         .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
+        .enabledExtensionCount = stats ? 1u : 0u, .ppEnabledExtensionNames = exts,
     };
     VkResult r = vkCreateDevice(ctx->phys, &di, NULL, &ctx->device);
     if (r != VK_SUCCESS) { snprintf(err, errlen, "vkCreateDevice failed: %s", lm_vk_result_name(r)); return r; }
     vkGetDeviceQueue(ctx->device, f->queue_family, 0, &ctx->queue);
+    ctx->pipeline_stats = stats;
+    if (env_flag("LUMUS_PIPELINE_STATS") && !stats)
+        fprintf(stderr, "lumus: LUMUS_PIPELINE_STATS: \"%s\" has no VK_KHR_pipeline_executable_properties\n",
+                f->props.deviceName);
     return VK_SUCCESS;
 }
 
@@ -359,6 +392,7 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->min_subgroup = f->min_subgroup;
     ctx->max_subgroup = f->max_subgroup;
     ctx->full_subgroups = f->full_subgroups;
+    ctx->int64_atomics = f->int64_atomics;
     ctx->timestamp_bits = f->timestamp_bits;
     ctx->max_allocation = f->max_allocation ? f->max_allocation : ((VkDeviceSize)1 << 30);
 }
@@ -490,6 +524,7 @@ static lm_context *context_attach(const lumus_vulkan_device *dev, char *err, siz
     /* Vulkan 1.3 features only where the host says it enabled them. */
     f.size_control = f.size_control && (dev->features & LUMUS_VK_SUBGROUP_SIZE_CONTROL);
     f.full_subgroups = f.full_subgroups && (dev->features & LUMUS_VK_COMPUTE_FULL_SUBGROUPS);
+    f.int64_atomics = f.int64_atomics && (dev->features & LUMUS_VK_BUFFER_INT64_ATOMICS);
     if (dev->lock_queue) {
         ctx->lock_queue = dev->lock_queue;
         ctx->unlock_queue = dev->unlock_queue;
@@ -545,5 +580,7 @@ int lm_device(lua_State *L) {
     lua_setfield(L, -2, "validation");
     lua_pushboolean(L, !ctx->owns_device);
     lua_setfield(L, -2, "attached");
+    lua_pushboolean(L, ctx->int64_atomics);
+    lua_setfield(L, -2, "int64_atomics");
     return 1;
 }

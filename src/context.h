@@ -40,6 +40,8 @@ struct lm_context {
     VkPhysicalDeviceMemoryProperties memprops;
     uint32_t subgroup_size, min_subgroup, max_subgroup;
     int full_subgroups;                 /* computeFullSubgroups enabled */
+    int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
+    int pipeline_stats;                 /* LUMUS_PIPELINE_STATS: print each pipeline's statistics */
     uint32_t timestamp_bits;
     VkDeviceSize max_allocation;        /* largest single tensor, in bytes */
 
@@ -57,6 +59,7 @@ struct lm_context {
     uint32_t ln_spin_limit;       /* split form's polls for partners (0 = default) */
     int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
     int ln_return_scratch;        /* split form: also return the scratch (for tuning) */
+    int ln_fenced_records;        /* split form: the 32-bit fenced protocol even with int64 atomics */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */

@@ -66,10 +66,13 @@ int lumus_open(lua_State *L);
 
 /* ---- Sharing the host's Vulkan device ---- */
 
-/* Vulkan 1.3 features lumus uses when the host enabled them (otherwise it does without:
+/* Optional features lumus uses when the host enabled them (otherwise it does without:
  * its subgroup-per-row LayerNorm form needs computeFullSubgroups). */
 #define LUMUS_VK_SUBGROUP_SIZE_CONTROL  0x1u
 #define LUMUS_VK_COMPUTE_FULL_SUBGROUPS 0x2u
+/* A Vulkan 1.2 feature: VkPhysicalDeviceVulkan12Features.shaderBufferInt64Atomics lets
+ * LayerNorm's rows too long for one workgroup exchange statistics with fewer round trips. */
+#define LUMUS_VK_BUFFER_INT64_ATOMICS   0x4u
 
 /* What lumus needs of an attached device:
  *   - the instance created with VkApplicationInfo.apiVersion >= VK_API_VERSION_1_2,

@@ -4,6 +4,7 @@
 #include "tensor.h"   /* lm_fname */
 #include "vkcheck.h"
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,33 @@ void lm_pipelines_destroy(lm_context *ctx) {
         if (pp->modules[i]) vkDestroyShaderModule(ctx->device, pp->modules[i], NULL);
     if (pp->layout) vkDestroyPipelineLayout(ctx->device, pp->layout, NULL);
     pp->layout = VK_NULL_HANDLE;
+}
+
+/* LUMUS_PIPELINE_STATS: the driver's statistics of a new pipeline (NVIDIA reports its
+ * register count, which bounds how many workgroups share a multiprocessor), on stderr. */
+static void print_statistics(lm_context *ctx, VkPipeline p, lm_shader_id id, const uint32_t spec[LM_MAX_SPEC]) {
+    PFN_vkGetPipelineExecutableStatisticsKHR get = (PFN_vkGetPipelineExecutableStatisticsKHR)
+        vkGetDeviceProcAddr(ctx->device, "vkGetPipelineExecutableStatisticsKHR");
+    VkPipelineExecutableInfoKHR info = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p, .executableIndex = 0,
+    };
+    VkPipelineExecutableStatisticKHR st[16];
+    uint32_t n = 16;
+    for (uint32_t i = 0; i < n; i++) st[i] = (VkPipelineExecutableStatisticKHR){ .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR };
+    VkResult r = get ? get(ctx->device, &info, &n, st) : VK_ERROR_EXTENSION_NOT_PRESENT;
+    fprintf(stderr, "lumus: pipeline %s spec", lm_shader_name(id));
+    for (int i = 0; i < LM_MAX_SPEC; i++) fprintf(stderr, "%c%u", i ? ',' : ' ', spec[i]);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) { fprintf(stderr, ": statistics failed (%s)\n", lm_vk_result_name(r)); return; }
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(stderr, "%s %s=", i ? ";" : ":", st[i].name);
+        switch (st[i].format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: fprintf(stderr, "%u", st[i].value.b32); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: fprintf(stderr, "%lld", (long long)st[i].value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: fprintf(stderr, "%llu", (unsigned long long)st[i].value.u64); break;
+        default: fprintf(stderr, "%g", st[i].value.f64); break;
+        }
+    }
+    fputc('\n', stderr);
 }
 
 static VkShaderModule module_for(lua_State *L, lm_context *ctx, lm_shader_id id) {
@@ -77,9 +105,11 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
             .pSpecializationInfo = &si,
         },
         .layout = pp->layout,
+        .flags = ctx->pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
     };
     VkPipeline p;
     LM_VK(L, vkCreateComputePipelines(ctx->device, VK_NULL_HANDLE, 1, &ci, NULL, &p));
+    if (ctx->pipeline_stats) print_statistics(ctx, p, id, spec);
     lm_pipeline_entry *e = &pp->entries[pp->count++];
     e->shader = id;
     memcpy(e->spec, spec, sizeof e->spec);

@@ -16,6 +16,7 @@ typedef enum lm_shader_id {
     LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_VEC1,
     LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_VEC1,
     LM_SH_LN_SPLIT_VEC4, LM_SH_LN_SPLIT_VEC1,
+    LM_SH_LN_SPLIT64_VEC4, LM_SH_LN_SPLIT64_VEC1,
     LM_SH_LN_ROW_VEC4, LM_SH_LN_ROW_VEC1,
     LM_SH_COPY, LM_SH_FILL,
     LM_SH_MATMUL,
@@ -41,6 +42,7 @@ typedef struct lm_pipelines {
 
 /* The embedded SPIR-V of each shader (shaders.c). */
 const uint32_t *lm_shader_code(lm_shader_id id, size_t *bytes);
+const char *lm_shader_name(lm_shader_id id);
 
 VkResult lm_pipelines_init(lm_context *ctx);
 void lm_pipelines_destroy(lm_context *ctx);

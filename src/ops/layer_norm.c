@@ -58,6 +58,10 @@ typedef struct ln_config {
     const char *variant;
 } ln_config;
 
+static int is_split(lm_shader_id s) {
+    return s == LM_SH_LN_SPLIT_VEC4 || s == LM_SH_LN_SPLIT_VEC1 || s == LM_SH_LN_SPLIT64_VEC4 || s == LM_SH_LN_SPLIT64_VEC1;
+}
+
 static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 
 /* `in_place`: y is x, which the split form's fallback (reading the row again) forbids. */
@@ -134,7 +138,11 @@ split:;
         c.items = (chunk + c.wg - 1) / c.wg;
         /* Each item is a register: a forced split of a very long row streams instead. */
         if (c.items > LN_SPLIT_MAX_ITEMS) goto stream;
-        c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
+        /* 64-bit tagged records where the device has the atomics (see the shader). */
+        if (ctx->int64_atomics && !ctx->ln_fenced_records)
+            c.shader = c.vec == 4 ? LM_SH_LN_SPLIT64_VEC4 : LM_SH_LN_SPLIT64_VEC1;
+        else
+            c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
         c.variant = "split";
     } else {
 stream:
@@ -248,7 +256,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 
     int in_place = lm_tensors_overlap(x, y);
     ln_config c = choose(ctx, d, in_place);
-    int split = c.shader == LM_SH_LN_SPLIT_VEC4 || c.shader == LM_SH_LN_SPLIT_VEC1;
+    int split = is_split(c.shader);
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
         uint32_t rows, n, d;
@@ -340,6 +348,14 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_getfield(L, 2, "return_scratch");
         int return_scratch = lua_toboolean(L, -1);
         lua_pop(L, 2);
+        lua_getfield(L, 2, "records");
+        int fenced = 0;
+        if (!lua_isnil(L, -1)) {
+            const char *r = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            luaL_argcheck(L, strcmp(r, "tagged") == 0 || strcmp(r, "fenced") == 0, 2, "records must be tagged or fenced");
+            fenced = strcmp(r, "fenced") == 0;
+        }
+        lua_pop(L, 1);
         ctx->ln_items_target = (uint32_t)items;
         ctx->ln_wg_override = (uint32_t)wg;
         ctx->ln_form = form;
@@ -348,6 +364,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_spin_limit = (uint32_t)(spin + 1);
         ctx->ln_no_tickets = no_tickets;
         ctx->ln_return_scratch = return_scratch;
+        ctx->ln_fenced_records = fenced;
     }
     ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);
@@ -356,5 +373,9 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
+    if (is_split(c.shader)) {
+        lua_pushstring(L, c.shader == LM_SH_LN_SPLIT64_VEC4 || c.shader == LM_SH_LN_SPLIT64_VEC1 ? "tagged" : "fenced");
+        lua_setfield(L, -2, "records");
+    }
     return 1;
 }
