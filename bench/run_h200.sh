@@ -12,6 +12,7 @@
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   summary.md                  the Markdown of all steps, in order
+#   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -52,6 +53,14 @@ if [ ! -f build/lumus/core.so ]; then
   exit 2
 fi
 
+# Clocks, power and throttle reasons every 200 ms, to tell a slow phase's cause.
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,pstate,clocks_throttle_reasons.active \
+    --format=csv -lms 200 > "$out/clocks.csv" 2>&1 &
+  clocks_pid=$!
+  trap 'kill $clocks_pid 2>/dev/null' EXIT
+fi
+
 failed=()
 # step NAME LIMIT_SECONDS COMMAND...: runs COMMAND under a time limit, its output to
 # $out/NAME.md and the log.
@@ -60,7 +69,7 @@ step() {
   shift 2
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
   echo | tee -a "$log"
-  echo "== $name (limit ${limit}s): $*" | tee -a "$log"
+  echo "== $name ($(date -u '+%H:%M:%S UTC'), limit ${limit}s): $*" | tee -a "$log"
   local t0=$SECONDS rc=0
   timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.md" | tee -a "$log" || rc=$?
   echo "== $name: rc=$rc, $((SECONDS - t0)) s" | tee -a "$log"

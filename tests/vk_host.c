@@ -112,7 +112,7 @@ static void choose_device(vk_host *h) {
 }
 
 /* The device, as lumus.h asks: shaderInt64, bufferDeviceAddress, timelineSemaphore, and
- * the 1.3 subgroup features where the device has them. */
+ * the optional features (1.3 subgroup control, 64-bit buffer atomics) where it has them. */
 static void create_device(vk_host *h) {
     VkPhysicalDeviceProperties p;
     vkGetPhysicalDeviceProperties(h->phys, &p);
@@ -131,6 +131,7 @@ static void create_device(vk_host *h) {
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = v13 ? &f13 : NULL,
         .bufferDeviceAddress = VK_TRUE, .timelineSemaphore = VK_TRUE,
+        .shaderBufferInt64Atomics = has12.shaderBufferInt64Atomics,
     };
     VkPhysicalDeviceFeatures2 feat = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12,
@@ -148,7 +149,8 @@ static void create_device(vk_host *h) {
     VKH(vkCreateDevice(h->phys, &di, NULL, &h->device));
     vkGetDeviceQueue(h->device, h->family, 0, &h->queue);
     h->features = (f13.subgroupSizeControl && v13 ? LUMUS_VK_SUBGROUP_SIZE_CONTROL : 0) |
-                  (f13.computeFullSubgroups && v13 ? LUMUS_VK_COMPUTE_FULL_SUBGROUPS : 0);
+                  (f13.computeFullSubgroups && v13 ? LUMUS_VK_COMPUTE_FULL_SUBGROUPS : 0) |
+                  (f12.shaderBufferInt64Atomics ? LUMUS_VK_BUFFER_INT64_ATOMICS : 0);
     vkGetPhysicalDeviceMemoryProperties(h->phys, &h->memprops);
 }
 

@@ -282,9 +282,12 @@ int main(void) {
     check_attach_errors(L, &dev);
     if (lumus_attach_vulkan(L, &dev) != LUA_OK) vk_fail("attach: %s", lua_tostring(L, -1));
     expect_error(L, lumus_attach_vulkan(L, &dev), "second attach", "already has a device context");
-    run(L, "device", "local d = require('lumus').device()\nassert(d.attached, 'not attached')\nreturn d.name", 0, 1);
-    if (strcmp(lua_tostring(L, -1), h.name) != 0) vk_fail("lumus uses \"%s\", not the host's device", lua_tostring(L, -1));
-    lua_pop(L, 1);
+    run(L, "device", "local d = require('lumus').device()\nassert(d.attached, 'not attached')\nreturn d.name, d.int64_atomics", 0, 2);
+    if (strcmp(lua_tostring(L, -2), h.name) != 0) vk_fail("lumus uses \"%s\", not the host's device", lua_tostring(L, -2));
+    /* An optional feature is used exactly when the host says it enabled it. */
+    if (lua_toboolean(L, -1) != !!(h.features & LUMUS_VK_BUFFER_INT64_ATOMICS))
+        vk_fail("lumus.device().int64_atomics does not follow the host's LUMUS_VK_BUFFER_INT64_ATOMICS");
+    lua_pop(L, 2);
     printf("PASS: lumus in this lua_State runs on the host's device\n");
 
     layer_norm_on_host_buffers(&h, L, 37, 200, 1);    /* vec4 rows */
