@@ -1,17 +1,8 @@
 -- Embedding lumus in a C host (src/lumus.h): the example host of examples/host/, and
 -- the C tests of tests/ (a host's own Vulkan device and buffers; many lua_States on
 -- many threads). The binaries are built by `make examples`, which `make test` runs first.
-local ROOT = io.popen("pwd"):read("l")
-
--- Runs a shell command; returns its output (stdout and stderr) and exit code.
--- Under `make sanitize` the sanitizer runtime is preloaded into this process; the
--- compilers, luarocks and host binaries started here are not built for it.
-local function run(cmd)
-  local p = io.popen("(unset LD_PRELOAD; " .. cmd .. ") 2>&1")
-  local out = p:read("a")
-  local _, _, code = p:close()
-  return out, code
-end
+local shell = dofile("spec/support/shell.lua")
+local ROOT, run = shell.ROOT, shell.run
 
 local function binary(rel)
   local path = ROOT .. "/" .. rel

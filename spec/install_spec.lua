@@ -2,16 +2,8 @@
 -- (lumus.h, liblumus.a) into a tree; scripts and a host built against the installed
 -- header run from another directory; `luarocks remove` takes it all away. Offline: the
 -- rockspec's make build fetches nothing. `make install`/`make uninstall` likewise.
-local ROOT = io.popen("pwd"):read("l")
-
--- Under `make sanitize` the sanitizer runtime is preloaded into this process; the
--- compilers, luarocks and host binaries started here are not built for it.
-local function run(cmd)
-  local p = io.popen("(unset LD_PRELOAD; " .. cmd .. ") 2>&1")
-  local out = p:read("a")
-  local _, _, code = p:close()
-  return out, code
-end
+local shell = dofile("spec/support/shell.lua")
+local ROOT, run = shell.ROOT, shell.run
 
 local function exists(path)
   local f = io.open(path, "rb")
