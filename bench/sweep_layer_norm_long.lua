@@ -1,8 +1,7 @@
 -- bench/sweep_layer_norm_long.lua: rows too long for one workgroup (default 4096 x 65536)
 -- through the split form's settings: record protocol (64-bit tagged words or 32-bit
--- words behind fences), parts per row and workgroup size, rows per workgroup with the
--- weight/bias cache, and the streaming form; with weight and bias (as bench/layer_norm.lua
--- runs it) and without. Each setting is timed in rounds that alternate with the copy
+-- words behind fences), parts per row and workgroup size, and the streaming form; with
+-- weight and bias (as bench/layer_norm.lua runs it) and without. Each setting is timed in rounds that alternate with the copy
 -- ceiling (best round kept), its fallbacks counted (parts that stopped waiting for their
 -- partners) and its output checked against lumus.reference on sample rows. Chose the
 -- split defaults in src/ops/layer_norm.c. Sized for the H200 (3 GiB of tensors):
@@ -23,13 +22,8 @@ local iters = common.int_opt(opt.iters, 15)
 -- {label, tuning, affine}: tuning goes to lumus._layer_norm_config as it is.
 local settings = {
   { "default", {}, true },
-  { "one row per workgroup, no cache", { job_rows = 1, cache = 0 }, true },
-  { "8 rows, no cache", { job_rows = 8, cache = 0 }, true },
-  { "4 rows, weight cached", { job_rows = 4, cache = 1 }, true },
-  { "16 rows, weight cached", { job_rows = 16, cache = 1 }, true },
-  { "16 parts of 128, 8 rows", { parts = 16, wg = 128, job_rows = 8 }, true },
-  { "16 parts of 128, 16 rows", { parts = 16, wg = 128, job_rows = 16 }, true },
-  { "16 parts of 256 x 4, 8 rows", { parts = 16, wg = 256, items_target = 4, job_rows = 8 }, true },
+  { "4 parts of 512", { parts = 4, wg = 512 }, true },
+  { "16 parts of 128", { parts = 16, wg = 128 }, true },
   { "fenced records", { records = "fenced" }, true },
   { "default", {}, false },
   { "fenced records", { records = "fenced" }, false },
@@ -71,7 +65,7 @@ print()
 local rows = {}
 for _, s in ipairs(settings) do
   local label, tune, affine = s[1], s[2], s[3]
-  local cfg = lumus._layer_norm_config(D, tune, affine)
+  local cfg = lumus._layer_norm_config(D, tune)
   local ww, bb = nil, nil
   if affine then ww, bb = w, b end
   local function ln() lumus.layer_norm_forward(x, ww, bb, 1e-5, { out = y, mean = m, invstd = r }) end
@@ -98,12 +92,12 @@ for _, s in ipairs(settings) do
   local gbs, copy_gbs = bytes / t_ln / 1e9, 8 * R * D / t_cp / 1e9
   rows[#rows + 1] = {
     label, affine and "yes" or "no", cfg.variant .. (cfg.records and (" " .. cfg.records) or ""),
-    ("%dx%d"):format(cfg.workgroup, cfg.items), cfg.rows_per_group, cfg.job_rows or "-", cfg.cache or "-",
+    ("%dx%d"):format(cfg.workgroup, cfg.items), cfg.rows_per_group,
     common.fmt(t_ln * 1e6, 1), common.fmt(gbs, 0), common.fmt(copy_gbs, 0),
     common.fmt(100 * gbs / copy_gbs, 1), fb, ref and ("%.2e"):format(max_err(affine)) or "-",
   }
   io.stderr:write(table.concat(rows[#rows], "  "), "\n")
 end
 print(common.markdown_table(
-  { "setting", "weight, bias", "form", "wg x items", "parts", "rows/wg", "cache", "µs", "GB/s", "copy GB/s", "% of copy", "fallbacks/tickets", "max err" },
+  { "setting", "weight, bias", "form", "wg x items", "parts", "µs", "GB/s", "copy GB/s", "% of copy", "fallbacks/tickets", "max err" },
   rows, { "l", "l", "l", "l" }))

@@ -32,11 +32,6 @@
 #define LN_SPLIT_ITEMS 8
 #define LN_SPLIT_WG 256
 #define LN_SPLIT_MAX_ITEMS 64  /* most vectors per thread a (forced) split may hold */
-/* With weight or bias, a split workgroup takes its slice of LN_SPLIT_JOB_ROWS rows in
- * turn and keeps the slice's weight (and bias, where shared memory allows) in shared
- * memory: otherwise each part reads twice its x bytes again in weight and bias. */
-#define LN_SPLIT_JOB_ROWS 8u
-#define LN_MAX_JOB_ROWS 64u
 /* llvmpipe ends an invocation's loops after 65535 iterations in all: on CPU devices a
  * tuned-down workgroup is widened until each thread's passes over a row stay below. */
 #define LN_CPU_LOOP_BUDGET 60000u
@@ -59,7 +54,6 @@ static uint32_t cpu_loop_wg(const lm_context *ctx, uint32_t wg, uint32_t max_wg,
 typedef struct ln_config {
     lm_shader_id shader;
     uint32_t wg, items, rows_per_group, vec;   /* rows_per_group: parts per row (split) */
-    uint32_t job_rows, cache;                  /* split: the shader's JOB_ROWS and CACHE */
     int full_subgroups;
     const char *variant;
 } ln_config;
@@ -70,14 +64,8 @@ static int is_split(lm_shader_id s) {
 
 static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 
-/* Shared bytes of the split form with `cache` arrays of weight/bias kept. */
-static uint64_t split_shared_bytes(const ln_config *c, uint32_t cache) {
-    return (uint64_t)cache * c->wg * c->items * c->vec * 4u + 8ull * c->wg + 16ull * c->rows_per_group + 64u;
-}
-
-/* `in_place`: y is x, which the split form's fallback (reading the row again) forbids.
- * `affine`: a weight or bias is given (the split form then caches it). */
-static ln_config choose(const lm_context *ctx, int64_t d, int in_place, int affine) {
+/* `in_place`: y is x, which the split form's fallback (reading the row again) forbids. */
+static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
     ln_config c = { 0 };
     c.vec = d % 4 == 0 ? 4 : 1;
     uint32_t n = (uint32_t)(d / c.vec);
@@ -145,11 +133,9 @@ split:;
          * (a wg tuned below the part count left records unread: wrong rows). */
         if (c.rows_per_group > max_wg) c.rows_per_group = max_wg;
         if (c.wg < c.rows_per_group) c.wg = c.rows_per_group;
-        c.job_rows = ctx->ln_job_rows ? ctx->ln_job_rows : affine ? LN_SPLIT_JOB_ROWS : 1u;
-        /* On a CPU device llvmpipe's loop budget covers all of an invocation's rows: the
-         * fallback's two reads of each row get half of it, the polls the other half
-         * (cpu_spin_limit). */
-        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 4 * c.job_rows, 0);
+        /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the
+         * row (half of it) and the polls for partners (the other half, below). */
+        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 4, 0);
         uint32_t chunk = (n + c.rows_per_group - 1) / c.rows_per_group;
         c.items = (chunk + c.wg - 1) / c.wg;
         /* Each item is a register: a forced split of a very long row streams instead. */
@@ -160,8 +146,6 @@ split:;
         else
             c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
         c.variant = "split";
-        c.cache = ctx->ln_cache ? ctx->ln_cache - 1u : affine && c.job_rows > 1u ? 2u : 0u;
-        while (c.cache > 0 && split_shared_bytes(&c, c.cache) > ctx->props.limits.maxComputeSharedMemorySize) c.cache--;
     } else {
 stream:
         c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
@@ -209,12 +193,12 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
     luaL_argerror(L, argn, lua_tostring(L, -1));
 }
 
-/* Pushes the split form's scratch for `slots` (row, part) pairs: a ticket counter and a
- * fallback count, then one 64-byte record per slot, all zero (a fill is recorded
+/* Pushes the split form's scratch for `groups` workgroups: a ticket counter and a
+ * fallback count, then one 64-byte record per workgroup, all zero (a fill is recorded
  * here, before the kernel). A tensor on the Lua stack, so an error before the dispatch
  * leaves it to the collector rather than leaking it. */
-static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t slots) {
-    int64_t words = (int64_t)(16u * (slots + 1u));
+static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) {
+    int64_t words = (int64_t)(16u * (groups + 1u));
     lm_tensor *t = lm_push_tensor(L, ctx, 1, &words);
     lm_record_fill(L, t, 0.0f);
     return t;
@@ -273,7 +257,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
     int in_place = lm_tensors_overlap(x, y);
-    ln_config c = choose(ctx, d, in_place, w != NULL || b != NULL);
+    ln_config c = choose(ctx, d, in_place);
     int split = is_split(c.shader);
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
@@ -290,26 +274,21 @@ int lm_op_layer_norm_forward(lua_State *L) {
     };
     uint64_t groups = split ? (uint64_t)rows * c.rows_per_group
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
-    uint64_t slots = 0;   /* split: one record per (row, part) */
-    if (split) {
-        slots = (uint64_t)rows * c.rows_per_group;
-        groups = ((uint64_t)rows + c.job_rows - 1) / c.job_rows * c.rows_per_group;
-    }
-    if (split && slots > 0xffffffffu) { split = 0; c = choose(ctx, d, 1, 0); groups = rows; }
+    if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_tensor *scratch = NULL;
     if (split) {
-        scratch = split_scratch(L, ctx, slots);   /* stack slot 9 */
+        scratch = split_scratch(L, ctx, groups);   /* stack slot 9 */
         pc.scratch = lm_tensor_address(scratch);
         pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
-        if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / (2 * c.job_rows))
-            pc.spin_limit = LN_CPU_LOOP_BUDGET / (2 * c.job_rows);
+        if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / 2)
+            pc.spin_limit = LN_CPU_LOOP_BUDGET / 2;
         pc.tickets = !ctx->ln_no_tickets;
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group, 0, c.job_rows, c.cache },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
         .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -338,9 +317,8 @@ static lua_Integer tune_field(lua_State *L, const char *name, lua_Integer dflt) 
     return v;
 }
 
-/* core._layer_norm_config(D [, tune [, affine]]) -> the variant chosen for rows of D
- * (for calls with weight or bias unless `affine` is false); `tune` ({items_target=, wg=,
- * ...}) changes the choice for later calls (for bench/ sweeps). */
+/* core._layer_norm_config(D [, tune]) -> the variant chosen for rows of D; `tune`
+ * ({items_target=, wg=}) changes the choice for later calls (for bench/ sweeps). */
 int lm_op_layer_norm_config(lua_State *L) {
     lua_Integer d = luaL_checkinteger(L, 1);
     luaL_argcheck(L, d >= 1 && d <= 0x7fffffff, 1, "D must be in 1..2^31-1");
@@ -367,10 +345,6 @@ int lm_op_layer_norm_config(lua_State *L) {
         luaL_argcheck(L, sub >= 0 && sub <= 64, 2, "subgroup_items must be in 0..64 (0: default)");
         lua_Integer parts = tune_field(L, "parts", 0);
         luaL_argcheck(L, parts >= 0 && parts <= 64, 2, "parts must be in 0..64");
-        lua_Integer job_rows = tune_field(L, "job_rows", 0);
-        luaL_argcheck(L, job_rows >= 0 && job_rows <= LN_MAX_JOB_ROWS, 2, "job_rows must be in 0..64 (0: default)");
-        lua_Integer cache = tune_field(L, "cache", -1);
-        luaL_argcheck(L, cache >= -1 && cache <= 2, 2, "cache must be 0 (none), 1 (weight) or 2 (weight and bias)");
         lua_Integer spin = tune_field(L, "spin_limit", -1);
         luaL_argcheck(L, spin >= -1 && spin <= LN_SPIN_MAX, 2, "spin_limit must be in 0..50000");
         lua_getfield(L, 2, "tickets");
@@ -395,11 +369,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_no_tickets = no_tickets;
         ctx->ln_return_scratch = return_scratch;
         ctx->ln_fenced_records = fenced;
-        ctx->ln_job_rows = (uint32_t)job_rows;
-        ctx->ln_cache = (uint32_t)(cache + 1);
     }
-    /* The choice for calls with (default) or without weight and bias. */
-    ln_config c = choose(ctx, d, 0, lua_isnoneornil(L, 3) || lua_toboolean(L, 3));
+    ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
@@ -407,8 +378,6 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     if (is_split(c.shader)) {
-        lua_pushinteger(L, c.job_rows); lua_setfield(L, -2, "job_rows");
-        lua_pushinteger(L, c.cache); lua_setfield(L, -2, "cache");
         lua_pushstring(L, c.shader == LM_SH_LN_SPLIT64_VEC4 || c.shader == LM_SH_LN_SPLIT64_VEC1 ? "tagged" : "fenced");
         lua_setfield(L, -2, "records");
     }
