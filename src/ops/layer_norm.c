@@ -117,9 +117,10 @@ static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
                n <= max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) {
 split:;
         /* Small workgroups overlap one part's wait for its partners with other parts'
-         * loads: at 4096x65536 on the H200, 8 parts of 256 threads ran at 83% of copy,
-         * 4 of 512 at 82%, 2 of 1024 at 77% (bench/layer_norm.lua, tune sweeps). Longer
-         * rows would need more than LN_MAX_PARTS such parts: they take 1024 threads. */
+         * loads. At 4096x65536 on the H200 (bench/sweep_layer_norm_long.lua, tagged
+         * records), 8 parts of 256 threads ran at 97% of copy without weight and bias and
+         * 89% with them, 4 of 512 at 96% / 87%, 16 of 128 at 95% / 87%, 2 of 1024 at 85%.
+         * Longer rows would need more than LN_MAX_PARTS such parts: they take 1024 threads. */
         uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
         uint32_t small_wg = LN_SPLIT_WG <= max_wg ? LN_SPLIT_WG : max_wg;
         c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
