@@ -318,6 +318,19 @@ static lua_Integer tune_field(lua_State *L, const char *name, lua_Integer dflt) 
     return v;
 }
 
+/* tune[name] as an index into `names` (absent: 0); anything else raises `msg`. */
+static int tune_choice(lua_State *L, const char *name, const char *const names[], const char *msg) {
+    lua_getfield(L, 2, name);
+    int i = 0;
+    if (!lua_isnil(L, -1)) {
+        const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+        while (names[i] && strcmp(names[i], v) != 0) i++;
+        luaL_argcheck(L, names[i] != NULL, 2, msg);
+    }
+    lua_pop(L, 1);
+    return i;
+}
+
 /* core._layer_norm_config(D [, tune]) -> the variant chosen for rows of D; `tune`
  * ({items_target=, wg=}) changes the choice for later calls (for bench/ sweeps). */
 int lm_op_layer_norm_config(lua_State *L) {
@@ -332,16 +345,10 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_Integer wg = tune_field(L, "wg", 0);
         luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
         static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", NULL };
-        lua_getfield(L, 2, "form");
-        int form = 0;
-        if (!lua_isnil(L, -1)) {
-            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-            while (forms[form] && strcmp(forms[form], f) != 0) form++;
-            luaL_argcheck(L, forms[form] != NULL, 2, "form must be auto, group, subgroup, stream, split or row");
-        }
+        int form = tune_choice(L, "form", forms, "form must be auto, group, subgroup, stream, split or row");
         lua_getfield(L, 2, "stream");
         if (lua_toboolean(L, -1)) form = LM_LN_STREAM;
-        lua_pop(L, 2);
+        lua_pop(L, 1);
         lua_Integer sub = tune_field(L, "subgroup_items", 0);
         luaL_argcheck(L, sub >= 0 && sub <= 64, 2, "subgroup_items must be in 0..64 (0: default)");
         lua_Integer parts = tune_field(L, "parts", 0);
@@ -353,14 +360,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_getfield(L, 2, "return_scratch");
         int return_scratch = lua_toboolean(L, -1);
         lua_pop(L, 2);
-        lua_getfield(L, 2, "records");
-        int fenced = 0;
-        if (!lua_isnil(L, -1)) {
-            const char *r = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-            luaL_argcheck(L, strcmp(r, "tagged") == 0 || strcmp(r, "fenced") == 0, 2, "records must be tagged or fenced");
-            fenced = strcmp(r, "fenced") == 0;
-        }
-        lua_pop(L, 1);
+        static const char *const records[] = { "tagged", "fenced", NULL };
+        int fenced = tune_choice(L, "records", records, "records must be tagged or fenced") == 1;
         ctx->ln_items_target = (uint32_t)items;
         ctx->ln_wg_override = (uint32_t)wg;
         ctx->ln_form = form;
