@@ -82,6 +82,7 @@ layout(push_constant) uniform Params {
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
+shared vec2 partials[WG];
 
 // 1/sqrt(a) to within about an ulp: inversesqrt is only 2-ulp accurate in Vulkan, and
 // one Newton step squares its error away.
@@ -122,8 +123,7 @@ void store_stats(uint row, float mean, float invstd) {
     FloatArray(p.invstd).v[row] = invstd;
 }
 
-#if defined(MODE_GROUP) || defined(MODE_STREAM)
-shared vec2 partials[WG];
+#if defined(MODE_GROUP) || defined(MODE_STREAM) || defined(MODE_SPLIT)
 // Sum over the workgroup, for any subgroup size: every thread adds the per-subgroup
 // partials in the same order, so all threads see the identical result.
 vec2 group_sum(vec2 v) {
@@ -290,36 +290,10 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer SharedWords 
 #if TAGGED_RECORDS
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer TaggedWords { uint64_t v[]; };
 #endif
-// A part holds the same column slice of SLICE_ROWS consecutive rows at once (ITEMS
-// vectors per thread of each), so each weight and bias vector it loads serves that many
-// rows: at D = 65536 weight and bias (512 KiB) miss L1, and with one row per part they
-// were twice x's bytes in L2 reads.
-layout(constant_id = 3) const uint SLICE_ROWS = 1;   // 1..4
-// The device's smallest subgroup size: bounds the subgroups a workgroup has, so the
-// shared partial sums take a few hundred bytes rather than a vec4 pair per thread
-// (shared memory is carved out of the L1 that weight and bias are read through).
-layout(constant_id = 4) const uint MIN_SUBGROUP = 1;
 const uint PARTS = ROWS;
 shared uint job_slot;
-shared vec3 records[PARTS * SLICE_ROWS];   // (shift, mean offset, M2) of each part of each row
+shared vec3 records[PARTS];     // (shift, mean offset, M2) of each part
 shared bool partners_missing;
-shared vec4 partials[2u * ((WG + MIN_SUBGROUP - 1u) / MIN_SUBGROUP)];
-
-// a[r] for an r that varies across threads, without indexing by it (which puts the
-// array in local memory on NVIDIA).
-float pick(float a[4], uint r) { return r == 0u ? a[0] : r == 1u ? a[1] : r == 2u ? a[2] : a[3]; }
-
-// Sum over the workgroup of eight values at once (two statistics of up to four rows),
-// for any subgroup size: every thread adds the per-subgroup partials in the same order,
-// so all threads see the identical result.
-void group_sum8(inout vec4 a, inout vec4 b) {
-    vec4 sa = subgroupAdd(a), sb = subgroupAdd(b);
-    if (subgroupElect()) { partials[2u * gl_SubgroupID] = sa; partials[2u * gl_SubgroupID + 1u] = sb; }
-    barrier();
-    a = vec4(0.0); b = vec4(0.0);
-    for (uint i = 0; i < gl_NumSubgroups; ++i) { a += partials[2u * i]; b += partials[2u * i + 1u]; }
-    barrier();
-}
 
 // Sums of (x - shift) and (x - shift)^2 over the whole row, read from memory.
 vec2 row_sums(ROW_ARRAY xr, float shift) {
@@ -328,69 +302,8 @@ vec2 row_sums(ROW_ARRAY xr, float shift) {
         VT r = xr.v[idx] - shift;
         q += vec2(hsum(r), hsum(r * r));
     }
-    vec4 a = vec4(q, 0.0, 0.0), b = vec4(0.0);
-    group_sum8(a, b);
-    return a.xy;
+    return group_sum(q);
 }
-
-// Row r's code of each phase, written out once per row (v0..v3 hold rows 0..3):
-// there is no loop over rows, because NVIDIA's compiler did not unroll one, even when
-// asked, and then kept the per-row values in local memory (the form ran at 40-47% of
-// copy). Blocks for rows past SLICE_ROWS are dropped when the pipeline is specialized.
-#define FOR_SLICE_ROWS(BLOCK) BLOCK(0u, v0) \
-    if (SLICE_ROWS > 1u) BLOCK(1u, v1) if (SLICE_ROWS > 2u) BLOCK(2u, v2) if (SLICE_ROWS > 3u) BLOCK(3u, v3)
-
-// Loads row r's slice into VR; its sum goes to sums[r].
-#define LOAD_ROW(r, VR) { \
-    ROW_ARRAY xr = row_ptr(p.x, row0 + r); \
-    float sr = 0.0; \
-    for (uint i = 0; i < ITEMS; ++i) { \
-        uint idx = first + tid + i * WG; \
-        VR[i] = r < nrows && idx < end ? xr.v[idx] : VT(0.0); \
-        sr += hsum(VR[i]); \
-    } \
-    sums[r] = sr; }
-// Centers VR on shift[r]; sum and sum of squares of the result go to q1[r], q2[r].
-#define CENTER_ROW(r, VR) { \
-    vec2 q = vec2(0.0); \
-    for (uint i = 0; i < ITEMS; ++i) { \
-        uint idx = first + tid + i * WG; \
-        VR[i] = r < nrows && idx < end ? VR[i] - shift[r] : VT(0.0); \
-        q += vec2(hsum(VR[i]), hsum(VR[i] * VR[i])); \
-    } \
-    q1[r] = q.x; q2[r] = q.y; }
-// Row r's statistics from its parts' records (Chan's update about part 0's shift:
-// d_i = slice mean_i - shift_0 is small when the row has a common offset, so it is
-// computed without losing it).
-#define COMBINE_ROW(r, VR) { \
-    uint at = r * PARTS; \
-    float base = records[at].x; \
-    float delta = 0.0; \
-    for (uint i = 0; i < PARTS; ++i) { \
-        float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC); \
-        delta += n_i * ((records[at + i].x - base) + records[at + i].y); \
-    } \
-    delta /= float(p.d); \
-    float m2_total = 0.0; \
-    for (uint i = 0; i < PARTS; ++i) { \
-        float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC); \
-        float d = (records[at + i].x - base) + records[at + i].y - delta; \
-        m2_total += records[at + i].z + n_i * d * d; \
-    } \
-    invstd[r] = invsqrt_refined(m2_total / float(p.d) + p.eps); \
-    adjust[r] = (shift[r] - base) - delta; \
-    mean[r] = base + delta; }
-// A partner never started in time: corrected two-pass over row r, read again.
-#define REREAD_ROW(r, VR) { \
-    ROW_ARRAY xr = row_ptr(p.x, row0 + min(r, nrows - 1u)); \
-    float m0 = row_sums(xr, 0.0).x / float(p.d); \
-    vec2 st = finish_stats(row_sums(xr, m0)); \
-    invstd[r] = st.y; \
-    adjust[r] = (shift[r] - m0) - st.x; \
-    mean[r] = m0 + st.x; }
-// Writes item i of row r.
-#define STORE_ROW(r, VR) { \
-    if (r < nrows) row_ptr(p.y, row0 + r).v[idx] = fma((VR[i] + adjust[r]) * invstd[r], wv, bv); }
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
@@ -403,46 +316,46 @@ void main() {
     } else {
         job = group_index();   // devices that start workgroups in index order
     }
-    uint row0 = (job / PARTS) * SLICE_ROWS, part = job % PARTS;
-    if (row0 >= p.rows) return;   // uniform: grid padding
-    uint nrows = min(SLICE_ROWS, p.rows - row0);   // the last group may hold fewer rows
+    uint row = job / PARTS, part = job % PARTS;
+    if (row >= p.rows) return;   // uniform: grid padding
+    ROW_ARRAY xr = row_ptr(p.x, row);
     uint first = part * p.chunk;
     uint end = min(first + p.chunk, p.n);
     float count = float(end - first) * float(VEC);
 
-    // This slice's statistics in each row, two-pass from registers: shift = its float32
-    // mean. Per-row values are float[4] arrays indexed by constants.
-    VT v0[ITEMS], v1[ITEMS], v2[ITEMS], v3[ITEMS];
-    float sums[4] = float[4](0.0, 0.0, 0.0, 0.0);
-    FOR_SLICE_ROWS(LOAD_ROW)
-    vec4 s = vec4(sums[0], sums[1], sums[2], sums[3]), unused = vec4(0.0);
-    group_sum8(s, unused);
-    float shift[4] = float[4](s.x / count, s.y / count, s.z / count, s.w / count);
-    float q1[4] = float[4](0.0, 0.0, 0.0, 0.0), q2[4] = float[4](0.0, 0.0, 0.0, 0.0);
-    FOR_SLICE_ROWS(CENTER_ROW)
-    vec4 qa = vec4(q1[0], q2[0], q1[1], q2[1]), qb = vec4(q1[2], q2[2], q1[3], q2[3]);
-    group_sum8(qa, qb);
-    vec4 qsum = vec4(qa.x, qa.z, qb.x, qb.z), qsq = vec4(qa.y, qa.w, qb.y, qb.w);
-    vec4 offset4 = qsum / count;                               // slice mean = shift + offset
-    vec4 m2_4 = max(qsq - qsum * offset4, vec4(0.0));          // sum of squared deviations
-    float offset[4] = float[4](offset4.x, offset4.y, offset4.z, offset4.w);
-    float m2[4] = float[4](m2_4.x, m2_4.y, m2_4.z, m2_4.w);
+    // This slice's statistics, two-pass from registers: shift = its float32 mean.
+    VT v[ITEMS];
+    float s = 0.0;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + tid + i * WG;
+        v[i] = idx < end ? xr.v[idx] : VT(0.0);
+        s += hsum(v[i]);
+    }
+    float shift = group_sum(vec2(s, 0.0)).x / count;
+    vec2 q = vec2(0.0);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + tid + i * WG;
+        v[i] = idx < end ? v[i] - shift : VT(0.0);
+        q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
+    }
+    q = group_sum(q);
+    float offset = q.x / count;                    // slice mean = shift + offset
+    float m2 = max(q.y - q.x * offset, 0.0);       // sum of squared deviations
 
 #if TAGGED_RECORDS
-    // Record words as (value, tag 1) in 64 bits; threads 3r..3r+2 publish row r's words.
+    // Record words as (value, tag 1) in 64 bits; threads 0..2 publish one word each.
     // Relaxed atomics suffice: each word carries its own readiness.
     TaggedWords tagged = TaggedWords(p.scratch);
-    if (tid < 3u * nrows) {
-        uint r = tid / 3u, word = tid % 3u;
-        float value = word == 0u ? pick(shift, r) : word == 1u ? pick(offset, r) : pick(m2, r);
-        uint rec = 8u + 8u * ((row0 + r) * PARTS + part);
-        atomicExchange(tagged.v[rec + word], packUint2x32(uvec2(floatBitsToUint(value), 1u)));
+    uint rec = 8u + 8u * job;
+    if (tid < 3u) {
+        float value = tid == 0u ? shift : tid == 1u ? offset : m2;
+        atomicExchange(tagged.v[rec + tid], packUint2x32(uvec2(floatBitsToUint(value), 1u)));
     }
     if (tid == 0u) partners_missing = false;
     barrier();
-    // Thread r * PARTS + i waits for part i of row row0 + r.
-    if (tid < PARTS * nrows) {
-        uint other = 8u + 8u * ((row0 + tid / PARTS) * PARTS + tid % PARTS);
+    // Thread i waits for part i of this row.
+    if (tid < PARTS) {
+        uint other = 8u + 8u * (row * PARTS + tid);
         uvec2 w0, w1, w2;
         uint polls = 0u;
         for (;;) {
@@ -462,21 +375,21 @@ void main() {
 #else
     // Publish: the record's words, then (after a buffer barrier) its ready flag. A record
     // is 16 words (64 bytes), so pollers of one record do not share a line with others.
+    uint rec = 16u + 16u * job;
     // Every access to the scratch is atomic: atomics are coherent at device scope,
     // where plain (even volatile) loads may be served from a stale cache line.
-    if (tid < nrows) {
-        uint rec = 16u + 16u * ((row0 + tid) * PARTS + part);
-        atomicExchange(scratch.v[rec + 0u], floatBitsToUint(pick(shift, tid)));
-        atomicExchange(scratch.v[rec + 1u], floatBitsToUint(pick(offset, tid)));
-        atomicExchange(scratch.v[rec + 2u], floatBitsToUint(pick(m2, tid)));
+    if (tid == 0) {
+        atomicExchange(scratch.v[rec + 0u], floatBitsToUint(shift));
+        atomicExchange(scratch.v[rec + 1u], floatBitsToUint(offset));
+        atomicExchange(scratch.v[rec + 2u], floatBitsToUint(m2));
         memoryBarrierBuffer();
         atomicExchange(scratch.v[rec + 3u], 1u);
+        partners_missing = false;
     }
-    if (tid == 0u) partners_missing = false;
     barrier();
-    // Thread r * PARTS + i waits for part i of row row0 + r.
-    if (tid < PARTS * nrows) {
-        uint other = 16u + 16u * ((row0 + tid / PARTS) * PARTS + tid % PARTS);
+    // Thread i waits for part i of this row.
+    if (tid < PARTS) {
+        uint other = 16u + 16u * (row * PARTS + tid);
         uint polls = 0u;
         while (atomicAdd(scratch.v[other + 3u], 0u) == 0u && polls < p.spin_limit) ++polls;
         memoryBarrierBuffer();
@@ -491,21 +404,42 @@ void main() {
     }
 #endif
     barrier();
-    float adjust[4] = float[4](0.0, 0.0, 0.0, 0.0), invstd[4] = adjust, mean[4] = adjust;
-    // per row: y = (v + adjust) * invstd, v = x - shift
+    float adjust, invstd, mean;   // y = (v + adjust) * invstd, v = x - shift
     if (!partners_missing) {
-        FOR_SLICE_ROWS(COMBINE_ROW)
+        // Combine about part 0's shift: d_i = slice mean_i - shift_0 (small when the
+        // row has a common offset, so computed without losing it).
+        float base = records[0].x;
+        float n_total = float(p.d);
+        float delta = 0.0;
+        for (uint i = 0; i < PARTS; ++i) {
+            float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC);
+            delta += n_i * ((records[i].x - base) + records[i].y);
+        }
+        delta /= n_total;
+        float m2_total = 0.0;
+        for (uint i = 0; i < PARTS; ++i) {
+            float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC);
+            float d = (records[i].x - base) + records[i].y - delta;
+            m2_total += records[i].z + n_i * d * d;
+        }
+        invstd = invsqrt_refined(m2_total / n_total + p.eps);
+        adjust = (shift - base) - delta;
+        mean = base + delta;
     } else {
-        FOR_SLICE_ROWS(REREAD_ROW)
+        // A partner never started in time: corrected two-pass over the whole row.
+        float m0 = row_sums(xr, 0.0).x / float(p.d);
+        vec2 st = finish_stats(row_sums(xr, m0));
+        invstd = st.y;
+        adjust = (shift - m0) - st.x;
+        mean = m0 + st.x;
     }
 
+    ROW_ARRAY yr = row_ptr(p.y, row);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        if (idx >= end) continue;
-        VT wv = load_weight(idx), bv = load_bias(idx);
-        FOR_SLICE_ROWS(STORE_ROW)
+        if (idx < end) yr.v[idx] = fma((v[i] + adjust) * invstd, load_weight(idx), load_bias(idx));
     }
-    if (part == 0u && tid < nrows) store_stats(row0 + tid, pick(mean, tid), pick(invstd, tid));
+    if (part == 0u && tid == 0u) store_stats(row, mean, invstd);
 }
 #else
 #error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW, MODE_SPLIT or MODE_SPLIT64"

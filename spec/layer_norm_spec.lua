@@ -278,39 +278,30 @@ describe("layer_norm_forward", function()
   -- exchange of the parts' statistics, and the fallback (spin_limit = 0) in which a
   -- part that finds a partner missing reads the whole row itself. Both record
   -- protocols are checked: 64-bit tagged words (the default where the device has 64-bit
-  -- buffer atomics, as lavapipe does) and 32-bit words behind fences. A part may hold
-  -- its slice of several rows at once (slice_rows): 3, 2 and 9 rows leave the last
-  -- group of rows short.
+  -- buffer atomics, as lavapipe does) and 32-bit words behind fences.
   it("matches with the split form forced (parts exchanging statistics, and the fallback)", function()
     local config = lumus._layer_norm_config
     if not config then pending("no lumus._layer_norm_config hook"); return end
     local cases = {
       { d = 4096, parts = 2 }, { d = 4100, parts = 3 }, { d = 4099, parts = 2 },
       { d = 64, parts = 4, wg = 32 }, { d = 7, parts = 2, wg = 32 }, { d = 1001, parts = 5 },
-      { d = 4096, parts = 2, slice_rows = 2 }, { d = 4099, parts = 3, slice_rows = 3 },
-      { d = 1001, parts = 5, slice_rows = 4 }, { d = 64, parts = 4, wg = 32, slice_rows = 2 },
-      { d = 12, parts = 3, slice_rows = 4 },
     }
     local protocols = {}
     for k, case in ipairs(cases) do
       for _, spin in ipairs { -1, 0 } do
         for _, records in ipairs { "tagged", "fenced" } do
-          local c = config(case.d, { parts = case.parts, wg = case.wg, spin_limit = spin, records = records,
-                                     slice_rows = case.slice_rows })
+          local c = config(case.d, { parts = case.parts, wg = case.wg, spin_limit = spin, records = records })
           protocols[c.records] = true
           local ok, err = pcall(function()
             assert.are.equal("split", c.variant)
             assert.are.equal(math.min(case.parts, case.d // c.vec), c.rows_per_group)
-            assert.are.equal(case.slice_rows or 1, c.slice_rows)
             if records == "fenced" then assert.are.equal("fenced", c.records) end
             run_case({ 3, case.d }, { seed = 90 + k, weight = true, bias = k % 2 == 0, default_alloc = spin == 0 })
             run_case({ 2, case.d }, { seed = 100 + k, offset = 1e4 })
-            if case.slice_rows then run_case({ 9, case.d }, { seed = 110 + k, weight = true, bias = true }) end
           end)
           config(case.d, {})
           if not ok then
-            error(("d = %d, parts = %d, slice_rows = %s, spin_limit = %d, records = %s: %s")
-              :format(case.d, case.parts, case.slice_rows, spin, c.records, err), 0)
+            error(("d = %d, parts = %d, spin_limit = %d, records = %s: %s"):format(case.d, case.parts, spin, c.records, err), 0)
           end
         end
       end
@@ -343,28 +334,6 @@ describe("layer_norm_forward", function()
     assert.are.equal(before, lumus.memory().in_use)
   end)
 
-  it("sizes the split scratch by rows, not workgroups, when a part holds several rows", function()
-    local config = lumus._layer_norm_config
-    if not config then pending("no lumus._layer_norm_config hook"); return end
-    config(4096, { parts = 2, slice_rows = 2, return_scratch = true })
-    local ok, err = pcall(function()
-      local x = lumus.full({ 5, 4096 }, 1.5)
-      local y, m, r, scratch = lumus.layer_norm_forward(x)
-      -- 5 rows in groups of 2: 3 groups of 2 parts, 6 records of 2 rows each.
-      assert.are.same({ 16 * (3 * 2 * 2 + 1) }, scratch:shape())
-      local tickets = string.unpack("<I4", scratch:to_bytes(1, 1))
-      assert.are.equal(6, tickets)
-      local yt, mt = y:to_table(), m:to_table()
-      for i = 1, 5 do
-        assert.are.equal(1.5, mt[i])
-        assert.are.equal(0, yt[i][1]); assert.are.equal(0, yt[i][4096])
-      end
-      for _, t in ipairs { x, y, m, r, scratch } do t:free() end
-    end)
-    config(4096, {})
-    if not ok then error(err, 0) end
-  end)
-
   it("does not use the split form in place (out = x), where its fallback could read y", function()
     local config = lumus._layer_norm_config
     if not config then pending("no lumus._layer_norm_config hook"); return end
@@ -393,9 +362,6 @@ describe("layer_norm_forward", function()
     ok, err = pcall(config, 1000, { records = "plain" })
     assert.is_false(ok)
     assert.matches("records must be tagged or fenced", err, 1, true)
-    ok, err = pcall(config, 1000, { slice_rows = 5 })
-    assert.is_false(ok)
-    assert.matches("slice_rows must be in 0..4", err, 1, true)
     config(1000, {})
   end)
 

@@ -60,7 +60,6 @@ struct lm_context {
     int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
     int ln_return_scratch;        /* split form: also return the scratch (for tuning) */
     int ln_fenced_records;        /* split form: the 32-bit fenced protocol even with int64 atomics */
-    uint32_t ln_slice_rows;       /* split form: rows a part holds at once (0 = default) */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */

@@ -31,8 +31,6 @@
 #define LN_MAX_PARTS 8
 #define LN_SPLIT_ITEMS 8
 #define LN_SPLIT_WG 256
-#define LN_SPLIT_SLICE_ROWS 1  /* rows a split part holds at once (1..LN_SPLIT_MAX_SLICE_ROWS) */
-#define LN_SPLIT_MAX_SLICE_ROWS 4
 #define LN_SPLIT_MAX_ITEMS 64  /* most vectors per thread a (forced) split may hold */
 /* llvmpipe ends an invocation's loops after 65535 iterations in all: on CPU devices a
  * tuned-down workgroup is widened until each thread's passes over a row stay below. */
@@ -56,7 +54,6 @@ static uint32_t cpu_loop_wg(const lm_context *ctx, uint32_t wg, uint32_t max_wg,
 typedef struct ln_config {
     lm_shader_id shader;
     uint32_t wg, items, rows_per_group, vec;   /* rows_per_group: parts per row (split) */
-    uint32_t slice_rows;                       /* split: rows a part holds at once */
     int full_subgroups;
     const char *variant;
 } ln_config;
@@ -70,7 +67,6 @@ static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 
 /* `in_place`: y is x, which the split form's fallback (reading the row again) forbids. */
 static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
     ln_config c = { 0 };
-    c.slice_rows = 1;
     c.vec = d % 4 == 0 ? 4 : 1;
     uint32_t n = (uint32_t)(d / c.vec);
     uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
@@ -124,37 +120,27 @@ split:;
          * loads. At 4096x65536 on the H200 (bench/sweep_layer_norm_long.lua, tagged
          * records), 8 parts of 256 threads ran at 97% of copy without weight and bias and
          * 89% with them, 4 of 512 at 96% / 87%, 16 of 128 at 95% / 87%, 2 of 1024 at 85%.
-         * A part holding its slice of S rows at once loads each weight and bias vector
-         * once for S rows; it keeps LN_SPLIT_ITEMS / S vectors of each row, so a row
-         * has S times the parts (up to LN_MAX_PARTS * S) and a thread the same registers.
-         * Longer rows would need more parts than that: they take 1024 threads. */
-        uint32_t srows = ctx->ln_slice_rows ? ctx->ln_slice_rows : LN_SPLIT_SLICE_ROWS;
-        uint32_t max_parts = LN_MAX_PARTS * srows;
-        uint32_t items = ctx->ln_items_target ? ctx->ln_items_target
-                       : LN_SPLIT_ITEMS / srows ? LN_SPLIT_ITEMS / srows : 1;
+         * Longer rows would need more than LN_MAX_PARTS such parts: they take 1024 threads. */
+        uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
         uint32_t small_wg = LN_SPLIT_WG <= max_wg ? LN_SPLIT_WG : max_wg;
         c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
-             : n <= small_wg * items * max_parts ? small_wg : max_wg;
+             : n <= small_wg * items * LN_MAX_PARTS ? small_wg : max_wg;
         c.rows_per_group = ctx->ln_parts ? ctx->ln_parts : (n + c.wg * items - 1) / (c.wg * items);
-        /* Parts spin-wait for their partners: never more than max_parts unless asked
+        /* Parts spin-wait for their partners: never more than LN_MAX_PARTS unless asked
          * (a small tuned wg made thousands, which lavapipe ran one after another). */
-        if (!ctx->ln_parts && c.rows_per_group > max_parts) c.rows_per_group = max_parts;
+        if (!ctx->ln_parts && c.rows_per_group > LN_MAX_PARTS) c.rows_per_group = LN_MAX_PARTS;
         if (c.rows_per_group > n) c.rows_per_group = n;
-        /* Thread r * parts + i of a part collects part i's record of its row r: a
-         * workgroup needs a thread per part and row (a wg tuned below the part count
-         * left records unread: wrong rows). */
+        /* Thread i of a part collects part i's record: a workgroup needs a thread per part
+         * (a wg tuned below the part count left records unread: wrong rows). */
         if (c.rows_per_group > max_wg) c.rows_per_group = max_wg;
-        while (srows > 1 && c.rows_per_group * srows > max_wg) srows--;
-        c.slice_rows = srows;
-        if (c.wg < c.rows_per_group * srows) c.wg = pow2_at_least(c.rows_per_group * srows);
-        if (c.wg > max_wg) c.wg = max_wg;
-        /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of each
+        if (c.wg < c.rows_per_group) c.wg = c.rows_per_group;
+        /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the
          * row (half of it) and the polls for partners (the other half, below). */
-        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 4 * srows, 0);
+        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 4, 0);
         uint32_t chunk = (n + c.rows_per_group - 1) / c.rows_per_group;
         c.items = (chunk + c.wg - 1) / c.wg;
         /* Each item is a register: a forced split of a very long row streams instead. */
-        if (c.items * srows > LN_SPLIT_MAX_ITEMS) goto stream;
+        if (c.items > LN_SPLIT_MAX_ITEMS) goto stream;
         /* 64-bit tagged records where the device has the atomics (see the shader). */
         if (ctx->int64_atomics && !ctx->ln_fenced_records)
             c.shader = c.vec == 4 ? LM_SH_LN_SPLIT64_VEC4 : LM_SH_LN_SPLIT64_VEC1;
@@ -163,7 +149,6 @@ split:;
         c.variant = "split";
     } else {
 stream:
-        c.slice_rows = 1;
         c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
         c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : max_wg;
         c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
@@ -209,12 +194,12 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
     luaL_argerror(L, argn, lua_tostring(L, -1));
 }
 
-/* Pushes the split form's scratch for `records` (row, part) records: a ticket counter
- * and a fallback count, then one 64-byte record each, all zero (a fill is recorded
+/* Pushes the split form's scratch for `groups` workgroups: a ticket counter and a
+ * fallback count, then one 64-byte record per workgroup, all zero (a fill is recorded
  * here, before the kernel). A tensor on the Lua stack, so an error before the dispatch
  * leaves it to the collector rather than leaking it. */
-static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t records) {
-    int64_t words = (int64_t)(16u * (records + 1u));
+static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) {
+    int64_t words = (int64_t)(16u * (groups + 1u));
     lm_tensor *t = lm_push_tensor(L, ctx, 1, &words);
     lm_record_fill(L, t, 0.0f);
     return t;
@@ -288,14 +273,14 @@ int lm_op_layer_norm_forward(lua_State *L) {
         .mean = lm_tensor_address(mean), .invstd = lm_tensor_address(invstd),
         .rows = (uint32_t)rows, .n = (uint32_t)(d / c.vec), .d = (uint32_t)d, .eps = eps,
     };
-    uint64_t groups = split ? ((uint64_t)rows + c.slice_rows - 1) / c.slice_rows * c.rows_per_group
+    uint64_t groups = split ? (uint64_t)rows * c.rows_per_group
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_tensor *scratch = NULL;
     if (split) {
-        scratch = split_scratch(L, ctx, groups * c.slice_rows);   /* stack slot 9 */
+        scratch = split_scratch(L, ctx, groups);   /* stack slot 9 */
         pc.scratch = lm_tensor_address(scratch);
         pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
@@ -304,8 +289,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         pc.tickets = !ctx->ln_no_tickets;
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group, split ? c.slice_rows : 0,
-                                                      split ? (ctx->min_subgroup ? ctx->min_subgroup : 1) : 0 },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
         .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -369,8 +353,6 @@ int lm_op_layer_norm_config(lua_State *L) {
         luaL_argcheck(L, sub >= 0 && sub <= 64, 2, "subgroup_items must be in 0..64 (0: default)");
         lua_Integer parts = tune_field(L, "parts", 0);
         luaL_argcheck(L, parts >= 0 && parts <= 64, 2, "parts must be in 0..64");
-        lua_Integer slice_rows = tune_field(L, "slice_rows", 0);
-        luaL_argcheck(L, slice_rows >= 0 && slice_rows <= LN_SPLIT_MAX_SLICE_ROWS, 2, "slice_rows must be in 0..4 (0: default)");
         lua_Integer spin = tune_field(L, "spin_limit", -1);
         luaL_argcheck(L, spin >= -1 && spin <= LN_SPIN_MAX, 2, "spin_limit must be in 0..50000");
         lua_getfield(L, 2, "tickets");
@@ -385,7 +367,6 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_form = form;
         ctx->ln_subgroup_items = (uint32_t)sub;
         ctx->ln_parts = (uint32_t)parts;
-        ctx->ln_slice_rows = (uint32_t)slice_rows;
         ctx->ln_spin_limit = (uint32_t)(spin + 1);
         ctx->ln_no_tickets = no_tickets;
         ctx->ln_return_scratch = return_scratch;
@@ -401,7 +382,6 @@ int lm_op_layer_norm_config(lua_State *L) {
     if (is_split(c.shader)) {
         lua_pushstring(L, c.shader == LM_SH_LN_SPLIT64_VEC4 || c.shader == LM_SH_LN_SPLIT64_VEC1 ? "tagged" : "fenced");
         lua_setfield(L, -2, "records");
-        lua_pushinteger(L, c.slice_rows); lua_setfield(L, -2, "slice_rows");
     }
     return 1;
 }
