@@ -43,6 +43,7 @@ SHADERS := layer_norm_group_vec4 layer_norm_group_vec1 layer_norm_subgroup_vec4 
            layer_norm_subgroup_vec1 layer_norm_stream_vec4 layer_norm_stream_vec1 \
            layer_norm_split_vec4 layer_norm_split_vec1 \
            layer_norm_split64_vec4 layer_norm_split64_vec1 \
+           layer_norm_split64sm_vec4 layer_norm_split64sm_vec1 \
            layer_norm_row_vec4 layer_norm_row_vec1 copy fill
 SHADERS += matmul
 SHADERS += elementwise_vec4 elementwise_vec1 softmax_vec4 softmax_vec1 sum_vec4 sum_vec1

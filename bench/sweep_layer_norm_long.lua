@@ -1,8 +1,10 @@
 -- bench/sweep_layer_norm_long.lua: rows too long for one workgroup (default 4096 x 65536)
--- through the split form's settings: record protocol (64-bit tagged words or 32-bit
--- words behind fences), parts per row and workgroup size, and the streaming form; with
--- weight and bias (as bench/layer_norm.lua runs it) and without. Each setting is timed in rounds that alternate with the copy
--- ceiling (best round kept), its fallbacks counted (parts that stopped waiting for their
+-- through the split form's settings: SM classes (parts taken by the multiprocessor's
+-- class) or tickets, record protocol (64-bit tagged words or 32-bit words behind
+-- fences), parts per row and workgroup size, the context's scratch against a fresh one
+-- per call, and the streaming form; with weight and bias (as bench/layer_norm.lua runs
+-- it) and without. Each setting is timed in rounds that alternate with the copy ceiling
+-- (best round kept), its fallbacks counted (parts that stopped waiting for their
 -- partners) and its output checked against lumus.reference on sample rows. Chose the
 -- split defaults in src/ops/layer_norm.c. Sized for the H200 (3 GiB of tensors):
 --
@@ -19,17 +21,19 @@ local R, D = table.unpack(common.parse_shapes(opt.shape or "4096x65536")[1])
 local rounds = common.int_opt(opt.rounds, 3)
 local iters = common.int_opt(opt.iters, 15)
 
--- {label, tuning, affine}: tuning goes to lumus._layer_norm_config as it is.
+-- {label, tuning, affine}: tuning goes to lumus._layer_norm_config as it is. "fresh
+-- scratch" is the tuning hook's return_scratch: a scratch of the call's own, zeroed by
+-- a fill (and a barrier) before it, as every call did before the context kept one.
 local settings = {
   { "default", {}, true },
+  { "no classes", { classes = 1 }, true },
   { "4 parts of 512", { parts = 4, wg = 512 }, true },
   { "16 parts of 128", { parts = 16, wg = 128 }, true },
+  { "no classes, fresh scratch", { classes = 1, return_scratch = true }, true },
   { "fenced records", { records = "fenced" }, true },
   { "default", {}, false },
-  { "fenced records", { records = "fenced" }, false },
+  { "no classes", { classes = 1 }, false },
   { "4 parts of 512", { parts = 4, wg = 512 }, false },
-  { "2 parts of 1024", { parts = 2, wg = 1024 }, false },
-  { "16 parts of 128", { parts = 16, wg = 128 }, false },
   { "streaming form", { form = "stream" }, false },
 }
 
@@ -68,7 +72,10 @@ for _, s in ipairs(settings) do
   local cfg = lumus._layer_norm_config(D, tune)
   local ww, bb = nil, nil
   if affine then ww, bb = w, b end
-  local function ln() lumus.layer_norm_forward(x, ww, bb, 1e-5, { out = y, mean = m, invstd = r }) end
+  local function ln()
+    local _, _, _, scratch = lumus.layer_norm_forward(x, ww, bb, 1e-5, { out = y, mean = m, invstd = r })
+    if scratch then scratch:free() end
+  end
   local function cp() lumus.copy(x, { out = c }) end
   local t_ln, t_cp = math.huge, math.huge
   for _ = 1, rounds do
@@ -91,7 +98,8 @@ for _, s in ipairs(settings) do
   lumus._layer_norm_config(D, {})
   local gbs, copy_gbs = bytes / t_ln / 1e9, 8 * R * D / t_cp / 1e9
   rows[#rows + 1] = {
-    label, affine and "yes" or "no", cfg.variant .. (cfg.records and (" " .. cfg.records) or ""),
+    label, affine and "yes" or "no", cfg.variant .. (cfg.records and (" " .. cfg.records) or "")
+      .. ((cfg.classes or 1) > 1 and (", " .. cfg.classes .. " classes") or ""),
     ("%dx%d"):format(cfg.workgroup, cfg.items), cfg.rows_per_group,
     common.fmt(t_ln * 1e6, 1), common.fmt(gbs, 0), common.fmt(copy_gbs, 0),
     common.fmt(100 * gbs / copy_gbs, 1), fb, ref and ("%.2e"):format(max_err(affine)) or "-",

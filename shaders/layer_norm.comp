@@ -25,10 +25,14 @@
 //                   that have already started or start next; if a partner still does not
 //                   arrive within a bounded spin, the part reads the whole row itself.
 //                   MODE_SPLIT64 publishes each record word as one 64-bit atomic whose
-//                   high half is a nonzero tag (the scratch starts zeroed), so a reader
-//                   that sees the tag has the value: no fences and one round trip per
-//                   poll, where the 32-bit protocol needs a fence on each side, a flag
-//                   and a second read.
+//                   high half is a tag, so a reader that sees the tag has the value: no
+//                   fences and one round trip per poll, where the 32-bit protocol needs
+//                   a fence on each side, a flag and a second read.
+//                   The scratch is the context's and outlives the call: the tag (and
+//                   the 32-bit protocol's flag) is the call's epoch, which the host
+//                   advances at every call, so records left by earlier calls are never
+//                   taken for this one's, and the ticket counter runs on from call to
+//                   call (p.ticket_base). No fill has to clear it before each call.
 // Rows past maxComputeWorkGroupCount[0] arrive on a 2-D grid (groups_x wide).
 // Reading all of a row before writing it makes out == x (in place) safe in every mode.
 //
@@ -40,6 +44,13 @@
 // y = (r - c) * invstd. Never E[x^2] - E[x]^2 on raw x.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#if defined(MODE_SPLIT64SM)
+// MODE_SPLIT64 whose workgroups pick their parts by the multiprocessor they run on
+// (VK_NV_shader_sm_builtins): see "classes" below.
+#define MODE_SPLIT64
+#define SM_IDS 1
+#extension GL_NV_shader_sm_builtins : require
+#endif
 #if defined(MODE_SPLIT64)
 // The split form with 64-bit atomics (devices with shaderBufferInt64Atomics): see below.
 #define MODE_SPLIT
@@ -79,6 +90,11 @@ layout(push_constant) uniform Params {
     uint chunk;         // MODE_SPLIT: vectors per part
     uint spin_limit;    // MODE_SPLIT: polls before a part stops waiting for its partners
     uint tickets;       // MODE_SPLIT: 1: rows taken from a counter in start order
+    uint epoch;         // MODE_SPLIT: this call's nonzero ready tag (see below)
+    uint ticket_base;   // MODE_SPLIT: the ticket counter's value when this call starts
+    uint classes;       // MODE_SPLIT: > 1: parts picked by multiprocessor class (see below)
+    uint class_jobs;    // MODE_SPLIT: jobs per class (rows * parts / classes)
+    uint launched;      // MODE_SPLIT: workgroups in the grid
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -93,9 +109,9 @@ float invsqrt_refined(float a) {
 
 uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
 
-ROW_ARRAY row_ptr(uint64_t base, uint row) {
-    return ROW_ARRAY(base + uint64_t(row) * uint64_t(p.d) * 4ul);
-}
+// A macro, not a function: a function returning a buffer reference leaves an
+// undecorated variable behind where spirv-opt skips the module (see MODE_SPLIT).
+#define row_ptr(base, row) ROW_ARRAY((base) + uint64_t(row) * uint64_t(p.d) * 4ul)
 
 // weight and bias are only read, and never alias y (the host refuses that), so they are
 // declared readonly restrict (no change measured on the H200, 2026-12-02).
@@ -296,29 +312,79 @@ shared vec3 records[PARTS];     // (shift, mean offset, M2) of each part
 shared bool partners_missing;
 
 // Sums of (x - shift) and (x - shift)^2 over the whole row, read from memory.
-vec2 row_sums(ROW_ARRAY xr, float shift) {
+// In this form no variable holds a buffer reference: glslang leaves such variables
+// without the AliasedPointer decoration, which spirv-val requires once spirv-opt skips
+// the module (it does for GL_NV_shader_sm_builtins) and so leaves them in.
+vec2 row_sums(uint row, float shift) {
     vec2 q = vec2(0.0);
     for (uint idx = gl_LocalInvocationID.x; idx < p.n; idx += WG) {
-        VT r = xr.v[idx] - shift;
+        VT r = row_ptr(p.x, row).v[idx] - shift;
         q += vec2(hsum(r), hsum(r * r));
     }
     return group_sum(q);
 }
 
+// Classes (p.classes > 1): a row's parts are dealt to `classes` classes (part k to
+// class k % classes), and a workgroup takes its jobs from the class of the
+// multiprocessor it runs on, in row order. The workgroups resident on one
+// multiprocessor then share a few slices of weight and bias, which stay in its L1
+// instead of being read from L2 again by every part (with one row per part, weight and
+// bias are twice x's bytes). A class whose jobs are all taken sends its workgroups on
+// to the next class, so every job is taken whatever the placement. Counters: scratch
+// words 3.. (one per class); word 2 counts finished workgroups, and the last one resets
+// them all for the next call.
+#if defined(SM_IDS)
+uint sm_index() { return gl_SMIDNV; }
+#else
+// A stand-in where SM ids are missing (specs): skewed (class 0 gets twice its share of
+// workgroups) so that classes run out and send workgroups on to the next.
+uint sm_index() { return group_index() % (p.classes + 1u); }
+#endif
+const uint NO_JOB = 0xffffffffu;
+
+uint take_class_job() {
+    uint c0 = sm_index() % p.classes;
+    for (uint k = 0u; k < p.classes; ++k) {
+        uint c = (c0 + k) % p.classes;
+        uint t = atomicAdd(SharedWords(p.scratch).v[3u + c], 1u);
+        if (t < p.class_jobs) return c * p.class_jobs + t;
+    }
+    return NO_JOB;
+}
+
+// Every workgroup calls this once on its way out when classes are on.
+void finish_classes() {
+    if (p.classes > 1u && gl_LocalInvocationID.x == 0u &&
+        atomicAdd(SharedWords(p.scratch).v[2], 1u) == p.launched - 1u) {
+        for (uint c = 0u; c < p.classes; ++c) atomicExchange(SharedWords(p.scratch).v[3u + c], 0u);
+        atomicExchange(SharedWords(p.scratch).v[2], 0u);
+    }
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    SharedWords scratch = SharedWords(p.scratch);
-    uint job;
-    if (p.tickets != 0u) {
-        if (tid == 0) job_slot = atomicAdd(scratch.v[0], 1u);
+    uint row, part;
+    if (p.classes > 1u) {
+        if (tid == 0) job_slot = take_class_job();
         barrier();
-        job = job_slot;
+        uint job = job_slot;
+        if (job == NO_JOB) { finish_classes(); return; }   // uniform: all taken
+        uint c = job / p.class_jobs, t = job % p.class_jobs;
+        uint per_row = PARTS / p.classes;   // this class's parts of each row
+        row = t / per_row;
+        part = c + p.classes * (t % per_row);
     } else {
-        job = group_index();   // devices that start workgroups in index order
+        uint job;
+        if (p.tickets != 0u) {
+            if (tid == 0) job_slot = atomicAdd(SharedWords(p.scratch).v[0], 1u) - p.ticket_base;
+            barrier();
+            job = job_slot;
+        } else {
+            job = group_index();   // devices that start workgroups in index order
+        }
+        row = job / PARTS; part = job % PARTS;
+        if (row >= p.rows) return;   // uniform: grid padding
     }
-    uint row = job / PARTS, part = job % PARTS;
-    if (row >= p.rows) return;   // uniform: grid padding
-    ROW_ARRAY xr = row_ptr(p.x, row);
     uint first = part * p.chunk;
     uint end = min(first + p.chunk, p.n);
     float count = float(end - first) * float(VEC);
@@ -328,7 +394,7 @@ void main() {
     float s = 0.0;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        v[i] = idx < end ? xr.v[idx] : VT(0.0);
+        v[i] = idx < end ? row_ptr(p.x, row).v[idx] : VT(0.0);
         s += hsum(v[i]);
     }
     float shift = group_sum(vec2(s, 0.0)).x / count;
@@ -343,13 +409,12 @@ void main() {
     float m2 = max(q.y - q.x * offset, 0.0);       // sum of squared deviations
 
 #if TAGGED_RECORDS
-    // Record words as (value, tag 1) in 64 bits; threads 0..2 publish one word each.
+    // Record words as (value, tag = epoch) in 64 bits; threads 0..2 publish one word each.
     // Relaxed atomics suffice: each word carries its own readiness.
-    TaggedWords tagged = TaggedWords(p.scratch);
-    uint rec = 8u + 8u * job;
+    uint rec = 8u + 8u * (row * PARTS + part);
     if (tid < 3u) {
         float value = tid == 0u ? shift : tid == 1u ? offset : m2;
-        atomicExchange(tagged.v[rec + tid], packUint2x32(uvec2(floatBitsToUint(value), 1u)));
+        atomicExchange(TaggedWords(p.scratch).v[rec + tid], packUint2x32(uvec2(floatBitsToUint(value), p.epoch)));
     }
     if (tid == 0u) partners_missing = false;
     barrier();
@@ -359,15 +424,15 @@ void main() {
         uvec2 w0, w1, w2;
         uint polls = 0u;
         for (;;) {
-            w0 = unpackUint2x32(atomicLoad(tagged.v[other + 0u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
-            w1 = unpackUint2x32(atomicLoad(tagged.v[other + 1u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
-            w2 = unpackUint2x32(atomicLoad(tagged.v[other + 2u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
-            if ((w0.y & w1.y & w2.y) != 0u || polls >= p.spin_limit) break;
+            w0 = unpackUint2x32(atomicLoad(TaggedWords(p.scratch).v[other + 0u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+            w1 = unpackUint2x32(atomicLoad(TaggedWords(p.scratch).v[other + 1u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+            w2 = unpackUint2x32(atomicLoad(TaggedWords(p.scratch).v[other + 2u], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+            if ((w0.y == p.epoch && w1.y == p.epoch && w2.y == p.epoch) || polls >= p.spin_limit) break;
             ++polls;
         }
-        if ((w0.y & w1.y & w2.y) == 0u) {
+        if (w0.y != p.epoch || w1.y != p.epoch || w2.y != p.epoch) {
             partners_missing = true;
-            atomicAdd(scratch.v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
+            atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
         } else {
             records[tid] = vec3(uintBitsToFloat(w0.x), uintBitsToFloat(w1.x), uintBitsToFloat(w2.x));
         }
@@ -375,15 +440,15 @@ void main() {
 #else
     // Publish: the record's words, then (after a buffer barrier) its ready flag. A record
     // is 16 words (64 bytes), so pollers of one record do not share a line with others.
-    uint rec = 16u + 16u * job;
+    uint rec = 16u + 16u * (row * PARTS + part);
     // Every access to the scratch is atomic: atomics are coherent at device scope,
     // where plain (even volatile) loads may be served from a stale cache line.
     if (tid == 0) {
-        atomicExchange(scratch.v[rec + 0u], floatBitsToUint(shift));
-        atomicExchange(scratch.v[rec + 1u], floatBitsToUint(offset));
-        atomicExchange(scratch.v[rec + 2u], floatBitsToUint(m2));
+        atomicExchange(SharedWords(p.scratch).v[rec + 0u], floatBitsToUint(shift));
+        atomicExchange(SharedWords(p.scratch).v[rec + 1u], floatBitsToUint(offset));
+        atomicExchange(SharedWords(p.scratch).v[rec + 2u], floatBitsToUint(m2));
         memoryBarrierBuffer();
-        atomicExchange(scratch.v[rec + 3u], 1u);
+        atomicExchange(SharedWords(p.scratch).v[rec + 3u], p.epoch);
         partners_missing = false;
     }
     barrier();
@@ -391,15 +456,15 @@ void main() {
     if (tid < PARTS) {
         uint other = 16u + 16u * (row * PARTS + tid);
         uint polls = 0u;
-        while (atomicAdd(scratch.v[other + 3u], 0u) == 0u && polls < p.spin_limit) ++polls;
+        while (atomicAdd(SharedWords(p.scratch).v[other + 3u], 0u) != p.epoch && polls < p.spin_limit) ++polls;
         memoryBarrierBuffer();
-        if (atomicAdd(scratch.v[other + 3u], 0u) == 0u) {
+        if (atomicAdd(SharedWords(p.scratch).v[other + 3u], 0u) != p.epoch) {
             partners_missing = true;
-            atomicAdd(scratch.v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
+            atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
         } else {
-            records[tid] = vec3(uintBitsToFloat(atomicAdd(scratch.v[other + 0u], 0u)),
-                                uintBitsToFloat(atomicAdd(scratch.v[other + 1u], 0u)),
-                                uintBitsToFloat(atomicAdd(scratch.v[other + 2u], 0u)));
+            records[tid] = vec3(uintBitsToFloat(atomicAdd(SharedWords(p.scratch).v[other + 0u], 0u)),
+                                uintBitsToFloat(atomicAdd(SharedWords(p.scratch).v[other + 1u], 0u)),
+                                uintBitsToFloat(atomicAdd(SharedWords(p.scratch).v[other + 2u], 0u)));
         }
     }
 #endif
@@ -427,19 +492,18 @@ void main() {
         mean = base + delta;
     } else {
         // A partner never started in time: corrected two-pass over the whole row.
-        float m0 = row_sums(xr, 0.0).x / float(p.d);
-        vec2 st = finish_stats(row_sums(xr, m0));
+        float m0 = row_sums(row, 0.0).x / float(p.d);
+        vec2 st = finish_stats(row_sums(row, m0));
         invstd = st.y;
         adjust = (shift - m0) - st.x;
         mean = m0 + st.x;
     }
-
-    ROW_ARRAY yr = row_ptr(p.y, row);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        if (idx < end) yr.v[idx] = fma((v[i] + adjust) * invstd, load_weight(idx), load_bias(idx));
+        if (idx < end) row_ptr(p.y, row).v[idx] = fma((v[i] + adjust) * invstd, load_weight(idx), load_bias(idx));
     }
     if (part == 0u && tid == 0u) store_stats(row, mean, invstd);
+    finish_classes();
 }
 #else
 #error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW, MODE_SPLIT or MODE_SPLIT64"

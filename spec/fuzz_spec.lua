@@ -615,7 +615,8 @@ describe("fuzzing every public function and method", function()
     for i = 1, n do
       local d = ({ 1, 3, 4, 8, 33, 100, 1000, 0, -5, 2 ^ 31, 1.5 })[r(11)]
       local tune = {}
-      for _, k in ipairs { "items_target", "wg", "stream", "subgroup_items", "parts", "spin_limit", "tickets" } do
+      for _, k in ipairs { "items_target", "wg", "stream", "subgroup_items", "parts", "spin_limit", "tickets",
+                           "classes", "epoch" } do
         if r(3) == 1 then tune[k] = vals[r(#vals)] end
       end
       if r(3) == 1 then tune.form = ({ "auto", "group", "subgroup", "stream", "split", "row", "x", 3 })[r(8)] end

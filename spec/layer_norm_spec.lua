@@ -310,6 +310,93 @@ describe("layer_norm_forward", function()
     if lumus.device().int64_atomics then assert.is_true(protocols.tagged) end
   end)
 
+  -- The split form's scratch belongs to the context and outlives each call: records are
+  -- tagged with a per-call epoch and tickets run on from call to call. Calls queued
+  -- back to back (no synchronize between them) with different row counts, forms and
+  -- protocols must each be right, across growth of the scratch and the epoch's wrap.
+  it("keeps its split scratch from call to call (epochs, tickets, growth, wrap)", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local g = ref.rng(160)
+    local steps = {
+      { 2, 4096, { parts = 2 } }, { 5, 4096, { parts = 2 } }, { 1, 1001, { parts = 5 } },
+      { 9, 4100, { parts = 3, records = "fenced" } }, { 4, 4096, { parts = 2, tickets = false } },
+      { 3, 4096, { parts = 4, spin_limit = 0 } }, { 12, 64, { parts = 4, wg = 32 } },
+      { 2, 4099, { parts = 2 } }, { 7, 4096, { parts = 4, classes = 2 } },
+      { 5, 1001, { parts = 6, classes = 3 } }, { 3, 4096, { parts = 4, classes = 4 } },
+      { 6, 4099, { parts = 2, classes = 2, records = "fenced" } }, { 4, 4096, { parts = 2, classes = 2, tickets = false } },
+    }
+    local function run_steps(label)
+      local pending_checks = {}
+      for k, st in ipairs(steps) do
+        local rows, d, tune = st[1], st[2], st[3]
+        config(d, tune)
+        local xt = ref.random_table({ rows, d }, function() return 3 + g.normal() end)
+        local y = lumus.full({ rows, d }, NAN)
+        lumus.layer_norm_forward(lumus.tensor(xt), nil, nil, 1e-5, { out = y })
+        config(d, {})
+        pending_checks[k] = { y, xt }
+      end
+      for k, c in ipairs(pending_checks) do
+        local err = ref.compare(c[1]:to_table(), ref.layer_norm_forward(c[2])).max_abs
+        assert(err < 1e-4, ("%s, step %d: max abs error %g"):format(label, k, err))
+      end
+    end
+    run_steps("first pass")
+    local m = lumus.memory()
+    assert(m.internal > 0 and m.internal <= m.in_use, "the scratch counts as internal memory")
+    local small = m.internal
+    -- More rows than the scratch has records for: it grows (and is zeroed again).
+    steps[#steps + 1] = { 300, 4096, { parts = 8, wg = 32 } }
+    run_steps("after growth")
+    assert(lumus.memory().internal > small, "the scratch grew")
+    -- Close to the 32-bit epoch's end: it is zeroed and starts again rather than wrap.
+    config(4096, { epoch = 0xfffffffd })
+    assert.are.equal(0xfffffffd, config(4096).epoch)
+    run_steps("across the epoch's wrap")
+    assert(config(4096).epoch < #steps + 2, "the epoch started again")
+    local ok, err = pcall(config, 4096, { epoch = 1 })
+    assert.is_false(ok)
+    assert.matches("epoch must be in", err, 1, true)
+  end)
+
+  -- SM classes: a workgroup takes its (row, part) jobs from a counter of its
+  -- multiprocessor's class, moving on to the next class when its own has none left;
+  -- lavapipe has no SM ids, so a forced class count runs on stand-in ids. Every job
+  -- must be taken exactly once (rows past the first few would stay NaN otherwise), and
+  -- the counters must be back at zero for the next call.
+  it("matches with SM classes forced (jobs taken by class, counters reset per call)", function()
+    local config = lumus._layer_norm_config
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    for k, case in ipairs {
+      { d = 4096, parts = 4, classes = 2 }, { d = 4096, parts = 8, classes = 4, wg = 32 },
+      { d = 4099, parts = 6, classes = 3 }, { d = 1000, parts = 4, classes = 4 },
+      { d = 64, parts = 4, classes = 13, wg = 32 }, { d = 4096, parts = 5, classes = 2 },
+    } do
+      local c = config(case.d, { parts = case.parts, classes = case.classes, wg = case.wg })
+      local ok, err = pcall(function()
+        assert.are.equal("split", c.variant)
+        -- As many classes as divide the parts (5 parts and 2 classes: none, so 1).
+        local want = case.classes
+        while case.parts % want ~= 0 do want = want - 1 end
+        assert.are.equal(want, c.classes)
+        for rep = 1, 2 do
+          run_case({ 5, case.d }, { seed = 170 + 2 * k + rep, weight = true, bias = true })
+          run_case({ 2, case.d }, { seed = 190 + k, offset = 1e4 })
+        end
+      end)
+      config(case.d, {})
+      if not ok then error(("d = %d, parts = %d, classes = %d: %s"):format(case.d, case.parts, case.classes, err), 0) end
+    end
+    if lumus.device().sm_count == 0 then
+      assert.are.equal(1, config(65536, { form = "split" }).classes)   -- automatic: only with SM ids
+      config(65536, {})
+    end
+    local ok, err = pcall(config, 1000, { classes = 14 })
+    assert.is_false(ok)
+    assert.matches("classes must be in 0..13", err, 1, true)
+  end)
+
   it("counts the split form's tickets and fallbacks in its scratch (tuning hook)", function()
     local config = lumus._layer_norm_config
     if not config then pending("no lumus._layer_norm_config hook"); return end

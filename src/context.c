@@ -2,6 +2,7 @@
 #include "context.h"
 #include "vkcheck.h"
 #include "queues.h"
+#include "ops/split_scratch.h"
 #include "lumus.h"
 #include <lauxlib.h>
 #include <ctype.h>
@@ -74,6 +75,7 @@ typedef struct device_facts {
     uint32_t subgroup_size, min_subgroup, max_subgroup;
     int subgroup_arith, size_control, full_subgroups, bda, int64, timeline, int64_atomics;
     int executable_stats;   /* VK_KHR_pipeline_executable_properties and its feature */
+    uint32_t sm_count;      /* VK_NV_shader_sm_builtins: multiprocessors (0: no SM ids) */
     VkDeviceSize max_allocation;
     uint32_t queue_family, timestamp_bits;
     int has_queue;
@@ -121,12 +123,23 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     VkPhysicalDeviceVulkan12Features f12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES };
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR };
+    VkPhysicalDeviceShaderSMBuiltinsFeaturesNV fsm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV };
     int has_exec = has_device_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    int has_sm = has_device_extension(pd, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
     VkPhysicalDeviceFeatures2 feat = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 };
     if (v12) { feat.pNext = &f12; if (v13) f12.pNext = &f13; }
     if (has_exec) { fexec.pNext = feat.pNext; feat.pNext = &fexec; }
+    if (has_sm) { fsm.pNext = feat.pNext; feat.pNext = &fsm; }
     vkGetPhysicalDeviceFeatures2(pd, &feat);
     f->executable_stats = has_exec && fexec.pipelineExecutableInfo;
+    if (has_sm && fsm.shaderSMBuiltins) {
+        VkPhysicalDeviceShaderSMBuiltinsPropertiesNV smp = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV };
+        VkPhysicalDeviceProperties2 p2sm = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &smp };
+        vkGetPhysicalDeviceProperties2(pd, &p2sm);
+        f->sm_count = smp.shaderSMCount;
+    }
     f->int64_atomics = v12 && f12.shaderBufferInt64Atomics;
     f->bda = v12 && f12.bufferDeviceAddress;
     f->timeline = v12 && f12.timelineSemaphore;
@@ -364,15 +377,24 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
         .pNext = &f12, .pipelineExecutableInfo = VK_TRUE,
     };
+    /* SM ids let the split LayerNorm keep weight and bias slices in one SM's L1. */
+    VkPhysicalDeviceShaderSMBuiltinsFeaturesNV fsm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV,
+        .pNext = stats ? (void *)&fexec : (void *)&f12, .shaderSMBuiltins = VK_TRUE,
+    };
     VkPhysicalDeviceFeatures2 feat = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = stats ? (void *)&fexec : (void *)&f12,
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+        .pNext = f->sm_count ? (void *)&fsm : stats ? (void *)&fexec : (void *)&f12,
         .features = { .shaderInt64 = VK_TRUE },
     };
-    const char *exts[] = { VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME };
+    const char *exts[2];
+    uint32_t ne = 0;
+    if (stats) exts[ne++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+    if (f->sm_count) exts[ne++] = VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME;
     VkDeviceCreateInfo di = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &feat,
         .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
-        .enabledExtensionCount = stats ? 1u : 0u, .ppEnabledExtensionNames = exts,
+        .enabledExtensionCount = ne, .ppEnabledExtensionNames = exts,
     };
     VkResult r = vkCreateDevice(ctx->phys, &di, NULL, &ctx->device);
     if (r != VK_SUCCESS) { snprintf(err, errlen, "vkCreateDevice failed: %s", lm_vk_result_name(r)); return r; }
@@ -393,6 +415,7 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->max_subgroup = f->max_subgroup;
     ctx->full_subgroups = f->full_subgroups;
     ctx->int64_atomics = f->int64_atomics;
+    ctx->sm_count = f->sm_count;
     ctx->timestamp_bits = f->timestamp_bits;
     ctx->max_allocation = f->max_allocation ? f->max_allocation : ((VkDeviceSize)1 << 30);
 }
@@ -430,6 +453,7 @@ static int box_gc(lua_State *L) {
         b->ctx = NULL;
         /* Work still in flight is waited for when the last reference goes. */
         lm_stream_submit(NULL, ctx);
+        lm_split_scratch_release(ctx);   /* else its reference keeps the context alive */
         lm_context_unref(ctx);
     }
     return 0;
@@ -525,6 +549,7 @@ static lm_context *context_attach(const lumus_vulkan_device *dev, char *err, siz
     f.size_control = f.size_control && (dev->features & LUMUS_VK_SUBGROUP_SIZE_CONTROL);
     f.full_subgroups = f.full_subgroups && (dev->features & LUMUS_VK_COMPUTE_FULL_SUBGROUPS);
     f.int64_atomics = f.int64_atomics && (dev->features & LUMUS_VK_BUFFER_INT64_ATOMICS);
+    f.sm_count = 0;   /* the host's device has no VK_NV_shader_sm_builtins of lumus's asking */
     if (dev->lock_queue) {
         ctx->lock_queue = dev->lock_queue;
         ctx->unlock_queue = dev->unlock_queue;
@@ -582,5 +607,7 @@ int lm_device(lua_State *L) {
     lua_setfield(L, -2, "attached");
     lua_pushboolean(L, ctx->int64_atomics);
     lua_setfield(L, -2, "int64_atomics");
+    lua_pushinteger(L, (lua_Integer)ctx->sm_count);
+    lua_setfield(L, -2, "sm_count");
     return 1;
 }

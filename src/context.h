@@ -41,6 +41,7 @@ struct lm_context {
     uint32_t subgroup_size, min_subgroup, max_subgroup;
     int full_subgroups;                 /* computeFullSubgroups enabled */
     int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
+    uint32_t sm_count;                  /* VK_NV_shader_sm_builtins enabled: its SM count, else 0 */
     int pipeline_stats;                 /* LUMUS_PIPELINE_STATS: print each pipeline's statistics */
     uint32_t timestamp_bits;
     VkDeviceSize max_allocation;        /* largest single tensor, in bytes */
@@ -60,6 +61,12 @@ struct lm_context {
     int ln_no_tickets;            /* split form: rows by workgroup index, not tickets */
     int ln_return_scratch;        /* split form: also return the scratch (for tuning) */
     int ln_fenced_records;        /* split form: the 32-bit fenced protocol even with int64 atomics */
+    uint32_t ln_classes;          /* split form: SM classes (0 = automatic, 1 = off) */
+    /* The split form's scratch, kept across calls (ops/split_scratch.c); it holds a
+     * reference to the context, dropped with the registry handle. */
+    lm_storage *ln_scratch;
+    uint32_t ln_epoch, ln_ticket_base;
+    uint64_t ln_scratch_failures; /* stream.failures when it was last zeroed */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */

@@ -31,6 +31,12 @@ static const uint32_t ln_split64_vec4[] = {
 static const uint32_t ln_split64_vec1[] = {
 #include "layer_norm_split64_vec1.inc"
 };
+static const uint32_t ln_split64sm_vec4[] = {
+#include "layer_norm_split64sm_vec4.inc"
+};
+static const uint32_t ln_split64sm_vec1[] = {
+#include "layer_norm_split64sm_vec1.inc"
+};
 static const uint32_t ln_row_vec4[] = {
 #include "layer_norm_row_vec4.inc"
 };
@@ -77,6 +83,8 @@ static const struct { const uint32_t *code; size_t bytes; const char *name; } sh
     [LM_SH_LN_SPLIT_VEC1] = LM_CODE(ln_split_vec1),
     [LM_SH_LN_SPLIT64_VEC4] = LM_CODE(ln_split64_vec4),
     [LM_SH_LN_SPLIT64_VEC1] = LM_CODE(ln_split64_vec1),
+    [LM_SH_LN_SPLIT64SM_VEC4] = LM_CODE(ln_split64sm_vec4),
+    [LM_SH_LN_SPLIT64SM_VEC1] = LM_CODE(ln_split64sm_vec1),
     [LM_SH_LN_ROW_VEC4] = LM_CODE(ln_row_vec4),
     [LM_SH_LN_ROW_VEC1] = LM_CODE(ln_row_vec1),
     [LM_SH_COPY] = LM_CODE(copy_spv),

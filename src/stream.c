@@ -95,6 +95,7 @@ static void update_completed(lm_context *ctx) {
 static void fail(lm_context *ctx, const lm_slot *s, const char *what, VkResult r) {
     lm_stream *st = &ctx->stream;
     if (r == VK_ERROR_DEVICE_LOST) st->lost = 1;
+    st->failures++;
     if (s && s->last_op)
         snprintf(st->failed, sizeof st->failed, "lumus: device error %s (last op: %s): %s",
                  what, s->last_op, lm_vk_result_name(r));

@@ -1,6 +1,7 @@
 /* layer_norm_forward: argument checks, kernel variant choice and dispatch.
  * The kernel forms are described in shaders/layer_norm.comp. */
 #include "ops.h"
+#include "split_scratch.h"
 #include "../storage.h"
 #include <lauxlib.h>
 #include <math.h>
@@ -32,6 +33,7 @@
 #define LN_SPLIT_ITEMS 8
 #define LN_SPLIT_WG 256
 #define LN_SPLIT_MAX_ITEMS 64  /* most vectors per thread a (forced) split may hold */
+#define LN_MAX_CLASSES 13      /* SM classes: their counters are scratch words 3..15 */
 /* llvmpipe ends an invocation's loops after 65535 iterations in all: on CPU devices a
  * tuned-down workgroup is widened until each thread's passes over a row stay below. */
 #define LN_CPU_LOOP_BUDGET 60000u
@@ -54,12 +56,27 @@ static uint32_t cpu_loop_wg(const lm_context *ctx, uint32_t wg, uint32_t max_wg,
 typedef struct ln_config {
     lm_shader_id shader;
     uint32_t wg, items, rows_per_group, vec;   /* rows_per_group: parts per row (split) */
+    uint32_t classes;                          /* split: SM classes (<= 1: tickets) */
     int full_subgroups;
     const char *variant;
 } ln_config;
 
 static int is_split(lm_shader_id s) {
-    return s == LM_SH_LN_SPLIT_VEC4 || s == LM_SH_LN_SPLIT_VEC1 || s == LM_SH_LN_SPLIT64_VEC4 || s == LM_SH_LN_SPLIT64_VEC1;
+    return s == LM_SH_LN_SPLIT_VEC4 || s == LM_SH_LN_SPLIT_VEC1 || s == LM_SH_LN_SPLIT64_VEC4 ||
+           s == LM_SH_LN_SPLIT64_VEC1 || s == LM_SH_LN_SPLIT64SM_VEC4 || s == LM_SH_LN_SPLIT64SM_VEC1;
+}
+
+/* SM classes for `parts` parts per row (see the shader): automatically, the most (up to
+ * LN_MAX_CLASSES) that divide both the parts and the multiprocessors, so each class has
+ * the same number of both; only where the device has SM ids. A forced count (tuning)
+ * is cut to the most that divide the parts, and runs on stand-in ids where there are
+ * no SM ids (for specs). */
+static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
+    uint32_t want = ctx->ln_classes;
+    if (want == 1 || (!want && !ctx->sm_count)) return 1;
+    uint32_t k = want && want < LN_MAX_CLASSES ? want : LN_MAX_CLASSES;
+    while (k > 1 && (parts % k || (!want && ctx->sm_count % k))) k--;
+    return k;
 }
 
 static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
@@ -141,8 +158,15 @@ split:;
         c.items = (chunk + c.wg - 1) / c.wg;
         /* Each item is a register: a forced split of a very long row streams instead. */
         if (c.items > LN_SPLIT_MAX_ITEMS) goto stream;
-        /* 64-bit tagged records where the device has the atomics (see the shader). */
-        if (ctx->int64_atomics && !ctx->ln_fenced_records)
+        int tagged = ctx->int64_atomics && !ctx->ln_fenced_records;
+        /* Classes on SM ids need the tagged shader (the only one built with them); the
+         * stand-in ids of the others only where a count is forced (specs, tuning). */
+        c.classes = tagged || ctx->ln_classes ? split_classes(ctx, c.rows_per_group) : 1;
+        /* 64-bit tagged records where the device has the atomics (see the shader); SM
+         * ids for classes where the device has them. */
+        if (tagged && c.classes > 1 && ctx->sm_count)
+            c.shader = c.vec == 4 ? LM_SH_LN_SPLIT64SM_VEC4 : LM_SH_LN_SPLIT64SM_VEC1;
+        else if (tagged)
             c.shader = c.vec == 4 ? LM_SH_LN_SPLIT64_VEC4 : LM_SH_LN_SPLIT64_VEC1;
         else
             c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
@@ -194,10 +218,12 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
     luaL_argerror(L, argn, lua_tostring(L, -1));
 }
 
-/* Pushes the split form's scratch for `groups` workgroups: a ticket counter and a
- * fallback count, then one 64-byte record per workgroup, all zero (a fill is recorded
- * here, before the kernel). A tensor on the Lua stack, so an error before the dispatch
- * leaves it to the collector rather than leaking it. */
+/* Pushes a fresh split scratch for `groups` workgroups: a ticket counter and a fallback
+ * count, then one 64-byte record per workgroup, all zero (a fill is recorded here,
+ * before the kernel). Only for the tuning hook's return_scratch, which hands the
+ * caller this call's counts; other calls use the context's scratch (split_scratch.c).
+ * A tensor on the Lua stack, so an error before the dispatch leaves it to the
+ * collector rather than leaking it. */
 static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) {
     int64_t words = (int64_t)(16u * (groups + 1u));
     lm_tensor *t = lm_push_tensor(L, ctx, 1, &words);
@@ -266,27 +292,45 @@ int lm_op_layer_norm_forward(lua_State *L) {
         float eps;
         uint32_t groups_x, pad;
         uint64_t scratch;
-        uint32_t chunk, spin_limit, tickets;
+        uint32_t chunk, spin_limit, tickets, epoch, ticket_base, classes, class_jobs, launched;
     } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
         .weight = w ? lm_tensor_address(w) : 0, .bias = b ? lm_tensor_address(b) : 0,
         .mean = lm_tensor_address(mean), .invstd = lm_tensor_address(invstd),
         .rows = (uint32_t)rows, .n = (uint32_t)(d / c.vec), .d = (uint32_t)d, .eps = eps,
     };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "layer_norm's push constants outgrew the layout");
     uint64_t groups = split ? (uint64_t)rows * c.rows_per_group
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    lm_tensor *scratch = NULL;
+    lm_tensor *scratch = NULL;   /* the tuning hook's own scratch, else the context's view */
+    lm_tensor *fresh = NULL;
+    lm_split_call call;
     if (split) {
-        scratch = split_scratch(L, ctx, groups);   /* stack slot 9 */
+        if (ctx->ln_return_scratch) {
+            scratch = fresh = split_scratch(L, ctx, groups);   /* stack slot 9 */
+            pc.epoch = 1;
+        } else {
+            lm_split_scratch_begin(L, ctx, groups, &call);
+            scratch = &call.view;
+            pc.epoch = call.epoch;
+            pc.ticket_base = call.ticket_base;
+        }
         pc.scratch = lm_tensor_address(scratch);
         pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
         if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / 2)
             pc.spin_limit = LN_CPU_LOOP_BUDGET / 2;
         pc.tickets = !ctx->ln_no_tickets;
+        uint64_t launched = (uint64_t)pc.groups_x * gy;
+        pc.launched = (uint32_t)launched;
+        if (c.classes > 1 && launched <= 0xffffffffu) {   /* the shader counts them in 32 bits */
+            pc.classes = c.classes;
+            pc.class_jobs = (uint32_t)(groups / c.classes);
+            pc.tickets = 0;
+        }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
@@ -294,14 +338,10 @@ int lm_op_layer_norm_forward(lua_State *L) {
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
     });
-    if (!scratch) return 3;
-    /* The tuning hook may ask for the scratch (its word 1 counts fallbacks). */
-    if (ctx->ln_return_scratch) return 4;
-    /* Dropped now; its memory is reused only after this batch has run. */
-    lm_storage *s = scratch->storage;
-    scratch->storage = NULL;
-    lm_storage_unref(s);
-    lua_pop(L, 1);
+    if (!split) return 3;
+    /* The tuning hook asked for the scratch (its word 1 counts fallbacks). */
+    if (fresh) return 4;
+    lm_split_scratch_end(ctx, (uint64_t)pc.groups_x * gy, (int)pc.tickets);
     return 3;
 }
 
@@ -353,6 +393,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         luaL_argcheck(L, sub >= 0 && sub <= 64, 2, "subgroup_items must be in 0..64 (0: default)");
         lua_Integer parts = tune_field(L, "parts", 0);
         luaL_argcheck(L, parts >= 0 && parts <= 64, 2, "parts must be in 0..64");
+        lua_Integer classes = tune_field(L, "classes", 0);
+        luaL_argcheck(L, classes >= 0 && classes <= LN_MAX_CLASSES, 2, "classes must be in 0..13 (0: automatic, 1: off)");
         lua_Integer spin = tune_field(L, "spin_limit", -1);
         luaL_argcheck(L, spin >= -1 && spin <= LN_SPIN_MAX, 2, "spin_limit must be in 0..50000");
         lua_getfield(L, 2, "tickets");
@@ -362,6 +404,11 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_pop(L, 2);
         static const char *const records[] = { "tagged", "fenced", NULL };
         int fenced = tune_choice(L, "records", records, "records must be tagged or fenced") == 1;
+        /* The split scratch's epoch may only move forward: a tag from the past could
+         * match a record an earlier call left. (Specs move it to the wrap.) */
+        lua_Integer epoch = tune_field(L, "epoch", (lua_Integer)ctx->ln_epoch);
+        luaL_argcheck(L, epoch >= (lua_Integer)ctx->ln_epoch && epoch <= 0xffffffffLL, 2,
+                      "epoch must be in (current epoch)..2^32-1");
         ctx->ln_items_target = (uint32_t)items;
         ctx->ln_wg_override = (uint32_t)wg;
         ctx->ln_form = form;
@@ -371,6 +418,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_no_tickets = no_tickets;
         ctx->ln_return_scratch = return_scratch;
         ctx->ln_fenced_records = fenced;
+        ctx->ln_classes = (uint32_t)classes;
+        ctx->ln_epoch = (uint32_t)epoch;
     }
     ln_config c = choose(ctx, d, 0);
     lua_createtable(L, 0, 5);
@@ -380,8 +429,12 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     if (is_split(c.shader)) {
-        lua_pushstring(L, c.shader == LM_SH_LN_SPLIT64_VEC4 || c.shader == LM_SH_LN_SPLIT64_VEC1 ? "tagged" : "fenced");
+        int tagged = c.shader == LM_SH_LN_SPLIT64_VEC4 || c.shader == LM_SH_LN_SPLIT64_VEC1 ||
+                     c.shader == LM_SH_LN_SPLIT64SM_VEC4 || c.shader == LM_SH_LN_SPLIT64SM_VEC1;
+        lua_pushstring(L, tagged ? "tagged" : "fenced");
         lua_setfield(L, -2, "records");
+        lua_pushinteger(L, c.classes); lua_setfield(L, -2, "classes");
     }
+    lua_pushinteger(L, (lua_Integer)ctx->ln_epoch); lua_setfield(L, -2, "epoch");
     return 1;
 }
