@@ -81,8 +81,9 @@ static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
 
 static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 
-/* `in_place`: y is x, which the split form's fallback (reading the row again) forbids. */
-static ln_config choose(const lm_context *ctx, int64_t d, int in_place) {
+/* `in_place`: y is x, which the split form's fallback (reading the row again) forbids.
+ * `affine`: the call has weight or bias (the split form's SM classes only pay then). */
+static ln_config choose(const lm_context *ctx, int64_t d, int in_place, int affine) {
     ln_config c = { 0 };
     c.vec = d % 4 == 0 ? 4 : 1;
     uint32_t n = (uint32_t)(d / c.vec);
@@ -160,8 +161,11 @@ split:;
         if (c.items > LN_SPLIT_MAX_ITEMS) goto stream;
         int tagged = ctx->int64_atomics && !ctx->ln_fenced_records;
         /* Classes on SM ids need the tagged shader (the only one built with them); the
-         * stand-in ids of the others only where a count is forced (specs, tuning). */
-        c.classes = tagged || ctx->ln_classes ? split_classes(ctx, c.rows_per_group) : 1;
+         * stand-in ids of the others only where a count is forced (specs, tuning). They
+         * keep weight and bias slices in L1; with neither, they only cost: 4096x65536 on
+         * the H200 ran at 93% of copy with 4 classes, 97% without (BENCHMARKS.md). */
+        int want = ctx->ln_classes > 1 || (!ctx->ln_classes && tagged && affine);
+        c.classes = want ? split_classes(ctx, c.rows_per_group) : 1;
         /* 64-bit tagged records where the device has the atomics (see the shader); SM
          * ids for classes where the device has them. */
         if (tagged && c.classes > 1 && ctx->sm_count)
@@ -284,7 +288,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
     int in_place = lm_tensors_overlap(x, y);
-    ln_config c = choose(ctx, d, in_place);
+    ln_config c = choose(ctx, d, in_place, w || b);
     int split = is_split(c.shader);
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
@@ -302,7 +306,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "layer_norm's push constants outgrew the layout");
     uint64_t groups = split ? (uint64_t)rows * c.rows_per_group
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
-    if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1); groups = rows; }
+    if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1, w || b); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_tensor *scratch = NULL;   /* the tuning hook's own scratch, else the context's view */
@@ -371,8 +375,9 @@ static int tune_choice(lua_State *L, const char *name, const char *const names[]
     return i;
 }
 
-/* core._layer_norm_config(D [, tune]) -> the variant chosen for rows of D; `tune`
- * ({items_target=, wg=}) changes the choice for later calls (for bench/ sweeps). */
+/* core._layer_norm_config(D [, tune]) -> the variant chosen for rows of D (for a call
+ * with weight or bias); `tune` ({items_target=, wg=, ...}) changes the choice for later
+ * calls (for bench/ sweeps). */
 int lm_op_layer_norm_config(lua_State *L) {
     lua_Integer d = luaL_checkinteger(L, 1);
     luaL_argcheck(L, d >= 1 && d <= 0x7fffffff, 1, "D must be in 1..2^31-1");
@@ -421,7 +426,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_classes = (uint32_t)classes;
         ctx->ln_epoch = (uint32_t)epoch;
     }
-    ln_config c = choose(ctx, d, 0);
+    ln_config c = choose(ctx, d, 0, 1);   /* as for a call with weight or bias */
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
