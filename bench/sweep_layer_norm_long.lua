@@ -97,9 +97,13 @@ for _, s in ipairs(settings) do
   end
   lumus._layer_norm_config(D, {})
   local gbs, copy_gbs = bytes / t_ln / 1e9, 8 * R * D / t_cp / 1e9
+  -- The hook reports the choice for a call with weight or bias; without them the
+  -- automatic choice takes tickets, not SM classes.
+  local classes = cfg.classes or 1
+  if not affine and not (tune.classes and tune.classes > 1) then classes = 1 end
   rows[#rows + 1] = {
     label, affine and "yes" or "no", cfg.variant .. (cfg.records and (" " .. cfg.records) or "")
-      .. ((cfg.classes or 1) > 1 and (", " .. cfg.classes .. " classes") or ""),
+      .. (classes > 1 and (", " .. classes .. " classes") or ""),
     ("%dx%d"):format(cfg.workgroup, cfg.items), cfg.rows_per_group,
     common.fmt(t_ln * 1e6, 1), common.fmt(gbs, 0), common.fmt(copy_gbs, 0),
     common.fmt(100 * gbs / copy_gbs, 1), fb, ref and ("%.2e"):format(max_err(affine)) or "-",
