@@ -327,9 +327,9 @@ vec2 row_sums(uint row, float shift) {
 // Classes (p.classes > 1): a row's parts are dealt to `classes` classes (part k to
 // class k % classes), and a workgroup takes its jobs from the class of the
 // multiprocessor it runs on, in row order. The workgroups resident on one
-// multiprocessor then share a few slices of weight and bias, which stay in its L1
-// instead of being read from L2 again by every part (with one row per part, weight and
-// bias are twice x's bytes). A class whose jobs are all taken sends its workgroups on
+// multiprocessor then share a few slices of weight and bias, which can stay in its L1
+// instead of being read from L2 again by every part (a part reads twice its x bytes in
+// weight and bias). A class whose jobs are all taken sends its workgroups on
 // to the next class, so every job is taken whatever the placement. Counters: scratch
 // words 3.. (one per class); word 2 counts finished workgroups, and the last one resets
 // them all for the next call.
