@@ -432,7 +432,7 @@ void main() {
         }
         if (w0.y != p.epoch || w1.y != p.epoch || w2.y != p.epoch) {
             partners_missing = true;
-            atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
+            atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, for tuning (_layer_norm_config's return_scratch)
         } else {
             records[tid] = vec3(uintBitsToFloat(w0.x), uintBitsToFloat(w1.x), uintBitsToFloat(w2.x));
         }
@@ -460,7 +460,7 @@ void main() {
         memoryBarrierBuffer();
         if (atomicAdd(SharedWords(p.scratch).v[other + 3u], 0u) != p.epoch) {
             partners_missing = true;
-            atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, for tuning (core._layer_norm_fallbacks)
+            atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, for tuning (_layer_norm_config's return_scratch)
         } else {
             records[tid] = vec3(uintBitsToFloat(atomicAdd(SharedWords(p.scratch).v[other + 0u], 0u)),
                                 uintBitsToFloat(atomicAdd(SharedWords(p.scratch).v[other + 1u], 0u)),
@@ -506,5 +506,5 @@ void main() {
     finish_classes();
 }
 #else
-#error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW, MODE_SPLIT or MODE_SPLIT64"
+#error "define MODE_GROUP, MODE_SUBGROUP, MODE_STREAM, MODE_ROW, MODE_SPLIT, MODE_SPLIT64 or MODE_SPLIT64SM"
 #endif

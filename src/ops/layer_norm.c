@@ -309,6 +309,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1, w || b); groups = rows; }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    uint64_t launched = (uint64_t)pc.groups_x * gy;
     lm_tensor *scratch = NULL;   /* the tuning hook's own scratch, else the context's view */
     lm_tensor *fresh = NULL;
     lm_split_call call;
@@ -328,7 +329,6 @@ int lm_op_layer_norm_forward(lua_State *L) {
         if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / 2)
             pc.spin_limit = LN_CPU_LOOP_BUDGET / 2;
         pc.tickets = !ctx->ln_no_tickets;
-        uint64_t launched = (uint64_t)pc.groups_x * gy;
         pc.launched = (uint32_t)launched;
         if (c.classes > 1 && launched <= 0xffffffffu) {   /* the shader counts them in 32 bits */
             pc.classes = c.classes;
@@ -345,7 +345,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (!split) return 3;
     /* The tuning hook asked for the scratch (its word 1 counts fallbacks). */
     if (fresh) return 4;
-    lm_split_scratch_end(ctx, (uint64_t)pc.groups_x * gy, (int)pc.tickets);
+    lm_split_scratch_end(ctx, launched, (int)pc.tickets);
     return 3;
 }
 
