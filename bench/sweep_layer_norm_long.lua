@@ -104,7 +104,7 @@ for _, s in ipairs(settings) do
   rows[#rows + 1] = {
     label, affine and "yes" or "no", cfg.variant .. (cfg.records and (" " .. cfg.records) or "")
       .. (classes > 1 and (", " .. classes .. " classes") or ""),
-    ("%dx%d"):format(cfg.workgroup, cfg.items), cfg.rows_per_group,
+    ("%dx%d"):format(cfg.workgroup, cfg.items), cfg.parts or cfg.rows_per_group,
     common.fmt(t_ln * 1e6, 1), common.fmt(gbs, 0), common.fmt(copy_gbs, 0),
     common.fmt(100 * gbs / copy_gbs, 1), fb, ref and ("%.2e"):format(max_err(affine)) or "-",
   }

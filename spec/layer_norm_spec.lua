@@ -294,7 +294,7 @@ describe("layer_norm_forward", function()
           protocols[c.records] = true
           local ok, err = pcall(function()
             assert.are.equal("split", c.variant)
-            assert.are.equal(math.min(case.parts, case.d // c.vec), c.rows_per_group)
+            assert.are.equal(math.min(case.parts, case.d // c.vec), c.parts)
             if records == "fenced" then assert.are.equal("fenced", c.records) end
             run_case({ 3, case.d }, { seed = 90 + k, weight = true, bias = k % 2 == 0, default_alloc = spin == 0 })
             run_case({ 2, case.d }, { seed = 100 + k, offset = 1e4 })

@@ -148,10 +148,13 @@ split:;
          * (a small tuned wg made thousands, which lavapipe ran one after another). */
         if (!ctx->ln_parts && c.rows_per_group > LN_MAX_PARTS) c.rows_per_group = LN_MAX_PARTS;
         if (c.rows_per_group > n) c.rows_per_group = n;
-        /* Thread i of a part collects part i's record: a workgroup needs a thread per part
-         * (a wg tuned below the part count left records unread: wrong rows). */
         if (c.rows_per_group > max_wg) c.rows_per_group = max_wg;
-        if (c.wg < c.rows_per_group) c.wg = c.rows_per_group;
+        /* No empty part: an empty slice's statistics are 0/0. */
+        uint32_t part_len = (n + c.rows_per_group - 1) / c.rows_per_group;
+        c.rows_per_group = (n + part_len - 1) / part_len;
+        /* Thread i of a part collects part i's record: a workgroup needs a thread per
+         * part, and stays a power of two (a whole number of subgroups). */
+        if (c.wg < c.rows_per_group) c.wg = pow2_at_least(c.rows_per_group);
         /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the
          * row (half of it) and the polls for partners (the other half, below). */
         c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 4, 0);
@@ -432,7 +435,8 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
-    lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
+    lua_pushinteger(L, c.rows_per_group);
+    lua_setfield(L, -2, is_split(c.shader) ? "parts" : "rows_per_group");
     if (is_split(c.shader)) {
         int tagged = c.shader == LM_SH_LN_SPLIT64_VEC4 || c.shader == LM_SH_LN_SPLIT64_VEC1 ||
                      c.shader == LM_SH_LN_SPLIT64SM_VEC4 || c.shader == LM_SH_LN_SPLIT64SM_VEC1;
