@@ -2,7 +2,7 @@
 // dst = src, n floats. Each thread moves UNROLL vec4s spaced a workgroup apart (coalesced),
 // loads first then stores; the last thread handles the n % 4 tail. Used by lumus.copy and
 // as the bandwidth ceiling in bench/.
-#include "common.glsl"
+#include "common/buffers.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint UNROLL = 4;

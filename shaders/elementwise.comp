@@ -2,10 +2,10 @@
 // Elementwise ops, one shader for all: out[k] = f(a[k], b) over n floats. The op (OP) and
 // where b comes from (MODE) are specialization constants, so each pipeline is one
 // straight-line kernel:
-//   MODE_SAME    b has n elements and b[k] pairs with a[k]
-//   MODE_BCAST   b has `period` vectors (its shape is a trailing part of a's) and repeats:
-//                b[k mod period]
-//   MODE_SCALAR  b is the number p.scalar (unary ops ignore it)
+//   LM_EW_SAME    b has n elements and b[k] pairs with a[k]
+//   LM_EW_BCAST   b has `period` vectors (its shape is a trailing part of a's) and repeats:
+//                 b[k mod period]
+//   LM_EW_SCALAR  b is the number p.scalar (unary ops ignore it)
 // VEC = 4 moves vec4s and leaves the n % 4 tail to the first workgroup; VEC = 1 moves
 // floats, for broadcasts whose period is not a multiple of 4 (a's rows then start
 // unaligned).
@@ -15,33 +15,19 @@
 // k mod period takes one division per thread (32-bit when both fit), then adds and
 // compares.
 // out may be a or b itself: each element is read, then written, by the same thread.
-#include "common.glsl"
-
-#define OP_ADD 0
-#define OP_SUB 1
-#define OP_MUL 2
-#define OP_DIV 3
-#define OP_RSUB 4        // b - a (a number first: 2 - t)
-#define OP_RDIV 5        // b / a
-#define OP_RELU 6
-#define OP_GELU_TANH 7
-#define OP_GELU_ERF 8
-#define OP_ERF 9
-
-#define MODE_SAME 0
-#define MODE_BCAST 1
-#define MODE_SCALAR 2
+#include "common/buffers.glsl"
+#include "common/elementwise_ops.h"   // LM_EW_*: the op and mode codes, shared with C
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = OP_ADD;
-layout(constant_id = 2) const uint MODE = MODE_SAME;
+layout(constant_id = 1) const uint OP = LM_EW_ADD;
+layout(constant_id = 2) const uint MODE = LM_EW_SAME;
 const uint WG = gl_WorkGroupSize.x;
 const uint UNROLL = 4;   // src/ops/elementwise.c sizes the grid with the same number
 
 layout(push_constant) uniform Params {
     uint64_t a, b, dst;   // device addresses
     uint64_t n;           // elements of a and dst
-    uint64_t period;      // MODE_BCAST: vectors of b, the length of its repeat
+    uint64_t period;      // LM_EW_BCAST: vectors of b, the length of its repeat
     uint64_t wg_mod;      // WG mod period
     float scalar;
     uint groups_x;        // width of the grid, for 2-D folding
@@ -121,15 +107,15 @@ VT gelu_erf(VT x) {
 }
 
 VT apply(VT a, VT b) {
-    if (OP == OP_ADD) return a + b;
-    if (OP == OP_SUB) return a - b;
-    if (OP == OP_MUL) return a * b;
-    if (OP == OP_DIV) return a / b;
-    if (OP == OP_RSUB) return b - a;
-    if (OP == OP_RDIV) return b / a;
-    if (OP == OP_RELU) return relu(a);
-    if (OP == OP_GELU_TANH) return gelu_tanh(a);
-    if (OP == OP_GELU_ERF) return gelu_erf(a);
+    if (OP == LM_EW_ADD) return a + b;
+    if (OP == LM_EW_SUB) return a - b;
+    if (OP == LM_EW_MUL) return a * b;
+    if (OP == LM_EW_DIV) return a / b;
+    if (OP == LM_EW_RSUB) return b - a;
+    if (OP == LM_EW_RDIV) return b / a;
+    if (OP == LM_EW_RELU) return relu(a);
+    if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
+    if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
     return erf_(a);
 }
 
@@ -145,29 +131,29 @@ void main() {
     uint64_t nv = p.n / uint64_t(VEC);
     uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
-    uint64_t j = MODE == MODE_BCAST ? mod_period(first) : 0ul;
+    uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul;
     VT va[UNROLL], vb[UNROLL];
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < nv) {
             va[i] = load(p.a, k);
-            if (MODE == MODE_SAME) vb[i] = load(p.b, k);
-            else if (MODE == MODE_BCAST) vb[i] = load(p.b, j);
+            if (MODE == LM_EW_SAME) vb[i] = load(p.b, k);
+            else if (MODE == LM_EW_BCAST) vb[i] = load(p.b, j);
             else vb[i] = VT(p.scalar);
         }
-        if (MODE == MODE_BCAST) j = wrap(j + p.wg_mod);
+        if (MODE == LM_EW_BCAST) j = wrap(j + p.wg_mod);
     }
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < nv) store(p.dst, k, apply(va[i], vb[i]));
     }
 #if VEC == 4
-    // The last n % 4 elements (never in MODE_BCAST, whose period is a multiple of 4 here).
+    // The last n % 4 elements (never in LM_EW_BCAST, whose period is a multiple of 4 here).
     uint64_t e = nv * 4ul + gl_LocalInvocationID.x;
     if (group == 0ul && e < p.n) {
         float ae = FloatArray(p.a + e * 4ul).v[0];
         float be = p.scalar;
-        if (MODE == MODE_SAME) be = FloatArray(p.b + e * 4ul).v[0];
+        if (MODE == LM_EW_SAME) be = FloatArray(p.b + e * 4ul).v[0];
         FloatArray(p.dst + e * 4ul).v[0] = apply(VT(ae), VT(be)).x;
     }
 #endif

@@ -1,6 +1,6 @@
 #version 450
 // dst[0..n) = value, as vec4 stores with a scalar tail. Tensors start 16-byte aligned.
-#include "common.glsl"
+#include "common/buffers.glsl"
 
 layout(local_size_x_id = 0) in;
 

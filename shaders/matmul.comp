@@ -24,7 +24,7 @@
 // otherwise one float at a time. Every load is bounds-checked (zero outside A or B) and
 // every store too, so any M, N, K >= 1 is correct; the checks are a compare per load.
 #extension GL_EXT_control_flow_attributes : require
-#include "common.glsl"
+#include "common/buffers.glsl"
 
 layout(local_size_x_id = 0) in;               // (BM/TM) * (BN/TN) threads
 layout(constant_id = 1) const uint BM = 128;  // rows of C per workgroup

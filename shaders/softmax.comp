@@ -1,6 +1,6 @@
 #version 450
 // softmax over the last dimension: y = exp(x - max) / sum(exp(x - max)), one workgroup or
-// one subgroup per row (rows.glsl).
+// one subgroup per row (common/rows.glsl).
 // The first width * ITEMS vectors of the row are read once into registers: each thread takes
 // the max of its share, keeps e = exp(x - that max), and sums the e's. Longer rows stream
 // the rest: a running max and a sum rescaled when the max grows (online softmax), so the
@@ -12,8 +12,8 @@
 // -inf entries (masks) give 0; a row of only -inf gives NaN, as the formula (0/0) does.
 // In place (y == x) is safe: a row is read in full before any of it is written, except the
 // streamed part, where each element is read again and written by the same thread.
-#include "common.glsl"
-#include "rows.glsl"
+#include "common/buffers.glsl"
+#include "common/rows.glsl"
 
 layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
 

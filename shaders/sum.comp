@@ -1,14 +1,14 @@
 #version 450
 // sum (and mean) over the last dimension: y[row] = sum(x[row, :]) / divisor, one
-// workgroup or one subgroup per row (rows.glsl; divisor 1 for sum, d for mean).
+// workgroup or one subgroup per row (common/rows.glsl; divisor 1 for sum, d for mean).
 // Accuracy: each thread adds its share of the row (every width-th vector) with compensated
 // (Kahan) summation per component, so a thread's error stays near one rounding however
 // long the row; the threads' results then meet in a tree (vector components pairwise,
 // subgroup operations, then the subgroup partials). The error is a few roundings of
 // sum(|x|) where a plain float32 loop would lose about one rounding per element.
 // `precise` keeps the compiler from fusing or reassociating the compensation away.
-#include "common.glsl"
-#include "rows.glsl"
+#include "common/buffers.glsl"
+#include "common/rows.glsl"
 
 
 layout(push_constant) uniform Params {

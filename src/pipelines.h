@@ -11,17 +11,11 @@
 
 typedef struct lm_context lm_context;
 
+/* One id per SPIR-V variant, LM_SH_<ID>, in the order of shaders/variants.def. */
 typedef enum lm_shader_id {
-    LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_VEC1,
-    LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_VEC1,
-    LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_VEC1,
-    LM_SH_LN_SPLIT_VEC4, LM_SH_LN_SPLIT_VEC1,
-    LM_SH_LN_SPLIT64_VEC4, LM_SH_LN_SPLIT64_VEC1,
-    LM_SH_LN_SPLIT64SM_VEC4, LM_SH_LN_SPLIT64SM_VEC1,   /* needs VK_NV_shader_sm_builtins */
-    LM_SH_LN_ROW_VEC4, LM_SH_LN_ROW_VEC1,
-    LM_SH_COPY, LM_SH_FILL,
-    LM_SH_MATMUL,
-    LM_SH_EW_VEC4, LM_SH_EW_VEC1, LM_SH_SOFTMAX_VEC4, LM_SH_SOFTMAX_VEC1, LM_SH_SUM_VEC4, LM_SH_SUM_VEC1,
+#define LM_SHADER(id, source, defines) LM_SH_##id,
+#include "../shaders/variants.def"
+#undef LM_SHADER
     LM_SH_COUNT
 } lm_shader_id;
 

@@ -5,17 +5,15 @@
 #define EW_WG 256
 #define EW_UNROLL 4            /* vectors per thread: UNROLL in the shader */
 
-enum { MODE_SAME, MODE_BCAST, MODE_SCALAR };   /* MODE_* in the shader */
-
 void lm_record_elementwise(lua_State *L, const char *name, lm_ew_op op, lm_tensor *a,
                            lm_tensor *b, float scalar, lm_tensor *out) {
     lm_context *ctx = a->storage->ctx;
-    uint32_t mode = !b ? MODE_SCALAR : b->numel == a->numel ? MODE_SAME : MODE_BCAST;
+    uint32_t mode = !b ? LM_EW_SCALAR : b->numel == a->numel ? LM_EW_SAME : LM_EW_BCAST;
     /* A broadcast row that is not a whole number of vec4s would misalign a's rows. */
-    int vec = mode == MODE_BCAST && b->numel % 4 ? 1 : 4;
+    int vec = mode == LM_EW_BCAST && b->numel % 4 ? 1 : 4;
     uint64_t nv = (uint64_t)a->numel / (uint64_t)vec;
     uint64_t per_group = (uint64_t)EW_WG * EW_UNROLL;
-    uint64_t period = mode == MODE_BCAST ? (uint64_t)b->numel / (uint64_t)vec : 1;
+    uint64_t period = mode == LM_EW_BCAST ? (uint64_t)b->numel / (uint64_t)vec : 1;
     struct {
         uint64_t a, b, dst, n, period, wg_mod;
         float scalar;

@@ -4,11 +4,11 @@
 #define LUMUS_OPS_ELEMENTWISE_H
 
 #include "ops.h"
+#include "../../shaders/common/elementwise_ops.h"
 
-typedef enum lm_ew_op {   /* the same numbers as OP_* in shaders/elementwise.comp */
-    LM_EW_ADD, LM_EW_SUB, LM_EW_MUL, LM_EW_DIV, LM_EW_RSUB, LM_EW_RDIV,
-    LM_EW_RELU, LM_EW_GELU_TANH, LM_EW_GELU_ERF, LM_EW_ERF
-} lm_ew_op;
+/* One of the op codes LM_EW_ADD... of shaders/common/elementwise_ops.h, which the shader
+ * includes too. */
+typedef uint32_t lm_ew_op;
 
 /* Records out = op(a, b) where b is a tensor with a's element count or a trailing part of
  * a's shape (repeated), or, when b is NULL, the number `scalar` (ignored by unary ops).

@@ -1,5 +1,5 @@
 /* Row kernels (softmax, sum/mean) over the last dimension: a workgroup per row, or a
- * subgroup per row for short rows (shaders/rows.glsl), rows folded onto a 2-D grid.
+ * subgroup per row for short rows (shaders/common/rows.glsl), rows folded onto a 2-D grid.
  * Shared shape checks, the choice of form and workgroup size, and the recording. */
 #ifndef LUMUS_OPS_ROWS_H
 #define LUMUS_OPS_ROWS_H

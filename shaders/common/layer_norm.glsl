@@ -1,0 +1,112 @@
+// Shared by the LayerNorm forward kernels (shaders/layer_norm_<form>.comp):
+// y = (x - mean) * invstd * weight + bias over the last dimension, saving mean and
+// invstd per row (what backward needs). Each form is one file; src/ops/layer_norm.c
+// plans which runs. Every form is built in two widths: VEC = 4 (vec4 loads, rows a
+// multiple of 4) and VEC = 1 (any D).
+// Rows past maxComputeWorkGroupCount[0] arrive on a 2-D grid (groups_x wide).
+// Every form reads all of a row before writing it, so out == x (in place) is safe
+// (the split form only where the host allows it: see layer_norm_split.comp).
+//
+// Numerics (corrected two-pass): m0 = sum(x)/D in float32 is off from the true mean by
+// its rounding error, which for rows with a large common offset (1e4 + noise) is far
+// bigger than the noise's own precision. So the second pass takes r = x - m0 (exact
+// when x is near m0), and c = sum(r)/D recovers the lost part: mean = m0 + c,
+// var = sum(r^2)/D - c^2 (c is tiny, so this subtracts nothing large), and
+// y = (r - c) * invstd. Never E[x^2] - E[x]^2 on raw x.
+//
+// A form file includes this first, after any #extension lines of its own.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common/buffers.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
+layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (subgroup form);
+                                                // workgroups per row (split form)
+
+float hsum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+#if VEC == 4
+#define VT vec4
+#define ROW_ARRAY Vec4Array
+float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+#elif VEC == 1
+#define VT float
+#define ROW_ARRAY FloatArray
+float hsum(float v) { return v; }
+#else
+#error "define VEC as 4 or 1"
+#endif
+
+layout(push_constant) uniform Params {
+    uint64_t x, y, weight, bias, mean, invstd;   // device addresses (0 = absent)
+    uint rows;       // number of rows
+    uint n;          // vectors per row (D / VEC)
+    uint d;          // elements per row
+    float eps;
+    uint groups_x;   // width of the dispatch grid, for 2-D folding
+    uint pad0;
+    uint64_t scratch;   // split form: ticket counter, then one record per part
+    uint chunk;         // split form: vectors per part
+    uint spin_limit;    // split form: polls before a part stops waiting for its partners
+    uint tickets;       // split form: 1: rows taken from a counter in start order
+    uint epoch;         // split form: this call's nonzero ready tag
+    uint ticket_base;   // split form: the ticket counter's value when this call starts
+    uint classes;       // split form: > 1: parts picked by multiprocessor class
+    uint class_jobs;    // split form: jobs per class (rows * parts / classes)
+    uint launched;      // split form: workgroups in the grid
+} p;
+
+const uint WG = gl_WorkGroupSize.x;
+shared vec2 partials[WG];
+
+// 1/sqrt(a) to within about an ulp: inversesqrt is only 2-ulp accurate in Vulkan, and
+// one Newton step squares its error away.
+float invsqrt_refined(float a) {
+    float r = inversesqrt(a);
+    return r * (1.5 - 0.5 * a * r * r);
+}
+
+uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
+
+// A macro, not a function: a function returning a buffer reference leaves an
+// undecorated variable behind where spirv-opt skips the module (see
+// layer_norm_split.comp).
+#define row_ptr(base, row) ROW_ARRAY((base) + uint64_t(row) * uint64_t(p.d) * 4ul)
+
+// weight and bias are only read, and never alias y (the host refuses that), so they are
+// declared readonly restrict.
+#if VEC == 4
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer ParamArray { vec4 v[]; };
+#else
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer ParamArray { float v[]; };
+#endif
+VT load_weight(uint idx) {
+    return p.weight != 0ul ? ParamArray(p.weight).v[idx] : VT(1.0);
+}
+VT load_bias(uint idx) {
+    return p.bias != 0ul ? ParamArray(p.bias).v[idx] : VT(0.0);
+}
+
+// From sum(r) and sum(r^2) of r = x - m0: the correction c and invstd.
+vec2 finish_stats(vec2 sums) {
+    float c = sums.x / float(p.d);
+    float var = max(sums.y / float(p.d) - c * c, 0.0);
+    return vec2(c, invsqrt_refined(var + p.eps));
+}
+
+void store_stats(uint row, float mean, float invstd) {
+    FloatArray(p.mean).v[row] = mean;
+    FloatArray(p.invstd).v[row] = invstd;
+}
+
+// Sum over the workgroup, for any subgroup size: every thread adds the per-subgroup
+// partials in the same order, so all threads see the identical result.
+vec2 group_sum(vec2 v) {
+    vec2 s = subgroupAdd(v);
+    if (subgroupElect()) partials[gl_SubgroupID] = s;
+    barrier();
+    vec2 t = vec2(0.0);
+    for (uint i = 0; i < gl_NumSubgroups; ++i) t += partials[i];
+    barrier();
+    return t;
+}

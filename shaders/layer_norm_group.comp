@@ -1,0 +1,37 @@
+#version 450
+// LayerNorm forward, group form (see common/layer_norm.glsl): one workgroup per row.
+// The row is read once into registers (ITEMS vectors per thread), reduced with
+// subgroupAdd plus one shared-memory step, the variance taken from the registers
+// (two-pass, exact), then y written. Memory traffic: x read once, y written once.
+#include "common/layer_norm.glsl"
+
+void main() {
+    uint row = group_index();
+    if (row >= p.rows) return;   // uniform over the workgroup
+    uint tid = gl_LocalInvocationID.x;
+    ROW_ARRAY xr = row_ptr(p.x, row);
+
+    VT v[ITEMS];
+    float s = 0.0;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        v[i] = idx < p.n ? xr.v[idx] : VT(0.0);
+        s += hsum(v[i]);
+    }
+    float m0 = group_sum(vec2(s, 0.0)).x / float(p.d);
+
+    vec2 q = vec2(0.0);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        v[i] = idx < p.n ? v[i] - m0 : VT(0.0);
+        q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
+    }
+    vec2 st = finish_stats(group_sum(q));
+
+    ROW_ARRAY yr = row_ptr(p.y, row);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        if (idx < p.n) yr.v[idx] = fma((v[i] - st.x) * st.y, load_weight(idx), load_bias(idx));
+    }
+    if (tid == 0) store_stats(row, m0 + st.x, st.y);
+}

@@ -1,0 +1,38 @@
+#version 450
+// LayerNorm forward, subgroup form (see common/layer_norm.glsl): one subgroup per row,
+// ROWS rows per workgroup, for short rows; the pipeline is made with full subgroups.
+// Otherwise as the group form: the row held in registers, two passes over them.
+#include "common/layer_norm.glsl"
+
+void main() {
+    uint first = group_index() * ROWS;
+    uint lane = gl_SubgroupInvocationID;
+    uint width = gl_SubgroupSize;
+    // ITEMS is sized for the device's smallest subgroup, so any actual size covers a row.
+    for (uint r = gl_SubgroupID; r < ROWS; r += gl_NumSubgroups) {
+        uint row = first + r;
+        if (row >= p.rows) break;   // uniform over the subgroup
+        ROW_ARRAY xr = row_ptr(p.x, row);
+        VT v[ITEMS];
+        float s = 0.0;
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = lane + i * width;
+            v[i] = idx < p.n ? xr.v[idx] : VT(0.0);
+            s += hsum(v[i]);
+        }
+        float m0 = subgroupAdd(s) / float(p.d);
+        vec2 q = vec2(0.0);
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = lane + i * width;
+            v[i] = idx < p.n ? v[i] - m0 : VT(0.0);
+            q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
+        }
+        vec2 st = finish_stats(subgroupAdd(q));
+        ROW_ARRAY yr = row_ptr(p.y, row);
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = lane + i * width;
+            if (idx < p.n) yr.v[idx] = fma((v[i] - st.x) * st.y, load_weight(idx), load_bias(idx));
+        }
+        if (subgroupElect()) store_stats(row, m0 + st.x, st.y);
+    }
+}
