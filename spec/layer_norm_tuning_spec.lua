@@ -83,6 +83,20 @@ describe("layer_norm tuning hook", function()
     assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
+  -- Each vector a thread holds is a register of a specialized shader: a forced group
+  -- form whose row would need more than 64 per thread streams instead.
+  it("keeps forced forms to at most 64 vectors per thread", function()
+    if not config then pending("no lumus._layer_norm_config hook"); return end
+    for _, d in ipairs { 65537, 1048576, 16777219 } do
+      for _, tune in ipairs { { form = "group" }, { form = "split", parts = 1 }, { form = "stream" } } do
+        local c = config(d, tune)
+        assert(c.items <= 64, ("D=%d form=%s: %d items per thread"):format(d, tune.form, c.items))
+        assert.are.equal("stream", c.variant)
+      end
+    end
+    assert.are.equal("group", config(4096, { form = "group" }).variant)
+  end)
+
   -- Each setting over all of D = 1..80 (2 rows each): vec4 and scalar rows, one part
   -- per vector and more parts than vectors, workgroups below, at and above the parts.
   local sweeps = {

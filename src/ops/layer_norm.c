@@ -1,5 +1,7 @@
-/* layer_norm_forward: argument checks, kernel variant choice and dispatch.
- * The kernel forms are described in shaders/layer_norm.comp. */
+/* layer_norm_forward: argument checks, the plan of the kernel (form, variant,
+ * workgroup, items) and the dispatch. The forms are one shader each,
+ * shaders/layer_norm_<form>.comp; shaders/common/layer_norm.glsl describes what they
+ * share. The numbers below were chosen on the H200 and lavapipe (BENCHMARKS.md). */
 #include "ops.h"
 #include "split_scratch.h"
 #include "../storage.h"
@@ -7,45 +9,38 @@
 #include <math.h>
 #include <string.h>
 
-/* Vectors per thread the group form aims for: on the H200, 2 was fastest for rows of up
- * to 256 vectors (D <= 1024) and 4 above (bench/layer_norm.lua sweeps, BENCHMARKS.md). */
+/* Group form: vectors per thread it aims for; fewer for short rows. */
 #define LN_ITEMS_SHORT 2
 #define LN_ITEMS_LONG 4
 #define LN_SHORT_ROW 256
 /* On a CPU device (lavapipe) a workgroup runs on one thread and each barrier costs a
- * context switch: fewer, wider threads per row won 2x there (1024x768) when the group
- * form is forced; by default CPUs get the row form (one invocation per row). */
+ * context switch, so a forced group form takes fewer, wider threads per row there; by
+ * default CPUs get the row form. */
 #define LN_ITEMS_CPU 16
-#define LN_MAX_ITEMS 8         /* most vectors per thread kept in registers: more spilled
-                                  * on the H200 (D = 65536 ran at 58% of copy with 16) */
+#define LN_MAX_ITEMS 8         /* group form: most vectors per thread kept in registers
+                                * (more spill on the H200) */
 #define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
-/* Rows longer than one workgroup's registers: up to this many workgroups share a row
- * (split form), each keeping LN_SPLIT_ITEMS vectors per thread; longer rows stream. */
-/* The row form (one invocation per row, for CPU devices): 8 rows per workgroup fill
- * one 256-bit SIMD group on lavapipe. Its three loops run once per vector, and
- * llvmpipe cuts an invocation's loops short past 65535 iterations in all (measured:
- * 3 x 32768 failed, 3 x 8192 passed), so longer rows take another form. */
+/* Row form (one invocation per row, for CPU devices): 8 rows per workgroup fill one
+ * 256-bit SIMD group on lavapipe. Its three loops run once per vector, and llvmpipe
+ * cuts an invocation's loops short past 65535 iterations in all (3 x 32768 failed,
+ * 3 x 8192 passed), so longer rows take another form. */
 #define LN_ROW_WG 8
 #define LN_ROW_MAX_VECTORS 16384u
+/* Split form: rows longer than one workgroup's registers are shared by up to
+ * LN_MAX_PARTS workgroups, each keeping LN_SPLIT_ITEMS vectors per thread; longer rows
+ * stream. */
 #define LN_MAX_PARTS 8
 #define LN_SPLIT_ITEMS 8
 #define LN_SPLIT_WG 256
-#define LN_SPLIT_MAX_ITEMS 64  /* most vectors per thread a (forced) split may hold */
+/* Most vectors per thread a forced form may hold: each is a register of a specialized
+ * shader; past this a forced group or split form streams instead. */
+#define LN_FORCED_MAX_ITEMS 64
 #define LN_MAX_CLASSES 13      /* SM classes: their counters are scratch words 3..15 */
 /* llvmpipe ends an invocation's loops after 65535 iterations in all: on CPU devices a
  * tuned-down workgroup is widened until each thread's passes over a row stay below. */
 #define LN_CPU_LOOP_BUDGET 60000u
-
-/* The smallest power-of-two multiple of wg (up to max_wg) whose threads each loop at
- * most LN_CPU_LOOP_BUDGET times for `passes` passes over n vectors plus `items`. */
-static uint32_t cpu_loop_wg(const lm_context *ctx, uint32_t wg, uint32_t max_wg, uint32_t n,
-                            uint32_t passes, uint32_t items) {
-    if (ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return wg;
-    while (wg < max_wg && (uint64_t)passes * ((n + wg - 1) / wg) + 3ull * items > LN_CPU_LOOP_BUDGET) wg *= 2;
-    return wg > max_wg ? max_wg : wg;
-}
 /* Polls a split part makes for its partners before reading the row itself. Partners
  * take consecutive tickets, so on a GPU they are running within microseconds; the
  * bound only keeps a device that runs too few workgroups at once (a CPU) from hanging.
@@ -53,24 +48,134 @@ static uint32_t cpu_loop_wg(const lm_context *ctx, uint32_t wg, uint32_t max_wg,
 #define LN_SPIN_LIMIT (1u << 15)
 #define LN_SPIN_MAX 50000u
 
-typedef struct ln_config {
-    lm_shader_id shader;
-    uint32_t wg, items, rows_per_group, vec;   /* rows_per_group: parts per row (split) */
-    uint32_t classes;                          /* split: SM classes (<= 1: tickets) */
-    int full_subgroups;
-    const char *variant;
-} ln_config;
+/* What the device and the row length allow, shared by the planners. */
+typedef struct ln_shape {
+    uint32_t vec;       /* 4: rows read as vec4 (D a multiple of 4); else 1 */
+    uint32_t n;         /* vectors per row, D / vec */
+    uint32_t max_wg;    /* largest workgroup: the device's limits, at most 1024 */
+    uint32_t sg;        /* smallest subgroup size (1 where unknown) */
+    int cpu;            /* a CPU device (lavapipe) */
+} ln_shape;
 
-static int is_split(lm_shader_id s) {
-    return s == LM_SH_LN_SPLIT_VEC4 || s == LM_SH_LN_SPLIT_VEC1 || s == LM_SH_LN_SPLIT64_VEC4 ||
-           s == LM_SH_LN_SPLIT64_VEC1 || s == LM_SH_LN_SPLIT64SM_VEC4 || s == LM_SH_LN_SPLIT64SM_VEC1;
+/* The kernel for one call. spec[0..2] of the pipeline are wg, items, and rows_per_group
+ * or parts (whichever the form uses). */
+typedef struct ln_plan {
+    int form;                   /* lm_ln_form, never LM_LN_AUTO */
+    lm_shader_id shader;
+    uint32_t vec;
+    uint32_t wg;                /* threads per workgroup, a power of two */
+    uint32_t items;             /* vectors per thread held in registers */
+    uint32_t rows_per_group;    /* group, subgroup, stream, row forms: rows per workgroup */
+    uint32_t parts;             /* split form: workgroups per row, none of them empty */
+    uint32_t classes;           /* split form: SM classes (1: tickets) */
+    int tagged_records;         /* split form: 64-bit tagged record words */
+    int full_subgroups;         /* the pipeline needs whole subgroups (subgroup form) */
+    const char *variant;        /* the form's name, for the tuning hook */
+} ln_plan;
+
+static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
+static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+static ln_shape shape_of(const lm_context *ctx, int64_t d) {
+    ln_shape s;
+    s.vec = d % 4 == 0 ? 4 : 1;
+    s.n = (uint32_t)(d / s.vec);
+    s.max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (s.max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) s.max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    if (s.max_wg > 1024) s.max_wg = 1024;
+    s.sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
+    s.cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    return s;
 }
 
-/* SM classes for `parts` parts per row (see the shader): automatically, the most (up to
- * LN_MAX_CLASSES) that divide both the parts and the multiprocessors, so each class has
- * the same number of both; only where the device has SM ids. A forced count (tuning)
- * is cut to the most that divide the parts, and runs on stand-in ids where there are
- * no SM ids (for specs). */
+/* The smallest power-of-two multiple of wg (up to max_wg) whose threads each loop at
+ * most LN_CPU_LOOP_BUDGET times for `passes` passes over n vectors plus `items`. */
+static uint32_t cpu_loop_wg(const ln_shape *s, uint32_t wg, uint32_t passes, uint32_t items) {
+    if (!s->cpu) return wg;
+    while (wg < s->max_wg && (uint64_t)passes * ceil_div(s->n, wg) + 3ull * items > LN_CPU_LOOP_BUDGET) wg *= 2;
+    return wg > s->max_wg ? s->max_wg : wg;
+}
+
+static lm_shader_id by_vec(const ln_shape *s, lm_shader_id vec4, lm_shader_id vec1) {
+    return s->vec == 4 ? vec4 : vec1;
+}
+
+static int subgroup_fits(const lm_context *ctx, const ln_shape *s) {
+    uint32_t per_lane = ctx->ln_subgroup_items ? ctx->ln_subgroup_items : LN_SUBGROUP_ITEMS;
+    return ctx->full_subgroups && s->n <= per_lane * s->sg &&
+           LN_SUBGROUP_WG <= s->max_wg && LN_SUBGROUP_WG % ctx->max_subgroup == 0;
+}
+
+/* The form for rows of this shape: the tuning hook's, where it can run, else the
+ * device's. `in_place` (y is x) rules out the split form, whose fallback rereads x. */
+static int choose_form(const lm_context *ctx, const ln_shape *s, int in_place) {
+    int form = ctx->ln_form;
+    if (form == LM_LN_AUTO && ctx->ln_parts && !in_place) form = LM_LN_SPLIT;   /* parts forced */
+    if (form == LM_LN_AUTO && s->cpu && s->n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
+    if (form == LM_LN_ROW && s->n > LN_ROW_MAX_VECTORS) form = LM_LN_AUTO;
+    if (form == LM_LN_SPLIT && in_place) form = LM_LN_STREAM;
+    if (form == LM_LN_STREAM || form == LM_LN_SPLIT || form == LM_LN_ROW || form == LM_LN_GROUP) return form;
+    /* Automatic, or a forced subgroup form, which only runs where it fits. */
+    if (subgroup_fits(ctx, s)) return LM_LN_SUBGROUP;
+    if (s->n <= s->max_wg * LN_MAX_ITEMS) return LM_LN_GROUP;
+    if (!in_place && !s->cpu && s->n <= s->max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) return LM_LN_SPLIT;
+    return LM_LN_STREAM;
+}
+
+/* Row form: one invocation per row, wg rows per workgroup. */
+static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LM_LN_ROW, .vec = s->vec, .variant = "row", .items = 1 };
+    c.shader = by_vec(s, LM_SH_LN_ROW_VEC4, LM_SH_LN_ROW_VEC1);
+    c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_ROW_WG;
+    c.rows_per_group = c.wg;
+    return c;
+}
+
+/* Subgroup form: one subgroup per row; a row's vectors spread over the smallest
+ * subgroup's lanes (larger subgroups loop over the workgroup's rows). */
+static ln_plan plan_subgroup(const ln_shape *s) {
+    ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .variant = "subgroup", .full_subgroups = 1 };
+    c.shader = by_vec(s, LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_VEC1);
+    c.wg = LN_SUBGROUP_WG;
+    c.rows_per_group = LN_SUBGROUP_WG / s->sg;
+    c.items = ceil_div(s->n, s->sg);
+    return c;
+}
+
+/* Streaming form: one workgroup per row, `items` vectors per thread in registers. */
+static ln_plan plan_stream(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LM_LN_STREAM, .vec = s->vec, .variant = "stream", .rows_per_group = 1 };
+    c.shader = by_vec(s, LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_VEC1);
+    c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
+    c.wg = cpu_loop_wg(s, ctx->ln_wg_override ? ctx->ln_wg_override : s->max_wg, 3, c.items);
+    return c;
+}
+
+/* Group form: one workgroup per row holding all of it in registers; `target` vectors
+ * per thread where the workgroup allows, at least a subgroup (and 32) threads. A forced
+ * group form whose row needs more than LN_FORCED_MAX_ITEMS per thread streams. */
+static ln_plan plan_group(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .variant = "group", .rows_per_group = 1 };
+    c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_VEC1);
+    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
+                    : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
+    uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : pow2_at_least(ceil_div(s->n, target));
+    uint32_t lo = s->sg > 32 ? s->sg : 32;
+    if (wg < lo) wg = lo;
+    if (wg > s->max_wg) wg = s->max_wg;
+    if (wg * LN_MAX_ITEMS < s->n) wg = pow2_at_least(ceil_div(s->n, LN_MAX_ITEMS));
+    if (wg > s->max_wg) wg = s->max_wg;
+    c.wg = wg;
+    c.items = ceil_div(s->n, wg);
+    if (c.items > LN_FORCED_MAX_ITEMS) return plan_stream(ctx, s);
+    return c;
+}
+
+/* SM classes for `parts` parts per row (see layer_norm_split.comp): automatically, the
+ * most (up to LN_MAX_CLASSES) that divide both the parts and the multiprocessors, so
+ * each class has the same number of both; only where the device has SM ids. A forced
+ * count (tuning) is cut to the most that divide the parts, and runs on stand-in ids
+ * where there are no SM ids (for specs). */
 static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
     uint32_t want = ctx->ln_classes;
     if (want == 1 || (!want && !ctx->sm_count)) return 1;
@@ -79,115 +184,62 @@ static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
     return k;
 }
 
-static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
-
-/* `in_place`: y is x, which the split form's fallback (reading the row again) forbids.
- * `affine`: the call has weight or bias (the split form's SM classes only pay then). */
-static ln_config choose(const lm_context *ctx, int64_t d, int in_place, int affine) {
-    ln_config c = { 0 };
-    c.vec = d % 4 == 0 ? 4 : 1;
-    uint32_t n = (uint32_t)(d / c.vec);
-    uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
-    if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
-    if (max_wg > 1024) max_wg = 1024;
-    uint32_t sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
-    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
-                    : ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? LN_ITEMS_CPU
-                    : n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
-    int form = ctx->ln_form;
-    if (form == LM_LN_AUTO && ctx->ln_parts && !in_place) form = LM_LN_SPLIT;
-    if (form == LM_LN_AUTO && ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
-        n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
-    if (form == LM_LN_ROW && n > LN_ROW_MAX_VECTORS) form = LM_LN_AUTO;
-    if (form == LM_LN_SPLIT && in_place) form = LM_LN_STREAM;
-    if (form == LM_LN_STREAM) goto stream;
-    if (form == LM_LN_SPLIT) goto split;
-    if (form == LM_LN_ROW) {
-        c.shader = c.vec == 4 ? LM_SH_LN_ROW_VEC4 : LM_SH_LN_ROW_VEC1;
-        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_ROW_WG;
-        c.items = 1;
-        c.rows_per_group = c.wg;
-        c.variant = "row";
-        return c;
-    }
-    uint32_t sub_items = ctx->ln_subgroup_items ? ctx->ln_subgroup_items : LN_SUBGROUP_ITEMS;
-    if (form != LM_LN_GROUP && ctx->full_subgroups && n <= sub_items * sg &&
-        LN_SUBGROUP_WG <= max_wg && LN_SUBGROUP_WG % ctx->max_subgroup == 0) {
-        c.shader = c.vec == 4 ? LM_SH_LN_SUBGROUP_VEC4 : LM_SH_LN_SUBGROUP_VEC1;
-        c.wg = LN_SUBGROUP_WG;
-        c.rows_per_group = LN_SUBGROUP_WG / sg;
-        c.items = (n + sg - 1) / sg;
-        c.variant = "subgroup";
-        c.full_subgroups = 1;
-    } else if (n <= max_wg * LN_MAX_ITEMS || form == LM_LN_GROUP) {
-        uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : pow2_at_least((n + target - 1) / target);
-        uint32_t lo = sg > 32 ? sg : 32;
-        if (wg < lo) wg = lo;
-        if (wg > max_wg) wg = max_wg;
-        if (wg * LN_MAX_ITEMS < n) wg = pow2_at_least((n + LN_MAX_ITEMS - 1) / LN_MAX_ITEMS);
-        if (wg > max_wg) wg = max_wg;
-        c.shader = c.vec == 4 ? LM_SH_LN_GROUP_VEC4 : LM_SH_LN_GROUP_VEC1;
-        c.wg = wg;
-        c.items = (n + wg - 1) / wg;
-        c.rows_per_group = 1;
-        c.variant = "group";
-    } else if (!in_place && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
-               n <= max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) {
-split:;
-        /* Small workgroups overlap one part's wait for its partners with other parts'
-         * loads. At 4096x65536 on the H200 (bench/sweep_layer_norm_long.lua, tagged
-         * records), 8 parts of 256 threads ran at 97% of copy without weight and bias and
-         * 89% with them, 4 of 512 at 96% / 87%, 16 of 128 at 95% / 87%, 2 of 1024 at 85%.
-         * Longer rows would need more than LN_MAX_PARTS such parts: they take 1024 threads. */
-        uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
-        uint32_t small_wg = LN_SPLIT_WG <= max_wg ? LN_SPLIT_WG : max_wg;
-        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
-             : n <= small_wg * items * LN_MAX_PARTS ? small_wg : max_wg;
-        c.rows_per_group = ctx->ln_parts ? ctx->ln_parts : (n + c.wg * items - 1) / (c.wg * items);
-        /* Parts spin-wait for their partners: never more than LN_MAX_PARTS unless asked
-         * (a small tuned wg made thousands, which lavapipe ran one after another). */
-        if (!ctx->ln_parts && c.rows_per_group > LN_MAX_PARTS) c.rows_per_group = LN_MAX_PARTS;
-        if (c.rows_per_group > n) c.rows_per_group = n;
-        if (c.rows_per_group > max_wg) c.rows_per_group = max_wg;
-        /* No empty part: an empty slice's statistics are 0/0. */
-        uint32_t part_len = (n + c.rows_per_group - 1) / c.rows_per_group;
-        c.rows_per_group = (n + part_len - 1) / part_len;
-        /* Thread i of a part collects part i's record: a workgroup needs a thread per
-         * part, and stays a power of two (a whole number of subgroups). */
-        if (c.wg < c.rows_per_group) c.wg = pow2_at_least(c.rows_per_group);
-        /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the
-         * row (half of it) and the polls for partners (the other half, below). */
-        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 4, 0);
-        uint32_t chunk = (n + c.rows_per_group - 1) / c.rows_per_group;
-        c.items = (chunk + c.wg - 1) / c.wg;
-        /* Each item is a register: a forced split of a very long row streams instead. */
-        if (c.items > LN_SPLIT_MAX_ITEMS) goto stream;
-        int tagged = ctx->int64_atomics && !ctx->ln_fenced_records;
-        /* Classes on SM ids need the tagged shader (the only one built with them); the
-         * stand-in ids of the others only where a count is forced (specs, tuning). They
-         * keep weight and bias slices in L1; with neither, they only cost: 4096x65536 on
-         * the H200 ran at 93% of copy with 4 classes, 97% without (BENCHMARKS.md). */
-        int want = ctx->ln_classes > 1 || (!ctx->ln_classes && tagged && affine);
-        c.classes = want ? split_classes(ctx, c.rows_per_group) : 1;
-        /* 64-bit tagged records where the device has the atomics (see the shader); SM
-         * ids for classes where the device has them. */
-        if (tagged && c.classes > 1 && ctx->sm_count)
-            c.shader = c.vec == 4 ? LM_SH_LN_SPLIT64SM_VEC4 : LM_SH_LN_SPLIT64SM_VEC1;
-        else if (tagged)
-            c.shader = c.vec == 4 ? LM_SH_LN_SPLIT64_VEC4 : LM_SH_LN_SPLIT64_VEC1;
-        else
-            c.shader = c.vec == 4 ? LM_SH_LN_SPLIT_VEC4 : LM_SH_LN_SPLIT_VEC1;
-        c.variant = "split";
-    } else {
-stream:
-        c.shader = c.vec == 4 ? LM_SH_LN_STREAM_VEC4 : LM_SH_LN_STREAM_VEC1;
-        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : max_wg;
-        c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
-        c.wg = cpu_loop_wg(ctx, c.wg, max_wg, n, 3, c.items);
-        c.rows_per_group = 1;
-        c.variant = "stream";
-    }
+/* Split form: `parts` workgroups per row, each holding a slice in registers. Small
+ * workgroups overlap one part's wait for its partners with other parts' loads, so
+ * rows that LN_MAX_PARTS small workgroups hold take those; longer ones take the
+ * largest. A split that would hold more than LN_FORCED_MAX_ITEMS per thread streams.
+ * `affine`: the call has weight or bias, the only case where SM classes pay. */
+static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) {
+    ln_plan c = { .form = LM_LN_SPLIT, .vec = s->vec, .variant = "split" };
+    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
+    uint32_t small_wg = LN_SPLIT_WG <= s->max_wg ? LN_SPLIT_WG : s->max_wg;
+    c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
+         : s->n <= small_wg * items * LN_MAX_PARTS ? small_wg : s->max_wg;
+    uint32_t parts = ctx->ln_parts ? ctx->ln_parts : ceil_div(s->n, c.wg * items);
+    /* Parts spin-wait for their partners: never more than LN_MAX_PARTS unless forced (a
+     * small tuned wg made thousands, which lavapipe ran one after another). */
+    if (!ctx->ln_parts && parts > LN_MAX_PARTS) parts = LN_MAX_PARTS;
+    if (parts > s->n) parts = s->n;
+    if (parts > s->max_wg) parts = s->max_wg;
+    /* No empty part (its statistics would be 0/0): as many parts as slices of
+     * ceil(n / parts) vectors it takes to cover the row. */
+    uint32_t chunk = ceil_div(s->n, parts);
+    c.parts = ceil_div(s->n, chunk);
+    /* Thread i of a part collects part i's record, so a workgroup needs a thread per
+     * part; it stays a power of two, a whole number of subgroups (a workgroup of 9..63
+     * threads gave wrong rows on lavapipe). parts <= 64 < the 128 threads Vulkan
+     * guarantees. */
+    if (c.wg < c.parts) c.wg = pow2_at_least(c.parts);
+    /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the row
+     * (half of it) and the polls for partners (the other half: the spin limit). */
+    c.wg = cpu_loop_wg(s, c.wg, 4, 0);
+    c.items = ceil_div(chunk, c.wg);
+    if (c.items > LN_FORCED_MAX_ITEMS) return plan_stream(ctx, s);
+    c.tagged_records = ctx->int64_atomics && !ctx->ln_fenced_records;
+    /* Classes keep weight and bias slices in a multiprocessor's L1; without weight and
+     * bias they only cost. On SM ids they need the tagged shader (the only one built
+     * with them); the stand-in ids of the others run only where a count is forced. */
+    int want = ctx->ln_classes > 1 || (!ctx->ln_classes && c.tagged_records && affine);
+    c.classes = want ? split_classes(ctx, c.parts) : 1;
+    if (c.tagged_records && c.classes > 1 && ctx->sm_count)
+        c.shader = by_vec(s, LM_SH_LN_SPLIT64SM_VEC4, LM_SH_LN_SPLIT64SM_VEC1);
+    else if (c.tagged_records)
+        c.shader = by_vec(s, LM_SH_LN_SPLIT64_VEC4, LM_SH_LN_SPLIT64_VEC1);
+    else
+        c.shader = by_vec(s, LM_SH_LN_SPLIT_VEC4, LM_SH_LN_SPLIT_VEC1);
     return c;
+}
+
+/* The plan for rows of D. `in_place`: y is x. `affine`: the call has weight or bias. */
+static ln_plan plan(const lm_context *ctx, int64_t d, int in_place, int affine) {
+    ln_shape s = shape_of(ctx, d);
+    switch (choose_form(ctx, &s, in_place)) {
+    case LM_LN_ROW: return plan_row(ctx, &s);
+    case LM_LN_SUBGROUP: return plan_subgroup(&s);
+    case LM_LN_GROUP: return plan_group(ctx, &s);
+    case LM_LN_SPLIT: return plan_split(ctx, &s, affine);
+    default: return plan_stream(ctx, &s);
+    }
 }
 
 static lm_tensor *check_param(lua_State *L, int idx, const char *name, int64_t d) {
@@ -291,8 +343,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
     int in_place = lm_tensors_overlap(x, y);
-    ln_config c = choose(ctx, d, in_place, w || b);
-    int split = is_split(c.shader);
+    ln_plan c = plan(ctx, d, in_place, w || b);
+    int split = c.form == LM_LN_SPLIT;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
         uint32_t rows, n, d;
@@ -307,9 +359,14 @@ int lm_op_layer_norm_forward(lua_State *L) {
         .rows = (uint32_t)rows, .n = (uint32_t)(d / c.vec), .d = (uint32_t)d, .eps = eps,
     };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "layer_norm's push constants outgrew the layout");
-    uint64_t groups = split ? (uint64_t)rows * c.rows_per_group
+    uint64_t groups = split ? (uint64_t)rows * c.parts
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
-    if (split && groups > 0xffffffffu) { split = 0; c = choose(ctx, d, 1, w || b); groups = rows; }
+    /* The split form's jobs are counted in 32 bits: more rows take another form. */
+    if (split && groups > 0xffffffffu) {
+        split = 0;
+        c = plan(ctx, d, 1, w || b);
+        groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
+    }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     uint64_t launched = (uint64_t)pc.groups_x * gy;
@@ -327,7 +384,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
             pc.ticket_base = call.ticket_base;
         }
         pc.scratch = lm_tensor_address(scratch);
-        pc.chunk = (pc.n + c.rows_per_group - 1) / c.rows_per_group;
+        pc.chunk = (pc.n + c.parts - 1) / c.parts;
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
         if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / 2)
             pc.spin_limit = LN_CPU_LOOP_BUDGET / 2;
@@ -340,7 +397,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.rows_per_group },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group },
         .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -378,9 +435,11 @@ static int tune_choice(lua_State *L, const char *name, const char *const names[]
     return i;
 }
 
-/* core._layer_norm_config(D [, tune]) -> the variant chosen for rows of D (for a call
- * with weight or bias); `tune` ({items_target=, wg=, ...}) changes the choice for later
- * calls (for bench/ sweeps). */
+/* core._layer_norm_config(D [, tune]) -> the plan for rows of D (for a call with weight
+ * or bias): {variant, workgroup, items, vec, epoch} and rows_per_group, or for the split
+ * form parts, records and classes. `tune` ({items_target=, wg=, ...}) changes the plan
+ * of later calls (for bench/ sweeps and specs); the planners keep whatever it forces
+ * valid (a power-of-two workgroup, no empty part). */
 int lm_op_layer_norm_config(lua_State *L) {
     lua_Integer d = luaL_checkinteger(L, 1);
     luaL_argcheck(L, d >= 1 && d <= 0x7fffffff, 1, "D must be in 1..2^31-1");
@@ -429,20 +488,19 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_classes = (uint32_t)classes;
         ctx->ln_epoch = (uint32_t)epoch;
     }
-    ln_config c = choose(ctx, d, 0, 1);   /* as for a call with weight or bias */
+    ln_plan c = plan(ctx, d, 0, 1);   /* as for a call with weight or bias */
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
-    lua_pushinteger(L, c.rows_per_group);
-    lua_setfield(L, -2, is_split(c.shader) ? "parts" : "rows_per_group");
-    if (is_split(c.shader)) {
-        int tagged = c.shader == LM_SH_LN_SPLIT64_VEC4 || c.shader == LM_SH_LN_SPLIT64_VEC1 ||
-                     c.shader == LM_SH_LN_SPLIT64SM_VEC4 || c.shader == LM_SH_LN_SPLIT64SM_VEC1;
-        lua_pushstring(L, tagged ? "tagged" : "fenced");
+    if (c.form == LM_LN_SPLIT) {
+        lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
+        lua_pushstring(L, c.tagged_records ? "tagged" : "fenced");
         lua_setfield(L, -2, "records");
         lua_pushinteger(L, c.classes); lua_setfield(L, -2, "classes");
+    } else {
+        lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     }
     lua_pushinteger(L, (lua_Integer)ctx->ln_epoch); lua_setfield(L, -2, "epoch");
     return 1;
