@@ -147,7 +147,7 @@ for _, sh in ipairs(SOFTMAX) do
   if ref then
     for _, r in ipairs { 0, sr - 1 } do e = math.max(e, max_err(read_row(o, sd, r), ref.softmax(arow(r)))) end
   end
-  local cfg = lumus._row_config(sd)
+  local cfg = lumus.tune.rows(sd)
   local variant = cfg.rows_per_group > 1 and ("subgroup x%d"):format(cfg.items)
     or ("group %dx%d%s"):format(cfg.workgroup, cfg.items, cfg.workgroup * cfg.items * cfg.vec < sd and " stream" or "")
   record({ op = "softmax", shape = sh.name, variant = variant,

@@ -84,7 +84,8 @@ local seed = common.int_opt(opt.seed, 20261202)
 local EPS = 1e-5
 
 local core = common.core_of(lumus)
-local config_fn = lumus._layer_norm_config or (core and core._layer_norm_config)
+-- (builds before lumus.tune had the hook as _layer_norm_config)
+local config_fn = (lumus.tune and lumus.tune.layer_norm) or lumus._layer_norm_config or (core and core._layer_norm_config)
 
 -- The kernel variant chosen for rows of D, as a short string ("group/128x2"), or nil.
 local function variant_of(D)

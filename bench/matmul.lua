@@ -8,7 +8,7 @@
 -- chose, and a check of sampled output entries against float64 dot products of the same
 -- float32 inputs: each within 2 * K * 2^-24 * sum_k |a_ik b_kj| (the float32 error bound;
 -- "ok" or "FAIL"). Given the CSV of bench/torch_matmul.py, PyTorch's time beside it.
--- Then a tile sweep (each tile forced through lumus._matmul_config) on the sweep shapes,
+-- Then a tile sweep (each tile forced through lumus.tune.matmul) on the sweep shapes,
 -- and the MLP block y = x + W2 gelu(W1 LayerNorm(x) + b1) + b2 (D 768, hidden 3072, tanh
 -- GELU) from lumus.nn modules: device time, host end-to-end time (forward + synchronize),
 -- per-op device times, and sampled tokens against a float64 composition.
@@ -74,7 +74,7 @@ local U = 2 ^ -24
 -- --rotate on|off forces matmul's K-order rotation (see shaders/matmul.comp) for A/B runs.
 local ROTATE = ({ on = true, off = false })[opt.rotate or ""]
 if opt.rotate and ROTATE == nil then io.stderr:write("--rotate takes on or off\n"); os.exit(2) end
-if ROTATE ~= nil then lumus._matmul_config(1, 1, 1, { rotate = ROTATE }) end
+if ROTATE ~= nil then lumus.tune.matmul(1, 1, 1, { rotate = ROTATE }) end
 
 local gen = common.normal_gen(seed, ref)
 
@@ -165,7 +165,7 @@ local function bench_shape(s)
   local out <close> = lumus.empty({ M, N })
   collectgarbage()
   local entries = sample_entries(M, N, samples)
-  local tile = tile_name(lumus._matmul_config(M, N, K))
+  local tile = tile_name(lumus.tune.matmul(M, N, K))
   local rows = {}
   local ops = {
     { "matmul", function() lumus.matmul(a, b, { out = out }) end, bval, nil },
@@ -247,7 +247,7 @@ if #sweep_shapes > 0 then
     local entries = sample_entries(M, N, 8)
     collectgarbage()
     for _, t in ipairs(SWEEP_TILES) do
-      local ok, cfg = pcall(lumus._matmul_config, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = ROTATE })
+      local ok, cfg = pcall(lumus.tune.matmul, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = ROTATE })
       local name = ("%dx%dx%d/%dx%d"):format(table.unpack(t))
       if not ok then
         print(("| %s | %s | - | - | n/a: %s | | | | |"):format(s.name, name, (tostring(cfg):gsub("^.-%((.*)%)$", "%1"))))
@@ -264,7 +264,7 @@ if #sweep_shapes > 0 then
       end
       io.stdout:flush()
     end
-    lumus._matmul_config(1, 1, 1, { rotate = ROTATE })
+    lumus.tune.matmul(1, 1, 1, { rotate = ROTATE })
   end
 end
 

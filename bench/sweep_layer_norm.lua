@@ -14,12 +14,12 @@ for _,s in ipairs(shapes) do
   local tc=time(function() lumus.copy(x,{out=c}) end, 20)
   local line=string.format("%6dx%-6d copy %7.1f GB/s", R,D, 8*R*D/tc/1e9)
   for _,it in ipairs{1,2,4,8} do
-    local cfg=lumus._layer_norm_config(D,{items_target=it})
+    local cfg=lumus.tune.layer_norm(D,{items_target=it})
     local t=time(function() lumus.layer_norm_forward(x,w,b,1e-5,{out=y,mean=m,invstd=r}) end, 20)
     line=line..string.format(" | it%d %s wg%d %7.1fus %7.1f GB/s", it, cfg.variant, cfg.workgroup, t*1e6, bytes/t/1e9)
   end
   print(line)
-  lumus._layer_norm_config(D,{})
+  lumus.tune.layer_norm(D,{})
   x:free() y:free() c:free()
 end
 -- small calls

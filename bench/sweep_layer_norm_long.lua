@@ -21,7 +21,7 @@ local R, D = table.unpack(common.parse_shapes(opt.shape or "4096x65536")[1])
 local rounds = common.int_opt(opt.rounds, 3)
 local iters = common.int_opt(opt.iters, 15)
 
--- {label, tuning, affine}: tuning goes to lumus._layer_norm_config as it is. "fresh
+-- {label, tuning, affine}: tuning goes to lumus.tune.layer_norm as it is. "fresh
 -- scratch" is the tuning hook's return_scratch: a scratch of the call's own, zeroed by
 -- a fill (and a barrier) before it, as every call did before the context kept one.
 local settings = {
@@ -69,7 +69,7 @@ print()
 local rows = {}
 for _, s in ipairs(settings) do
   local label, tune, affine = s[1], s[2], s[3]
-  local cfg = lumus._layer_norm_config(D, tune)
+  local cfg = lumus.tune.layer_norm(D, tune)
   local ww, bb = nil, nil
   if affine then ww, bb = w, b end
   local function ln()
@@ -87,7 +87,7 @@ for _, s in ipairs(settings) do
     local t2 = {}
     for key, v in pairs(tune) do t2[key] = v end
     t2.return_scratch = true
-    lumus._layer_norm_config(D, t2)
+    lumus.tune.layer_norm(D, t2)
     local _, _, _, scratch = lumus.layer_norm_forward(x, ww, bb, 1e-5, { out = y, mean = m, invstd = r })
     local tickets, fallbacks = string.unpack("<I4I4", scratch:to_bytes(1, 2))
     fb = ("%d/%d"):format(fallbacks, tickets)
@@ -95,7 +95,7 @@ for _, s in ipairs(settings) do
   else
     ln()
   end
-  lumus._layer_norm_config(D, {})
+  lumus.tune.layer_norm(D, {})
   local gbs, copy_gbs = bytes / t_ln / 1e9, 8 * R * D / t_cp / 1e9
   -- The hook reports the choice for a call with weight or bias; without them the
   -- automatic choice takes tickets, not SM classes.

@@ -221,27 +221,27 @@ describe("messages raised outside argument checks", function()
   end)
 end)
 
-describe("_layer_norm_config", function()
+describe("tune.layer_norm", function()
   it("rejects tuning values that would compile huge shaders, changing nothing", function()
-    local before = lumus._layer_norm_config(3000)
+    local before = lumus.tune.layer_norm(3000)
     for _, bad in ipairs {
       { { items_target = 2 ^ 31 }, "items_target must be in 0..64" },
       { { items_target = -1 }, "items_target must be in 0..64" },
       { { subgroup_items = 1e6 }, "subgroup_items must be in 0..64" },
       { { wg = 3 }, "wg must be a power of two" },
-      { { items_target = "x" }, "bad argument #2 to '[%w.]*_layer_norm_config' %(items_target must be an integer, got string" },
+      { { items_target = "x" }, "bad argument #2 to 'lumus%.tune%.layer_norm' %(items_target must be an integer, got string" },
       { { wg = 1.5 }, "wg must be an integer, got number" },
     } do
-      local e = err_of(lumus._layer_norm_config, 3000, bad[1])
+      local e = err_of(lumus.tune.layer_norm, 3000, bad[1])
       assert.matches(bad[2], e)
-      assert.are.same(before, lumus._layer_norm_config(3000))
+      assert.are.same(before, lumus.tune.layer_norm(3000))
     end
   end)
 end)
 
-describe("_layer_norm_config's tuned forms", function()
+describe("tune.layer_norm's tuned forms", function()
   it("compute right with a workgroup smaller than the split's parts or the row (found by fuzz_spec)", function()
-    if not pcall(lumus._layer_norm_config, 8, { form = "split" }) then
+    if not pcall(lumus.tune.layer_norm, 8, { form = "split" }) then
       pending("no split form in this build") return
     end
     local g = ref.rng(21)
@@ -253,10 +253,10 @@ describe("_layer_norm_config's tuned forms", function()
       { 100000, { form = "stream", wg = 1 } },
     } do
       local d, tune = c[1], c[2]
-      lumus._layer_norm_config(d, tune)
+      lumus.tune.layer_norm(d, tune)
       local xt = ref.random_table({ 3, d }, g)
       local ok, y = pcall(function() return lumus.layer_norm_forward(lumus.tensor(xt)):to_table() end)
-      lumus._layer_norm_config(1, {})
+      lumus.tune.layer_norm(1, {})
       assert(ok, y)
       local err = ref.compare(y, ref.layer_norm_forward(xt)).max_abs
       assert(err < 1e-4, ("D=%d: max_abs %g"):format(d, err))

@@ -94,7 +94,7 @@ end
 -- hook (tune: e.g. { form = "group" }, { stream = true, wg = 32 }), restoring the
 -- automatic choice afterwards. Returns false when the hook is absent.
 local function with_form(d, tune, f)
-  local config = lumus._layer_norm_config
+  local config = lumus.tune.layer_norm
   if not config then return false end
   config(d, tune)
   local ok, err = pcall(f)
@@ -248,11 +248,11 @@ describe("layer_norm_forward", function()
   -- The automatic choice differs by device (a CPU gets the row form, a GPU the group,
   -- subgroup, split or streaming form), so every form is forced here in turn.
   it("matches with each form forced: group, subgroup, row", function()
-    if not lumus._layer_norm_config then pending("no lumus._layer_norm_config hook"); return end
+    if not lumus.tune.layer_norm then pending("no lumus.tune.layer_norm hook"); return end
     for _, form in ipairs { "group", "subgroup", "row" } do
       for k, d in ipairs { 1, 3, 4, 5, 64, 130, 1000, 4097 } do
         with_form(d, { form = form }, function()
-          local got = lumus._layer_norm_config(d).variant
+          local got = lumus.tune.layer_norm(d).variant
           if form ~= "subgroup" then assert.are.equal(form, got) end
           run_case({ 5, d }, { seed = 130 + k, weight = k % 2 == 0, bias = true, default_alloc = k == 3 })
           run_case({ 3, d }, { seed = 140 + k, offset = 1e4 })
@@ -263,7 +263,7 @@ describe("layer_norm_forward", function()
 
   it("matches with the streaming variant forced, for short rows too", function()
     local ran = with_stream_variant(1, function() end)
-    if not ran then pending("no lumus._layer_norm_config hook"); return end
+    if not ran then pending("no lumus.tune.layer_norm hook"); return end
     for k, d in ipairs { 1, 3, 4, 5, 64, 1000, 4097 } do
       with_stream_variant(d, function()
         run_case({ 7, d }, { seed = 60 + k, weight = k % 2 == 0, bias = true, default_alloc = true })
@@ -280,8 +280,8 @@ describe("layer_norm_forward", function()
   -- protocols are checked: 64-bit tagged words (the default where the device has 64-bit
   -- buffer atomics, as lavapipe does) and 32-bit words behind fences.
   it("matches with the split form forced (parts exchanging statistics, and the fallback)", function()
-    local config = lumus._layer_norm_config
-    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local config = lumus.tune.layer_norm
+    if not config then pending("no lumus.tune.layer_norm hook"); return end
     local cases = {
       { d = 4096, parts = 2 }, { d = 4100, parts = 3 }, { d = 4099, parts = 2 },
       { d = 64, parts = 4, wg = 32 }, { d = 7, parts = 2, wg = 32 }, { d = 1001, parts = 5 },
@@ -315,8 +315,8 @@ describe("layer_norm_forward", function()
   -- back to back (no synchronize between them) with different row counts, forms and
   -- protocols must each be right, across growth of the scratch and the epoch's wrap.
   it("keeps its split scratch from call to call (epochs, tickets, growth, wrap)", function()
-    local config = lumus._layer_norm_config
-    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local config = lumus.tune.layer_norm
+    if not config then pending("no lumus.tune.layer_norm hook"); return end
     local g = ref.rng(160)
     local steps = {
       { 2, 4096, { parts = 2 } }, { 5, 4096, { parts = 2 } }, { 1, 1001, { parts = 5 } },
@@ -366,8 +366,8 @@ describe("layer_norm_forward", function()
   -- must be taken exactly once (rows past the first few would stay NaN otherwise), and
   -- the counters must be back at zero for the next call.
   it("matches with SM classes forced (jobs taken by class, counters reset per call)", function()
-    local config = lumus._layer_norm_config
-    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local config = lumus.tune.layer_norm
+    if not config then pending("no lumus.tune.layer_norm hook"); return end
     for k, case in ipairs {
       { d = 4096, parts = 4, classes = 2 }, { d = 4096, parts = 8, classes = 4, wg = 32 },
       { d = 4099, parts = 6, classes = 3 }, { d = 1000, parts = 4, classes = 4 },
@@ -398,8 +398,8 @@ describe("layer_norm_forward", function()
   end)
 
   it("counts the split form's tickets and fallbacks in its scratch (tuning hook)", function()
-    local config = lumus._layer_norm_config
-    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local config = lumus.tune.layer_norm
+    if not config then pending("no lumus.tune.layer_norm hook"); return end
     collectgarbage(); lumus.synchronize()
     local before = lumus.memory().in_use
     config(4096, { parts = 2, spin_limit = 0, return_scratch = true })
@@ -422,8 +422,8 @@ describe("layer_norm_forward", function()
   end)
 
   it("does not use the split form in place (out = x), where its fallback could read y", function()
-    local config = lumus._layer_norm_config
-    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local config = lumus.tune.layer_norm
+    if not config then pending("no lumus.tune.layer_norm hook"); return end
     config(1000, { parts = 2, spin_limit = 0 })
     local ok, err = pcall(function()
       local rng = ref.rng(120)
@@ -438,8 +438,8 @@ describe("layer_norm_forward", function()
   end)
 
   it("refuses bad split tuning values", function()
-    local config = lumus._layer_norm_config
-    if not config then pending("no lumus._layer_norm_config hook"); return end
+    local config = lumus.tune.layer_norm
+    if not config then pending("no lumus.tune.layer_norm hook"); return end
     local ok, err = pcall(config, 1000, { parts = 65 })
     assert.is_false(ok)
     assert.matches("parts must be in 0..64", err, 1, true)
@@ -489,7 +489,7 @@ describe("layer_norm_forward", function()
       pending(("the grid limit (%d) is too large to exceed cheaply"):format(gx))
       return
     end
-    local config = lumus._layer_norm_config
+    local config = lumus.tune.layer_norm
     -- short rows (a subgroup per row, many rows per workgroup), vec4 and scalar; rows
     -- of a workgroup each, vec4 and scalar; the streaming form (forced, when possible)
     local cases = {

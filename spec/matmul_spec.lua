@@ -13,7 +13,7 @@
 --
 -- Tile shapes: lavapipe's automatic choice is the 64x64 tile for most of these sizes, so
 -- every built-in tile (and two unusual ones) is also forced through the internal tuning
--- hook lumus._matmul_config, on sizes that are and are not multiples of the tile.
+-- hook lumus.tune.matmul, on sizes that are and are not multiples of the tile.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 
@@ -63,6 +63,15 @@ local function product_shape(as, bs, trans)
   return s
 end
 
+-- a b (+ bias) into out (nil: a new tensor): matmul takes no bias, so a bias goes through
+-- linear's epilogue where linear computes the product (b [N, K], 2-D), else is added.
+local function product(a, b, bias, trans, out)
+  if bias and trans and #b:shape() == 2 then return lumus.linear(a, b, bias, { out = out }) end
+  local r = lumus.matmul(a, b, { out = out, transpose_b = trans })
+  if bias then lumus.add(r, bias, { out = r }) end
+  return r
+end
+
 -- One product: random a (shape as) and b (shape bs), optional bias of length nb;
 -- computed into a NaN-poisoned out, and (when `fresh`) without out as well.
 local function run_case(as, bs, opts)
@@ -76,13 +85,13 @@ local function run_case(as, bs, opts)
   local a, b = lumus.tensor(at), lumus.tensor(bt)
   local bias = biast and lumus.tensor(biast) or nil
   local out = lumus.full(shape, NAN)
-  local r = lumus.matmul(a, b, { out = out, bias = bias, transpose_b = trans })
+  local r = product(a, b, bias, trans, out)
   assert.are.equal(out, r)
   local what = ("%s x %s%s%s"):format(concat(as), concat(bs), trans and " (b transposed)" or "",
                                      bias and " + bias" or "")
   local c = check(out, at, bt, { transpose_b = trans, bias = biast }, what)
   if opts.fresh then
-    local r2 = lumus.matmul(a, b, { bias = bias, transpose_b = trans })
+    local r2 = product(a, b, bias, trans)
     check(r2, at, bt, { transpose_b = trans, bias = biast }, what .. " (allocated)")
     r2:free()
   end
@@ -93,9 +102,9 @@ end
 -- Runs f with the matmul tile forced to `tile` ({bm, bn, bk, tm, tn}), then restores
 -- the automatic choice.
 local function with_tile(tile, f)
-  lumus._matmul_config(1, 1, 1, { bm = tile[1], bn = tile[2], bk = tile[3], tm = tile[4], tn = tile[5] })
+  lumus.tune.matmul(1, 1, 1, { bm = tile[1], bn = tile[2], bk = tile[3], tm = tile[4], tn = tile[5] })
   local ok, err = pcall(f)
-  lumus._matmul_config(1, 1, 1, {})
+  lumus.tune.matmul(1, 1, 1, {})
   if not ok then error(err, 0) end
 end
 
@@ -144,28 +153,28 @@ describe("matmul", function()
         run_case({ 130, 20 }, { 20, 132 }, { seed = 1 })                              -- vec4, edges
         run_case({ 70, 37 }, { 37, 45 }, { seed = 2, bias = true })                   -- scalar
         run_case({ 2, 65, 19 }, { 2, 33, 19 }, { seed = 3, transpose_b = true })      -- batched, transposed
-        local cfg = lumus._matmul_config(130, 132, 20)
+        local cfg = lumus.tune.matmul(130, 132, 20)
         assert.are.same(tile, { cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn }, t)
       end)
     end
-    local cfg = lumus._matmul_config(4096, 4096, 4096)
+    local cfg = lumus.tune.matmul(4096, 4096, 4096)
     assert.is_true(cfg.bm >= 32 and cfg.workgroup >= 1)              -- automatic again
   end)
 
   it("is correct with the K order rotated by tile row (the GPU default), partial K steps included", function()
     for _, tile in ipairs { { 32, 32, 8, 4, 4 }, { 64, 64, 8, 8, 8 }, { 128, 64, 8, 8, 8 } } do
-      lumus._matmul_config(1, 1, 1, { bm = tile[1], bn = tile[2], bk = tile[3], tm = tile[4], tn = tile[5], rotate = true })
+      lumus.tune.matmul(1, 1, 1, { bm = tile[1], bn = tile[2], bk = tile[3], tm = tile[4], tn = tile[5], rotate = true })
       local ok, err = pcall(function()
-        assert.is_true(lumus._matmul_config(300, 40, 44).rotate)
+        assert.is_true(lumus.tune.matmul(300, 40, 44).rotate)
         run_case({ 300, 44 }, { 44, 40 }, { seed = 4, bias = true })                  -- vec4, 6 K steps
         run_case({ 270, 37 }, { 37, 45 }, { seed = 5 })                               -- scalar, partial step
         run_case({ 2, 130, 20 }, { 2, 33, 20 }, { seed = 6, transpose_b = true })     -- batched, transposed
         run_case({ 200, 3 }, { 3, 8 }, { seed = 8 })                                  -- one K step
       end)
-      lumus._matmul_config(1, 1, 1, {})
+      lumus.tune.matmul(1, 1, 1, {})
       if not ok then error(err, 0) end
     end
-    assert.are.equal(lumus.device().kind ~= "cpu", lumus._matmul_config(8, 8, 8).rotate)   -- automatic again
+    assert.are.equal(lumus.device().kind ~= "cpu", lumus.tune.matmul(8, 8, 8).rotate)   -- automatic again
   end)
 
   it("folds a grid past maxComputeWorkGroupCount[0] (70,000 batched 1x1 products)", function()
@@ -199,7 +208,8 @@ describe("matmul", function()
     local a, b, bias = lumus.ones({ 40, 24 }), lumus.ones({ 24, 36 }), lumus.ones({ 36 })
     local out = lumus.empty({ 40, 36 })
     for _ = 1, 10 do
-      local c = lumus.matmul(a, b, { bias = bias })
+      local c = lumus.matmul(a, b)
+      lumus.add(c, bias, { out = c })
       c:free()
       lumus.matmul(a, b, { out = out })
     end
@@ -282,10 +292,8 @@ describe("matmul and linear errors", function()
     expect("matmul", "#2.*batched b %(shape 3x5x7%).*got a of shape 2x4x5",
            lumus.ones({ 2, 4, 5 }), lumus.ones({ 3, 5, 7 }))
   end)
-  it("rejects a bias of the wrong shape, bad options and a wrong out", function()
-    expect("matmul", "#3.*bias must have shape %[7%]", a, b, { bias = lumus.ones({ 5 }) })
-    expect("matmul", "#3.*bias must have shape %[7%].*got 1x7", a, b, { bias = lumus.ones({ 1, 7 }) })
-    expect("matmul", "#3.*bias must be a tensor, got table", a, b, { bias = { 1, 2 } })
+  it("rejects a bias option (linear takes the bias), bad options and a wrong out", function()
+    expect("matmul", "#3.*unknown option 'bias'", a, b, { bias = lumus.ones({ 7 }) })
     expect("matmul", "#3.*transpose_b must be a boolean, got number", a, b, { transpose_b = 1 })
     expect("matmul", "#3.*options table expected", a, b, 5)
     expect("matmul", "#3.*out must have shape 3x7, got 7x3", a, b, { out = lumus.empty({ 7, 3 }) })
@@ -313,13 +321,13 @@ describe("matmul and linear errors", function()
     expect("linear", "#3.*tensor expected", x, lumus.ones({ 3, 6 }), { 1, 2, 3 })
   end)
   it("rejects impossible tuning requests", function()
-    local ok, e = pcall(lumus._matmul_config, 8, 8, 8, { bm = 64, bn = 64, bk = 8, tm = 3, tn = 4 })
+    local ok, e = pcall(lumus.tune.matmul, 8, 8, 8, { bm = 64, bn = 64, bk = 8, tm = 3, tn = 4 })
     assert.is_false(ok)
     assert.matches("tm and tn must be", e)
-    ok, e = pcall(lumus._matmul_config, 8, 8, 8, { bm = 64 })
+    ok, e = pcall(lumus.tune.matmul, 8, 8, 8, { bm = 64 })
     assert.is_false(ok)
     assert.matches("give all of bm, bn, bk, tm, tn", e)
-    ok, e = pcall(lumus._matmul_config, 8, 8, 8, { bm = 512, bn = 512, bk = 64, tm = 16, tn = 16 })
+    ok, e = pcall(lumus.tune.matmul, 8, 8, 8, { bm = 512, bn = 512, bk = 64, tm = 16, tn = 16 })
     assert.is_false(ok)
     assert.matches("shared memory", e)
   end)
@@ -331,16 +339,16 @@ describe("matmul under LUMUS_VALIDATION=1", function()
       local lumus = require "lumus"
       assert(lumus.device().validation, "validation layer not enabled")
       for _, t in ipairs { { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 }, {} } do
-        lumus._matmul_config(1, 1, 1, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = t[1] == 64 or nil })
+        lumus.tune.matmul(1, 1, 1, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = t[1] == 64 or nil })
         for _, s in ipairs { { 33, 17, 65 }, { 32, 16, 64 } } do
           local m, k, n = s[1], s[2], s[3]
           local a = lumus.ones({ 2, m, k })
-          lumus.matmul(a, lumus.ones({ 2, k, n }), { bias = lumus.ones({ n }) }):to_table()
+          lumus.matmul(a, lumus.ones({ 2, k, n })):to_table()
           lumus.matmul(a, lumus.ones({ n, k }), { transpose_b = true }):to_bytes()
           lumus.linear(a, lumus.ones({ n, k }), lumus.zeros({ n })):to_bytes()
         end
       end
-      print("messages", lumus._validation_messages())
+      print("messages", lumus.tune.validation_messages())
     ]]
     local cmd = ("LUMUS_VALIDATION=1 LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1"):format(package.path, package.cpath, script)
     local p = io.popen(cmd)

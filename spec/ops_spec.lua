@@ -131,15 +131,15 @@ describe("elementwise binary ops", function()
   end)
 
   it("fold onto 2-D grids (forced by a narrow grid), broadcast index kept", function()
-    local width = lumus._grid_config()
+    local width = lumus.tune.grid()
     assert.is_true(width >= 65535)
     local ok, err = pcall(function()
       -- A group moves 256 threads x 4 vectors; these need 3 to 21 groups, on grids 1 or 4
       -- wide (4 wide leaves spare groups that must do nothing). Broadcast periods of 3,
       -- 65 and 750 vectors and 7 floats.
       for _, w in ipairs { 1, 4 } do
-        lumus._grid_config({ max_x = w })
-        assert.are.equal(w, lumus._grid_config())
+        lumus.tune.grid({ max_x = w })
+        assert.are.equal(w, lumus.tune.grid())
         for i, sh in ipairs { { 5 * 4096 + 3 }, { 40, 260 }, { 700, 12 }, { 3000, 7 }, { 7, 3000 } } do
           local at, bt = random(sh, i), random({ sh[#sh] }, 50 + i)
           local a, b = lumus.tensor(at), lumus.tensor(bt)
@@ -159,9 +159,9 @@ describe("elementwise binary ops", function()
         x:free()
       end
     end)
-    lumus._grid_config({ max_x = 0 })
+    lumus.tune.grid({ max_x = 0 })
     if not ok then error(err, 0) end
-    assert.are.equal(width, lumus._grid_config())
+    assert.are.equal(width, lumus.tune.grid())
   end)
 end)
 
@@ -293,9 +293,9 @@ describe("softmax", function()
   end)
 
   it("streams rows longer than its registers (forced on short rows), also in place", function()
-    lumus._row_config(1, { wg = 32, items = 1 })     -- 32 vectors held, the rest streamed
+    lumus.tune.rows(1, { wg = 32, items = 1 })     -- 32 vectors held, the rest streamed
     local ok, err = pcall(function()
-      assert.are.same({ workgroup = 32, items = 1, vec = 4, rows_per_group = 1 }, lumus._row_config(4096))
+      assert.are.same({ workgroup = 32, items = 1, vec = 4, rows_per_group = 1 }, lumus.tune.rows(4096))
       -- A rising row makes the running max grow (rescaling); a falling one does not.
       local rising, falling = {}, {}
       for i = 1, 4096 do rising[i] = ref.f32(i * 0.004); falling[i] = ref.f32(-i * 0.004) end
@@ -309,7 +309,7 @@ describe("softmax", function()
         x:free()
       end
     end)
-    lumus._row_config(1, { wg = 0, items = 0 })
+    lumus.tune.rows(1, { wg = 0, items = 0 })
     if not ok then error(err, 0) end
   end)
 end)
@@ -370,7 +370,7 @@ describe("sum and mean", function()
   end)
 
   it("split rows over small workgroups (forced) with the same accuracy", function()
-    lumus._row_config(1, { wg = 32 })
+    lumus.tune.rows(1, { wg = 32 })
     local ok, err = pcall(function()
       for si, shape in ipairs { { 3, 4097 }, { 2, 65536 }, { 5, 7 } } do
         local xt = random(shape, 900 + si, function(g) return 100 + g.normal() end)
@@ -380,7 +380,7 @@ describe("sum and mean", function()
         x:free()
       end
     end)
-    lumus._row_config(1, { wg = 0 })
+    lumus.tune.rows(1, { wg = 0 })
     if not ok then error(err, 0) end
   end)
 end)

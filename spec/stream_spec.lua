@@ -1,11 +1,11 @@
 -- How work is cut into batches and how memory comes back across repeated forwards:
 -- gpu_time counts device time only, explicit frees need no collection, and a loop that
 -- frees and reallocates its intermediates reuses its pool blocks and is not split by
--- collections. Counts come from lumus._stream_stats() and lumus.memory().
+-- collections. Counts come from lumus.tune.stream_stats() and lumus.memory().
 local lumus = require "lumus"
 local nn = lumus.nn
 
-local function stats() return lumus._stream_stats() end
+local function stats() return lumus.tune.stream_stats() end
 local function diff(a, b)
   return { submits = b.submits - a.submits, gc_runs = b.gc_runs - a.gc_runs, blocks_made = b.blocks_made - a.blocks_made }
 end

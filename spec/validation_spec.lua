@@ -27,7 +27,7 @@ describe("LUMUS_VALIDATION=1", function()
       local t = lumus.tensor({ { 1, 2 }, { 3, 4 } })
       print(lumus.gpu_time(function() lumus.layer_norm_forward(t) end) >= 0)
       t:free()
-      print("messages", lumus._validation_messages())
+      print("messages", lumus.tune.validation_messages())
     ]]
     local out, ok = run_lua("LUMUS_VALIDATION=1", script)
     if out:find("VK_LAYER_KHRONOS_validation is not installed", 1, true) then

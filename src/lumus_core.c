@@ -3,6 +3,7 @@
 #include <lauxlib.h>
 #include "context.h"
 #include "tensor.h"
+#include "luautil.h"
 #include "timing.h"
 #include "ops/ops.h"
 
@@ -37,7 +38,7 @@ static int l_memory(lua_State *L) {
     return 1;
 }
 
-/* lumus._stream_stats(): cumulative counters for specs and benchmarks that check how
+/* tune.stream_stats(): cumulative counters for specs and benchmarks that check how
  * often work is cut into batches, collections run and blocks come from the driver. */
 static int l_stream_stats(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
@@ -59,8 +60,8 @@ static int l_reset_peak(lua_State *L) {
 static int l_set_memory_limit(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     if (lua_isnoneornil(L, 1)) { ctx->mem.limit = ctx->mem.total; return 0; }
-    lua_Integer n = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, n > 0, 1, "limit must be a positive number of bytes");
+    lua_Integer n = lm_check_integer(L, 1);
+    if (n <= 0) lm_argerror(L, 1, "limit must be a positive number of bytes");
     ctx->mem.limit = (VkDeviceSize)n < ctx->mem.total ? (VkDeviceSize)n : ctx->mem.total;
     return 0;
 }
@@ -75,22 +76,32 @@ static const luaL_Reg functions[] = {
     {"synchronize", l_synchronize}, {"pending", l_pending},
     {"memory", l_memory}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
     {"gpu_time", lm_gpu_time}, {"clock", lm_clock},
+    {"zeros", lm_op_zeros}, {"ones", lm_op_ones}, {"full", lm_op_full},
     {"layer_norm_forward", lm_op_layer_norm_forward},
     {"copy", lm_op_copy}, {"fill", lm_op_fill},
-    {"_layer_norm_config", lm_op_layer_norm_config},
-    {"matmul", lm_op_matmul}, {"linear", lm_op_linear}, {"_matmul_config", lm_op_matmul_config},
+    {"matmul", lm_op_matmul}, {"linear", lm_op_linear},
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale}, {"neg", lm_op_neg}, {"relu", lm_op_relu}, {"gelu", lm_op_gelu},
     {"gelu_tanh", lm_op_gelu_tanh}, {"gelu_erf", lm_op_gelu_erf}, {"erf", lm_op_erf},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
-    {"_grid_config", lm_grid_config}, {"_row_config", lm_op_row_config},
-    {"_validation_messages", l_validation_messages},
-    {"_stream_stats", l_stream_stats},
+    {NULL, NULL}
+};
+
+/* core.tune (lumus.tune): hooks for specs and benchmarks that read or force the kernels'
+ * choices, and counters; not part of the ops' API. */
+static const luaL_Reg tune_functions[] = {
+    {"layer_norm", lm_op_layer_norm_config}, {"matmul", lm_op_matmul_config},
+    {"grid", lm_grid_config}, {"rows", lm_op_row_config},
+    {"stream_stats", l_stream_stats}, {"validation_messages", l_validation_messages},
     {NULL, NULL}
 };
 
 int luaopen_lumus_core(lua_State *L) {
     luaL_newlib(L, functions);
+    lm_register_names(L, functions, "lumus");
+    luaL_newlib(L, tune_functions);
+    lm_register_names(L, tune_functions, "lumus.tune");
+    lua_setfield(L, -2, "tune");
     lm_tensor_register(L);
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");

@@ -1,7 +1,7 @@
 /* Compute pipelines, specialized and cached (see pipelines.h). */
 #include "pipelines.h"
 #include "context.h"
-#include "tensor.h"   /* lm_fname */
+#include "luautil.h"
 #include "vkcheck.h"
 #include <lauxlib.h>
 #include <stdio.h>
@@ -132,13 +132,11 @@ uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *heigh
 
 int lm_grid_config(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
-    if (!lua_isnoneornil(L, 1)) {
-        luaL_checktype(L, 1, LUA_TTABLE);
-        lua_getfield(L, 1, "max_x");
-        lua_Integer w = luaL_optinteger(L, -1, 0);
-        luaL_argcheck(L, w >= 0 && w <= 0xffffffffLL, 1, "max_x must be in 0..2^32-1");
+    static const char *const known[] = { "max_x", NULL };
+    if (lm_check_options(L, 1, known)) {
+        lua_Integer w = lm_option_integer(L, 1, "max_x", 0);
+        if (w < 0 || w > 0xffffffffLL) lm_argerror(L, 1, "max_x must be in 0..2^32-1");
         ctx->grid_max_x = (uint32_t)w;
-        lua_pop(L, 1);
     }
     uint32_t max_x = ctx->props.limits.maxComputeWorkGroupCount[0];
     lua_pushinteger(L, ctx->grid_max_x && ctx->grid_max_x < max_x ? ctx->grid_max_x : max_x);

@@ -51,7 +51,7 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
  * width, writes the height. Raises if even a 2-D grid cannot hold them. */
 uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height);
 
-/* core._grid_config([{max_x = n}]) -> the grid width lm_grid folds at: a small cap sends
+/* tune.grid([{max_x = n}]) -> the grid width lm_grid folds at: a small cap sends
  * small tensors onto 2-D grids, for specs of that path; 0 restores the device limit. */
 int lm_grid_config(lua_State *L);
 

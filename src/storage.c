@@ -1,6 +1,6 @@
 /* Storages and transfers (see storage.h). */
 #include "storage.h"
-#include "tensor.h"
+#include "luautil.h"
 #include "vkcheck.h"
 #include <lauxlib.h>
 #include <stdlib.h>

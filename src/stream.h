@@ -59,7 +59,7 @@ typedef struct lm_stream {
     uint64_t ext_read_epoch, ext_write_epoch, ext_serial;
     struct { VkSemaphore semaphore; uint64_t value; } waits[LM_MAX_WAITS];
     int nwaits;                 /* host semaphores the next submit waits for */
-    uint64_t submits;           /* batches submitted so far (lumus._stream_stats) */
+    uint64_t submits;           /* batches submitted so far (lumus.tune.stream_stats) */
     uint64_t failures;          /* batches that failed (their work may not have run) */
     uint32_t stamps;            /* timestamp queries written by the gpu_time in progress */
     int stamp_final;            /* gpu_time's last submit: close the last pair */

@@ -1,7 +1,6 @@
 /* lumus.Tensor: constructors, shape, transfers and lifetime (see tensor.h). */
 #include "tensor.h"
 #include "storage.h"
-#include "ops/ops.h"
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,54 +10,14 @@
  * kernels' 32-bit per-row indices far from overflow. */
 #define LM_MAX_SIZE ((int64_t)1 << 40)
 
-/* Looks the running function up in package.loaded[mod]; pushes "mod.name" if found. */
-static int push_name_in(lua_State *L, int fn, const char *mod) {
-    int found = 0;
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    if (lua_getfield(L, -1, mod) == LUA_TTABLE) {
-        lua_pushnil(L);
-        while (!found && lua_next(L, -2)) {
-            if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fn)) {
-                lua_pushfstring(L, "%s.%s", mod, lua_tostring(L, -2));
-                lua_replace(L, -5);
-                found = 1;
-            }
-            lua_pop(L, 1);
-        }
-        if (found) lua_pop(L, 2);   /* the key, then the module */
-    }
-    if (!found) lua_pop(L, 2);
-    return found;
-}
-
-const char *lm_fname(lua_State *L) {
-    lua_Debug ar;
-    if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return "lumus";
-    if (ar.name) { lua_pop(L, 1); return ar.name; }
-    /* Called through pcall or from C: name it as luaL_argerror would ("lumus.zeros"). */
-    int fn = lua_gettop(L);
-    static const char *const mods[] = { "lumus", "lumus.Tensor", "lumus.core" };
-    for (int i = 0; i < 3; i++)
-        if (push_name_in(L, fn, mods[i])) return lua_tostring(L, -1);
-    lua_pop(L, 1);
-    return "lumus";
-}
-
-void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len) {
-    size_t at = 0;
-    buf[0] = 0;
-    for (int i = 0; i < ndim && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, i ? "x%lld" : "%lld", (long long)shape[i]);
-}
-
 static lm_tensor *to_tensor(lua_State *L, int idx) {
     return luaL_testudata(L, idx, LM_TENSOR_MT);
 }
 
 lm_tensor *lm_check_tensor(lua_State *L, int idx) {
     lm_tensor *t = to_tensor(L, idx);
-    if (!t) luaL_typeerror(L, idx, "tensor");
-    if (!t->storage) luaL_argerror(L, idx, "tensor has been freed");
+    if (!t) lm_typeerror(L, idx, "tensor");
+    if (!t->storage) lm_argerror(L, idx, "tensor has been freed");
     return t;
 }
 
@@ -66,26 +25,28 @@ lm_tensor *lm_opt_tensor(lua_State *L, int idx) {
     return lua_isnoneornil(L, idx) ? NULL : lm_check_tensor(L, idx);
 }
 
-lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int argn) {
-    /* Raw: a metamethod could free a tensor the caller has checked, or answer
-     * differently when the caller fetches the field again. */
-    table_idx = lua_absindex(L, table_idx);
-    lua_pushstring(L, field);
-    int ty = lua_rawget(L, table_idx);
+lm_tensor *lm_option_tensor(lua_State *L, int arg, const char *key) {
+    lm_push_option(L, arg, key);
     lm_tensor *t = NULL;
-    if (ty != LUA_TNIL) {
+    if (!lua_isnil(L, -1)) {
         t = to_tensor(L, -1);
-        if (!t) {
-            lua_pushfstring(L, "%s must be a tensor, got %s", field, luaL_typename(L, -1));
-            luaL_argerror(L, argn, lua_tostring(L, -1));
-        }
-        if (!t->storage) {
-            lua_pushfstring(L, "%s: tensor has been freed", field);
-            luaL_argerror(L, argn, lua_tostring(L, -1));
-        }
+        if (!t) lm_argerror(L, arg, "%s must be a tensor, got %s", key, luaL_typename(L, -1));
+        if (!t->storage) lm_argerror(L, arg, "%s: tensor has been freed", key);
     }
     lua_pop(L, 1);   /* the tensor stays referenced by the caller's table */
     return t;
+}
+
+void lm_check_factory_options(lua_State *L, int arg) {
+    static const char *const known[] = { "dtype", NULL };
+    if (!lm_check_options(L, arg, known)) return;
+    lm_push_option(L, arg, "dtype");
+    if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "float32") == 0)) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING) lm_argerror(L, arg, "dtype must be a string, got %s", luaL_typename(L, -1));
+    lm_argerror(L, arg, "dtype '%s' is not supported (only 'float32')", lua_tostring(L, -1));
 }
 
 /* Byte range of a tensor in its VkBuffer: storages of host buffers may alias, so
@@ -138,25 +99,21 @@ lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t
     return t;
 }
 
-/* Reads a shape: a table of 1..8 positive integers, or one integer. Sizes of -1 are
- * allowed once when `allow_infer` (reshape). Returns the element count. */
-static int64_t check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int allow_infer) {
+int64_t lm_check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int allow_infer) {
     if (lua_type(L, idx) == LUA_TNUMBER) {
         int isint = 0;
         lua_Integer n = lua_tointegerx(L, idx, &isint);
-        if (!isint) luaL_argerror(L, idx, "size must be an integer, got a fraction or NaN");
-        if (n <= 0 || n > LM_MAX_SIZE) luaL_argerror(L, idx, "size must be a positive integer");
+        if (!isint) lm_argerror(L, idx, "size must be an integer, got a fraction or NaN");
+        if (n <= 0 || n > LM_MAX_SIZE) lm_argerror(L, idx, "size must be a positive integer");
         shape[0] = n; *ndim = 1;
         return n;
     }
     if (!lua_istable(L, idx)) {
-        lua_pushfstring(L, "shape expected (a table of positive integers), got %s", luaL_typename(L, idx));
-        luaL_argerror(L, idx, lua_tostring(L, -1));
+        lm_argerror(L, idx, "shape expected (a table of positive integers), got %s", luaL_typename(L, idx));
     }
     lua_Unsigned n = lua_rawlen(L, idx);
     if (n < 1 || n > LM_MAX_DIMS) {
-        lua_pushfstring(L, "shape must have 1 to %d sizes, got %d", LM_MAX_DIMS, (int)(n > 99 ? 99 : n));
-        luaL_argerror(L, idx, lua_tostring(L, -1));
+        lm_argerror(L, idx, "shape must have 1 to %d sizes, got %d", LM_MAX_DIMS, (int)(n > 99 ? 99 : n));
     }
     int64_t numel = 1;
     int infer = -1;
@@ -165,19 +122,14 @@ static int64_t check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, -1, &isint);
         if (!isint || lua_type(L, -1) != LUA_TNUMBER) {
-            lua_pushfstring(L, "size %d must be an integer, got %s", i + 1,
+            lm_argerror(L, idx, "size %d must be an integer, got %s", i + 1,
                             lua_type(L, -1) == LUA_TNUMBER ? "a fraction or NaN" : luaL_typename(L, -1));
-            luaL_argerror(L, idx, lua_tostring(L, -1));
         }
         lua_pop(L, 1);
         if (v == -1 && allow_infer && infer < 0) { infer = i; shape[i] = -1; continue; }
-        if (v <= 0) {
-            lua_pushfstring(L, "size %d must be positive, got %I", i + 1, (LUAI_UACINT)v);
-            luaL_argerror(L, idx, lua_tostring(L, -1));
-        }
+        if (v <= 0) lm_argerror(L, idx, "size %d must be positive, got %I", i + 1, (LUAI_UACINT)v);
         if (v > LM_MAX_SIZE || numel > LM_MAX_SIZE / v) {
-            lua_pushfstring(L, "shape has too many elements (byte count overflows; at most 2^40 elements)");
-            luaL_argerror(L, idx, lua_tostring(L, -1));
+            lm_argerror(L, idx, "shape has too many elements (byte count overflows; at most 2^40 elements)");
         }
         shape[i] = v;
         numel *= v;
@@ -190,40 +142,26 @@ static int64_t check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int
 static lm_tensor *new_from_shape(lua_State *L, int idx) {
     int64_t shape[LM_MAX_DIMS];
     int ndim;
-    check_shape(L, idx, shape, &ndim, 0);
+    lm_check_shape(L, idx, shape, &ndim, 0);
+    lm_check_factory_options(L, idx + 1);
     lm_context *ctx = lm_context_get(L);
     return lm_push_tensor(L, ctx, ndim, shape);
 }
 
 static int l_empty(lua_State *L) { new_from_shape(L, 1); return 1; }
 
-static int fill_new(lua_State *L, float v) {
-    lm_tensor *t = new_from_shape(L, 1);
-    lm_record_fill(L, t, v);
-    return 1;
-}
-static int l_zeros(lua_State *L) { return fill_new(L, 0.0f); }
-static int l_ones(lua_State *L) { return fill_new(L, 1.0f); }
-static int l_full(lua_State *L) {
-    int64_t shape[LM_MAX_DIMS];
-    int ndim;
-    check_shape(L, 1, shape, &ndim, 0);   /* a missing shape is named before the value */
-    lua_Number v = luaL_checknumber(L, 2);
-    return fill_new(L, (float)v);
-}
-
 static int l_from_bytes(lua_State *L) {
     size_t len;
-    const char *s = luaL_checklstring(L, 1, &len);
+    const char *s = lm_check_lstring(L, 1, &len);
     int64_t shape[LM_MAX_DIMS];
     int ndim;
-    int64_t numel = check_shape(L, 2, shape, &ndim, 0);
+    int64_t numel = lm_check_shape(L, 2, shape, &ndim, 0);
+    lm_check_factory_options(L, 3);
     if ((uint64_t)len != (uint64_t)numel * 4u) {
         char sh[128];
         lm_shape_string(shape, ndim, sh, sizeof sh);
-        lua_pushfstring(L, "expected %I bytes (4 per float32) for shape %s, got %I",
+        lm_argerror(L, 1, "expected %I bytes (4 per float32) for shape %s, got %I",
                         (LUAI_UACINT)(numel * 4), sh, (LUAI_UACINT)len);
-        luaL_argerror(L, 1, lua_tostring(L, -1));
     }
     lm_context *ctx = lm_context_get(L);
     lm_tensor *t = lm_push_tensor(L, ctx, ndim, shape);
@@ -239,10 +177,10 @@ static int infer_nested_shape(lua_State *L, int idx, int64_t *shape) {
     lua_pushvalue(L, idx);
     for (;;) {
         if (lua_type(L, -1) != LUA_TTABLE) break;
-        if (ndim == LM_MAX_DIMS) luaL_argerror(L, 1, "nested table has more than 8 levels");
+        if (ndim == LM_MAX_DIMS) lm_argerror(L, 1, "nested table has more than 8 levels");
         lua_Unsigned n = lua_rawlen(L, -1);
-        if (n == 0) luaL_argerror(L, 1, ndim ? "nested table has an empty row" : "table is empty");
-        if (n > (lua_Unsigned)LM_MAX_SIZE) luaL_argerror(L, 1, "table is too long");
+        if (n == 0) lm_argerror(L, 1, ndim ? "nested table has an empty row" : "table is empty");
+        if (n > (lua_Unsigned)LM_MAX_SIZE) lm_argerror(L, 1, "table is too long");
         shape[ndim++] = (int64_t)n;
         lua_rawgeti(L, -1, 1);
         lua_remove(L, -2);
@@ -264,7 +202,7 @@ static void element_error(lua_State *L, fill_state *f, int depth, const char *wh
     luaL_addstring(&b, " ");
     luaL_addstring(&b, what);
     luaL_pushresult(&b);
-    luaL_argerror(L, 1, lua_tostring(L, -1));
+    lm_argerror(L, 1, "%s", lua_tostring(L, -1));
 }
 
 /* The table at the top of the stack is level `depth`. */
@@ -306,12 +244,13 @@ static void fill_nested(lua_State *L, fill_state *f, int depth) {
 }
 
 static int l_tensor(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
+    lm_check_type(L, 1, LUA_TTABLE);
+    lm_check_factory_options(L, 2);
     int64_t shape[LM_MAX_DIMS];
     int ndim = infer_nested_shape(L, 1, shape);
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
-        if (numel > LM_MAX_SIZE / shape[i]) luaL_argerror(L, 1, "nested table has too many elements");
+        if (numel > LM_MAX_SIZE / shape[i]) lm_argerror(L, 1, "nested table has too many elements");
         numel *= shape[i];
     }
     lm_context *ctx = lm_context_get(L);
@@ -343,11 +282,10 @@ static int m_shape(lua_State *L) {
 static int m_size(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
     if (lua_isnoneornil(L, 2)) return m_shape(L);
-    lua_Integer i = luaL_checkinteger(L, 2);
+    lua_Integer i = lm_check_integer(L, 2);
     if (i < 0) i += t->ndim + 1;
     if (i < 1 || i > t->ndim) {
-        lua_pushfstring(L, "dimension out of range (tensor has %d)", t->ndim);
-        luaL_argerror(L, 2, lua_tostring(L, -1));
+        lm_argerror(L, 2, "dimension out of range (tensor has %d)", t->ndim);
     }
     lua_pushinteger(L, t->shape[i - 1]);
     return 1;
@@ -359,10 +297,10 @@ static int m_dtype(lua_State *L) { lm_check_tensor(L, 1); lua_pushliteral(L, "fl
 
 /* Optional 1-based element range [first, first+count). */
 static void check_range(lua_State *L, lm_tensor *t, int idx, int64_t *first, int64_t *count) {
-    lua_Integer f = luaL_optinteger(L, idx, 1);
-    if (f < 1 || f > t->numel) luaL_argerror(L, idx, "first element out of range");
-    lua_Integer c = luaL_optinteger(L, idx + 1, t->numel - (f - 1));
-    if (c < 0 || c > t->numel - (f - 1)) luaL_argerror(L, idx + 1, "count out of range");
+    lua_Integer f = lm_opt_integer(L, idx, 1);
+    if (f < 1 || f > t->numel) lm_argerror(L, idx, "first element out of range");
+    lua_Integer c = lm_opt_integer(L, idx + 1, t->numel - (f - 1));
+    if (c < 0 || c > t->numel - (f - 1)) lm_argerror(L, idx + 1, "count out of range");
     *first = f - 1;
     *count = c;
 }
@@ -411,10 +349,10 @@ static int m_reshape(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
     int64_t shape[LM_MAX_DIMS];
     int ndim;
-    int64_t known = check_shape(L, 2, shape, &ndim, 1);
+    int64_t known = lm_check_shape(L, 2, shape, &ndim, 1);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
-            if (known == 0 || t->numel % known != 0) luaL_argerror(L, 2, "cannot infer the size marked -1");
+            if (known == 0 || t->numel % known != 0) lm_argerror(L, 2, "cannot infer the size marked -1");
             shape[i] = t->numel / known;
             known = t->numel;
         }
@@ -423,8 +361,7 @@ static int m_reshape(lua_State *L) {
         char a[128], b[128];
         lm_shape_string(shape, ndim, a, sizeof a);
         lm_shape_string(t->shape, t->ndim, b, sizeof b);
-        lua_pushfstring(L, "shape %s has %I elements, the tensor (%s) has %I", a, (LUAI_UACINT)known, b, (LUAI_UACINT)t->numel);
-        luaL_argerror(L, 2, lua_tostring(L, -1));
+        lm_argerror(L, 2, "shape %s has %I elements, the tensor (%s) has %I", a, (LUAI_UACINT)known, b, (LUAI_UACINT)t->numel);
     }
     lm_tensor *v = push_handle(L);
     t = lm_check_tensor(L, 1);   /* still live after the allocation (finalizers) */
@@ -452,7 +389,7 @@ static int m_collect(lua_State *L) {
 /* t:free() and __close: the script released it. */
 static int m_free(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
-    if (!t) luaL_typeerror(L, 1, "tensor");
+    if (!t) lm_typeerror(L, 1, "tensor");
     if (t->storage) {
         lm_storage *s = t->storage;
         t->storage = NULL;
@@ -463,7 +400,7 @@ static int m_free(lua_State *L) {
 
 static int m_is_freed(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
-    if (!t) luaL_typeerror(L, 1, "tensor");
+    if (!t) lm_typeerror(L, 1, "tensor");
     lua_pushboolean(L, t->storage == NULL);
     return 1;
 }
@@ -471,7 +408,7 @@ static int m_is_freed(lua_State *L) {
 /* A brief description; init.lua replaces __tostring with one that prints values. */
 static int m_describe(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
-    if (!t) luaL_typeerror(L, 1, "tensor");
+    if (!t) lm_typeerror(L, 1, "tensor");
     if (!t->storage) { lua_pushliteral(L, "[lumus.Tensor float32, freed]"); return 1; }
     char sh[256];
     lm_shape_string(t->shape, t->ndim, sh, sizeof sh);
@@ -487,7 +424,7 @@ static const luaL_Reg tensor_methods[] = {
 };
 
 static const luaL_Reg tensor_functions[] = {
-    {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"empty", l_empty},
+    {"tensor", l_tensor}, {"empty", l_empty},
     {"from_bytes", l_from_bytes},
     {NULL, NULL}
 };
@@ -506,4 +443,6 @@ void lm_tensor_register(lua_State *L) {
     lua_setfield(L, -2, "__tostring");
     lua_setfield(L, -2, "Tensor");    /* module.Tensor = the metatable */
     luaL_setfuncs(L, tensor_functions, 0);
+    lm_register_names(L, tensor_functions, "lumus");
+    lm_register_names(L, tensor_methods, "lumus.Tensor");
 }

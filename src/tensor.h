@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <lua.h>
 #include "context.h"
+#include "luautil.h"
 
 #define LM_TENSOR_MT "lumus.Tensor"
 #define LM_MAX_DIMS 8
@@ -27,8 +28,17 @@ typedef struct lm_tensor {
 lm_tensor *lm_check_tensor(lua_State *L, int idx);
 /* As lm_check_tensor, but nil (or none) gives NULL. */
 lm_tensor *lm_opt_tensor(lua_State *L, int idx);
-/* A tensor from a table field (e.g. opts.out), or NULL when absent; `what` names it. */
-lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int argn);
+/* opts[key] of the options at argument arg (read raw, see luautil.h): a live tensor, or
+ * NULL when absent; raises naming the key otherwise. */
+lm_tensor *lm_option_tensor(lua_State *L, int arg, const char *key);
+
+/* Reads a shape at idx: a table of 1..8 positive integers, or one integer. Sizes of -1
+ * are allowed once when `allow_infer` (reshape; returned negated, for the caller to
+ * resolve). Returns the element count. */
+int64_t lm_check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int allow_infer);
+/* The options of a factory at argument arg: nil or {dtype = "float32"}; any other dtype
+ * raises naming it as unsupported. */
+void lm_check_factory_options(lua_State *L, int arg);
 
 /* Pushes a new tensor of this shape with fresh (uninitialized) device memory. */
 lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape);
@@ -40,14 +50,6 @@ static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
 }
 static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) { return (VkDeviceSize)t->numel * 4u; }
 
-/* The running C function's name for an error message: as called ("zeros"), else its
- * name in a loaded module ("lumus.zeros", when called through pcall). For error paths
- * only: it may leave that name on the stack. */
-const char *lm_fname(lua_State *L);
-
-/* "2x3" */
-void lm_shape_string(const int64_t *shape, int ndim, char *buf, size_t len);
-
 /* Do two tensors' byte ranges overlap? */
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b);
 /* Are they exactly the same elements (same buffer, start and count)? */
@@ -57,7 +59,8 @@ int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b);
  * until then the handle is safe to collect). Shape sizes must be valid. */
 lm_tensor *lm_push_tensor_handle(lua_State *L, int ndim, const int64_t *shape);
 
-/* Registers the metatable and constructors into the table on top of the stack. */
+/* Registers the metatable and constructors into the table on top of the stack, and
+ * their names for messages (lm_register_name). */
 void lm_tensor_register(lua_State *L);
 
 #endif

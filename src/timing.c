@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 199309L
 #include "timing.h"
 #include "context.h"
+#include "luautil.h"
 #include "vkcheck.h"
 #include <lauxlib.h>
 #include <time.h>
@@ -22,7 +23,7 @@ int lm_clock(lua_State *L) {
  * batches the last interval runs to the end and includes such gaps. fn's results
  * follow the time. */
 int lm_gpu_time(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lm_check_type(L, 1, LUA_TFUNCTION);
     lm_context *ctx = lm_context_get(L);
     lm_stream *st = &ctx->stream;
     if (!st->queries) luaL_error(L, "gpu_time: the device's compute queue has no timestamps");

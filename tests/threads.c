@@ -67,7 +67,7 @@ static const char *SCRIPT =
     "  if i % every == 0 then snapshots[#snapshots + 1] = y:to_bytes() end\n"
     "end\n"
     "local dev = lumus.device()\n"
-    "assert(lumus._validation_messages() == 0, 'lumus saw validation messages')\n"
+    "assert(lumus.tune.validation_messages() == 0, 'lumus saw validation messages')\n"
     "return snapshots, dev.name .. (dev.attached and ' (attached)' or ' (own)')\n";
 
 static void *work(void *arg) {

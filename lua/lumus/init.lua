@@ -5,6 +5,10 @@ local core = require "lumus.core"
 
 local M = {}
 for k, v in pairs(core) do M[k] = v end
+-- Tuning hooks and counters for specs and benchmarks, apart from the ops (C names each
+-- one lumus.tune.<name> in messages).
+M.tune = core.tune
+package.loaded["lumus.tune"] = core.tune
 
 local Tensor = core.Tensor          -- the metatable of lumus.Tensor
 local methods = Tensor.methods

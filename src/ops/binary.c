@@ -18,7 +18,7 @@ static const binary_op DIV = { "div", LM_EW_DIV, LM_EW_RDIV };
 /* The tensor at idx, or NULL for a number; anything else raises. */
 static lm_tensor *tensor_or_number(lua_State *L, int idx) {
     if (lua_type(L, idx) == LUA_TNUMBER) return NULL;
-    if (!luaL_testudata(L, idx, LM_TENSOR_MT)) luaL_typeerror(L, idx, "tensor or number");
+    if (!luaL_testudata(L, idx, LM_TENSOR_MT)) lm_typeerror(L, idx, "tensor or number");
     return lm_check_tensor(L, idx);
 }
 
@@ -33,7 +33,8 @@ static int is_trailing(const lm_tensor *small, const lm_tensor *big) {
 static int binary(lua_State *L, const binary_op *o) {
     lm_tensor *a = tensor_or_number(L, 1);
     lm_tensor *b = tensor_or_number(L, 2);
-    if (!a && !b) luaL_argerror(L, 1, "tensor expected (both operands are numbers)");
+    if (!a && !b) lm_argerror(L, 1, "tensor expected (both operands are numbers)");
+    lm_check_options(L, 3, lm_out_option);
     lm_ew_op op = o->op;
     lm_tensor *big = a, *small = b;
     int small_arg = 2;
@@ -45,8 +46,8 @@ static int binary(lua_State *L, const binary_op *o) {
         char sa[256], sb[256];
         lm_shape_string(a->shape, a->ndim, sa, sizeof sa);
         lm_shape_string(b->shape, b->ndim, sb, sizeof sb);
-        lua_pushfstring(L, "shapes %s and %s do not match (one must equal the other or a trailing part of it)", sa, sb);
-        luaL_argerror(L, 2, lua_tostring(L, -1));   /* never "bad self" for t:add(u) */
+        /* argument 2: never "bad self" for t:add(u) */
+        lm_argerror(L, 2, "shapes %s and %s do not match (one must equal the other or a trailing part of it)", sa, sb);
     }
     lm_context *ctx = big->storage->ctx;
     if (small && small->storage->ctx != ctx) luaL_error(L, "%s: tensors belong to different devices", o->name);
@@ -65,7 +66,8 @@ int lm_op_div(lua_State *L) { return binary(L, &DIV); }
 /* lumus.scale(t, s [, opts]): t * s for a number s. */
 int lm_op_scale(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
-    float s = (float)luaL_checknumber(L, 2);
+    float s = (float)lm_check_number(L, 2);
+    lm_check_options(L, 3, lm_out_option);
     lm_operands in = { { t }, { "t" } };
     lm_tensor *out = lm_push_out(L, 3, t->storage->ctx, t->ndim, t->shape, &in, 1);
     lm_record_elementwise(L, "scale", LM_EW_MUL, t, NULL, s, out);

@@ -23,12 +23,12 @@ void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) {
 
 int lm_op_copy(lua_State *L) {
     lm_tensor *src = lm_check_tensor(L, 1);
-    if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+    lm_check_options(L, 2, lm_out_option);
     lua_settop(L, 2);
-    lm_push_field(L, 2, "out");                       /* slot 3: the result */
+    lm_push_option(L, 2, "out");                       /* slot 3: the result */
     lm_tensor *dst = lm_check_out(L, 3, 2, "out", src->ndim, src->shape);
     if (dst && dst != src && lm_tensors_overlap(src, dst) && !lm_tensors_same_memory(src, dst))
-        luaL_argerror(L, 2, "out overlaps the source tensor");
+        lm_argerror(L, 2, "out overlaps the source tensor");
     if (!dst) {
         lm_push_tensor(L, lm_context_get(L), src->ndim, src->shape);
         lua_replace(L, 3);

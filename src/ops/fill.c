@@ -1,4 +1,4 @@
-/* fill: t[:] = v, on the device. */
+/* fill: t[:] = v, on the device; and the factories that fill (zeros, ones, full). */
 #include "ops.h"
 #include <lauxlib.h>
 
@@ -21,9 +21,30 @@ void lm_record_fill(lua_State *L, lm_tensor *t, float v) {
 
 int lm_op_fill(lua_State *L) {
     lm_check_tensor(L, 1);
-    lua_Number v = luaL_checknumber(L, 2);
+    lua_Number v = lm_check_number(L, 2);
     lm_tensor *t = lm_check_tensor(L, 1);   /* still live: nothing above may free it, but cheap */
     lm_record_fill(L, t, (float)v);
     lua_settop(L, 1);
     return 1;
+}
+
+/* A new tensor of the shape at argument 1 (factory options at `opts`), filled with v. */
+static int fill_new(lua_State *L, int opts, float v) {
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    lm_check_shape(L, 1, shape, &ndim, 0);
+    lm_check_factory_options(L, opts);
+    lm_tensor *t = lm_push_tensor(L, lm_context_get(L), ndim, shape);
+    lm_record_fill(L, t, v);
+    return 1;
+}
+
+int lm_op_zeros(lua_State *L) { return fill_new(L, 2, 0.0f); }
+int lm_op_ones(lua_State *L) { return fill_new(L, 2, 1.0f); }
+int lm_op_full(lua_State *L) {
+    int64_t shape[LM_MAX_DIMS];
+    int ndim;
+    lm_check_shape(L, 1, shape, &ndim, 0);   /* a missing shape is named before the value */
+    lua_Number v = lm_check_number(L, 2);
+    return fill_new(L, 3, (float)v);
 }

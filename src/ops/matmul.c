@@ -112,98 +112,42 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
-    const uint32_t spec[LM_MAX_SPEC] = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
-                                         g->trans_b ? 1u : 0u, vec4 ? 1u : 0u };
-    VkPipeline p = lm_pipeline(L, ctx, LM_SH_MATMUL, spec, 0);
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, op);
-    lm_stream_read(ctx, g->a->storage);
-    lm_stream_read(ctx, g->b->storage);
-    if (g->bias) lm_stream_read(ctx, g->bias->storage);
-    lm_stream_write(ctx, g->out->storage);
-    lm_stream_hazards(ctx, cb);
-    lm_dispatch(cb, ctx, p, &pc, sizeof pc, pc.groups_x, gy);
-    lm_stream_op_done(L, ctx);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .shader = LM_SH_MATMUL,
+        .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn, g->trans_b ? 1u : 0u, vec4 ? 1u : 0u },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { g->a, g->b, g->bias }, .writes = { g->out },
+    });
 }
 
 /* ---- lumus.matmul(a, b [, opts]) ---- */
 
 static void shape_of(const lm_tensor *t, char *buf, size_t len) { lm_shape_string(t->shape, t->ndim, buf, len); }
 
-static void overlap_error(lua_State *L, int argn, const lm_tensor *out, const lm_tensor *t, const char *name) {
-    if (t && lm_tensors_overlap(out, t)) {
-        lua_pushfstring(L, "out overlaps %s (they alias the same device memory)", name);
-        luaL_argerror(L, argn, lua_tostring(L, -1));
-    }
-}
-
-/* Checks out against the inputs and pushes the result tensor (out or a new one). */
-lm_tensor *lm_matmul_result(lua_State *L, int opts, lm_tensor *out, lm_context *ctx, int ndim,
-                            const int64_t *shape, lm_tensor *a, const char *an, lm_tensor *b,
-                            const char *bn, lm_tensor *bias) {
-    if (out) {
-        overlap_error(L, opts, out, a, an);
-        overlap_error(L, opts, out, b, bn);
-        overlap_error(L, opts, out, bias, "bias");
-        if (out->storage->ctx != ctx) luaL_argerror(L, opts, "out belongs to a different device");
-        lua_getfield(L, opts, "out");
-    } else {
-        out = lm_push_tensor(L, ctx, ndim, shape);
-    }
-    /* Reading opts.out and allocating may have run finalizers that freed an input. */
-    const lm_tensor *all[3] = { a, b, bias };
-    const char *names[3] = { an, bn, "bias" };
-    for (int i = 0; i < 3; i++)
-        if (all[i] && !all[i]->storage)
-            luaL_error(L, "%s: %s has been freed during the call", lm_fname(L), names[i]);
-    return out;
-}
-
 static void check_size(lua_State *L, int argn, int64_t v, const char *what) {
-    if (v > 0x7fffffffLL) {
-        lua_pushfstring(L, "%s too large (%I; at most 2^31-1)", what, (LUAI_UACINT)v);
-        luaL_argerror(L, argn, lua_tostring(L, -1));
-    }
+    if (v > 0x7fffffffLL) lm_argerror(L, argn, "%s too large (%I; at most 2^31-1)", what, (LUAI_UACINT)v);
 }
 
 int lm_op_matmul(lua_State *L) {
+    static const char *const known[] = { "out", "transpose_a", "transpose_b", NULL };
     lm_tensor *a = lm_check_tensor(L, 1);
     lm_tensor *b = lm_check_tensor(L, 2);
-    int has_opts = !lua_isnoneornil(L, 3);
-    if (has_opts && !lua_istable(L, 3)) {
-        lua_pushfstring(L, "options table expected ({out=, bias=, transpose_b=}), got %s", luaL_typename(L, 3));
-        luaL_argerror(L, 3, lua_tostring(L, -1));
-    }
-    int trans = 0;
-    lm_tensor *bias = NULL, *out = NULL;
-    /* Options read raw, bias kept in slot 4: no metamethod or finalizer may free or swap
-     * what was checked (see ops.h). */
-    lua_settop(L, 3);
-    lm_push_field(L, 3, "transpose_b");
-    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
-        lua_pushfstring(L, "transpose_b must be a boolean, got %s", luaL_typename(L, -1));
-        luaL_argerror(L, 3, lua_tostring(L, -1));
-    }
-    trans = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    lm_push_field(L, 3, "bias");
-    a = lm_check_tensor(L, 1);
-    b = lm_check_tensor(L, 2);
-    bias = lm_check_out(L, 4, 3, "bias", 0, NULL);
+    lm_check_options(L, 3, known);
+    if (lm_option_boolean(L, 3, "transpose_a", 0)) lm_argerror(L, 3, "transpose_a is not supported yet");
+    int trans = lm_option_boolean(L, 3, "transpose_b", 0);
     char as[256], bs[256];
     shape_of(a, as, sizeof as);
     shape_of(b, bs, sizeof bs);
     int64_t k = a->shape[a->ndim - 1];
     if (b->ndim < 2) {
-        lua_pushfstring(L, "b must be a matrix %s (or batched [..., %s]), got shape %s",
+        lm_argerror(L, 2, "b must be a matrix %s (or batched [..., %s]), got shape %s",
                         trans ? "[N, K]" : "[K, N]", trans ? "N, K" : "K, N", bs);
-        luaL_argerror(L, 2, lua_tostring(L, -1));
     }
     int64_t bk = trans ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
     int64_t n = trans ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
     if (bk != k) {
-        lua_pushfstring(L, "b's %s dimension must be K = %I (the last dimension of a, shape %s), got shape %s%s",
+        lm_argerror(L, 2, "b's %s dimension must be K = %I (the last dimension of a, shape %s), got shape %s%s",
                         trans ? "last" : "first", (LUAI_UACINT)k, as, bs, trans ? " (transpose_b)" : "");
-        luaL_argerror(L, 2, lua_tostring(L, -1));
     }
     int64_t shape[LM_MAX_DIMS];
     int ndim;
@@ -219,8 +163,7 @@ int lm_op_matmul(lua_State *L) {
         int same = a->ndim == b->ndim;
         for (int i = 0; same && i < b->ndim - 2; i++) same = a->shape[i] == b->shape[i];
         if (!same) {
-            lua_pushfstring(L, "batched b (shape %s) needs a with the same leading dimensions and [M, K] after them, got a of shape %s", bs, as);
-            luaL_argerror(L, 2, lua_tostring(L, -1));
+            lm_argerror(L, 2, "batched b (shape %s) needs a with the same leading dimensions and [M, K] after them, got a of shape %s", bs, as);
         }
         m = a->shape[a->ndim - 2];
         for (int i = 0; i < b->ndim - 2; i++) batch *= b->shape[i];
@@ -232,20 +175,13 @@ int lm_op_matmul(lua_State *L) {
     check_size(L, 1, k, "K");
     check_size(L, 2, n, "N");
     check_size(L, 2, batch, "batch count");
-    if (bias && !(bias->ndim == 1 && bias->shape[0] == n)) {
-        char got[256];
-        shape_of(bias, got, sizeof got);
-        lua_pushfstring(L, "bias must have shape [%I] (N, the columns of the product), got %s", (LUAI_UACINT)n, got);
-        luaL_argerror(L, 3, lua_tostring(L, -1));
-    }
     lm_context *ctx = a->storage->ctx;
-    if (b->storage->ctx != ctx || (bias && bias->storage->ctx != ctx))
-        luaL_error(L, "matmul: tensors belong to different devices");
-    if (has_opts) out = lm_opt_out(L, 3, "out", ndim, shape);
-    lua_settop(L, 4);
-    out = lm_matmul_result(L, 3, out, ctx, ndim, shape, a, "a", b, "b", bias);
+    if (b->storage->ctx != ctx) luaL_error(L, "matmul: tensors belong to different devices");
+    lua_settop(L, 3);
+    lm_operands in = { { a, b }, { "a", "b" } };
+    lm_tensor *out = lm_push_out(L, 3, ctx, ndim, shape, &in, 0);
     lm_matmul_args g = {
-        .a = a, .b = b, .bias = bias, .out = out,
+        .a = a, .b = b, .out = out,
         .m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .batch = (uint32_t)batch,
         .stride_a = batch > 1 ? (uint64_t)(m * k) : 0, .stride_b = batch > 1 ? (uint64_t)(k * n) : 0,
         .stride_out = batch > 1 ? (uint64_t)(m * n) : 0, .trans_b = trans,
@@ -254,41 +190,41 @@ int lm_op_matmul(lua_State *L) {
     return 1;
 }
 
-/* core._matmul_config(M, N, K [, tune]) -> the tile chosen for an M x K by K x N product;
+/* tune.matmul(M, N, K [, tune]) -> the tile chosen for an M x K by K x N product;
  * `tune` ({bm=, bn=, bk=, tm=, tn=}, all five) fixes the tile for later calls, {} restores
- * the automatic choice (for bench/ sweeps). */
+ * the automatic choice (for bench/ sweeps); rotate = true/false forces the K-order
+ * rotation, absent restores the automatic choice. */
 int lm_op_matmul_config(lua_State *L) {
-    lua_Integer m = luaL_checkinteger(L, 1), n = luaL_checkinteger(L, 2), k = luaL_checkinteger(L, 3);
-    luaL_argcheck(L, m >= 1, 1, "M must be positive");
-    luaL_argcheck(L, n >= 1, 2, "N must be positive");
-    luaL_argcheck(L, k >= 1, 3, "K must be positive");
+    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", NULL };
+    lua_Integer m = lm_check_integer(L, 1), n = lm_check_integer(L, 2), k = lm_check_integer(L, 3);
+    if (m < 1) lm_argerror(L, 1, "M must be positive");
+    if (n < 1) lm_argerror(L, 2, "N must be positive");
+    if (k < 1) lm_argerror(L, 3, "K must be positive");
     lm_context *ctx = lm_context_get(L);
-    if (lua_istable(L, 4)) {
-        /* rotate = true/false forces the K-order rotation; absent restores automatic. */
-        lua_getfield(L, 4, "rotate");
-        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) luaL_argerror(L, 4, "rotate must be a boolean");
-        ctx->mm_rotate = lua_isnil(L, -1) ? 0 : lua_toboolean(L, -1) ? 1 : 2;
+    if (lm_check_options(L, 4, known)) {
+        /* Everything is checked before anything is set. */
+        lm_push_option(L, 4, "rotate");
+        int rotate = lua_isnil(L, -1) ? 0 : 1;
         lua_pop(L, 1);
-        static const char *keys[5] = { "bm", "bn", "bk", "tm", "tn" };
+        if (rotate) rotate = lm_option_boolean(L, 4, "rotate", 0) ? 1 : 2;
         uint32_t v[5];
         int given = 0;
         for (int i = 0; i < 5; i++) {
-            lua_getfield(L, 4, keys[i]);
-            lua_Integer x = luaL_optinteger(L, -1, 0);
-            lua_pop(L, 1);
-            luaL_argcheck(L, x >= 0 && x <= 4096, 4, "tile sizes must be small non-negative integers");
+            lua_Integer x = lm_option_integer(L, 4, known[i], 0);
+            if (x < 0 || x > 4096) lm_argerror(L, 4, "tile sizes must be small non-negative integers");
             v[i] = (uint32_t)x;
             given += x != 0;
         }
-        if (given == 0) {
-            memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
-        } else {
-            luaL_argcheck(L, given == 5, 4, "give all of bm, bn, bk, tm, tn (or none)");
+        if (given != 0 && given != 5) lm_argerror(L, 4, "give all of bm, bn, bk, tm, tn (or none)");
+        if (given) {
             mm_tile t = { v[0], v[1], v[2], v[3], v[4] };
             const char *why = tile_problem(ctx, &t);
-            if (why) luaL_argerror(L, 4, why);
+            if (why) lm_argerror(L, 4, "%s", why);
             memcpy(ctx->mm_tile, v, sizeof v);
+        } else {
+            memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
         }
+        ctx->mm_rotate = rotate;
     }
     mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
     lua_createtable(L, 0, 10);

@@ -31,12 +31,15 @@ void lm_record_fill(lua_State *L, lm_tensor *t, float v);
 void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
 
 int lm_op_fill(lua_State *L);          /* lumus.fill(t, v) */
+int lm_op_zeros(lua_State *L);         /* lumus.zeros(shape [, {dtype=}]) */
+int lm_op_ones(lua_State *L);          /* lumus.ones(shape [, {dtype=}]) */
+int lm_op_full(lua_State *L);          /* lumus.full(shape, v [, {dtype=}]) */
 int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]) */
 int lm_op_layer_norm_forward(lua_State *L);
-int lm_op_layer_norm_config(lua_State *L);
-int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, bias=, transpose_b=}]) */
-int lm_op_linear(lua_State *L);        /* lumus.linear(x, weight [, bias [, {out=}]]) */
-int lm_op_matmul_config(lua_State *L);
+int lm_op_layer_norm_config(lua_State *L);   /* tune.layer_norm */
+int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_b=}]) */
+int lm_op_linear(lua_State *L);        /* lumus.linear(x, weight [, bias] [, {out=}]) */
+int lm_op_matmul_config(lua_State *L); /* tune.matmul */
 
 /* Records out = a b (+ bias) for `batch` products of an m x k and a k x n matrix (b read
  * as n x k when trans_b); the strides (floats) step a, b and out between batches. */
@@ -47,36 +50,33 @@ typedef struct lm_matmul_args {
     int trans_b;
 } lm_matmul_args;
 void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
-/* Pushes the result of a matmul-style op: `out` (checked not to overlap the inputs; opts
- * at stack index `opts`) or a new tensor of the given shape. */
-lm_tensor *lm_matmul_result(lua_State *L, int opts, lm_tensor *out, lm_context *ctx, int ndim,
-                            const int64_t *shape, lm_tensor *a, const char *an, lm_tensor *b,
-                            const char *bn, lm_tensor *bias);
+
 /* Elementwise (binary.c, unary.c) and row ops (softmax.c, sum.c); README "Ops". */
 int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);
 int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L); int lm_op_neg(lua_State *L);
 int lm_op_relu(lua_State *L); int lm_op_gelu(lua_State *L); int lm_op_gelu_tanh(lua_State *L);
 int lm_op_gelu_erf(lua_State *L); int lm_op_erf(lua_State *L);
 int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);
-int lm_op_row_config(lua_State *L);
+int lm_op_row_config(lua_State *L);   /* tune.rows */
 
-/* Reads the optional out tensor of an op: opts.out at argument `argn`, which must have
- * the given shape; returns NULL when absent. `what` names the op for messages. */
-lm_tensor *lm_opt_out(lua_State *L, int argn, const char *field, int ndim, const int64_t *shape);
+/* The options of ops whose only option is out: {"out", NULL}. */
+extern const char *const lm_out_option[];
+
+/* layer_norm.c's name for lm_push_option, until it reads its options through
+ * lm_check_options as the other ops do. */
+static inline void lm_push_field(lua_State *L, int table_idx, const char *field) {
+    lm_push_option(L, table_idx, field);
+}
 
 /* Hostile scripts: any allocation can run Lua code (a finalizer), which may free a tensor
  * an op has already checked or drop the last reference to an opts.out tensor. So an op
- * keeps every tensor it uses on the stack (lm_push_field pushes opts[field], read raw,
+ * keeps every tensor it uses on the stack (lm_push_option pushes opts[key], read raw,
  * or nil), allocates its results, and only then checks all of them again (lm_check_tensor,
  * lm_check_out on the same slots) before recording; nothing between that last check and
  * lm_stream_op_done may allocate from Lua. */
-void lm_push_field(lua_State *L, int table_idx, const char *field);
 /* The out tensor at stack slot idx (nil: NULL): live and of the given shape (any shape
  * when `shape` is NULL); messages name it as `field` of argument `argn`. */
 lm_tensor *lm_check_out(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape);
-
-/* Checks that argument `argn` is an options table or nil; returns whether it is a table. */
-int lm_check_opts(lua_State *L, int argn);
 
 /* An op's input tensors with the names its messages use (NULL entries skipped). */
 typedef struct lm_operands {
@@ -84,10 +84,11 @@ typedef struct lm_operands {
     const char *name[LM_LAUNCH_TENSORS];
 } lm_operands;
 
-/* Pushes the result of an op: opts.out (options at argument `argn`) when given, checked
- * for shape and for sharing memory with the inputs, else a new tensor of this shape.
- * With `in_place`, out may be an input exactly (the same elements); any other overlap
- * is refused. */
+/* Pushes the result of an op: opts.out (options at argument `argn`, already checked
+ * with lm_check_options) when given, checked for shape, device and for sharing memory
+ * with the inputs, else a new tensor of this shape; then checks that the inputs are
+ * still live. With `in_place`, out may be an input exactly (the same bytes of the same
+ * buffer); any other overlap is refused. */
 lm_tensor *lm_push_out(lua_State *L, int argn, lm_context *ctx, int ndim, const int64_t *shape,
                        const lm_operands *in, int in_place);
 

@@ -1,11 +1,24 @@
-/* Shape checks and workgroup choice shared by the row kernels (see rows.h). */
+/* Shape and option checks and workgroup choice shared by the row kernels (see rows.h). */
 #include "rows.h"
 #include <lauxlib.h>
 
 void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows) {
     *d = x->shape[x->ndim - 1];
     *rows = x->numel / *d;
-    if (*d > 0x7fffffff) luaL_argerror(L, 1, "last dimension too large (at most 2^31-1)");
+    if (*d > 0x7fffffff) lm_argerror(L, 1, "last dimension too large (at most 2^31-1)");
+}
+
+int lm_rows_options(lua_State *L, int arg, const lm_tensor *x, int reduce) {
+    static const char *const reduce_keys[] = { "dim", "keepdim", "out", NULL };
+    static const char *const keys[] = { "dim", "out", NULL };
+    if (!lm_check_options(L, arg, reduce ? reduce_keys : keys)) return 0;
+    lua_Integer dim = lm_option_integer(L, arg, "dim", -1);
+    if (dim == 0 || dim > x->ndim || dim < -x->ndim)
+        lm_argerror(L, arg, "dim %I is out of range for a %d-D tensor (dims are 1-based; -1 is the last)",
+                    (LUAI_UACINT)dim, x->ndim);
+    if (dim != -1 && dim != x->ndim)
+        lm_argerror(L, arg, "dim %I: only the last dimension is supported (%d or -1)", (LUAI_UACINT)dim, x->ndim);
+    return reduce ? lm_option_boolean(L, arg, "keepdim", 0) : 0;
 }
 
 /* The subgroup form: a 256-thread workgroup of whole subgroups, rows of up to 4 vectors
@@ -13,9 +26,22 @@ void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows) {
 #define ROW_SUBGROUP_WG 256
 #define ROW_SUBGROUP_ITEMS 4
 
+/* Vectors per thread to aim for, and the most held in registers before the rest of a row
+ * streams: as layer_norm found on the H200 (4, at most 8 without spilling) and on
+ * lavapipe (wider threads: each workgroup runs on one CPU thread, barriers are costly). */
+#define SOFTMAX_ITEMS 4
+#define SOFTMAX_ITEMS_CPU 16
+#define SOFTMAX_MAX_ITEMS 8
+/* Sums: vectors per thread to aim for (GPU, CPU device); rows longer than that use every
+ * thread of the largest workgroup and more vectors each. */
+#define SUM_ITEMS 8
+#define SUM_ITEMS_CPU 32
+
 static uint32_t pow2_at_least(uint64_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 
-lm_row_plan lm_plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint32_t max_items) {
+/* Threads per row aiming at `target` vectors each, at most `max_items` held; rows of at
+ * most 4 vectors per lane of the smallest subgroup take a subgroup each. */
+static lm_row_plan plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint32_t max_items) {
     lm_row_plan c;
     c.vec = d % 4 == 0 ? 4 : 1;
     c.n = (uint32_t)(d / c.vec);
@@ -44,6 +70,16 @@ lm_row_plan lm_plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint
     return c;
 }
 
+lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d) {
+    int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    return plan_rows(ctx, d, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_ITEMS, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_MAX_ITEMS);
+}
+
+lm_row_plan lm_plan_sum(const lm_context *ctx, int64_t d) {
+    uint32_t target = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? SUM_ITEMS_CPU : SUM_ITEMS;
+    return plan_rows(ctx, d, target, target);
+}
+
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,
                     int64_t rows, void *push, uint32_t push_bytes, uint32_t *groups_x,
                     lm_tensor *x, lm_tensor *y) {
@@ -58,24 +94,22 @@ void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_
     });
 }
 
-/* core._row_config(d [, {wg =, items =}]) -> {workgroup =, items =, vec =,
- * rows_per_group =} for softmax rows of d; the overrides (0 or absent: automatic; a wg
- * also turns the subgroup form off) hold for later softmax and sum calls, so specs can
- * run the workgroup and streaming paths on short rows. */
+/* tune.rows(d [, {wg =, items =}]) -> {workgroup =, items =, vec =, rows_per_group =}
+ * for softmax rows of d; the overrides (0 or absent: automatic; a wg also turns the
+ * subgroup form off) hold for later softmax and sum calls, so specs can run the
+ * workgroup and streaming paths on short rows. */
 int lm_op_row_config(lua_State *L) {
-    lua_Integer d = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, d >= 1 && d <= 0x7fffffff, 1, "d must be in 1..2^31-1");
+    static const char *const known[] = { "wg", "items", NULL };
+    lua_Integer d = lm_check_integer(L, 1);
+    if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "d must be in 1..2^31-1");
     lm_context *ctx = lm_context_get(L);
-    if (lm_check_opts(L, 2)) {
-        lua_getfield(L, 2, "wg");
-        lua_Integer wg = luaL_optinteger(L, -1, 0);
-        luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
-        lua_getfield(L, 2, "items");
-        lua_Integer items = luaL_optinteger(L, -1, 0);
-        luaL_argcheck(L, items >= 0 && items <= 64, 2, "items must be in 0..64");
+    if (lm_check_options(L, 2, known)) {
+        lua_Integer wg = lm_option_integer(L, 2, "wg", 0);
+        if (!(wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0))) lm_argerror(L, 2, "wg must be a power of two up to 1024");
+        lua_Integer items = lm_option_integer(L, 2, "items", 0);
+        if (items < 0 || items > 64) lm_argerror(L, 2, "items must be in 0..64");
         ctx->row_wg = (uint32_t)wg;
         ctx->row_items = (uint32_t)items;
-        lua_pop(L, 2);
     }
     lm_row_plan c = lm_plan_softmax(ctx, d);
     lua_createtable(L, 0, 4);

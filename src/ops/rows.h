@@ -17,12 +17,14 @@ typedef struct lm_row_plan {
 /* The row length d and row count of x (argument 1); raises for d >= 2^31. */
 void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows);
 
-/* Threads per row aiming at `target` vectors each, at most `max_items` held; rows of at
- * most 4 vectors per lane of the smallest subgroup take a subgroup each. */
-lm_row_plan lm_plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint32_t max_items);
+/* Checks the options at argument `arg` of a row op over x: {dim=, out=}, and keepdim=
+ * when `reduce`. dim may be the last dimension (1-based) or -1; other dimensions raise
+ * "only the last dimension is supported". Returns keepdim (0 when not given). */
+int lm_rows_options(lua_State *L, int arg, const lm_tensor *x, int reduce);
 
-/* The plan softmax uses for rows of d (softmax.c). */
+/* The plans of softmax and of sum/mean for rows of d on this device. */
 lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d);
+lm_row_plan lm_plan_sum(const lm_context *ctx, int64_t d);
 
 /* Records a row kernel over x (rows of d) into y with the plan and push constants. */
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,

@@ -1,27 +1,23 @@
-/* lumus.sum(x [, {out =}]) and lumus.mean: over the last dimension, to x's shape without
- * it ({1} for a 1-D x); compensated, tree-shaped summation (shaders/sum.comp). */
+/* lumus.sum(x [, {dim =, keepdim =, out =}]) and lumus.mean: over the last dimension, to
+ * x's shape without it ({1} for a 1-D x), or with it as 1 (keepdim); compensated,
+ * tree-shaped summation (shaders/sum.comp). */
 #include "rows.h"
-#include <lauxlib.h>
 #include <string.h>
-
-/* Vectors per thread to aim for (GPU, CPU device); rows longer than that use every
- * thread of the largest workgroup and more vectors each. */
-#define SUM_ITEMS 8
-#define SUM_ITEMS_CPU 32
 
 static int reduce(lua_State *L, const char *name, int mean) {
     lm_tensor *x = lm_check_tensor(L, 1);
+    int keepdim = lm_rows_options(L, 2, x, 1);
     int64_t d, rows;
     lm_rows_of(L, x, &d, &rows);
     lm_context *ctx = x->storage->ctx;
     int64_t shape[LM_MAX_DIMS];
-    int ndim = x->ndim > 1 ? x->ndim - 1 : 1;
-    if (x->ndim > 1) memcpy(shape, x->shape, sizeof(int64_t) * (size_t)ndim);
-    else shape[0] = 1;
+    int ndim = x->ndim;
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)ndim);
+    if (keepdim || ndim == 1) shape[ndim - 1] = 1;
+    else ndim--;
     lm_operands in = { { x }, { "x" } };
     lm_tensor *y = lm_push_out(L, 2, ctx, ndim, shape, &in, 0);
-    uint32_t target = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? SUM_ITEMS_CPU : SUM_ITEMS;
-    lm_row_plan c = lm_plan_rows(ctx, d, target, target);
+    lm_row_plan c = lm_plan_sum(ctx, d);
     struct { uint64_t x, y, rows; uint32_t n, d; float divisor; uint32_t groups_x; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
         .n = c.n, .d = (uint32_t)d, .divisor = mean ? (float)d : 1.0f,
