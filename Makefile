@@ -58,7 +58,7 @@ PRELOAD_O  := $(BUILD)/obj/embed/preload.o
 HOST_FLAGS := -O2 $(WARN) -I$(LUA_INCDIR) -Isrc
 HOST_LIBS  := $(LUA_LIB) $(LIBS) -lpthread
 HOST_BINS  := $(BUILD)/examples/host_static $(BUILD)/examples/host_require
-CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap
+CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap $(BUILD)/tests/close_loop
 
 .PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan sanitize fuzz
 
@@ -149,6 +149,7 @@ examples: $(MODULE) $(STATIC_LIB) $(HOST_BINS) $(CTEST_BINS)
 ctest: examples
 	$(BUILD)/tests/wrap
 	$(BUILD)/tests/threads
+	$(BUILD)/tests/close_loop
 
 # The threads test under ThreadSanitizer, lumus's sources instrumented (tests/tsan.supp
 # says what is suppressed and why); with and without the validation layer.

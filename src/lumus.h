@@ -186,6 +186,13 @@ void lumus_check_tensor(lua_State *L, int idx, lumus_tensor_info *info);
  * context (its own device, or the attached one). On failure pushes a message. */
 int lumus_push_tensor(lua_State *L, int ndim, const int64_t *shape);
 
+/* ---- Diagnostics ---- */
+
+/* Device contexts alive in the process, over all lua_States: each lua_State that used
+ * a device has one until lua_close. For a host's leak checks (0 once every state that
+ * used lumus is closed). */
+int lumus_context_count(void);
+
 #ifdef __cplusplus
 }
 #endif

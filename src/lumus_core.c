@@ -24,8 +24,8 @@ static int l_memory(lua_State *L) {
     const lm_memory *m = &ctx->mem;
     lua_createtable(L, 0, 8);
     set_int(L, "in_use", (lua_Integer)m->in_use);
-    /* Of in_use, what lumus keeps for itself across calls (the split LayerNorm's scratch). */
-    set_int(L, "internal", ctx->ln_scratch && ctx->ln_scratch->chunk ? (lua_Integer)ctx->ln_scratch->chunk->size : 0);
+    /* Of in_use, what lumus keeps for itself across calls (the context's scratch slots). */
+    set_int(L, "internal", (lua_Integer)lm_context_scratch_bytes(ctx));
     set_int(L, "peak", (lua_Integer)m->peak);
     set_int(L, "reserved", (lua_Integer)m->device.reserved);
     set_int(L, "staging", (lua_Integer)m->staging.reserved);

@@ -62,10 +62,8 @@ VkResult lm_memory_init(lm_context *ctx) {
 }
 
 static void block_destroy(lm_context *ctx, lm_pool *p, lm_block *b) {
-    lm_chunk *c = b->free_list ? b->free_list : NULL;
-    /* Walk the address-ordered chain from its head to free every node. */
-    while (c && c->prev) c = c->prev;
-    while (c) { lm_chunk *n = c->next; free(c); c = n; }
+    /* Every node of the address chain, used ones too (orphaned at teardown). */
+    for (lm_chunk *c = b->first, *n; c; c = n) { n = c->next; free(c); }
     if (b->buffer) vkDestroyBuffer(ctx->device, b->buffer, NULL);
     if (b->memory) vkFreeMemory(ctx->device, b->memory, NULL);
     if (b->prev) b->prev->next = b->next; else p->blocks = b->next;
@@ -137,6 +135,7 @@ static VkResult block_create(lm_context *ctx, lm_pool *p, VkDeviceSize size, lm_
     b->size = size;
     b->pool = p;
     c->offset = 0; c->size = size; c->block = b;
+    b->first = c;   /* never merged away: a free merges into its lower neighbour */
     free_list_push(b, c);
     b->next = p->blocks;
     if (p->blocks) p->blocks->prev = b;

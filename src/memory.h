@@ -29,6 +29,7 @@ struct lm_block {
     unsigned char *mapped;      /* NULL unless the memory is host-visible */
     VkDeviceSize size, used;
     lm_chunk *free_list;
+    lm_chunk *first;            /* the chunk at offset 0: the head of the address chain */
     lm_block *prev, *next;
     struct lm_pool *pool;
 };
@@ -55,11 +56,15 @@ typedef struct lm_memory {
     uint64_t chunks;            /* live chunks in the device pool */
 } lm_memory;
 
-/* A device allocation shared by a tensor and its views. Hazard fields are the stream's:
- * the batch that last used it and the barrier epoch of its last read and write. */
+/* A device allocation shared by a tensor and its views: a Lua userdata (so that Lua
+ * frees it even when a tensor made during lua_close is never finalized), anchored by
+ * each tensor's user value. `refs` counts the handles (tensors, scratch slots); the last
+ * one gives the chunk back. Hazard fields are the stream's: the batch that last used it
+ * and the barrier epoch of its last read and write. */
 typedef struct lm_storage {
     int refs;
-    lm_context *ctx;
+    lm_context *ctx;            /* NULL once the context is torn down (orphaned) */
+    struct lm_storage *prev, *next;   /* the context's live storages, while refs > 0 */
     lm_chunk *chunk;
     VkDeviceSize bytes;
     VkDeviceAddress address;

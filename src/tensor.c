@@ -59,6 +59,7 @@ lm_tensor *lm_check_tensor(lua_State *L, int idx) {
     lm_tensor *t = to_tensor(L, idx);
     if (!t) luaL_typeerror(L, idx, "tensor");
     if (!t->storage) luaL_argerror(L, idx, "tensor has been freed");
+    if (!t->storage->ctx) luaL_argerror(L, idx, "the tensor's device context has been closed");
     return t;
 }
 
@@ -79,8 +80,9 @@ lm_tensor *lm_field_tensor(lua_State *L, int table_idx, const char *field, int a
             lua_pushfstring(L, "%s must be a tensor, got %s", field, luaL_typename(L, -1));
             luaL_argerror(L, argn, lua_tostring(L, -1));
         }
-        if (!t->storage) {
-            lua_pushfstring(L, "%s: tensor has been freed", field);
+        if (!t->storage || !t->storage->ctx) {
+            lua_pushfstring(L, t->storage ? "%s: the tensor's device context has been closed"
+                                          : "%s: tensor has been freed", field);
             luaL_argerror(L, argn, lua_tostring(L, -1));
         }
     }
@@ -111,9 +113,10 @@ static void set_contiguous(lm_tensor *t) {
     for (int i = t->ndim - 1; i >= 0; i--) { t->strides[i] = stride; stride *= t->shape[i]; }
 }
 
-/* A fresh userdata with no storage (safe to collect if what follows raises). */
+/* A fresh userdata with no storage (safe to collect if what follows raises). Its one
+ * user value anchors the storage userdata (storage.h). */
 static lm_tensor *push_handle(lua_State *L) {
-    lm_tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
+    lm_tensor *t = lua_newuserdatauv(L, sizeof *t, 1);
     memset(t, 0, sizeof *t);
     luaL_setmetatable(L, LM_TENSOR_MT);
     return t;
@@ -135,6 +138,7 @@ lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t
     for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= shape[i]; }
     set_contiguous(t);
     t->storage = lm_storage_new(L, ctx, (VkDeviceSize)t->numel * 4u, NULL);
+    lua_setiuservalue(L, -2, 1);
     return t;
 }
 
@@ -433,6 +437,8 @@ static int m_reshape(lua_State *L) {
     memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
     set_contiguous(v);
     lm_storage_ref(v->storage);
+    lua_getiuservalue(L, 1, 1);
+    lua_setiuservalue(L, -2, 1);
     return 1;
 }
 
