@@ -32,8 +32,8 @@
  * the host's own vkQueueSubmit/vkQueueWaitIdle/vkQueuePresentKHR on that queue: a host
  * that submits to the queue itself must give the lock callbacks. Tensors belong to one
  * lua_State and must not be passed to another. Each lua_State attached to a device keeps
- * its own memory pools there (blocks of up to 256 MiB; lumus.set_memory_limit caps them
- * per lua_State). LUMUS_VALIDATION concerns only instances lumus creates: for an attached
+ * its own memory pools there (blocks of 2 MiB up to 256 MiB; lumus.set_memory_limit caps
+ * them per lua_State, lumus.empty_cache gives the unused ones back). LUMUS_VALIDATION concerns only instances lumus creates: for an attached
  * device, enable the validation layer on the host's instance.
  *
  * Lifetime. lua_close waits for all of lumus's work in flight, then frees what lumus

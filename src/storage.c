@@ -23,7 +23,8 @@ static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
          * it at the next op when it holds much (lm_stream_op_done), not here, which would
          * cut a batch at every collection. */
         lm_stream_poll(ctx);
-        VkDeviceSize t = ctx->mem.in_use;
+        /* What is live: frees still waiting on a batch are garbage already. */
+        VkDeviceSize t = ctx->mem.in_use - ctx->stream.deferred_bytes;
         ctx->gc_threshold = t > ((VkDeviceSize)64 << 20) ? t : ((VkDeviceSize)64 << 20);
     }
 }
