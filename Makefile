@@ -8,6 +8,8 @@ CC         ?= cc
 CFLAGS     ?= -O2 -fPIC
 LIBFLAG    ?= -shared
 WARN       ?= -std=c11 -Wall -Wextra -pedantic
+# Only the public API (lumus.h's LUMUS_API: luaopen_lumus_core and lumus_*) is exported.
+VISIBILITY := -fvisibility=hidden
 # CI (CI=true) treats warnings as errors; a user's build need not.
 ifneq ($(CI),)
 WARN += -Werror
@@ -64,10 +66,10 @@ CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap $(BUILD)/tests/close_lo
 
 all: $(MODULE)
 
-deps: $(BUILD)/.deps
-
-# Installs the Debian packages when run as root; otherwise names them.
-$(BUILD)/.deps:
+# `make deps` installs the Debian packages when run as root; otherwise names them. No
+# other target installs anything: a plain build (make, make all, luarocks make) checks
+# its tools in $(BUILD)/.deps below and fails naming what is missing.
+deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -79,7 +81,21 @@ $(BUILD)/.deps:
 	    echo "  apt-get install$$missing"; exit 1; \
 	  fi; \
 	fi
-	@mkdir -p $(BUILD) && touch $@
+
+# The build's tools, checked (never installed) before anything is built: each missing
+# one is named with the Debian package that has it. Phony, so a tool removed later is
+# noticed; as an order-only prerequisite it rebuilds nothing.
+.PHONY: $(BUILD)/.deps
+$(BUILD)/.deps:
+	@missing=""; \
+	need() { command -v "$$1" >/dev/null 2>&1 || missing="$$missing\n  $$1 (Debian package $$2)"; }; \
+	need "$(firstword $(CC))" gcc; need "$(GLSLC)" glslc; need "$(SPIRV_VAL)" spirv-tools; need "$(LUA)" lua5.4; \
+	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua 5.4 headers: $(LUA_INCDIR)/lua.h (Debian package liblua5.4-dev)"; \
+	echo '#include <vulkan/vulkan.h>' | $(CC) -E -x c - >/dev/null 2>&1 || \
+	  missing="$$missing\n  Vulkan headers: vulkan/vulkan.h (Debian package libvulkan-dev)"; \
+	if [ -n "$$missing" ]; then \
+	  printf "make: missing to build lumus:$$missing\n(\`make deps\` installs the Debian packages, as root)\n" >&2; exit 1; \
+	fi
 
 $(SPV_DIR)/layer_norm_%.inc: shaders/layer_norm.comp shaders/common.glsl | $(BUILD)/.deps
 	@mkdir -p $(SPV_DIR)
@@ -111,7 +127,7 @@ $(BUILD)/obj/shaders.o: $(SHADER_INC)
 
 $(BUILD)/obj/%.o: src/%.c $(HDR) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(MODULE): $(OBJ)
 	@mkdir -p $(dir $@)
@@ -123,7 +139,7 @@ $(EMBED_INC): $(LUA_FILES) src/embed/embed_lua.lua | $(BUILD)/.deps
 
 $(PRELOAD_O): src/embed/preload.c src/lumus.h $(EMBED_INC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(BUILD)/embed -c $< -o $@
+	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(BUILD)/embed -c $< -o $@
 
 $(STATIC_LIB): $(OBJ) $(PRELOAD_O)
 	rm -f $@
@@ -211,7 +227,7 @@ SANITIZE_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(AS
 
 $(ASAN_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(CC) $(ASAN_CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(ASAN_MODULE): $(ASAN_OBJ)
 	@mkdir -p $(dir $@)
@@ -238,9 +254,14 @@ FUZZ_BIN     := $(FUZZ_BUILD)/parsers_fuzz
 # runtime for `make fuzz`, valgrind for `make valgrind` (gcc's ASan runtime comes with gcc).
 CHECK_PACKAGES := clang libclang-rt-dev valgrind
 
+# Checked like $(BUILD)/.deps; `make deps DEB_PACKAGES="$(CHECK_PACKAGES)"` installs them.
+.PHONY: $(BUILD)/.check-deps
 $(BUILD)/.check-deps:
-	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(CHECK_PACKAGES)" BUILD=$(BUILD)/check-deps
-	@touch $@
+	@missing=""; for p in $(CHECK_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: missing Debian packages:$$missing (\`make deps DEB_PACKAGES=\"$(CHECK_PACKAGES)\"\` installs them, as root)" >&2; \
+	  exit 1; \
+	fi
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.check-deps
 	@mkdir -p $(dir $@)

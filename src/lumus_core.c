@@ -1,6 +1,7 @@
 /* luaopen_lumus_core: the C module's registration table. */
 #include <lua.h>
 #include <lauxlib.h>
+#include "lumus.h"
 #include "context.h"
 #include "tensor.h"
 #include "timing.h"
