@@ -32,15 +32,18 @@
  * the host's own vkQueueSubmit/vkQueueWaitIdle/vkQueuePresentKHR on that queue: a host
  * that submits to the queue itself must give the lock callbacks. Tensors belong to one
  * lua_State and must not be passed to another. Each lua_State attached to a device keeps
- * its own memory pools there (blocks of 2 MiB up to 256 MiB; lumus.set_memory_limit caps
- * them per lua_State, lumus.empty_cache gives the unused ones back). LUMUS_VALIDATION concerns only instances lumus creates: for an attached
- * device, enable the validation layer on the host's instance.
+ * its own memory pools there (blocks of 2 MiB up to 256 MiB; lumus.set_memory_limit
+ * caps them per lua_State, lumus.empty_cache gives the unused ones back).
+ * LUMUS_VALIDATION concerns only instances lumus creates: for an attached device, enable
+ * the validation layer on the host's instance.
  *
  * Lifetime. lua_close waits for all of lumus's work in flight, then frees what lumus
- * created (memory blocks, command pools, fences, pipelines, its timeline semaphore) and
- * leaves the host's VkInstance, VkDevice, VkQueue and wrapped buffers alone. Destroy
- * those only after lua_close (or, for a wrapped buffer, after its sync point is reached
- * and the tensors wrapping it are no longer used).
+ * created (memory blocks, command pools, fences, pipelines, its timeline semaphore, and
+ * its own VkDevice and VkInstance), even when finalizers still hold or make tensors
+ * while the state closes (using those tensors then raises), and leaves the host's
+ * VkInstance, VkDevice, VkQueue and wrapped buffers alone. Destroy those only after
+ * lua_close (or, for a wrapped buffer, after its sync point is reached and the tensors
+ * wrapping it are no longer used).
  */
 #ifndef LUMUS_H
 #define LUMUS_H
