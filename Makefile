@@ -254,10 +254,14 @@ FUZZ_BIN     := $(FUZZ_BUILD)/parsers_fuzz
 # runtime for `make fuzz`, valgrind for `make valgrind` (gcc's ASan runtime comes with gcc).
 CHECK_PACKAGES := clang libclang-rt-dev valgrind
 
-# Checked like $(BUILD)/.deps; `make deps DEB_PACKAGES="$(CHECK_PACKAGES)"` installs them.
+# Checked like $(BUILD)/.deps, for what the target at hand needs (CHECK_NEED, set per
+# target below); `make deps DEB_PACKAGES="$(CHECK_PACKAGES)"` installs them.
+CHECK_NEED ?= $(CHECK_PACKAGES)
+valgrind: CHECK_NEED := valgrind
+fuzz: CHECK_NEED := clang libclang-rt-dev
 .PHONY: $(BUILD)/.check-deps
 $(BUILD)/.check-deps:
-	@missing=""; for p in $(CHECK_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(CHECK_NEED); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "make: missing Debian packages:$$missing (\`make deps DEB_PACKAGES=\"$(CHECK_PACKAGES)\"\` installs them, as root)" >&2; \
 	  exit 1; \
