@@ -9,8 +9,9 @@
  * (VmRSS) and thread count must stay flat. The os.exit(true, true) path runs in child
  * processes, which check the count from an atexit handler.
  *
- * Usage: close_loop [rounds] (or LUMUS_CLOSE_ROUNDS; default 1000). Prints "PASS: ..."
- * lines and "close_loop: all passed"; exits 1 at the first failure. */
+ * Usage: close_loop [rounds] (or LUMUS_CLOSE_ROUNDS; default 1000, at least 20). Prints
+ * "PASS: ..." lines and "close_loop: all passed"; exits 1 at the first failure. Under
+ * valgrind (memcheck, 20 rounds: no errors, nothing lost) set LUMUS_CLOSE_RSS_SLACK_KIB. */
 #define _POSIX_C_SOURCE 200809L
 #include "lumus.h"
 #include <dirent.h>
@@ -230,8 +231,10 @@ int main(int argc, char **argv) {
            "at the end: VmRSS %ld KiB, %d threads\n", rounds, checks_run, warm, rss0, threads0, rss1, threads1);
     if (threads1 > threads0) fail("threads grew from %d to %d", threads0, threads1);
     /* A leaked context costs megabytes (its blocks, driver state and threads); allocator
-     * noise over the run stays well under this. */
-    long slack = 8 * 1024;
+     * noise over the run stays well under this. LUMUS_CLOSE_RSS_SLACK_KIB raises it for
+     * runs under valgrind, whose own memory grows with the driver's compiled code. */
+    const char *slack_env = getenv("LUMUS_CLOSE_RSS_SLACK_KIB");
+    long slack = slack_env && *slack_env ? atol(slack_env) : 8 * 1024;
     if (rss1 - rss0 > slack) fail("VmRSS grew by %ld KiB over %d rounds", rss1 - rss0, rounds - warm);
     printf("PASS: %d rounds of lua_close with hostile finalizers: no context left, VmRSS and threads flat\n", rounds);
     printf("close_loop: all passed\n");
