@@ -8,6 +8,8 @@ CC         ?= cc
 CFLAGS     ?= -O2 -fPIC
 LIBFLAG    ?= -shared
 WARN       ?= -std=c11 -Wall -Wextra -pedantic
+# Only the public API (lumus.h's LUMUS_API: luaopen_lumus_core and lumus_*) is exported.
+VISIBILITY := -fvisibility=hidden
 # CI (CI=true) treats warnings as errors; a user's build need not.
 ifneq ($(CI),)
 WARN += -Werror
@@ -65,16 +67,16 @@ PRELOAD_O  := $(BUILD)/obj/embed/preload.o
 HOST_FLAGS := -O2 $(WARN) -I$(LUA_INCDIR) -Isrc
 HOST_LIBS  := $(LUA_LIB) $(LIBS) -lpthread
 HOST_BINS  := $(BUILD)/examples/host_static $(BUILD)/examples/host_require
-CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap
+CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap $(BUILD)/tests/close_loop
 
 .PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan sanitize fuzz
 
 all: $(MODULE)
 
-deps: $(BUILD)/.deps
-
-# Installs the Debian packages when run as root; otherwise names them.
-$(BUILD)/.deps:
+# `make deps` installs the Debian packages when run as root; otherwise names them. No
+# other target installs anything: a plain build (make, make all, luarocks make) checks
+# its tools in $(BUILD)/.deps below and fails naming what is missing.
+deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -86,7 +88,21 @@ $(BUILD)/.deps:
 	    echo "  apt-get install$$missing"; exit 1; \
 	  fi; \
 	fi
-	@mkdir -p $(BUILD) && touch $@
+
+# The build's tools, checked (never installed) before anything is built: each missing
+# one is named with the Debian package that has it. Phony, so a tool removed later is
+# noticed; as an order-only prerequisite it rebuilds nothing.
+.PHONY: $(BUILD)/.deps
+$(BUILD)/.deps:
+	@missing=""; \
+	need() { command -v "$$1" >/dev/null 2>&1 || missing="$$missing\n  $$1 (Debian package $$2)"; }; \
+	need "$(firstword $(CC))" gcc; need "$(GLSLC)" glslc; need "$(SPIRV_VAL)" spirv-tools; need "$(LUA)" lua5.4; \
+	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua 5.4 headers: $(LUA_INCDIR)/lua.h (Debian package liblua5.4-dev)"; \
+	echo '#include <vulkan/vulkan.h>' | $(CC) -E -x c - >/dev/null 2>&1 || \
+	  missing="$$missing\n  Vulkan headers: vulkan/vulkan.h (Debian package libvulkan-dev)"; \
+	if [ -n "$$missing" ]; then \
+	  printf "make: missing to build lumus:$$missing\n(\`make deps\` installs the Debian packages, as root)\n" >&2; exit 1; \
+	fi
 
 # One variant (a row of SHADER_ROWS): compiled, checked by spirv-val, then compiled
 # again as uint32_t numbers (-mfmt=num) for embedding.
@@ -109,7 +125,7 @@ $(BUILD)/obj/shaders.o: $(SHADER_INC)
 
 $(BUILD)/obj/%.o: src/%.c $(HDR) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(MODULE): $(OBJ)
 	@mkdir -p $(dir $@)
@@ -121,7 +137,7 @@ $(EMBED_INC): $(LUA_FILES) src/embed/embed_lua.lua | $(BUILD)/.deps
 
 $(PRELOAD_O): src/embed/preload.c src/lumus.h $(EMBED_INC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(BUILD)/embed -c $< -o $@
+	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(BUILD)/embed -c $< -o $@
 
 $(STATIC_LIB): $(OBJ) $(PRELOAD_O)
 	rm -f $@
@@ -147,6 +163,7 @@ examples: $(MODULE) $(STATIC_LIB) $(HOST_BINS) $(CTEST_BINS)
 ctest: examples
 	$(BUILD)/tests/wrap
 	$(BUILD)/tests/threads
+	$(BUILD)/tests/close_loop
 
 # The threads test under ThreadSanitizer, lumus's sources instrumented (tests/tsan.supp
 # says what is suppressed and why); with and without the validation layer.
@@ -208,7 +225,7 @@ SANITIZE_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(AS
 
 $(ASAN_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_CFLAGS) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(CC) $(ASAN_CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(ASAN_MODULE): $(ASAN_OBJ)
 	@mkdir -p $(dir $@)
@@ -235,9 +252,18 @@ FUZZ_BIN     := $(FUZZ_BUILD)/parsers_fuzz
 # runtime for `make fuzz`, valgrind for `make valgrind` (gcc's ASan runtime comes with gcc).
 CHECK_PACKAGES := clang libclang-rt-dev valgrind
 
+# Checked like $(BUILD)/.deps, for what the target at hand needs (CHECK_NEED, set per
+# target below); `make deps DEB_PACKAGES="$(CHECK_PACKAGES)"` installs them.
+CHECK_NEED ?= $(CHECK_PACKAGES)
+valgrind: CHECK_NEED := valgrind
+fuzz: CHECK_NEED := clang libclang-rt-dev
+.PHONY: $(BUILD)/.check-deps
 $(BUILD)/.check-deps:
-	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(CHECK_PACKAGES)" BUILD=$(BUILD)/check-deps
-	@touch $@
+	@missing=""; for p in $(CHECK_NEED); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: missing Debian packages:$$missing (\`make deps DEB_PACKAGES=\"$(CHECK_PACKAGES)\"\` installs them, as root)" >&2; \
+	  exit 1; \
+	fi
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.check-deps
 	@mkdir -p $(dir $@)

@@ -2,7 +2,7 @@
 #include "context.h"
 #include "vkcheck.h"
 #include "queues.h"
-#include "ops/split_scratch.h"
+#include "storage.h"
 #include "lumus.h"
 #include <lauxlib.h>
 #include <ctype.h>
@@ -17,7 +17,10 @@
 
 /* Counted from the validation layer's callback threads of every context at once. */
 static atomic_ulong validation_count;
+/* Contexts made and not yet destroyed, in every lua_State of the process. */
+static atomic_int live_contexts;
 
+/* The registry's handle; its user values anchor the scratch slots' storages. */
 typedef struct { lm_context *ctx; } lm_context_box;
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
@@ -252,10 +255,49 @@ static void context_destroy(lm_context *ctx) {
     if (ctx->shared_queue) lm_queue_mutex_release(ctx->queue);
     pthread_mutex_destroy(&ctx->own_queue_mutex);
     free(ctx);
+    atomic_fetch_sub(&live_contexts, 1);
 }
 
-void lm_context_ref(lm_context *ctx) { ctx->refs++; }
-void lm_context_unref(lm_context *ctx) { if (--ctx->refs == 0) context_destroy(ctx); }
+int lm_context_count(void) { return atomic_load(&live_contexts); }
+
+/* A zeroed context, counted as live until context_destroy. */
+static lm_context *context_alloc(void) {
+    lm_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    atomic_fetch_add(&live_contexts, 1);
+    pthread_mutex_init(&ctx->own_queue_mutex, NULL);
+    ctx->queue_mutex = &ctx->own_queue_mutex;
+    return ctx;
+}
+
+/* The handle's finalizer: after the work in flight finishes, everything the context
+ * made goes, and storages still referenced (tensors made while the state closes have
+ * no finalizer) are orphaned, their memory going with the pools. */
+static void context_teardown(lm_context *ctx) {
+    for (int i = 0; i < LM_SCRATCH_SLOTS; i++) lm_context_release_scratch(ctx, i);
+    for (lm_storage *s = ctx->storages, *next; s; s = next) {
+        next = s->next;
+        s->ctx = NULL;
+        s->chunk = NULL;
+        s->mapped = NULL;
+        s->prev = s->next = NULL;
+    }
+    ctx->storages = NULL;
+    context_destroy(ctx);
+}
+
+void lm_context_release_scratch(lm_context *ctx, int slot) {
+    lm_storage *s = ctx->scratch[slot];
+    ctx->scratch[slot] = NULL;
+    if (s) lm_storage_unref(s);
+}
+
+VkDeviceSize lm_context_scratch_bytes(const lm_context *ctx) {
+    VkDeviceSize n = 0;
+    for (int i = 0; i < LM_SCRATCH_SLOTS; i++)
+        if (ctx->scratch[i] && ctx->scratch[i]->chunk) n += ctx->scratch[i]->chunk->size;
+    return n;
+}
 void lm_context_lock_queue(lm_context *ctx) {
     if (ctx->lock_queue) ctx->lock_queue(ctx->queue_user); else pthread_mutex_lock(ctx->queue_mutex);
 }
@@ -430,12 +472,9 @@ static VkResult finish_context(lm_context *ctx, char *err, size_t errlen) {
 }
 
 static lm_context *context_new(char *err, size_t errlen) {
-    lm_context *ctx = calloc(1, sizeof *ctx);
+    lm_context *ctx = context_alloc();
     if (!ctx) { snprintf(err, errlen, "out of host memory"); return NULL; }
-    pthread_mutex_init(&ctx->own_queue_mutex, NULL);
-    ctx->queue_mutex = &ctx->own_queue_mutex;
     ctx->owns_device = 1;
-    ctx->refs = 1;
     device_facts f;
     memset(&f, 0, sizeof f);
     if (create_instance(ctx, err, errlen) != VK_SUCCESS ||
@@ -446,23 +485,28 @@ static lm_context *context_new(char *err, size_t errlen) {
     return ctx;
 }
 
+/* The handle is unreachable only once lua_close runs (the registry holds it until
+ * then): the context goes now, whatever still refers to it. The handle stays in the
+ * registry with no context, so later calls raise instead of making a new one. */
 static int box_gc(lua_State *L) {
     lm_context_box *b = lua_touserdata(L, 1);
     if (b && b->ctx) {
         lm_context *ctx = b->ctx;
         b->ctx = NULL;
-        /* Work still in flight is waited for when the last reference goes. */
-        lm_stream_submit(NULL, ctx);
-        lm_split_scratch_release(ctx);   /* else its reference keeps the context alive */
-        lm_context_unref(ctx);
+        context_teardown(ctx);
     }
     return 0;
 }
 
 /* An empty registry handle on the stack, made before the context so that a memory
- * error raised here cannot leak one. */
-static lm_context_box *new_box(lua_State *L) {
-    lm_context_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+ * error raised here cannot leak one. Not inside a finalizer: during lua_close Lua
+ * registers no finalizer for new objects, so a context made there would never be
+ * torn down (lua_gc answers -1 while a finalizer runs). */
+static lm_context_box *new_box(lua_State *L, const char *fname) {
+    if (lua_gc(L, LUA_GCCOUNT, 0) < 0)
+        luaL_error(L, "%s: the device context cannot be created inside a finalizer (__gc) "
+                      "(use lumus before, so that lua_close can free it)", fname);
+    lm_context_box *b = lua_newuserdatauv(L, sizeof *b, LM_SCRATCH_SLOTS);
     b->ctx = NULL;
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, box_gc);
@@ -488,7 +532,7 @@ lm_context *lm_context_get(lua_State *L) {
     }
     lua_pop(L, 1);
     char err[512] = "";
-    lm_context_box *b = new_box(L);
+    lm_context_box *b = new_box(L, "lumus");
     b->ctx = context_new(err, sizeof err);
     if (!b->ctx) { lua_pop(L, 1); luaL_error(L, "lumus: %s", err); }
     lua_setfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY);
@@ -516,12 +560,9 @@ static lm_context *context_attach(const lumus_vulkan_device *dev, char *err, siz
         snprintf(err, errlen, "give both lock_queue and unlock_queue, or neither");
         return NULL;
     }
-    lm_context *ctx = calloc(1, sizeof *ctx);
+    lm_context *ctx = context_alloc();
     if (!ctx) { snprintf(err, errlen, "out of host memory"); return NULL; }
-    pthread_mutex_init(&ctx->own_queue_mutex, NULL);
-    ctx->queue_mutex = &ctx->own_queue_mutex;
     ctx->owns_device = 0;
-    ctx->refs = 1;
     ctx->instance = dev->instance;
     ctx->phys = dev->physical_device;
     ctx->device = dev->device;
@@ -572,11 +613,25 @@ lm_context *lm_context_attach(lua_State *L, const struct lumus_vulkan_device *de
     if (had) luaL_error(L, "lumus_attach_vulkan: this lua_State already has a device context "
                            "(attach before the first tensor or device call)");
     char err[512] = "";
-    lm_context_box *b = new_box(L);
+    lm_context_box *b = new_box(L, "lumus_attach_vulkan");
     b->ctx = context_attach(dev, err, sizeof err);
     if (!b->ctx) { lua_pop(L, 1); luaL_error(L, "lumus_attach_vulkan: %s", err); }
     lua_setfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY);
     return b->ctx;
+}
+
+void lm_context_set_scratch(lua_State *L, lm_context *ctx, int slot) {
+    lm_storage *s = lua_touserdata(L, -1);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LM_CONTEXT_KEY) != LUA_TUSERDATA ||
+        ((lm_context_box *)lua_touserdata(L, -1))->ctx != ctx) {
+        lm_storage_unref(s);   /* unanchored: it must leave the context's list */
+        luaL_error(L, "lumus: the device context has been closed");
+    }
+    lua_insert(L, -2);
+    lua_setiuservalue(L, -2, slot + 1);
+    lua_pop(L, 1);
+    lm_context_release_scratch(ctx, slot);
+    ctx->scratch[slot] = s;
 }
 
 int lm_devices(lua_State *L) {

@@ -1,10 +1,12 @@
 /* The device context: Vulkan instance, chosen physical device, logical device and
  * compute queue, plus the memory, stream and pipelines that live as long as it does.
  *
- * One context per lua_State, made on first use and kept in the registry. It is
- * reference counted: the registry's handle holds one reference and every storage holds
- * one, so the device stays alive until its last tensor is gone, whatever order
- * lua_close finalizes objects in. */
+ * One context per lua_State, made on first use and kept in the registry by a handle
+ * whose finalizer tears it down: at lua_close, whatever tensors are still referenced
+ * (a finalizer may make tensors while the state closes, and Lua registers no finalizer
+ * for them then). Teardown orphans every live storage (its ctx becomes NULL, and using
+ * its tensors raises "the tensor's device context has been closed"), so nothing of the
+ * context outlives it. */
 #ifndef LUMUS_CONTEXT_H
 #define LUMUS_CONTEXT_H
 
@@ -18,8 +20,12 @@
 /* layer_norm_forward's kernel forms, for forcing one (0 = chosen per D and device). */
 enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_SPLIT, LM_LN_ROW };
 
+/* Storages the context keeps for ops from call to call, one per slot: anchored by the
+ * context's registry handle, released by the context (at teardown and by
+ * lumus.empty_cache) and counted as lumus.memory().internal. */
+enum lm_scratch_slot { LM_SCRATCH_SPLIT_LN, LM_SCRATCH_SLOTS };
+
 struct lm_context {
-    int refs;
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
     int validation;
@@ -62,9 +68,9 @@ struct lm_context {
     int ln_return_scratch;        /* split form: also return the scratch (for tuning) */
     int ln_fenced_records;        /* split form: the 32-bit fenced protocol even with int64 atomics */
     uint32_t ln_classes;          /* split form: SM classes (0 = automatic, 1 = off) */
-    /* The split form's scratch, kept across calls (ops/split_scratch.c); it holds a
-     * reference to the context, dropped with the registry handle. */
-    lm_storage *ln_scratch;
+    lm_storage *scratch[LM_SCRATCH_SLOTS];
+    lm_storage *storages;         /* every live storage of the context (orphaned at teardown) */
+    /* The split LayerNorm scratch's state (slot LM_SCRATCH_SPLIT_LN). */
     uint32_t ln_epoch, ln_ticket_base;
     uint64_t ln_scratch_failures; /* stream.failures when it was last zeroed */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
@@ -79,8 +85,16 @@ lm_context *lm_context_get(lua_State *L);
 /* The context of this state if it has one, else NULL (creates nothing). */
 lm_context *lm_context_peek(lua_State *L);
 
-void lm_context_ref(lm_context *ctx);
-void lm_context_unref(lm_context *ctx);
+/* The storage on top of the stack becomes scratch slot `slot` (popped; its reference
+ * passes to the context), replacing and releasing the slot's previous storage. */
+void lm_context_set_scratch(lua_State *L, lm_context *ctx, int slot);
+/* Releases slot `slot`'s storage, if any (its memory comes back once work on it is done). */
+void lm_context_release_scratch(lm_context *ctx, int slot);
+/* Bytes held in scratch slots. */
+VkDeviceSize lm_context_scratch_bytes(const lm_context *ctx);
+
+/* Contexts alive in the process (lumus_context_count). */
+int lm_context_count(void);
 
 void lm_context_lock_queue(lm_context *ctx);
 void lm_context_unlock_queue(lm_context *ctx);

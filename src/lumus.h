@@ -32,15 +32,18 @@
  * the host's own vkQueueSubmit/vkQueueWaitIdle/vkQueuePresentKHR on that queue: a host
  * that submits to the queue itself must give the lock callbacks. Tensors belong to one
  * lua_State and must not be passed to another. Each lua_State attached to a device keeps
- * its own memory pools there (blocks of up to 256 MiB; lumus.set_memory_limit caps them
- * per lua_State). LUMUS_VALIDATION concerns only instances lumus creates: for an attached
- * device, enable the validation layer on the host's instance.
+ * its own memory pools there (blocks of 2 MiB up to 256 MiB; lumus.set_memory_limit
+ * caps them per lua_State, lumus.empty_cache gives the unused ones back).
+ * LUMUS_VALIDATION concerns only instances lumus creates: for an attached device, enable
+ * the validation layer on the host's instance.
  *
  * Lifetime. lua_close waits for all of lumus's work in flight, then frees what lumus
- * created (memory blocks, command pools, fences, pipelines, its timeline semaphore) and
- * leaves the host's VkInstance, VkDevice, VkQueue and wrapped buffers alone. Destroy
- * those only after lua_close (or, for a wrapped buffer, after its sync point is reached
- * and the tensors wrapping it are no longer used).
+ * created (memory blocks, command pools, fences, pipelines, its timeline semaphore, and
+ * its own VkDevice and VkInstance), even when finalizers still hold or make tensors
+ * while the state closes (using those tensors then raises), and leaves the host's
+ * VkInstance, VkDevice, VkQueue and wrapped buffers alone. Destroy those only after
+ * lua_close (or, for a wrapped buffer, after its sync point is reached and the tensors
+ * wrapping it are no longer used).
  */
 #ifndef LUMUS_H
 #define LUMUS_H
@@ -54,15 +57,23 @@ extern "C" {
 #endif
 
 #define LUMUS_C_API_VERSION 1
+
+/* What lumus exports: these functions only (the build hides every other symbol with
+ * -fvisibility=hidden, so lumus/core.so cannot clash with a host's own names). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LUMUS_API __attribute__((visibility("default")))
+#else
+#define LUMUS_API
+#endif
 #define LUMUS_MAX_DIMS 8
 
 /* The Lua module's C part: luaL_requiref(L, "lumus.core", luaopen_lumus_core, 0). */
-int luaopen_lumus_core(lua_State *L);
+LUMUS_API int luaopen_lumus_core(lua_State *L);
 
 /* Makes lumus available to `require` in L without the search path: registers
  * lumus.core as loaded and the embedded Lua modules ("lumus", "lumus.reference", ...)
  * in package.preload. Needs the package library (luaL_openlibs). Only in liblumus.a. */
-int lumus_open(lua_State *L);
+LUMUS_API int lumus_open(lua_State *L);
 
 /* ---- Sharing the host's Vulkan device ---- */
 
@@ -107,7 +118,7 @@ typedef struct lumus_vulkan_device {
  * are copied, and must stay valid until lua_close(L). lumus never destroys them.
  * Fails with a message if L already has a device context, if the physical device lacks
  * something lumus needs, or if queue_family has no compute support. */
-int lumus_attach_vulkan(lua_State *L, const lumus_vulkan_device *dev);
+LUMUS_API int lumus_attach_vulkan(lua_State *L, const lumus_vulkan_device *dev);
 
 /* ---- Host buffers as tensors ---- */
 
@@ -137,7 +148,7 @@ typedef struct lumus_buffer {
  * use lumus_wait_semaphore. Hazards between tensors that wrap the same or overlapping
  * ranges are tracked (lumus orders all wrapped tensors' device accesses as if they
  * might alias). */
-int lumus_push_buffer(lua_State *L, const lumus_buffer *buf, int ndim, const int64_t *shape);
+LUMUS_API int lumus_push_buffer(lua_State *L, const lumus_buffer *buf, int ndim, const int64_t *shape);
 
 /* ---- Synchronizing with lumus ---- */
 
@@ -148,15 +159,15 @@ int lumus_push_buffer(lua_State *L, const lumus_buffer *buf, int ndim, const int
  * VkTimelineSemaphoreSubmitInfo wait value). The semaphore is lumus's: do not signal or
  * destroy it; it lives until lua_close. After a device error lumus reports in Lua,
  * a value may never be reached: wait with a timeout. */
-int lumus_tensor_sync_point(lua_State *L, int idx, VkSemaphore *semaphore, uint64_t *value);
+LUMUS_API int lumus_tensor_sync_point(lua_State *L, int idx, VkSemaphore *semaphore, uint64_t *value);
 
 /* The same for all work recorded in L so far. */
-int lumus_sync_point(lua_State *L, VkSemaphore *semaphore, uint64_t *value);
+LUMUS_API int lumus_sync_point(lua_State *L, VkSemaphore *semaphore, uint64_t *value);
 
 /* Makes lumus's next submit in L wait (at compute and transfer stages) until the host's
  * timeline semaphore reaches value: for buffers the host writes on the device after or
  * apart from lumus's work. Up to 16 waits may be pending at once. */
-int lumus_wait_semaphore(lua_State *L, VkSemaphore semaphore, uint64_t value);
+LUMUS_API int lumus_wait_semaphore(lua_State *L, VkSemaphore semaphore, uint64_t value);
 
 /* ---- Tensors between C and Lua ---- */
 
@@ -176,15 +187,22 @@ typedef struct lumus_tensor_info {
 
 /* 1 and fills *info if the value at idx is a live (not freed) tensor, else 0.
  * Never raises. The info stays valid while the tensor is alive. */
-int lumus_to_tensor(lua_State *L, int idx, lumus_tensor_info *info);
+LUMUS_API int lumus_to_tensor(lua_State *L, int idx, lumus_tensor_info *info);
 
 /* As lumus_to_tensor, but raises a Lua argument error ("tensor expected" / "tensor has
  * been freed") for anything else: for use inside lua_CFunctions. */
-void lumus_check_tensor(lua_State *L, int idx, lumus_tensor_info *info);
+LUMUS_API void lumus_check_tensor(lua_State *L, int idx, lumus_tensor_info *info);
 
 /* Pushes a new lumus-owned tensor of this shape (uninitialized device memory), on L's
  * context (its own device, or the attached one). On failure pushes a message. */
-int lumus_push_tensor(lua_State *L, int ndim, const int64_t *shape);
+LUMUS_API int lumus_push_tensor(lua_State *L, int ndim, const int64_t *shape);
+
+/* ---- Diagnostics ---- */
+
+/* Device contexts alive in the process, over all lua_States: each lua_State that used
+ * a device has one until lua_close. For a host's leak checks (0 once every state that
+ * used lumus is closed). */
+LUMUS_API int lumus_context_count(void);
 
 #ifdef __cplusplus
 }

@@ -80,6 +80,7 @@ static int do_push_buffer(lua_State *L) {
     ensure_core(L);
     lm_tensor *t = lm_push_tensor_handle(L, a->ndim, a->shape);
     t->storage = lm_storage_wrap(L, ctx, b->buffer, b->offset, bytes, b->mapped);
+    lua_setiuservalue(L, -2, 1);
     if (t->storage->address % 16 != 0) {
         lm_storage *s = t->storage;
         t->storage = NULL;
@@ -150,6 +151,8 @@ int lumus_tensor_sync_point(lua_State *L, int idx, VkSemaphore *semaphore, uint6
     lm_tensor *t = luaL_testudata(L, idx, LM_TENSOR_MT);
     if (!t) return fail_with(L, "lumus_tensor_sync_point: the value at that index is not a tensor");
     if (!t->storage) return fail_with(L, "lumus_tensor_sync_point: the tensor has been freed");
+    if (!t->storage->ctx)
+        return fail_with(L, "lumus_tensor_sync_point: the tensor's device context has been closed");
     sync_args a = { t, semaphore, value };
     return protected_call(L, do_sync_point, &a, 0);
 }
@@ -192,7 +195,7 @@ static void fill_info(const lm_tensor *t, lumus_tensor_info *info) {
 
 int lumus_to_tensor(lua_State *L, int idx, lumus_tensor_info *info) {
     lm_tensor *t = luaL_testudata(L, idx, LM_TENSOR_MT);
-    if (!t || !t->storage) return 0;
+    if (!t || !t->storage || !t->storage->ctx) return 0;
     if (info) fill_info(t, info);
     return 1;
 }
@@ -201,3 +204,5 @@ void lumus_check_tensor(lua_State *L, int idx, lumus_tensor_info *info) {
     lm_tensor *t = lm_check_tensor(L, idx);
     if (info) fill_info(t, info);
 }
+
+int lumus_context_count(void) { return lm_context_count(); }

@@ -1,6 +1,7 @@
 /* luaopen_lumus_core: the C module's registration table. */
 #include <lua.h>
 #include <lauxlib.h>
+#include "lumus.h"
 #include "context.h"
 #include "tensor.h"
 #include "luautil.h"
@@ -25,8 +26,8 @@ static int l_memory(lua_State *L) {
     const lm_memory *m = &ctx->mem;
     lua_createtable(L, 0, 8);
     set_int(L, "in_use", (lua_Integer)m->in_use);
-    /* Of in_use, what lumus keeps for itself across calls (the split LayerNorm's scratch). */
-    set_int(L, "internal", ctx->ln_scratch && ctx->ln_scratch->chunk ? (lua_Integer)ctx->ln_scratch->chunk->size : 0);
+    /* Of in_use, what lumus keeps for itself across calls (the context's scratch slots). */
+    set_int(L, "internal", (lua_Integer)lm_context_scratch_bytes(ctx));
     set_int(L, "peak", (lua_Integer)m->peak);
     set_int(L, "reserved", (lua_Integer)m->device.reserved);
     set_int(L, "staging", (lua_Integer)m->staging.reserved);
@@ -35,6 +36,19 @@ static int l_memory(lua_State *L) {
     set_int(L, "blocks", m->device.nblocks);
     set_int(L, "allocations", (lua_Integer)m->chunks);
     set_int(L, "deferred_frees", (lua_Integer)ctx->stream.ndeferred);
+    VkDeviceSize usage, budget = lm_memory_budget(ctx, &usage);
+    set_int(L, "budget", (lua_Integer)budget);   /* the device heap's, 0 if unknown */
+    return 1;
+}
+
+/* lumus.empty_cache(): the empty blocks both pools keep for reuse, and the scratch the
+ * context keeps across calls, go back to the driver; returns the bytes released. Memory
+ * that work in flight still uses comes back after that work (e.g. after synchronize). */
+static int l_empty_cache(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    for (int i = 0; i < LM_SCRATCH_SLOTS; i++) lm_context_release_scratch(ctx, i);
+    lm_stream_poll(ctx);
+    lua_pushinteger(L, (lua_Integer)lm_memory_trim(ctx));
     return 1;
 }
 
@@ -74,7 +88,7 @@ static int l_validation_messages(lua_State *L) {
 static const luaL_Reg functions[] = {
     {"device", lm_device}, {"devices", lm_devices},
     {"synchronize", l_synchronize}, {"pending", l_pending},
-    {"memory", l_memory}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
+    {"memory", l_memory}, {"empty_cache", l_empty_cache}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
     {"gpu_time", lm_gpu_time}, {"clock", lm_clock},
     {"zeros", lm_op_zeros}, {"ones", lm_op_ones}, {"full", lm_op_full},
     {"layer_norm_forward", lm_op_layer_norm_forward},

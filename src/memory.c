@@ -5,6 +5,10 @@
 #include <string.h>
 
 #define LM_MIB ((VkDeviceSize)1 << 20)
+#define LM_SMALL_REQUEST (1 * LM_MIB)    /* requests up to this come from small blocks */
+#define LM_SMALL_BLOCK (2 * LM_MIB)      /* a small block, and the rounding of large ones */
+#define LM_SMALL_BLOCK_MAX (32 * LM_MIB)
+#define LM_LARGE_BLOCK_MIN (16 * LM_MIB)
 
 static int find_type(const VkPhysicalDeviceMemoryProperties *mp, VkMemoryPropertyFlags want,
                      VkMemoryPropertyFlags avoid) {
@@ -16,13 +20,27 @@ static int find_type(const VkPhysicalDeviceMemoryProperties *mp, VkMemoryPropert
 }
 
 static void pool_setup(lm_pool *p, const VkPhysicalDeviceMemoryProperties *mp, int type,
-                       VkDeviceSize block_size) {
+                       VkDeviceSize max_block) {
     memset(p, 0, sizeof *p);
     p->type_index = (uint32_t)type;
     VkMemoryPropertyFlags f = mp->memoryTypes[type].propertyFlags;
     p->host_visible = (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) != 0;
     p->host_coherent = (f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
-    p->block_size = block_size;
+    p->max_block = max_block;
+}
+
+static int has_budget_extension(VkPhysicalDevice pd) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkExtensionProperties *e = calloc(n, sizeof *e);
+    if (!e) return 0;
+    int found = 0;
+    VkResult r = vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(e[i].extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0;
+    free(e);
+    return found;
 }
 
 VkResult lm_memory_init(lm_context *ctx) {
@@ -58,19 +76,35 @@ VkResult lm_memory_init(lm_context *ctx) {
     m->total = mp->memoryHeaps[mp->memoryTypes[dev].heapIndex].size;
     m->limit = m->total;
     m->max_single = ctx->max_allocation;
+    /* A physical-device query: the extension need not be enabled on the device. */
+    m->has_budget = has_budget_extension(ctx->phys);
     return VK_SUCCESS;
 }
 
+static VkDeviceSize heap_budget(lm_context *ctx, uint32_t type_index, VkDeviceSize *usage) {
+    *usage = 0;
+    if (!ctx->mem.has_budget) return 0;
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT b = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT };
+    VkPhysicalDeviceMemoryProperties2 mp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &b };
+    vkGetPhysicalDeviceMemoryProperties2(ctx->phys, &mp);
+    uint32_t heap = ctx->memprops.memoryTypes[type_index].heapIndex;
+    *usage = b.heapUsage[heap];
+    return b.heapBudget[heap];
+}
+
+VkDeviceSize lm_memory_budget(lm_context *ctx, VkDeviceSize *usage) {
+    return heap_budget(ctx, ctx->mem.device.type_index, usage);
+}
+
 static void block_destroy(lm_context *ctx, lm_pool *p, lm_block *b) {
-    lm_chunk *c = b->free_list ? b->free_list : NULL;
-    /* Walk the address-ordered chain from its head to free every node. */
-    while (c && c->prev) c = c->prev;
-    while (c) { lm_chunk *n = c->next; free(c); c = n; }
+    /* Every node of the address chain, used ones too (orphaned at teardown). */
+    for (lm_chunk *c = b->first, *n; c; c = n) { n = c->next; free(c); }
     if (b->buffer) vkDestroyBuffer(ctx->device, b->buffer, NULL);
     if (b->memory) vkFreeMemory(ctx->device, b->memory, NULL);
     if (b->prev) b->prev->next = b->next; else p->blocks = b->next;
     if (b->next) b->next->prev = b->prev;
     p->reserved -= b->size;
+    if (b->small) p->reserved_small -= b->size;
     p->nblocks--;
     free(b);
 }
@@ -99,7 +133,10 @@ static void free_list_remove(lm_block *b, lm_chunk *c) {
     c->is_free = 0;
 }
 
-static VkResult block_create(lm_context *ctx, lm_pool *p, VkDeviceSize size, lm_block **out) {
+static VkResult block_create(lm_context *ctx, lm_pool *p, VkDeviceSize size, int small, lm_block **out) {
+    /* Past the heap's budget the driver may page or fail other work: count it as full. */
+    VkDeviceSize usage, budget = heap_budget(ctx, p->type_index, &usage);
+    if (budget && (usage > budget || size > budget - usage)) return VK_ERROR_OUT_OF_DEVICE_MEMORY;
     lm_block *b = calloc(1, sizeof *b);
     lm_chunk *c = calloc(1, sizeof *c);
     if (!b || !c) { free(b); free(c); return VK_ERROR_OUT_OF_HOST_MEMORY; }
@@ -136,12 +173,15 @@ static VkResult block_create(lm_context *ctx, lm_pool *p, VkDeviceSize size, lm_
     b->address = vkGetBufferDeviceAddress(ctx->device, &dai);
     b->size = size;
     b->pool = p;
+    b->small = small;
     c->offset = 0; c->size = size; c->block = b;
+    b->first = c;   /* never merged away: a free merges into its lower neighbour */
     free_list_push(b, c);
     b->next = p->blocks;
     if (p->blocks) p->blocks->prev = b;
     p->blocks = b;
     p->reserved += size;
+    if (small) p->reserved_small += size;
     p->nblocks++;
     p->blocks_made++;
     *out = b;
@@ -176,7 +216,52 @@ static lm_chunk *block_take(lm_block *b, VkDeviceSize size) {
     return NULL;
 }
 
-static int pool_trim(lm_context *ctx, lm_pool *p);
+static VkDeviceSize pool_trim(lm_context *ctx, lm_pool *p);
+
+static VkDeviceSize round_up(VkDeviceSize n, VkDeviceSize to) { return (n + to - 1) / to * to; }
+
+/* The largest power of two <= n (n >= 1). */
+static VkDeviceSize floor_pow2(VkDeviceSize n) {
+    VkDeviceSize p = 1;
+    while (p <= n / 2) p *= 2;
+    return p;
+}
+
+/* The size of a new block for a request of `size` bytes: small blocks grow once the
+ * class holds many (each is a vkAllocateMemory), large ones double with what the class
+ * holds, so a big workload takes few blocks and a small one reserves little. */
+static VkDeviceSize block_size_for(const lm_pool *p, VkDeviceSize size, int small) {
+    if (small) {
+        VkDeviceSize bs = floor_pow2(p->reserved_small / 8 + 1);
+        if (bs < LM_SMALL_BLOCK) bs = LM_SMALL_BLOCK;
+        if (bs > LM_SMALL_BLOCK_MAX) bs = LM_SMALL_BLOCK_MAX;
+        return bs;   /* >= 2 MiB > any small request */
+    }
+    if (size > p->max_block / 2) return size;   /* a block of its own */
+    VkDeviceSize large = p->reserved - p->reserved_small;
+    VkDeviceSize bs = floor_pow2(large + 1);
+    if (bs < LM_LARGE_BLOCK_MIN) bs = LM_LARGE_BLOCK_MIN;
+    if (bs > p->max_block) bs = p->max_block;
+    return bs < size ? round_up(size, LM_SMALL_BLOCK) : bs;
+}
+
+/* A new block for `size` bytes: of the class's size, else just big enough; empty blocks
+ * go back to the driver first when the device pool would pass the memory limit, and
+ * when the driver (or the budget) refuses. */
+static VkResult pool_grow(lm_context *ctx, lm_pool *p, VkDeviceSize size, int small, lm_block **b) {
+    VkDeviceSize bs = block_size_for(p, size, small);
+    VkDeviceSize least = small ? LM_SMALL_BLOCK : size;
+    if (least < size) least = size;
+    if (p == &ctx->mem.device && p->reserved + bs > ctx->mem.limit) {
+        pool_trim(ctx, p);
+        bs = block_size_for(p, size, small);
+        if (p->reserved + bs > ctx->mem.limit) bs = least;
+    }
+    VkResult r = block_create(ctx, p, bs, small, b);
+    if (r != VK_SUCCESS && bs > least) r = block_create(ctx, p, bs = least, small, b);
+    if (r != VK_SUCCESS && pool_trim(ctx, p) > 0) r = block_create(ctx, p, bs, small, b);
+    return r;
+}
 
 VkResult lm_chunk_alloc(lm_context *ctx, lm_pool *pool, VkDeviceSize bytes, lm_chunk **out) {
     lm_memory *m = &ctx->mem;
@@ -186,18 +271,13 @@ VkResult lm_chunk_alloc(lm_context *ctx, lm_pool *pool, VkDeviceSize bytes, lm_c
     size = (size + a - 1) / a * a;
     int is_device = pool == &m->device;
     if (is_device && (size > m->limit || m->in_use > m->limit - size)) return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    int small = size <= LM_SMALL_REQUEST;
     lm_chunk *c = NULL;
     for (lm_block *b = pool->blocks; b && !c; b = b->next)
-        if (b->size - b->used >= size) c = block_take(b, size);
+        if (b->small == small && b->size - b->used >= size) c = block_take(b, size);
     if (!c) {
-        /* Large requests get a block of their own, so they do not strand space. */
-        VkDeviceSize bs = size > pool->block_size / 2 ? size : pool->block_size;
         lm_block *b = NULL;
-        VkResult r = block_create(ctx, pool, bs, &b);
-        if (r != VK_SUCCESS && bs > size) r = block_create(ctx, pool, size, &b);
-        /* Empty blocks kept for reuse may be what the driver is missing. */
-        if (r != VK_SUCCESS && pool_trim(ctx, pool) > 0) r = block_create(ctx, pool, bs, &b);
-        if (r != VK_SUCCESS && bs > size) r = block_create(ctx, pool, size, &b);
+        VkResult r = pool_grow(ctx, pool, size, small, &b);
         if (r != VK_SUCCESS) return r;
         c = block_take(b, size);
         if (!c) return VK_ERROR_OUT_OF_HOST_MEMORY;
@@ -235,22 +315,26 @@ void lm_chunk_free(lm_context *ctx, lm_chunk *c) {
     } else {
         free_list_push(b, c);
     }
-    /* An empty block goes back to the driver unless it is the pool's only one, or (device
-     * pool) the pool holds no more than the peak in use plus a block: a loop that frees
-     * and reallocates its intermediates then reuses its blocks instead of paying for a
+    /* An empty block is kept for reuse while the pool holds no more than the peak in use
+     * plus that block (the staging pool: while it is the only one), so a loop that frees
+     * and reallocates its intermediates reuses its blocks instead of paying for a
      * vkAllocateMemory and vkFreeMemory every iteration. */
-    if (b->used == 0 && (p->nblocks > 1 || b->size > p->block_size) &&
-        !(p == &ctx->mem.device && p->reserved <= ctx->mem.peak + p->block_size))
-        block_destroy(ctx, p, b);
+    if (b->used == 0) {
+        int keep = p == &ctx->mem.device ? p->reserved <= ctx->mem.peak + b->size : p->nblocks == 1;
+        if (!keep) block_destroy(ctx, p, b);
+    }
 }
 
-/* Returns the pool's empty blocks to the driver; how many. */
-static int pool_trim(lm_context *ctx, lm_pool *p) {
-    int n = 0;
+/* Returns the pool's empty blocks to the driver; the bytes released. */
+static VkDeviceSize pool_trim(lm_context *ctx, lm_pool *p) {
+    VkDeviceSize n = 0;
     for (lm_block *b = p->blocks, *next; b; b = next) {
         next = b->next;
-        if (b->used == 0) { block_destroy(ctx, p, b); n++; }
+        if (b->used == 0) { n += b->size; block_destroy(ctx, p, b); }
     }
     return n;
 }
 
+VkDeviceSize lm_memory_trim(lm_context *ctx) {
+    return pool_trim(ctx, &ctx->mem.device) + pool_trim(ctx, &ctx->mem.staging);
+}

@@ -23,9 +23,27 @@ static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
          * it at the next op when it holds much (lm_stream_op_done), not here, which would
          * cut a batch at every collection. */
         lm_stream_poll(ctx);
-        VkDeviceSize t = ctx->mem.in_use;
+        /* What is live: frees still waiting on a batch are garbage already. */
+        VkDeviceSize t = ctx->mem.in_use - ctx->stream.deferred_bytes;
         ctx->gc_threshold = t > ((VkDeviceSize)64 << 20) ? t : ((VkDeviceSize)64 << 20);
     }
+}
+
+/* A zeroed storage userdata on the stack (no metatable: it has no finalizer, its
+ * tensors' finalizers release it). */
+static lm_storage *push_storage(lua_State *L) {
+    lm_storage *s = lua_newuserdatauv(L, sizeof *s, 0);
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+static void link_storage(lm_context *ctx, lm_storage *s) {
+    s->refs = 1;
+    s->ctx = ctx;
+    s->prev = NULL;
+    s->next = ctx->storages;
+    if (ctx->storages) ctx->storages->prev = s;
+    ctx->storages = s;
 }
 
 lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname) {
@@ -37,8 +55,7 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
         luaL_error(L, "%s: out of device memory: requested %I bytes, more than the device limit of %I bytes",
                    fname, (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.limit);
     gc_pressure(L, ctx, bytes);
-    lm_storage *s = calloc(1, sizeof *s);
-    if (!s) luaL_error(L, "%s: out of host memory", fname ? fname : lm_fname(L));
+    lm_storage *s = push_storage(L);
     lm_chunk *c = NULL;
     VkResult r = lm_chunk_alloc(ctx, &ctx->mem.device, bytes, &c);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
@@ -48,39 +65,33 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
         r = lm_chunk_alloc(ctx, &ctx->mem.device, bytes, &c);
     }
     if (r != VK_SUCCESS) {
-        free(s);
         if (!fname) fname = lm_fname(L);
         if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
             luaL_error(L, "%s: out of device memory: requested %I bytes, %I in use", fname,
                        (LUAI_UACINT)bytes, (LUAI_UACINT)ctx->mem.in_use);
         lm_vk_error(L, "allocating device memory", r);
     }
-    s->refs = 1;
-    s->ctx = ctx;
+    link_storage(ctx, s);
     s->chunk = c;
     s->bytes = bytes;
     s->address = lm_chunk_address(c);
     s->buffer = c->block->buffer;
     s->buffer_offset = c->offset;
     s->mapped = ctx->mem.direct ? lm_chunk_mapped(c) : NULL;
-    lm_context_ref(ctx);
     return s;
 }
 
 lm_storage *lm_storage_wrap(lua_State *L, lm_context *ctx, VkBuffer buffer, VkDeviceSize offset,
                             VkDeviceSize bytes, void *mapped) {
-    lm_storage *s = calloc(1, sizeof *s);
-    if (!s) luaL_error(L, "lumus_push_buffer: out of host memory");
+    lm_storage *s = push_storage(L);
     VkBufferDeviceAddressInfo ai = { .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = buffer };
-    s->refs = 1;
-    s->ctx = ctx;
+    link_storage(ctx, s);
     s->external = 1;
     s->bytes = bytes;
     s->buffer = buffer;
     s->buffer_offset = offset;
     s->address = vkGetBufferDeviceAddress(ctx->device, &ai) + offset;
     s->mapped = mapped;
-    lm_context_ref(ctx);
     return s;
 }
 
@@ -94,7 +105,7 @@ void lm_storage_ref(lm_storage *s) { s->refs++; }
 void lm_storage_release(lm_storage *s) {
     /* The last reference freed by the script, not found by the GC: its bytes need no
      * collection to come back, so they do not count towards the next one. */
-    if (s->refs == 1 && s->chunk) {
+    if (s->refs == 1 && s->chunk && s->ctx) {
         lm_context *ctx = s->ctx;
         ctx->bytes_since_gc = ctx->bytes_since_gc > s->bytes ? ctx->bytes_since_gc - s->bytes : 0;
     }
@@ -104,11 +115,16 @@ void lm_storage_release(lm_storage *s) {
 void lm_storage_unref(lm_storage *s) {
     if (--s->refs > 0) return;
     lm_context *ctx = s->ctx;
+    if (!ctx) return;   /* orphaned: its memory went with the context */
+    if (s->prev) s->prev->next = s->next; else ctx->storages = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->prev = s->next = NULL;
+    s->ctx = NULL;
     /* The device may still be reading or writing it: reuse waits for that batch. A host
-     * buffer is the host's to reuse (after its sync point). */
+     * buffer is the host's to reuse (after its sync point). The userdata is Lua's. */
     if (s->chunk) lm_stream_free_after(ctx, s->chunk, s->last_serial);
-    free(s);
-    lm_context_unref(ctx);
+    s->chunk = NULL;
+    s->mapped = NULL;
 }
 
 unsigned char *lm_storage_direct(lm_storage *s) { return s->mapped; }

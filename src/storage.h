@@ -5,14 +5,18 @@
 #include <lua.h>
 #include "context.h"
 
-/* A storage of `bytes` (one reference); `fname` names the caller in messages (NULL:
- * the running function, see lm_fname). Tells the Lua GC about device bytes, retries
- * after a full collection when the device is out of memory, and raises
- * "out of device memory: requested N bytes, M in use" when that is not enough. */
+/* Pushes a storage of `bytes` (one reference) and returns it. The caller anchors the
+ * userdata (a tensor's user value, a scratch slot) before anything that may raise: a
+ * live storage is on its context's list until its last reference goes. `fname` names
+ * the caller in messages (NULL: the running function, see lm_fname). Tells the Lua GC
+ * about device bytes, retries after a full collection when the device is out of
+ * memory, and raises "out of device memory: requested N bytes, M in use" when that is
+ * not enough. */
 lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, const char *fname);
-/* A storage over `bytes` of a host VkBuffer at `offset` (lumus.h's lumus_push_buffer):
- * no chunk, not counted in lumus.memory(), and freeing it frees none of the host's
- * memory. `mapped` is the host's pointer to that offset, or NULL to use staging. */
+/* Pushes a storage over `bytes` of a host VkBuffer at `offset` (lumus.h's
+ * lumus_push_buffer), anchored as above: no chunk, not counted in lumus.memory(), and
+ * freeing it frees none of the host's memory. `mapped` is the host's pointer to that
+ * offset, or NULL to use staging. */
 lm_storage *lm_storage_wrap(lua_State *L, lm_context *ctx, VkBuffer buffer, VkDeviceSize offset,
                             VkDeviceSize bytes, void *mapped);
 void lm_storage_ref(lm_storage *s);

@@ -18,6 +18,7 @@ lm_tensor *lm_check_tensor(lua_State *L, int idx) {
     lm_tensor *t = to_tensor(L, idx);
     if (!t) lm_typeerror(L, idx, "tensor");
     if (!t->storage) lm_argerror(L, idx, "tensor has been freed");
+    if (!t->storage->ctx) lm_argerror(L, idx, "the tensor's device context has been closed");
     return t;
 }
 
@@ -32,6 +33,7 @@ lm_tensor *lm_option_tensor(lua_State *L, int arg, const char *key) {
         t = to_tensor(L, -1);
         if (!t) lm_argerror(L, arg, "%s must be a tensor, got %s", key, luaL_typename(L, -1));
         if (!t->storage) lm_argerror(L, arg, "%s: tensor has been freed", key);
+        if (!t->storage->ctx) lm_argerror(L, arg, "%s: the tensor's device context has been closed", key);
     }
     lua_pop(L, 1);   /* the tensor stays referenced by the caller's table */
     return t;
@@ -72,9 +74,10 @@ static void set_contiguous(lm_tensor *t) {
     for (int i = t->ndim - 1; i >= 0; i--) { t->strides[i] = stride; stride *= t->shape[i]; }
 }
 
-/* A fresh userdata with no storage (safe to collect if what follows raises). */
+/* A fresh userdata with no storage (safe to collect if what follows raises). Its one
+ * user value anchors the storage userdata (storage.h). */
 static lm_tensor *push_handle(lua_State *L) {
-    lm_tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
+    lm_tensor *t = lua_newuserdatauv(L, sizeof *t, 1);
     memset(t, 0, sizeof *t);
     luaL_setmetatable(L, LM_TENSOR_MT);
     return t;
@@ -96,6 +99,7 @@ lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t
     for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= shape[i]; }
     set_contiguous(t);
     t->storage = lm_storage_new(L, ctx, (VkDeviceSize)t->numel * 4u, NULL);
+    lua_setiuservalue(L, -2, 1);
     return t;
 }
 
@@ -370,6 +374,8 @@ static int m_reshape(lua_State *L) {
     memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
     set_contiguous(v);
     lm_storage_ref(v->storage);
+    lua_getiuservalue(L, 1, 1);
+    lua_setiuservalue(L, -2, 1);
     return 1;
 }
 

@@ -21,21 +21,22 @@ static void zero(lua_State *L, lm_context *ctx, lm_tensor *view) {
 void lm_split_scratch_begin(lua_State *L, lm_context *ctx, uint64_t records, lm_split_call *call) {
     VkDeviceSize bytes = (VkDeviceSize)SCRATCH_RECORD_BYTES * (records + 1u);
     int fresh = 0;
-    if (!ctx->ln_scratch || ctx->ln_scratch->bytes < bytes) {
+    lm_storage *scratch = ctx->scratch[LM_SCRATCH_SPLIT_LN];
+    if (!scratch || scratch->bytes < bytes) {
         /* Grown to a power of two, so rows creeping up do not reallocate each call. */
         VkDeviceSize want = SCRATCH_RECORD_BYTES;
         while (want < bytes && want <= ((VkDeviceSize)-1) / 2) want *= 2;
         if (want < bytes) want = bytes;
         /* The allocation may run finalizers, even a nested call that replaces the
          * scratch: the context's fields are read again after it. */
-        lm_storage *s = lm_storage_new(L, ctx, want, NULL);
-        lm_split_scratch_release(ctx);
-        ctx->ln_scratch = s;
+        lm_storage_new(L, ctx, want, NULL);
+        lm_context_set_scratch(L, ctx, LM_SCRATCH_SPLIT_LN);   /* releases the old one */
+        scratch = ctx->scratch[LM_SCRATCH_SPLIT_LN];
         fresh = 1;
     }
     lm_tensor *v = &call->view;
-    *v = (lm_tensor){ .storage = ctx->ln_scratch, .dtype = LM_FLOAT32, .ndim = 1 };
-    v->numel = v->shape[0] = (int64_t)(ctx->ln_scratch->bytes / 4u);
+    *v = (lm_tensor){ .storage = scratch, .dtype = LM_FLOAT32, .ndim = 1 };
+    v->numel = v->shape[0] = (int64_t)(scratch->bytes / 4u);
     v->strides[0] = 1;
     /* A batch that failed never ran its calls: the counter is not where the host
      * thinks. The epoch is 32 bits: before it wraps, old tags could match again. */
@@ -50,7 +51,5 @@ void lm_split_scratch_end(lm_context *ctx, uint64_t launched, int tickets) {
 }
 
 void lm_split_scratch_release(lm_context *ctx) {
-    lm_storage *s = ctx->ln_scratch;
-    ctx->ln_scratch = NULL;
-    if (s) lm_storage_unref(s);
+    lm_context_release_scratch(ctx, LM_SCRATCH_SPLIT_LN);
 }

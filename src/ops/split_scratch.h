@@ -18,7 +18,8 @@ typedef struct lm_split_call {
 void lm_split_scratch_begin(lua_State *L, lm_context *ctx, uint64_t records, lm_split_call *call);
 /* After the call's dispatch is recorded: `launched` workgroups each took a ticket. */
 void lm_split_scratch_end(lm_context *ctx, uint64_t launched, int tickets);
-/* Drops the context's reference (its registry handle going away; also before growth). */
+/* Releases the scratch (the context's slot LM_SCRATCH_SPLIT_LN; the context also
+ * releases it itself, at teardown and in lumus.empty_cache). */
 void lm_split_scratch_release(lm_context *ctx);
 
 #endif

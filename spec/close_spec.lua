@@ -1,0 +1,90 @@
+-- lua_close frees the whole device context whatever finalizers do while the state
+-- closes (tests/close_loop.c, built by `make examples`), and tensors that outlive their
+-- context raise instead of crashing.
+local shell = dofile("spec/support/shell.lua")
+local ROOT, run = shell.ROOT, shell.run
+
+-- 300 rounds take about 30 s on lavapipe; `build/tests/close_loop 1000` (or
+-- LUMUS_CLOSE_ROUNDS=1000) is the longer run, about 100 s.
+local ROUNDS = tonumber(os.getenv("LUMUS_CLOSE_ROUNDS")) or 300
+
+describe("opening and closing lua_States (tests/close_loop.c)", function()
+  it("leaves no context, and VmRSS and threads flat, with finalizers that use lumus while closing", function()
+    local bin = ROOT .. "/build/tests/close_loop"
+    local f = io.open(bin, "rb")
+    assert(f, bin .. " is missing: run `make examples` first")
+    f:close()
+    local out, code = run(("%s %d"):format(bin, ROUNDS))
+    assert.are.equal(0, code, out)
+    assert.matches("PASS: os.exit%(true, true%) with hostile finalizers leaves no context", out)
+    assert.matches("PASS: " .. ROUNDS .. " rounds of lua_close with hostile finalizers", out)
+    assert.matches("close_loop: all passed", out)
+  end)
+end)
+
+describe("a script closing its state", function()
+  -- Runs a chunk in a fresh lua5.4 that leaves through os.exit(true, true); its output.
+  local function run_lua(code)
+    local path = os.tmpname()
+    local fh = assert(io.open(path, "w"))
+    fh:write(code)
+    fh:close()
+    -- io.popen, not shell.run: under `make sanitize` the module is the ASan build, and the
+    -- sanitizer runtime preloaded here must stay preloaded in the child (which then
+    -- also checks for leaks at exit).
+    local p = io.popen(("LUA_PATH=%q LUA_CPATH=%q timeout 120 lua5.4 %s 2>&1; echo rc=$?")
+      :format(package.path, package.cpath, path))
+    local out = p:read("a")
+    p:close()
+    os.remove(path)
+    return out, tonumber(out:match("rc=(%d+)%s*$"))
+  end
+
+  it("gets a closed-context error from tensors made by a finalizer during lua_close", function()
+    local out, rc = run_lua([[
+      local lumus = require "lumus"
+      setmetatable({}, { __gc = function()   -- runs after the context's teardown
+        for _, f in ipairs {
+          function() return made:to_table() end,
+          function() return lumus.add(made, made) end,
+          function() return made:reshape({ 4, 4 }) end,
+          function() return lumus.zeros({ 2 }) end,
+          function() return lumus.memory() end,
+        } do
+          local ok, e = pcall(f)
+          print(ok, e)
+        end
+        made:free()
+        print("freed", made:is_freed())
+      end })
+      local keep = lumus.zeros({ 4 })
+      setmetatable({}, { __gc = function()   -- runs before it
+        made = lumus.full({ 16 }, 2)
+        lumus.synchronize()
+        print("made", made:to_table()[1])
+      end })
+      os.exit(true, true)
+    ]])
+    assert.are.equal(0, rc, out)
+    assert.matches("made\t2", out)
+    assert.matches("false\t[^\n]*calling 'to_table' on bad self %(the tensor's device context has been closed%)", out)
+    assert.matches("false\t[^\n]*bad argument #1 to '[%w.]*add' %(the tensor's device context has been closed%)", out)
+    assert.matches("false\t[^\n]*calling 'reshape' on bad self %(the tensor's device context has been closed%)", out)
+    assert.matches("freed\ttrue", out)
+    local _, n = out:gsub("false\t[^\n]*: lumus: the device context has been closed\n", "")
+    assert.are.equal(2, n, out)   -- zeros and memory: no new context is made
+  end)
+
+  it("refuses to make the first context inside a finalizer", function()
+    local out, rc = run_lua([[
+      local lumus = require "lumus"
+      setmetatable({}, { __gc = function() print(pcall(lumus.zeros, { 4 })) end })
+      collectgarbage()
+      print(pcall(function() return lumus.zeros({ 2 }):to_table()[1] end))
+      os.exit(true, true)
+    ]])
+    assert.are.equal(0, rc, out)
+    assert.matches("false\t[^\n]*lumus: the device context cannot be created inside a finalizer %(__gc%)", out)
+    assert.matches("true\t0", out)
+  end)
+end)
