@@ -9,7 +9,10 @@
 // and y is written: e * exp(thread max - M) / S from registers, exp(x - M) / S re-read for
 // the streamed part. Memory traffic: one read and one write when the row fits, else two
 // reads of the streamed part (the second mostly from L2) and one write.
-// -inf entries (masks) give 0; a row of only -inf gives NaN, as the formula (0/0) does.
+// Non-finite entries, as PyTorch: -inf entries (masks) give 0; a row of only -inf, a row
+// with +inf and a row with NaN give all NaN. GLSL's max may drop a NaN operand, so a NaN
+// must not be lost through the max: it reaches s through exp(NaN - m) and makes the row's
+// sum, hence every output, NaN. A +inf entry does the same through exp(inf - inf).
 // In place (y == x) is safe: a row is read in full before any of it is written, except the
 // streamed part, where each element is read again and written by the same thread.
 #include "common/buffers.glsl"
@@ -25,8 +28,9 @@ layout(push_constant) uniform Params {
     uint groups_x;   // width of the grid, for 2-D folding
 } p;
 
-// exp(v - m), with the max m of nothing (-inf) giving 0 rather than exp(NaN).
-VT exp_from(VT v, float m) { return m == NEG_INF ? VT(0.0) : exp(v - VT(m)); }
+// exp(v - m); where the max m is -inf (the thread saw only -inf, padding, or NaN that max
+// dropped) it takes m as 0, so -inf gives 0 rather than exp(NaN) and NaN stays NaN.
+VT exp_from(VT v, float m) { return exp(v - VT(m == NEG_INF ? 0.0 : m)); }
 float scale_from(float m, float to) { return m == NEG_INF ? 0.0 : exp(m - to); }
 
 void process_row(uint64_t row, uint lane, uint width) {

@@ -7,6 +7,10 @@
 // subgroup operations, then the subgroup partials). The error is a few roundings of
 // sum(|x|) where a plain float32 loop would lose about one rounding per element.
 // `precise` keeps the compiler from fusing or reassociating the compensation away.
+// Non-finite values: an inf entry, or a share whose sum overflows, makes the compensation
+// inf - inf = NaN. So a thread whose compensated result is not finite (a rare, cold path
+// outside the loop) adds its share again plainly: +-inf entries and overflow then give
+// +-inf, inf with -inf or any NaN gives NaN, as PyTorch's float32 sum does.
 #include "common/buffers.glsl"
 #include "common/rows.glsl"
 
@@ -39,7 +43,13 @@ void process_row(uint64_t row, uint lane, uint width) {
             s = t;
         }
     }
-    float total = row_add(hsum(s - c));
+    float part = hsum(s - c);
+    if ((floatBitsToUint(part) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN
+        VT plain = VT(0.0);
+        for (uint idx = lane; idx < p.n; idx += width) plain += xr.v[idx];
+        part = hsum(plain);
+    }
+    float total = row_add(part);
     if (row_leader()) FloatArray(p.y + row * 4ul).v[0] = total / p.divisor;
 }
 

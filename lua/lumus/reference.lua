@@ -10,6 +10,11 @@
 --   local y, mean, invstd = ref.layer_norm_forward({{1, 2, 3, 4}})   -- float64
 --   local err = ref.compare(gpu_y:to_table(), y)                     -- {max_abs=, ...}
 --
+-- Non-finite values follow PyTorch's float32 semantics (docs/semantics.md): NaN in gives
+-- NaN out, and a result beyond float32's range (|v| >= 2^128 - 2^103, which rounds to
+-- infinity) is +-inf, as a float32 result would be, for add, sub, mul, div, scale, sum
+-- and mean (a mean whose sum overflows is +-inf, as PyTorch's is).
+--
 -- To check a GPU result, feed the reference the float32 values the GPU actually saw:
 -- either `x:to_table()` of the input tensor, or tables made with `ref.random_table`
 -- (which rounds to float32). Then the only difference left is the kernel's arithmetic.
@@ -437,11 +442,20 @@ local function broadcast(name, a, b, f)
   return walk_b(b, 0)
 end
 
-function M.add(a, b) return broadcast("add", a, b, function(x, y) return x + y end) end
-function M.sub(a, b) return broadcast("sub", a, b, function(x, y) return x - y end) end
-function M.mul(a, b) return broadcast("mul", a, b, function(x, y) return x * y end) end
-function M.div(a, b) return broadcast("div", a, b, function(x, y) return x / y end) end
-function M.scale(t, s) return M.map(t, function(x) return x * s end) end
+-- v, or +-inf where v is beyond float32's range: values from 2^128 - 2^103 (halfway between
+-- the largest float32 and 2^128) up round to infinity in float32.
+local F32_OVERFLOW = 2.0^128 - 2.0^103
+local function f32_range(v)
+  if v >= F32_OVERFLOW then return huge end
+  if v <= -F32_OVERFLOW then return -huge end
+  return v
+end
+
+function M.add(a, b) return broadcast("add", a, b, function(x, y) return f32_range(x + y) end) end
+function M.sub(a, b) return broadcast("sub", a, b, function(x, y) return f32_range(x - y) end) end
+function M.mul(a, b) return broadcast("mul", a, b, function(x, y) return f32_range(x * y) end) end
+function M.div(a, b) return broadcast("div", a, b, function(x, y) return f32_range(x / y) end) end
+function M.scale(t, s) return M.map(t, function(x) return f32_range(x * s) end) end
 function M.neg(t) return M.map(t, function(x) return -x end) end
 -- NaN stays NaN (x < 0 is false for it).
 function M.relu(t) return M.map(t, function(x) if x < 0 then return 0 end return x end) end
@@ -510,7 +524,8 @@ local function per_row(t, f)
   return r
 end
 
---- Softmax over the last dimension: exp(x - max) / sum(exp(x - max)).
+--- Softmax over the last dimension: exp(x - max) / sum(exp(x - max)). As PyTorch: -inf
+-- entries give 0; a row with NaN or +inf (exp(inf - inf)), or of only -inf, is all NaN.
 function M.softmax(t)
   return per_row(t, function(row)
     local m = -huge
@@ -525,14 +540,16 @@ end
 local function row_sum(row)
   local s = 0
   for i = 1, #row do s = s + row[i] end
-  return s
+  return f32_range(s)
 end
 
 --- Sum over the last dimension (plain float64 sum: for float32 inputs and rows up to
--- 2^20 its error is below 1e-10 of sum(|x|)).
+-- 2^20 its error is below 1e-10 of sum(|x|)). A row with NaN, or with +inf and -inf,
+-- sums to NaN; one with +-inf, or whose sum is beyond float32's range, to +-inf.
 function M.sum(t) return per_row(t, row_sum) end
 
---- Mean over the last dimension.
+--- Mean over the last dimension: the sum (as M.sum, so +-inf where it overflows
+-- float32) over the row's length.
 function M.mean(t) return per_row(t, function(row) return row_sum(row) / #row end) end
 
 return M
