@@ -308,7 +308,7 @@ nn.Sequential {
     assert.are.equal(1, seq:size())
     assert.are.same({ 2, 3 }, seq(x):shape())
   end)
-  it("frees the intermediate tensors it passes between children", function()
+  it("keeps its children's outputs for the next call and releases them on clear_state()", function()
     local seq = model()
     local x = lumus.ones({ 64, 12 })
     collectgarbage(); collectgarbage(); lumus.synchronize()
@@ -316,10 +316,17 @@ nn.Sequential {
     local start = lumus.memory().in_use
     local y = seq(x)
     assert.are.same({ 64, 8 }, y:shape())
-    y:free()
+    assert.are.equal(seq:get(3).output, y)
+    assert.are.equal(seq.output, y)
+    lumus.synchronize()
+    -- outputs 64x24, 64x24 (+ mean and invstd, 64 each) and 64x8, in float32
+    local kept = lumus.memory().in_use - start
+    seq:clear_state()
+    assert.is_true(y:is_freed())
     lumus.synchronize()
     local after = lumus.memory().in_use
     collectgarbage("restart")
+    assert.are.equal(4 * (64 * 24 * 2 + 64 * 2 + 64 * 8), kept)
     assert.are.equal(start, after)
   end)
 end)
