@@ -3,6 +3,7 @@
 -- knobs that would compile huge shaders, and a device that does not finish in time.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
 
 local function settle()
   collectgarbage("collect"); collectgarbage("collect"); lumus.synchronize()
@@ -24,11 +25,7 @@ end
 -- A finalizer (runs at the next full collection) that calls fn.
 local function on_collect(fn) setmetatable({}, { __gc = fn }) end
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert(not ok, "expected an error")
-  return e
-end
+local err_of = checks.error_of
 
 describe("a finalizer that frees an argument while the op allocates", function()
   it("makes layer_norm_forward raise 'tensor has been freed', not crash", function()

@@ -12,15 +12,13 @@
 -- (their printing, parameters and argument checks are tested regardless).
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
 local nn = lumus.nn
 
 local TOL = 2e-5
 
 local function check(got, want, what, tol)
-  local c = ref.compare(got:to_table(), want)
-  assert(c.max_rel <= (tol or TOL), ("%s: max error %.3g (relative to max(1, |ref|)) at element %d")
-    :format(what, c.max_rel, c.worst))
-  return c
+  return checks.close(got, want, { mixed = tol or TOL, what = what })
 end
 
 -- float64 references of the elementwise pieces, local to this spec (the elementwise
@@ -394,11 +392,7 @@ nn.Residual {
 end)
 
 describe("nn construction and module errors", function()
-  local function expect(pattern, f, ...)
-    local ok, e = pcall(f, ...)
-    assert.is_false(ok, "no error")
-    assert(tostring(e):find(pattern), ("message %q lacks %q"):format(tostring(e), pattern))
-  end
+  local function expect(pattern, f, ...) checks.errors(f, pattern, ...) end
 
   it("reject bad sizes and options", function()
     expect("nn.Linear: in_features must be a positive integer, got 0", nn.Linear, 0, 3)

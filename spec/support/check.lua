@@ -6,8 +6,8 @@
 --   local msg = checks.errors(lumus.matmul, "#2.*must be K", a, b)
 --
 -- close(got, want [, opts]) compares element by element, got a tensor, a nested table or
--- a flat list, want the float64 reference as a nested table or flat list (same count of
--- elements; shapes are compared only by count). Element i passes when
+-- a flat list, want the float64 reference as a nested table or flat list: the same
+-- shape when both are nested, else the same count of elements. Element i passes when
 --   |got_i - want_i| <= rel * |want_i| + abs_i + mixed * max(1, |want_i|)
 -- with opts.rel, opts.abs (a number, or a flat list of per-element bounds) and
 -- opts.mixed all 0 by default (so the default is exact equality). A NaN in want passes
@@ -40,13 +40,18 @@ function M.close(got, want, opts)
   local rel, mixed = opts.rel or 0, opts.mixed or 0
   local abs_tol = opts.abs or 0
   local abs_list = type(abs_tol) == "table" and abs_tol or nil
+  if type(got) ~= "table" then got = got:to_table() end
+  if type(got[1]) == "table" and type(want[1]) == "table" then
+    local gs, ws = table.concat(ref.shape(got), "x"), table.concat(ref.shape(want), "x")
+    if gs ~= ws then fail(("%s: shape %s, want %s"):format(what, gs, ws)) end
+  end
   local g, w = M.flat(got), M.flat(want)
   if #g ~= #w then fail(("%s: %d elements, want %d"):format(what, #g, #w)) end
   if abs_list and #abs_list ~= #w then
     fail(("%s: %d per-element bounds for %d elements"):format(what, #abs_list, #w))
   end
   local max_abs, max_rel, sq_err, sq_ref, worst = 0, 0, 0, 0, 1
-  local bad, worst_bad, worst_ratio, worst_bound = 0, nil, -1, 0
+  local bad, worst_bad, worst_ratio, worst_bound, worst_e = 0, nil, -1, 0, 0
   for i = 1, #w do
     local x, y = g[i], w[i]
     local e
@@ -67,8 +72,8 @@ function M.close(got, want, opts)
       if e == huge or not (e <= bound) then
         bad = bad + 1
         local ratio = bound > 0 and e / bound or huge
-        if ratio > worst_ratio or worst_bad == nil then
-          worst_bad, worst_ratio, worst_bound = i, ratio, bound
+        if ratio > worst_ratio or (ratio == worst_ratio and e > worst_e) then
+          worst_bad, worst_ratio, worst_bound, worst_e = i, ratio, bound, e
         end
       end
     end
@@ -77,7 +82,7 @@ function M.close(got, want, opts)
   if bad > 0 then
     local i = worst_bad
     fail(("%s: %d of %d elements out of bounds; worst: element %d is %.9g, want %.9g (error %.3g > bound %.3g)")
-      :format(what, bad, #w, i, g[i], w[i], abs(g[i] - w[i]), worst_bound))
+      :format(what, bad, #w, i, g[i], w[i], worst_e, worst_bound))
   end
   if opts.rel_l2 and not (rel_l2 <= opts.rel_l2) then
     fail(("%s: relative L2 error %.3g > %.3g"):format(what, rel_l2, opts.rel_l2))
