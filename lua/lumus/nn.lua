@@ -61,7 +61,9 @@
 --
 -- Own modules: local Scale = nn.Module:extend("Scale"), then Scale:__init(...) (set
 -- fields, call self:register_parameter(name, tensor) / self:register_module(m) so that
--- parameters() sees them) and Scale:forward(x); Scale(...) builds one.
+-- parameters() sees them, and self:register_buffers("output", ...) for the fields that
+-- hold tensors it reuses, so that clear_state() and free() release them) and
+-- Scale:forward(x); Scale(...) builds one.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 
