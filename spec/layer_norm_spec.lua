@@ -21,6 +21,7 @@
 -- and on a deterministic sample of rows otherwise; each test says which.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
 
 local Y_REL_L2, Y_MAX, MEAN_MAX, INVSTD_REL = 1e-5, 1e-4, 1e-5, 1e-4
 local NAN = 0 / 0
@@ -33,11 +34,9 @@ local function stat_shape(shape)
   return s
 end
 
+-- |got - want| <= max_rel_abs * max(1, |want|) per element; returns the statistics.
 local function check(got, want, what, max_rel_abs)
-  local c = ref.compare(got, want)
-  assert(c.max_rel <= max_rel_abs, ("%s: max error %.3g (relative to max(1, |ref|)) > %.3g at element %d")
-    :format(what, c.max_rel, max_rel_abs, c.worst))
-  return c
+  return checks.close(got, want, { mixed = max_rel_abs, what = what })
 end
 
 -- Checks y, mean and invstd (tables) against the reference's.
@@ -45,13 +44,7 @@ local function check_all(y, m, r, wy, wm, wr, what, scale)
   local cy = check(y, wy, what .. " y", Y_MAX)
   assert(cy.rel_l2 <= Y_REL_L2, ("%s y: relative L2 error %.3g > %.3g"):format(what, cy.rel_l2, Y_REL_L2))
   check(m, wm, what .. " mean", MEAN_MAX * math.max(1, scale or 1))
-  local gi, wi = ref.flatten(r), ref.flatten(wr)
-  assert.are.equal(#wi, #gi)
-  for i = 1, #wi do
-    local e = math.abs(gi[i] / wi[i] - 1)
-    if e ~= e then e = math.huge end
-    assert(e <= INVSTD_REL, ("%s invstd: relative error %.3g at row %d"):format(what, e, i))
-  end
+  checks.close(r, wr, { rel = INVSTD_REL, what = what .. " invstd" })
   return cy
 end
 
@@ -130,17 +123,7 @@ local function periodic_input(numel, seed, f)
 end
 
 -- n float32 values of tensor t from 1-based element `first`.
-local function read_floats(t, first, n)
-  local bytes = t:to_bytes(first, n)
-  local out, pos = {}, 1
-  for i = 1, n, 1000 do
-    local k = math.min(1000, n - i + 1)
-    local vals = table.pack(string.unpack("<" .. ("f"):rep(k), bytes, pos))
-    pos = vals[k + 1]
-    table.move(vals, 1, k, i, out)
-  end
-  return out
-end
+local read_floats = checks.floats
 
 -- Sorted, distinct 0-based row indices: the given ones (clamped) plus `extra`
 -- deterministic pseudo-random ones.
@@ -625,15 +608,10 @@ end)
 
 describe("layer_norm_forward errors", function()
   local x = lumus.ones({ 2, 4 })
-  local function err_of(...)
-    local ok, e = pcall(lumus.layer_norm_forward, ...)
-    assert.is_false(ok)
-    return tostring(e)
-  end
+  local function err_of(...) return checks.error_of(lumus.layer_norm_forward, ...) end
   local function expect(pattern, ...)
-    local e = err_of(...)
+    local e = checks.errors(lumus.layer_norm_forward, pattern, ...)
     assert(e:find("layer_norm_forward", 1, true), "message does not name the function: " .. e)
-    assert(e:find(pattern), ("message %q lacks %q"):format(e, pattern))
   end
 
   it("rejects a non-tensor x", function()

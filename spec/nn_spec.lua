@@ -12,15 +12,13 @@
 -- (their printing, parameters and argument checks are tested regardless).
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
 local nn = lumus.nn
 
 local TOL = 2e-5
 
 local function check(got, want, what, tol)
-  local c = ref.compare(got:to_table(), want)
-  assert(c.max_rel <= (tol or TOL), ("%s: max error %.3g (relative to max(1, |ref|)) at element %d")
-    :format(what, c.max_rel, c.worst))
-  return c
+  return checks.close(got, want, { mixed = tol or TOL, what = what })
 end
 
 -- float64 references of the elementwise pieces, local to this spec (the elementwise
@@ -308,7 +306,7 @@ nn.Sequential {
     assert.are.equal(1, seq:size())
     assert.are.same({ 2, 3 }, seq(x):shape())
   end)
-  it("frees the intermediate tensors it passes between children", function()
+  it("keeps its children's outputs for the next call and releases them on clear_state()", function()
     local seq = model()
     local x = lumus.ones({ 64, 12 })
     collectgarbage(); collectgarbage(); lumus.synchronize()
@@ -316,10 +314,17 @@ nn.Sequential {
     local start = lumus.memory().in_use
     local y = seq(x)
     assert.are.same({ 64, 8 }, y:shape())
-    y:free()
+    assert.are.equal(seq:get(3).output, y)
+    assert.are.equal(seq.output, y)
+    lumus.synchronize()
+    -- outputs 64x24, 64x24 (+ mean and invstd, 64 each) and 64x8, in float32
+    local kept = lumus.memory().in_use - start
+    seq:clear_state()
+    assert.is_true(y:is_freed())
     lumus.synchronize()
     local after = lumus.memory().in_use
     collectgarbage("restart")
+    assert.are.equal(4 * (64 * 24 * 2 + 64 * 2 + 64 * 8), kept)
     assert.are.equal(start, after)
   end)
 end)
@@ -387,11 +392,7 @@ nn.Residual {
 end)
 
 describe("nn construction and module errors", function()
-  local function expect(pattern, f, ...)
-    local ok, e = pcall(f, ...)
-    assert.is_false(ok, "no error")
-    assert(tostring(e):find(pattern), ("message %q lacks %q"):format(tostring(e), pattern))
-  end
+  local function expect(pattern, f, ...) checks.errors(f, pattern, ...) end
 
   it("reject bad sizes and options", function()
     expect("nn.Linear: in_features must be a positive integer, got 0", nn.Linear, 0, 3)

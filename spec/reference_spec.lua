@@ -2,24 +2,16 @@
 -- device: the reference is the float64 ground truth the GPU specs rely on, so it is
 -- checked on its own first.
 local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
 
 -- |a - b| <= tol for numbers, element by element for (nested) tables.
 local function near(want, got, tol)
-  tol = tol or 1e-12
-  if type(want) == "table" then
-    assert.are.equal(#want, #got, "lengths differ")
-    for i = 1, #want do near(want[i], got[i], tol) end
-    return
-  end
-  assert(math.abs(want - got) <= tol, ("want %.17g, got %.17g (tolerance %g)"):format(want, got, tol))
+  if type(want) ~= "table" then want, got = { want }, { got } end
+  checks.close(got, want, { abs = tol or 1e-12 })
 end
 
 -- The message of the error that f raises.
-local function error_of(f)
-  local ok, err = pcall(f)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local error_of = checks.error_of
 
 describe("reference.shape", function()
   it("infers the shape of nested tables", function()

@@ -3,16 +3,10 @@
 -- and the argument (number or name) always, the wording where the contract fixes it.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(e)
-end
-local function expect(pattern, f, ...)
-  local e = err_of(f, ...)
-  assert(e:find(pattern), ("message %q lacks %q"):format(e, pattern))
-end
+local err_of = checks.error_of
+local function expect(pattern, f, ...) checks.errors(f, pattern, ...) end
 
 describe("device", function()
   it("describes the device in use and lists all devices", function()

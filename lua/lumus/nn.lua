@@ -21,7 +21,8 @@
 --   nn.Residual(block)                x + block(x) (lumus.add)
 --
 -- Every module has:
---   m:forward(x), m(x)                the output tensor
+--   m:forward(x), m(x)                the output tensor, m.output (see "Outputs" below)
+--   m.output                          the output of the last call
 --   m:parameters()                    list of its parameter tensors, children's included,
 --                                     in a fixed order (a module's own, then its children's)
 --   m:load(values [, {strict = true}])  copies values into the parameters, in place:
@@ -32,7 +33,10 @@
 --                                     Sequential takes {[i] = values of child i}, Residual
 --                                     its block's values. strict (default): every parameter
 --                                     must be given. Shapes and sizes are checked.
---   m:free()                          releases the parameters' device memory now
+--   m:clear_state()                   releases the output buffers (its own and its
+--                                     children's) now; the next call makes new ones
+--   m:free()                          releases the parameters' and the buffers' device
+--                                     memory now
 --   tostring(m)                       "nn.Linear(768 -> 3072)", "nn.LayerNorm(768)", ...
 --
 -- Initialization is deterministic. Linear draws weight then bias, row-major, from
@@ -41,14 +45,25 @@
 -- module-level generator, which nn.manual_seed(n) resets (it starts at a fixed seed, so a
 -- script builds the same model on every run).
 --
--- Sequential and Residual free the intermediate tensors they pass between children as
--- soon as the next child has consumed them (not their input and not their output), so a
--- loop over a model does not wait for the GC to return device memory. A child module
--- must therefore not keep its output tensor for later.
+-- Outputs (Torch7 nn semantics): m.output is reused; clone it to keep it
+-- (lumus.copy(m.output)). Each module keeps its result tensor (LayerNorm also its mean
+-- and invstd, as m.mean and m.invstd) and the next call with an input of the same shape
+-- writes into it through the kernels' {out=}, so a per-frame model(x) allocates no device
+-- memory after the first call. An input of another shape makes a new buffer and frees
+-- the old one (a tensor still held from an earlier call then raises "tensor has been
+-- freed"). A call whose input is the module's own output, x == m.output, gets a new
+-- buffer rather than writing over its input (the elementwise modules, which can work in
+-- place, write into it). Sequential's output is its last child's output (its input when
+-- empty); Residual keeps its own buffer for x + block(x). Containers free nothing they
+-- pass between children: each child's output lives until the child's next call,
+-- clear_state() or free(). A module of one's own may return a fresh tensor per call
+-- (containers accept it; the GC reclaims it) or keep self.output the same way.
 --
 -- Own modules: local Scale = nn.Module:extend("Scale"), then Scale:__init(...) (set
 -- fields, call self:register_parameter(name, tensor) / self:register_module(m) so that
--- parameters() sees them) and Scale:forward(x); Scale(...) builds one.
+-- parameters() sees them, and self:register_buffers("output", ...) for the fields that
+-- hold tensors it reuses, so that clear_state() and free() release them) and
+-- Scale:forward(x); Scale(...) builds one.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 
@@ -127,6 +142,24 @@ end
 
 local function shape_string(s) return table.concat(s, "x") end
 
+-- The module's buffer `buf` if a result for input x (a tensor) can be written into it:
+-- not freed, not x itself, and of x's shape with the last dimension `last` (x's own when
+-- nil). Otherwise nil: the op then makes a new one (and raises on a bad x).
+local function reusable(buf, x, last)
+  if buf == nil or rawequal(buf, x) or not is_tensor(x) or buf:is_freed() then return nil end
+  local n = x:dim()
+  if buf:dim() ~= n or buf:size(n) ~= (last or x:size(n)) then return nil end
+  for i = 1, n - 1 do
+    if buf:size(i) ~= x:size(i) then return nil end
+  end
+  return buf
+end
+
+-- Frees the buffer `old` that `new` replaces, unless it is still in use as the input x.
+local function drop(old, new, x)
+  if old ~= nil and old ~= new and not rawequal(old, x) then old:free() end
+end
+
 ---------------------------------------------------------------------------------------
 -- Module
 
@@ -146,7 +179,7 @@ local function make_class(name, parent)
   return setmetatable(cls, {
     __index = parent,
     __call = function(c, ...)
-      local self = setmetatable({ _params = {}, _modules = {} }, c)
+      local self = setmetatable({ _params = {}, _modules = {}, _buffers = {} }, c)
       self:__init(...)
       return self
     end,
@@ -210,7 +243,25 @@ function Module:parameters()
   return list
 end
 
+--- Records the names of fields that hold this module's own output buffers, which
+-- clear_state() and free() release (an output borrowed from a child is not listed).
+function Module:register_buffers(...)
+  for i = 1, select("#", ...) do self._buffers[#self._buffers + 1] = select(i, ...) end
+end
+
+function Module:clear_state()
+  for _, name in ipairs(self._buffers) do
+    local t = self[name]
+    if is_tensor(t) then t:free() end
+    self[name] = nil
+  end
+  self.output = nil
+  for _, m in ipairs(self._modules) do m:clear_state() end
+  return self
+end
+
 function Module:free()
+  self:clear_state()
   for _, p in ipairs(self:parameters()) do p:free() end
 end
 
@@ -315,10 +366,17 @@ function Linear:__init(in_features, out_features, opts)
   if with_bias then
     self:register_parameter("bias", lumus.from_bytes(uniform_bytes(g, self.out_features, bound), { self.out_features }))
   end
+  self:register_buffers("output")
 end
 
 function Linear:forward(x)
-  return lumus.linear(x, self.weight, self.bias)
+  local old = self.output
+  local buf = reusable(old, x, self.out_features)
+  if buf then return lumus.linear(x, self.weight, self.bias, { out = buf }) end
+  local y = lumus.linear(x, self.weight, self.bias)
+  drop(old, y, x)
+  self.output = y
+  return y
 end
 
 function Linear:describe()
@@ -347,6 +405,7 @@ function LayerNorm:__init(d, opts)
     self:register_parameter("weight", lumus.ones({ self.d }))
     self:register_parameter("bias", lumus.zeros({ self.d }))
   end
+  self:register_buffers("output", "mean", "invstd")
 end
 
 function LayerNorm:forward(x)
@@ -355,8 +414,17 @@ function LayerNorm:forward(x)
   if d ~= self.d then
     error(("%s: input's last dimension must be %d, got shape %s"):format(self:describe(), self.d, shape_string(x:shape())), 2)
   end
+  -- mean and invstd always have the shape that goes with output's (x's without its
+  -- last dimension), so the three are kept and replaced together.
+  local old_y, old_mean, old_invstd = self.output, self.mean, self.invstd
+  local buf = reusable(old_y, x)
+  if buf and not old_mean:is_freed() and not old_invstd:is_freed() then
+    return lumus.layer_norm_forward(x, self.weight, self.bias, self.eps,
+      { out = buf, mean = old_mean, invstd = old_invstd })
+  end
   local y, mean, invstd = lumus.layer_norm_forward(x, self.weight, self.bias, self.eps)
-  mean:free(); invstd:free()
+  drop(old_y, y, x); drop(old_mean, mean, x); drop(old_invstd, invstd, x)
+  self.output, self.mean, self.invstd = y, mean, invstd
   return y
 end
 
@@ -391,10 +459,24 @@ function GELU:__init(opts)
       type(a) == "string" and ("%q"):format(a) or type(a)), 3)
   end
   self.approximate = a
+  self:register_buffers("output")
+end
+
+-- y = f(x, [h,] opts) for the elementwise kernels, into self.output when it fits. They
+-- may write in place, so an output that is x itself is reused as well. `like` is the
+-- operand whose shape the result has (x, or h when it is the larger of a broadcast).
+local function elementwise_forward(self, f, x, h, opts, like)
+  local old = self.output
+  local buf = rawequal(old, x) and old or reusable(old, like or x)
+  opts.out = buf
+  local y
+  if h == nil then y = f(x, opts) else y = f(x, h, opts) end
+  if not buf then drop(old, y, x); self.output = y end
+  return y
 end
 
 function GELU:forward(x)
-  return kernel("gelu", "nn.GELU")(x, { approximate = self.approximate })
+  return elementwise_forward(self, kernel("gelu", "nn.GELU"), x, nil, { approximate = self.approximate })
 end
 
 function GELU:describe()
@@ -406,9 +488,10 @@ nn.ReLU = ReLU
 
 function ReLU:__init(opts)
   if opts ~= nil then error("nn.ReLU: takes no arguments", 3) end
+  self:register_buffers("output")
 end
 
-function ReLU:forward(x) return kernel("relu", "nn.ReLU")(x) end
+function ReLU:forward(x) return elementwise_forward(self, kernel("relu", "nn.ReLU"), x, nil, {}) end
 
 ---------------------------------------------------------------------------------------
 -- Containers
@@ -446,14 +529,11 @@ end
 function Sequential:get(i) return self._modules[i] end
 function Sequential:size() return #self._modules end
 
+-- output is borrowed: the last child's (or x), not a buffer of the Sequential's own.
 function Sequential:forward(x)
   local cur = x
-  for _, m in ipairs(self._modules) do
-    local nxt = m:forward(cur)
-    -- cur was made here (by the previous child) and is not passed on: release it now.
-    if cur ~= x and cur ~= nxt and is_tensor(cur) then cur:free() end
-    cur = nxt
-  end
+  for _, m in ipairs(self._modules) do cur = m:forward(cur) end
+  self.output = cur
   return cur
 end
 
@@ -474,13 +554,15 @@ function Residual:__init(block)
     error(("nn.Residual: a module expected, got %s"):format(type(block)), 3)
   end
   self.block = self:register_module(block)
+  self:register_buffers("output")
 end
 
+-- x + block(x) into its own buffer: the block's output stays the block's.
 function Residual:forward(x)
   local h = self.block:forward(x)
-  local y = kernel("add", "nn.Residual")(x, h)
-  if h ~= x and h ~= y and is_tensor(h) then h:free() end
-  return y
+  local like = x
+  if is_tensor(h) and is_tensor(x) and h:dim() > x:dim() then like = h end
+  return elementwise_forward(self, kernel("add", "nn.Residual"), x, h, {}, like)
 end
 
 function Residual:describe()
