@@ -10,7 +10,7 @@ local function settle()
 end
 
 local function stats()
-  local s = (lumus.tune and lumus.tune.stream_stats or lumus._stream_stats)()
+  local s = lumus.tune.stream_stats()
   return s.blocks_made
 end
 
@@ -145,7 +145,7 @@ describe("device memory blocks", function()
   end)
 
   it("count the context's scratch as internal, which empty_cache releases", function()
-    local config = lumus.tune and lumus.tune.layer_norm or lumus._layer_norm_config
+    local config = lumus.tune.layer_norm
     if not config then pending("no layer_norm tuning hook") return end
     settle()
     config(4096, { parts = 2 })

@@ -12,7 +12,7 @@ local ref = require "lumus.reference"
 local NAN, INF = 0 / 0, math.huge
 local U = 2 ^ -24                                  -- float32 unit roundoff
 local F32_OVERFLOW = 2.0 ^ 128 - 2.0 ^ 103         -- the smallest value float32 rounds to inf
-local row_config = (lumus.tune and lumus.tune.rows) or lumus._row_config
+local row_config = lumus.tune.rows
 
 local function flat(t) return type(t[1]) == "table" and ref.flatten(t) or t end
 local function fmt(v) return ("%.9g"):format(v) end

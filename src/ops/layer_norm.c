@@ -435,7 +435,7 @@ static int tune_choice(lua_State *L, const char *name, const char *const names[]
     return i;
 }
 
-/* core._layer_norm_config(D [, tune]) -> the plan for rows of D (for a call with weight
+/* tune.layer_norm(D [, tune]) -> the plan for rows of D (for a call with weight
  * or bias): {variant, workgroup, items, vec, epoch} and rows_per_group, or for the split
  * form parts, records and classes. `tune` ({items_target=, wg=, ...}) changes the plan
  * of later calls (for bench/ sweeps and specs); the planners keep whatever it forces
