@@ -85,21 +85,27 @@ static int l_validation_messages(lua_State *L) {
     return 1;
 }
 
+/* Functions of the lumus table that take no tensor first. */
 static const luaL_Reg functions[] = {
     {"device", lm_device}, {"devices", lm_devices},
     {"synchronize", l_synchronize}, {"pending", l_pending},
     {"memory", l_memory}, {"empty_cache", l_empty_cache}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
     {"gpu_time", lm_gpu_time}, {"clock", lm_clock},
     {"zeros", lm_op_zeros}, {"ones", lm_op_ones}, {"full", lm_op_full},
+    {NULL, NULL}
+};
+
+/* Ops whose first argument is a tensor: lumus.<name>(t, ...) and t:<name>(...) alike. */
+static const luaL_Reg tensor_ops[] = {
     {"layer_norm_forward", lm_op_layer_norm_forward},
     {"copy", lm_op_copy}, {"fill", lm_op_fill},
     {"matmul", lm_op_matmul}, {"linear", lm_op_linear},
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
-    {"scale", lm_op_scale}, {"neg", lm_op_neg}, {"relu", lm_op_relu}, {"gelu", lm_op_gelu},
-    {"gelu_tanh", lm_op_gelu_tanh}, {"gelu_erf", lm_op_gelu_erf}, {"erf", lm_op_erf},
+    {"scale", lm_op_scale},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
     {NULL, NULL}
 };
+static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
 
 /* core.tune (lumus.tune): hooks for specs and benchmarks that read or force the kernels'
  * choices, and counters; not part of the ops' API. */
@@ -110,13 +116,27 @@ static const luaL_Reg tune_functions[] = {
     {NULL, NULL}
 };
 
-int luaopen_lumus_core(lua_State *L) {
+/* Sets each list of tensor ops into the table on top of the stack. */
+static void set_tensor_ops(lua_State *L) {
+    for (size_t i = 0; i < sizeof tensor_op_lists / sizeof tensor_op_lists[0]; i++)
+        luaL_setfuncs(L, tensor_op_lists[i], 0);
+}
+
+LUMUS_API int luaopen_lumus_core(lua_State *L) {
     luaL_newlib(L, functions);
     lm_register_names(L, functions, "lumus");
+    set_tensor_ops(L);
+    for (size_t i = 0; i < sizeof tensor_op_lists / sizeof tensor_op_lists[0]; i++)
+        lm_register_names(L, tensor_op_lists[i], "lumus");
     luaL_newlib(L, tune_functions);
     lm_register_names(L, tune_functions, "lumus.tune");
     lua_setfield(L, -2, "tune");
     lm_tensor_register(L);
+    /* The ops as methods too: module.Tensor.methods (the metatable's __index). */
+    lua_getfield(L, -1, "Tensor");
+    lua_getfield(L, -1, "methods");
+    set_tensor_ops(L);
+    lua_pop(L, 2);
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");
     return 1;

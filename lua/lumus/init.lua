@@ -94,13 +94,10 @@ local function tensor_tostring(t)
 end
 Tensor.__tostring = tensor_tostring
 
--- Ops as methods (t:add(b), t:relu(), ...) and arithmetic operators: t + u, t - 2,
--- 2 - t, t * u, 1 / t, -t. A number may stand on either side; the C functions order
--- the operands themselves.
-for _, name in ipairs { "add", "sub", "mul", "div", "scale", "neg", "relu", "gelu",
-                        "gelu_tanh", "gelu_erf", "erf", "softmax", "sum", "mean" } do
-  methods[name] = core[name]
-end
+-- Every op whose first argument is a tensor is a method too (t:add(b), t:relu(); the C
+-- core registers them in both places). Arithmetic operators: t + u, t - 2, 2 - t,
+-- t * u, 1 / t, -t. A number may stand on either side; the C functions order the
+-- operands themselves.
 Tensor.__add, Tensor.__sub, Tensor.__mul, Tensor.__div = core.add, core.sub, core.mul, core.div
 Tensor.__unm = function(t) return core.neg(t) end   -- Lua passes the operand twice
 

@@ -3,6 +3,7 @@
 #define LUMUS_OPS_H
 
 #include <lua.h>
+#include <lauxlib.h>
 #include "../tensor.h"
 
 #define LM_LAUNCH_TENSORS 4
@@ -53,9 +54,9 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
 
 /* Elementwise (binary.c, unary.c) and row ops (softmax.c, sum.c); README "Ops". */
 int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);
-int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L); int lm_op_neg(lua_State *L);
-int lm_op_relu(lua_State *L); int lm_op_gelu(lua_State *L); int lm_op_gelu_tanh(lua_State *L);
-int lm_op_gelu_erf(lua_State *L); int lm_op_erf(lua_State *L);
+int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L);
+/* The unary elementwise ops (unary.c's table), NULL-terminated. */
+extern const luaL_Reg lm_unary_ops[];
 int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);
 int lm_op_row_config(lua_State *L);   /* tune.rows */
 

@@ -1,6 +1,16 @@
-/* lumus.neg, relu, gelu (gelu_tanh, gelu_erf) and erf: t -> f(t), elementwise. */
+/* The unary elementwise ops: t -> f(t). Each is one line of UNARY_OPS (name, kernel op
+ * code from shaders/common/elementwise_ops.h, the number the kernel gets as b); the
+ * table registers it as lumus.<name> and as a Tensor method (lm_unary_ops). */
 #include "elementwise.h"
 #include <lauxlib.h>
+
+/* -t as t * -1, which IEEE arithmetic makes exact (signed zeros included). */
+#define UNARY_OPS(X)                              \
+    X(neg,       LM_EW_MUL,       -1.0f)          \
+    X(relu,      LM_EW_RELU,      0.0f)           \
+    X(erf,       LM_EW_ERF,       0.0f)           \
+    X(gelu_tanh, LM_EW_GELU_TANH, 0.0f)           \
+    X(gelu_erf,  LM_EW_GELU_ERF,  0.0f)
 
 /* Records f(t) into opts.out (argument 2, options already checked) or a new tensor, and
  * returns it. */
@@ -18,16 +28,13 @@ static int unary(lua_State *L, const char *name, lm_ew_op op, float scalar) {
     return unary_checked(L, name, op, scalar);
 }
 
-/* -t as t * -1, which IEEE arithmetic makes exact (signed zeros included). */
-int lm_op_neg(lua_State *L) { return unary(L, "neg", LM_EW_MUL, -1.0f); }
-int lm_op_relu(lua_State *L) { return unary(L, "relu", LM_EW_RELU, 0.0f); }
-int lm_op_erf(lua_State *L) { return unary(L, "erf", LM_EW_ERF, 0.0f); }
-int lm_op_gelu_tanh(lua_State *L) { return unary(L, "gelu_tanh", LM_EW_GELU_TANH, 0.0f); }
-int lm_op_gelu_erf(lua_State *L) { return unary(L, "gelu_erf", LM_EW_GELU_ERF, 0.0f); }
+#define UNARY_FUNCTION(name, op, scalar) \
+    static int l_##name(lua_State *L) { return unary(L, #name, op, scalar); }
+UNARY_OPS(UNARY_FUNCTION)
 
 /* lumus.gelu(t [, {approximate = "none" | "tanh", out =}]): the erf form by default, as
  * in PyTorch. */
-int lm_op_gelu(lua_State *L) {
+static int l_gelu(lua_State *L) {
     static const char *const known[] = { "approximate", "out", NULL };
     static const char *const forms[] = { "none", "tanh", NULL };
     lm_check_tensor(L, 1);
@@ -36,3 +43,10 @@ int lm_op_gelu(lua_State *L) {
     return tanh_form ? unary_checked(L, "gelu_tanh", LM_EW_GELU_TANH, 0.0f)
                      : unary_checked(L, "gelu_erf", LM_EW_GELU_ERF, 0.0f);
 }
+
+#define UNARY_ENTRY(name, op, scalar) { #name, l_##name },
+const luaL_Reg lm_unary_ops[] = {
+    UNARY_OPS(UNARY_ENTRY)
+    { "gelu", l_gelu },
+    { NULL, NULL }
+};
