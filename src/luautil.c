@@ -40,7 +40,8 @@ void lm_register_names(lua_State *L, const luaL_Reg *fns, const char *prefix) {
 const char *lm_fname(lua_State *L) {
     lua_Debug ar;
     if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return "lumus";
-    if (ar.name) { lua_pop(L, 1); return ar.name; }
+    /* Lua names a call through a computed key (t[k](...)) "?": no name either. */
+    if (ar.name && strcmp(ar.name, "?") != 0) { lua_pop(L, 1); return ar.name; }
     /* No call-site name: the registered one, looked up by the function itself. */
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &NAMES_KEY) == LUA_TTABLE) {
         lua_pushvalue(L, -2);
