@@ -116,6 +116,7 @@ VT apply(VT a, VT b) {
     if (OP == LM_EW_RELU) return relu(a);
     if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
     if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
+    if (OP == LM_EW_ABS) return abs(a);
     return erf_(a);
 }
 

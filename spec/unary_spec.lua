@@ -10,6 +10,7 @@ local checks = dofile("spec/support/check.lua")
 local OPS = {
   { "neg", ref.neg, {}, 100 },                                   -- exact
   { "relu", ref.relu, {}, 100 },                                 -- exact
+  { "abs", ref.abs, {}, 100 },                                   -- exact
   { "erf", function(t) return ref.map(t, ref.erf) end, { abs = 2e-7 }, 6 },
   { "gelu_erf", function(t) return ref.gelu(t, "none") end, { mixed = 2e-6 }, 10 },
   { "gelu_tanh", function(t) return ref.gelu(t, "tanh") end, { mixed = 2e-6 }, 10 },

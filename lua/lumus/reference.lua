@@ -457,6 +457,8 @@ function M.mul(a, b) return broadcast("mul", a, b, function(x, y) return f32_ran
 function M.div(a, b) return broadcast("div", a, b, function(x, y) return f32_range(x / y) end) end
 function M.scale(t, s) return M.map(t, function(x) return f32_range(x * s) end) end
 function M.neg(t) return M.map(t, function(x) return -x end) end
+-- |x|; NaN stays NaN, abs(-0) is +0.
+function M.abs(t) return M.map(t, math.abs) end
 -- NaN stays NaN (x < 0 is false for it).
 function M.relu(t) return M.map(t, function(x) if x < 0 then return 0 end return x end) end
 

@@ -14,6 +14,7 @@
 #define LM_EW_GELU_TANH 7
 #define LM_EW_GELU_ERF 8
 #define LM_EW_ERF 9
+#define LM_EW_ABS 10
 
 /* Where b comes from, specialization constant 2. */
 #define LM_EW_SAME 0        /* b has a's element count; b[k] pairs with a[k] */

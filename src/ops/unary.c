@@ -10,7 +10,8 @@
     X(relu,      LM_EW_RELU,      0.0f)           \
     X(erf,       LM_EW_ERF,       0.0f)           \
     X(gelu_tanh, LM_EW_GELU_TANH, 0.0f)           \
-    X(gelu_erf,  LM_EW_GELU_ERF,  0.0f)
+    X(gelu_erf,  LM_EW_GELU_ERF,  0.0f)           \
+    X(abs,       LM_EW_ABS,       0.0f)
 
 /* Records f(t) into opts.out (argument 2, options already checked) or a new tensor, and
  * returns it. */
