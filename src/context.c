@@ -298,13 +298,6 @@ VkDeviceSize lm_context_scratch_bytes(const lm_context *ctx) {
         if (ctx->scratch[i] && ctx->scratch[i]->chunk) n += ctx->scratch[i]->chunk->size;
     return n;
 }
-void lm_context_lock_queue(lm_context *ctx) {
-    if (ctx->lock_queue) ctx->lock_queue(ctx->queue_user); else pthread_mutex_lock(ctx->queue_mutex);
-}
-void lm_context_unlock_queue(lm_context *ctx) {
-    if (ctx->unlock_queue) ctx->unlock_queue(ctx->queue_user); else pthread_mutex_unlock(ctx->queue_mutex);
-}
-
 static VkResult create_instance(lm_context *ctx, char *err, size_t errlen) {
     uint32_t loader = VK_API_VERSION_1_0;
     vkEnumerateInstanceVersion(&loader);

@@ -96,8 +96,6 @@ VkDeviceSize lm_context_scratch_bytes(const lm_context *ctx);
 /* Contexts alive in the process (lumus_context_count). */
 int lm_context_count(void);
 
-void lm_context_lock_queue(lm_context *ctx);
-void lm_context_unlock_queue(lm_context *ctx);
 
 /* Makes L's context on the host's device (lumus.h); raises if L already has a
  * context or the device cannot serve lumus. */

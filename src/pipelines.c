@@ -130,19 +130,6 @@ uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *heigh
     return (uint32_t)w;
 }
 
-int lm_grid_config(lua_State *L) {
-    lm_context *ctx = lm_context_get(L);
-    static const char *const known[] = { "max_x", NULL };
-    if (lm_check_options(L, 1, known)) {
-        lua_Integer w = lm_option_integer(L, 1, "max_x", 0);
-        if (w < 0 || w > 0xffffffffLL) lm_argerror(L, 1, "max_x must be in 0..2^32-1");
-        ctx->grid_max_x = (uint32_t)w;
-    }
-    uint32_t max_x = ctx->props.limits.maxComputeWorkGroupCount[0];
-    lua_pushinteger(L, ctx->grid_max_x && ctx->grid_max_x < max_x ? ctx->grid_max_x : max_x);
-    return 1;
-}
-
 void lm_dispatch(VkCommandBuffer cb, lm_context *ctx, VkPipeline p, const void *push,
                  uint32_t push_bytes, uint32_t gx, uint32_t gy) {
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);

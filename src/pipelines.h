@@ -51,9 +51,6 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
  * width, writes the height. Raises if even a 2-D grid cannot hold them. */
 uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height);
 
-/* tune.grid([{max_x = n}]) -> the grid width lm_grid folds at: a small cap sends
- * small tensors onto 2-D grids, for specs of that path; 0 restores the device limit. */
-int lm_grid_config(lua_State *L);
 
 /* Binds, pushes constants and dispatches a gx * gy grid. */
 void lm_dispatch(VkCommandBuffer cb, lm_context *ctx, VkPipeline p, const void *push,

@@ -9,6 +9,15 @@
 #include <string.h>
 #include <time.h>
 
+/* vkQueueSubmit needs the queue to itself: the host's lock when it gave one (lumus.h),
+ * else the mutex of this VkQueue (queues.c). */
+static void lock_queue(lm_context *ctx) {
+    if (ctx->lock_queue) ctx->lock_queue(ctx->queue_user); else pthread_mutex_lock(ctx->queue_mutex);
+}
+static void unlock_queue(lm_context *ctx) {
+    if (ctx->unlock_queue) ctx->unlock_queue(ctx->queue_user); else pthread_mutex_unlock(ctx->queue_mutex);
+}
+
 /* A batch that has not finished after this long is reported rather than waited on
  * forever; LUMUS_WAIT_LIMIT (seconds) overrides it, e.g. for a host that wants a hung
  * or runaway kernel reported sooner. */
@@ -289,9 +298,9 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
             .commandBufferCount = 1, .pCommandBuffers = &s->cb,
             .signalSemaphoreCount = 1, .pSignalSemaphores = &st->timeline,
         };
-        lm_context_lock_queue(ctx);
+        lock_queue(ctx);
         r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
-        lm_context_unlock_queue(ctx);
+        unlock_queue(ctx);
     }
     if (r != VK_SUCCESS) {
         s->state = 0;

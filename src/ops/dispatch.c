@@ -1,4 +1,4 @@
-/* The steps every op ends with: pick the specialized pipeline, declare what the dispatch
+/* The steps every op ends with (and the grid tuning hook): pick the specialized pipeline, declare what the dispatch
  * reads and writes (so the stream records a barrier only where a hazard exists), record
  * it, and count the op. */
 #include "ops.h"
@@ -19,4 +19,19 @@ void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
     lm_stream_hazards(ctx, cb);
     lm_dispatch(cb, ctx, p, d->push, d->push_bytes, d->groups_x, d->groups_y ? d->groups_y : 1);
     lm_stream_op_done(L, ctx);
+}
+
+/* tune.grid([{max_x = n}]) -> the grid width lm_grid folds at: a small cap sends small
+ * tensors onto 2-D grids, for specs of that path; 0 restores the device limit. */
+int lm_op_grid_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    static const char *const known[] = { "max_x", NULL };
+    if (lm_check_options(L, 1, known)) {
+        lua_Integer w = lm_option_integer(L, 1, "max_x", 0);
+        if (w < 0 || w > 0xffffffffLL) lm_argerror(L, 1, "max_x must be in 0..2^32-1");
+        ctx->grid_max_x = (uint32_t)w;
+    }
+    uint32_t max_x = ctx->props.limits.maxComputeWorkGroupCount[0];
+    lua_pushinteger(L, ctx->grid_max_x && ctx->grid_max_x < max_x ? ctx->grid_max_x : max_x);
+    return 1;
 }

@@ -58,7 +58,8 @@ int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L);
 /* The unary elementwise ops (unary.c's table), NULL-terminated. */
 extern const luaL_Reg lm_unary_ops[];
 int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);
-int lm_op_row_config(lua_State *L);   /* tune.rows */
+int lm_op_row_config(lua_State *L);
+int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
 
 /* The options of ops whose only option is out: {"out", NULL}. */
 extern const char *const lm_out_option[];
