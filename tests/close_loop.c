@@ -48,9 +48,13 @@ static int l_check(lua_State *L) {
     return 0;
 }
 
-/* The scripts' common part: `expect_closed(f, ...)` checks that f raises an error
- * naming the closed context. */
+/* The scripts' common part. `at_close(f)` leaves a finalizer f for lua_close: its object
+ * stays reachable (a global table), so no collection during the script runs it early,
+ * and lua_close runs them all in reverse order of registration. `expect_closed(f, ...)`
+ * checks that f raises an error naming the closed context. */
 static const char *const PRELUDE =
+    "local closers = {}\n"
+    "function at_close(f) closers[#closers + 1] = setmetatable({}, { __gc = f }) end\n"
     "function expect_closed(what, f, ...)\n"
     "  local ok, e = pcall(f, ...)\n"
     "  check(not ok and tostring(e):find('closed', 1, true) ~= nil,\n"
@@ -63,7 +67,7 @@ static const char *const SCRIPT =
     "local mode = ...\n"
     "local lumus = require 'lumus'\n"
     /* registered before the device context: at close these run after its teardown */
-    "setmetatable({}, { __gc = function()\n"
+    "at_close(function()\n"
     "  expect_closed('zeros after teardown', lumus.zeros, { 4 })\n"
     "  expect_closed('synchronize after teardown', lumus.synchronize)\n"
     "  if made then\n"
@@ -77,7 +81,7 @@ static const char *const SCRIPT =
     "    local ok, e = pcall(kept.to_table, kept)\n"
     "    check(not ok, 'a view finalized before teardown: ' .. tostring(e))\n"
     "  end\n"
-    "end })\n"
+    "end)\n"
     "local x = lumus.full({ 64, 256 }, 0.5)\n"
     "local w, b = lumus.ones({ 256 }), lumus.zeros({ 256 })\n"
     "local y = lumus.layer_norm_forward(x, w, b)\n"
@@ -85,7 +89,7 @@ static const char *const SCRIPT =
     /* registered after the context: at close these run before its teardown, and Lua
      * registers no finalizer for the tensors they make */
     "for i = 1, 3 do\n"
-    "  setmetatable({}, { __gc = function()\n"
+    "  at_close(function()\n"
     "    local t = lumus.full({ 256 }, i)\n"
     "    local u = lumus.gelu(lumus.add(t, t))\n"
     "    made = lumus.mul(u, t)\n"
@@ -93,8 +97,9 @@ static const char *const SCRIPT =
     "    lumus.synchronize()\n"
     "    check(m:to_table()[1][1] == 16, 'matmul in a closing finalizer')\n"
     "    check(t:to_table()[1] == i, 'a tensor made while closing reads back')\n"
-    "  end })\n"
+    "  end)\n"
     "end\n"
+    "collectgarbage()\n"   /* must not run them: at_close keeps them for lua_close */
     "for i = 1, 20 do local _ = lumus.layer_norm_forward(x, w, b) end\n"   /* work in flight */
     "if mode == 1 then error('leaving with an error') end\n"
     "if mode == 2 then\n"
@@ -106,11 +111,11 @@ static const char *const SCRIPT =
  * at close that must raise, not make a context nothing would free. */
 static const char *const FIRST_USE_IN_FINALIZER =
     "local lumus = require 'lumus'\n"
-    "setmetatable({}, { __gc = function()\n"
+    "at_close(function()\n"
     "  local ok, e = pcall(lumus.zeros, { 4 })\n"
     "  check(not ok and tostring(e):find('inside a finalizer', 1, true) ~= nil,\n"
     "        'first use inside a finalizer: ' .. tostring(ok) .. ' ' .. tostring(e))\n"
-    "end })\n";
+    "end)\n";
 
 static lua_State *new_state(void) {
     lua_State *L = luaL_newstate();
@@ -157,9 +162,16 @@ static int thread_count(void) {
     return n;
 }
 
-static void check_round(const char *what, int round) {
+/* Checks the finalizers of SCRIPT and FIRST_USE_IN_FINALIZER make at close: each must run. */
+#define SCRIPT_CHECKS 13
+#define FIRST_USE_CHECKS 1
+
+static void check_round(const char *what, int round, int expected_checks) {
     if (checks_failed) fail("%s %d: %d of %d checks failed, first: %s", what, round, checks_failed,
                             checks_run, first_failure);
+    if (checks_run != expected_checks)
+        fail("%s %d: %d checks ran in finalizers, %d expected", what, round, checks_run, expected_checks);
+    checks_run = 0;
     if (lumus_context_count() != 0)
         fail("%s %d: %d device contexts alive after lua_close", what, round, lumus_context_count());
 }
@@ -169,19 +181,21 @@ static void one_round(int round) {
     int mode = round % 3;
     run_script(L, SCRIPT, mode, mode != 0);
     lua_close(L);
-    check_round("round", round);
+    check_round("round", round, SCRIPT_CHECKS);
     L = new_state();
     run_script(L, FIRST_USE_IN_FINALIZER, 0, 0);
     lua_close(L);
-    check_round("first-use round", round);
+    check_round("first-use round", round, FIRST_USE_CHECKS);
 }
 
 /* The os.exit(true, true) path, in a child: lua_close runs inside os.exit, then exit()
  * runs this handler. */
+static int exit_expected_checks;
+
 static void at_exit_check(void) {
-    if (checks_failed || lumus_context_count() != 0) {
-        printf("FAIL: os.exit(true, true): %d contexts alive, %d of %d checks failed (%s)\n",
-               lumus_context_count(), checks_failed, checks_run, first_failure);
+    if (checks_failed || checks_run != exit_expected_checks || lumus_context_count() != 0) {
+        printf("FAIL: os.exit(true, true): %d contexts alive, %d of %d checks failed (%s), %d expected\n",
+               lumus_context_count(), checks_failed, checks_run, first_failure, exit_expected_checks);
         fflush(stdout);
         _exit(3);
     }
@@ -193,6 +207,7 @@ static void exit_path(int mode) {
     pid_t pid = fork();
     if (pid < 0) fail("fork");
     if (pid == 0) {
+        exit_expected_checks = mode == 0 ? SCRIPT_CHECKS : FIRST_USE_CHECKS;
         atexit(at_exit_check);
         lua_State *L = new_state();
         char code[4096];
@@ -227,8 +242,8 @@ int main(int argc, char **argv) {
     }
     long rss1 = vm_rss_kib();
     int threads1 = thread_count();
-    printf("rounds: %d (%d checks in finalizers); after %d rounds: VmRSS %ld KiB, %d threads; "
-           "at the end: VmRSS %ld KiB, %d threads\n", rounds, checks_run, warm, rss0, threads0, rss1, threads1);
+    printf("rounds: %d (%d checks in finalizers each); after %d rounds: VmRSS %ld KiB, %d threads; "
+           "at the end: VmRSS %ld KiB, %d threads\n", rounds, SCRIPT_CHECKS + FIRST_USE_CHECKS, warm, rss0, threads0, rss1, threads1);
     if (threads1 > threads0) fail("threads grew from %d to %d", threads0, threads1);
     /* A leaked context costs megabytes (its blocks, driver state and threads); allocator
      * noise over the run stays well under this. LUMUS_CLOSE_RSS_SLACK_KIB raises it for
