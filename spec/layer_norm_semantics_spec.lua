@@ -39,6 +39,13 @@ local kinds = {
     end },
   { "+-3e38 alternating", function(d) local r = {} for i = 1, d do r[i] = i % 2 == 0 and 3e38 or -3e38 end return r end },
   { "near 3e38, one sign", function(d, g) local r = {} for i = 1, d do r[i] = 3e38 + 1e37 * g.normal() end return r end },
+  -- Each split part's slice alone is fine; their combination (part mean differences
+  -- squared, 6.4e39) is what overflows.
+  { "halves at +-4e19", function(d, g)
+      local r = {}
+      for i = 1, d do r[i] = (i <= d // 2 and 4e19 or -4e19) + 1e17 * g.normal() end
+      return r
+    end },
   { "1e20 * N(0, 1)", function(d, g) local r = {} for i = 1, d do r[i] = 1e20 * g.normal() end return r end },
   { "1e20 + 1e19 * N(0, 1)", function(d, g) local r = {} for i = 1, d do r[i] = 1e20 + 1e19 * g.normal() end return r end },
   { "1e4 + N(0, 1)", function(d, g) local r = {} for i = 1, d do r[i] = 1e4 + g.normal() end return r end },
@@ -65,8 +72,10 @@ local settings = {
   { form = "subgroup" },
   { form = "subgroup", wg = 1 },
   { form = "stream", wg = 1 },
+  { form = "split", parts = 2 },
   { form = "split", parts = 3 },
   { form = "split", parts = 3, records = "fenced" },
+  { form = "split", parts = 2, records = "fenced" },
   { form = "split", parts = 5, wg = 1, records = "fenced" },
 }
 
