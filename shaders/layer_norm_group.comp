@@ -26,7 +26,14 @@ void main() {
         v[i] = idx < p.n ? v[i] - m0 : VT(0.0);
         q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
     }
-    vec2 st = finish_stats(group_sum(q));
+    q = group_sum(q);
+    if (!is_finite(q.y)) {   // uniform: NaN, inf or overflow in the row
+        ScaledStats z = scaled_stats(row, tid, WG);
+        for (uint idx = tid; idx < p.n; idx += WG) row_ptr(p.y, row).v[idx] = scaled_y(z, row, idx);
+        if (tid == 0) store_stats(row, z.mean, z.invstd);
+        return;
+    }
+    vec2 st = finish_stats(q);
 
     ROW_ARRAY yr = row_ptr(p.y, row);
     for (uint i = 0; i < ITEMS; ++i) {

@@ -3,6 +3,7 @@
 // three passes over it (sum, deviations, write) from the cache. No barriers and no
 // subgroup operations, which a CPU device (lavapipe) pays dearly for; wrong for a GPU,
 // whose lanes would then read far-apart addresses.
+#define LN_SHARE 2
 #include "common/layer_norm.glsl"
 
 // Sums of x - shift and of its square over the row: four accumulators per lane (vec4
@@ -41,7 +42,14 @@ void main() {
     row_sums(xr, 0.0, q1, q2);
     float m0 = hsum4(q1) / float(p.d);
     row_sums(xr, m0, q1, q2);
-    vec2 st = finish_stats(vec2(hsum4(q1), hsum4(q2)));
+    vec2 sums = vec2(hsum4(q1), hsum4(q2));
+    if (!is_finite(sums.y)) {   // NaN, inf or overflow in the row
+        ScaledStats z = scaled_stats(row, 0u, 1u);
+        for (uint i = 0u; i < p.n; ++i) row_ptr(p.y, row).v[i] = scaled_y(z, row, i);
+        store_stats(row, z.mean, z.invstd);
+        return;
+    }
+    vec2 st = finish_stats(sums);
     ROW_ARRAY yr = row_ptr(p.y, row);
     for (uint i = 0u; i < p.n; ++i)
         yr.v[i] = fma((xr.v[i] - m0 - st.x) * st.y, load_weight(i), load_bias(i));

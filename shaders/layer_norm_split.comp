@@ -207,6 +207,7 @@ void main() {
 #endif
     barrier();
     float adjust, invstd, mean;   // y = (v + adjust) * invstd, v = x - shift
+    bool rescale;                 // uniform: the statistics came out non-finite
     if (!partners_missing) {
         // Combine about part 0's shift: d_i = slice mean_i - shift_0 (small when the
         // row has a common offset, so computed without losing it).
@@ -224,16 +225,30 @@ void main() {
             float d = (records[i].x - base) + records[i].y - delta;
             m2_total += records[i].z + n_i * d * d;
         }
+        // Every part combines the same records in the same order, so all of a row's
+        // parts agree on rescale.
+        rescale = !is_finite(m2_total);
         invstd = invsqrt_refined(m2_total / n_total + p.eps);
         adjust = (shift - base) - delta;
         mean = base + delta;
     } else {
         // A partner never started in time: corrected two-pass over the whole row.
         float m0 = row_sums(row, 0.0).x / float(p.d);
-        vec2 st = finish_stats(row_sums(row, m0));
+        vec2 sums = row_sums(row, m0);
+        rescale = !is_finite(sums.y);
+        vec2 st = finish_stats(sums);
         invstd = st.y;
         adjust = (shift - m0) - st.x;
         mean = m0 + st.x;
+    }
+    if (rescale) {
+        // NaN, inf or overflow in the row (a slice's sums, or their combination): every
+        // part takes the row's statistics scaled, from memory, and writes its slice.
+        ScaledStats z = scaled_stats(row, tid, WG);
+        for (uint idx = first + tid; idx < end; idx += WG) row_ptr(p.y, row).v[idx] = scaled_y(z, row, idx);
+        if (part == 0u && tid == 0u) store_stats(row, z.mean, z.invstd);
+        finish_classes();
+        return;
     }
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;

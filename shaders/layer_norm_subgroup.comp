@@ -2,6 +2,7 @@
 // LayerNorm forward, subgroup form (see common/layer_norm.glsl): one subgroup per row,
 // ROWS rows per workgroup, for short rows; the pipeline is made with full subgroups.
 // Otherwise as the group form: the row held in registers, two passes over them.
+#define LN_SHARE 1
 #include "common/layer_norm.glsl"
 
 void main() {
@@ -27,7 +28,14 @@ void main() {
             v[i] = idx < p.n ? v[i] - m0 : VT(0.0);
             q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
         }
-        vec2 st = finish_stats(subgroupAdd(q));
+        q = subgroupAdd(q);
+        if (!is_finite(q.y)) {   // uniform over the subgroup: NaN, inf or overflow
+            ScaledStats z = scaled_stats(row, lane, width);
+            for (uint idx = lane; idx < p.n; idx += width) row_ptr(p.y, row).v[idx] = scaled_y(z, row, idx);
+            if (subgroupElect()) store_stats(row, z.mean, z.invstd);
+            continue;
+        }
+        vec2 st = finish_stats(q);
         ROW_ARRAY yr = row_ptr(p.y, row);
         for (uint i = 0; i < ITEMS; ++i) {
             uint idx = lane + i * width;

@@ -214,6 +214,10 @@ function M.layer_norm_forward(x, weight, bias, eps)
       :format(tostring(eps)), 2)
   end
 
+  -- float64 throughout: sums and squares of any float32 row stay finite, so a finite row
+  -- gets finite statistics (invstd as small as ~3e-39 for {3e38, -3e38}); a NaN gives
+  -- mean, invstd and y NaN, and +-inf gives mean +-inf (NaN with both) and invstd and y
+  -- NaN (inf - inf), as PyTorch (docs/semantics.md).
   local function normalize(row)
     local s = 0
     for i = 1, d do s = s + row[i] end

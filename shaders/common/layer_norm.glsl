@@ -14,6 +14,13 @@
 // var = sum(r^2)/D - c^2 (c is tiny, so this subtracts nothing large), and
 // y = (r - c) * invstd. Never E[x^2] - E[x]^2 on raw x.
 //
+// Non-finite and huge rows (docs/semantics.md): the fast statistics overflow once the
+// row's deviations pass ~1.8e19 (their squares) or its sum passes the float32 maximum,
+// and a NaN or infinity in the row spoils them too. Either way the sum of squared
+// deviations comes out non-finite: one test per row after the reductions (uniform over
+// whoever shares the row), and only such rows take scaled_stats below, which reads the
+// row again from memory, scaled by a power of two. The reading loops are untouched.
+//
 // A form file includes this first, after any #extension lines of its own.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -87,6 +94,11 @@ VT load_bias(uint idx) {
     return p.bias != 0ul ? ParamArray(p.bias).v[idx] : VT(0.0);
 }
 
+bool is_finite(float v) { return (floatBitsToUint(v) & 0x7f800000u) != 0x7f800000u; }
+
+// 2^e as a float, for e in [-126, 127] (a normal float: exact scaling).
+float pow2(int e) { return uintBitsToFloat(uint(127 + e) << 23); }
+
 // From sum(r) and sum(r^2) of r = x - m0: the correction c and invstd.
 vec2 finish_stats(vec2 sums) {
     float c = sums.x / float(p.d);
@@ -109,4 +121,96 @@ vec2 group_sum(vec2 v) {
     for (uint i = 0; i < gl_NumSubgroups; ++i) t += partials[i];
     barrier();
     return t;
+}
+
+// Reductions for scaled_stats, by how a form shares a row (define LN_SHARE before the
+// include): 0 the workgroup, 1 the subgroup, 2 nobody (one invocation per row).
+#ifndef LN_SHARE
+#define LN_SHARE 0
+#endif
+float group_max(float v) {
+    float s = subgroupMax(v);
+    if (subgroupElect()) partials[gl_SubgroupID] = vec2(s, 0.0);
+    barrier();
+    float t = 0.0;
+    for (uint i = 0; i < gl_NumSubgroups; ++i) t = max(t, partials[i].x);
+    barrier();
+    return t;
+}
+#if LN_SHARE == 0
+float share_sum(float v) { return group_sum(vec2(v, 0.0)).x; }
+float share_max(float v) { return group_max(v); }
+#elif LN_SHARE == 1
+float share_sum(float v) { return subgroupAdd(v); }
+float share_max(float v) { return subgroupMax(v); }
+#else
+float share_sum(float v) { return v; }
+float share_max(float v) { return v; }
+#endif
+
+// The exponent field (0..255) of the largest |component|, as a float (exact).
+float exponent_field(VT v) {
+#if VEC == 4
+    uvec4 e = (floatBitsToUint(v) >> 23) & 0xffu;
+    return float(max(max(e.x, e.y), max(e.z, e.w)));
+#else
+    return float((floatBitsToUint(v) >> 23) & 0xffu);
+#endif
+}
+
+// Statistics of a row whose fast statistics were not finite, from memory, every
+// invocation sharing the row taking vectors start, start + stride, ... With
+// e = clamp(exponent of max |x|, 0, 126), xs = x * 2^-e is below 4 in magnitude, so its
+// sums and squares cannot overflow; a two-pass over xs (corrected mean, then the sum of
+// squared deviations from it) gives mean_s and var_s, and mean = mean_s * 2^e.
+// y = ((xs - mean_s) * a) * b, with b the invstd when var = var_s * 2^2e (+ eps) is a
+// float (a = 2^e, and |xs - mean_s| * a <= 2 max|x|), else b = 1/sqrt(var_s + eps * 2^-2e)
+// (a = 1) and invstd = b * 2^-e, which may be subnormal (or 0 where the device flushes
+// subnormals); y is right either way.
+// Rows holding NaN or +-inf (exponent field 255): mean = sum(xs) * 2^e (NaN, or +-inf),
+// invstd and y NaN, as PyTorch.
+// The scaling is `precise`: a compiler may otherwise factor x.x * s + x.y * s into
+// (x.x + x.y) * s (Mesa does), which overflows exactly where the scale was for.
+struct ScaledStats { float scale, mean_s, a, b, mean, invstd; };
+VT scaled_x(uint row, uint idx, float scale) {
+    precise VT xs = row_ptr(p.x, row).v[idx] * scale;
+    return xs;
+}
+#define LN_XS(row, idx) scaled_x(row, idx, z.scale)
+ScaledStats scaled_stats(uint row, uint start, uint stride) {
+    ScaledStats z;
+    float em = 0.0;
+    for (uint idx = start; idx < p.n; idx += stride) em = max(em, exponent_field(row_ptr(p.x, row).v[idx]));
+    int e = clamp(int(share_max(em)) - 127, 0, 126);
+    z.scale = pow2(-e);
+    float s = 0.0;
+    for (uint idx = start; idx < p.n; idx += stride) s += hsum(LN_XS(row, idx));
+    float m0 = share_sum(s) / float(p.d);
+    if (!is_finite(m0)) {
+        const float nan = uintBitsToFloat(0x7fc00000u);
+        z.mean_s = 0.0; z.a = 1.0; z.b = nan;
+        z.mean = m0 * pow2(e); z.invstd = nan;
+        return z;
+    }
+    float c = 0.0;
+    for (uint idx = start; idx < p.n; idx += stride) c += hsum(LN_XS(row, idx) - m0);
+    z.mean_s = m0 + share_sum(c) / float(p.d);
+    float q = 0.0;
+    for (uint idx = start; idx < p.n; idx += stride) { VT r = LN_XS(row, idx) - z.mean_s; q += hsum(r * r); }
+    float var_s = share_sum(q) / float(p.d);
+    z.mean = z.mean_s * pow2(e);
+    float ve = var_s * pow2(e) * pow2(e) + p.eps;
+    if (is_finite(ve)) {
+        z.a = pow2(e); z.b = invsqrt_refined(ve); z.invstd = z.b;
+    } else {
+        z.a = 1.0; z.b = invsqrt_refined(var_s + p.eps * pow2(-e) * pow2(-e));
+        z.invstd = z.b * pow2(-e);
+    }
+    return z;
+}
+
+// y for vector idx of a row that took scaled_stats.
+VT scaled_y(ScaledStats z, uint row, uint idx) {
+    precise VT y = ((LN_XS(row, idx) - z.mean_s) * z.a) * z.b;
+    return fma(y, load_weight(idx), load_bias(idx));
 }
