@@ -1,0 +1,82 @@
+-- Checks for a real GPU that the lavapipe specs cannot make (no busted needed there):
+-- memory reserved by one small tensor and the device's memory budget; the NaN, infinity
+-- and overflow semantics of docs/semantics.md on this driver (subnormal flushing and
+-- fast math differ between drivers). Prints one line per check and "N passed, N failed".
+--   lua5.4 bench/device_checks.lua
+local lumus = require "lumus"
+
+local passed, failed = 0, 0
+local function check(ok, what)
+  if ok then passed = passed + 1 else failed = failed + 1 end
+  print(("%s  %s"):format(ok and "ok  " or "FAIL", what))
+end
+local function isnan(v) return v ~= v end
+local inf = math.huge
+
+print(("device: %s (%s)"):format(lumus.device().name, lumus.device().kind))
+
+-- Memory: one 16-byte tensor.
+local t = lumus.zeros({ 4 })
+lumus.synchronize()
+local m = lumus.memory()
+print(("one 16-byte tensor: reserved %d bytes, budget %d bytes, blocks %d"):format(m.reserved, m.budget or -1, m.blocks))
+check(m.reserved <= 4 * 2 ^ 20, "reserved <= 4 MiB after one small tensor")
+check((m.budget or 0) > 0, "the device reports a memory budget (VK_EXT_memory_budget)")
+t:free()
+local before = lumus.memory().reserved
+local big = lumus.zeros({ 64 * 2 ^ 20 })   -- 256 MiB
+lumus.synchronize()
+big:free()
+lumus.synchronize()
+local given = lumus.empty_cache()
+print(("256 MiB tensor freed: empty_cache gave back %d bytes; reserved %d (was %d before it)"):format(given, lumus.memory().reserved, before))
+check(lumus.memory().reserved <= before, "empty_cache returns the big block")
+
+-- sum / mean with infinities and overflow.
+local function row_sum(vals) return lumus.sum(lumus.tensor({ vals })):to_table()[1] end
+for _, n in ipairs { 3, 8, 37, 4099 } do
+  local v = {}
+  for i = 1, n do v[i] = 1 end
+  v[n] = inf
+  check(row_sum(v) == inf, ("sum of a row of %d with +inf is +inf"):format(n))
+  v[1] = -inf
+  check(isnan(row_sum(v)), ("sum of a row of %d with +inf and -inf is NaN"):format(n))
+  for i = 1, n do v[i] = 3e38 end
+  check(row_sum(v) == inf, ("sum of %d values of 3e38 overflows to +inf"):format(n))
+end
+
+-- softmax keeps NaN.
+for _, n in ipairs { 3, 4, 8, 37, 1024 } do
+  local v = {}
+  for i = 1, n do v[i] = i % 7 end
+  v[2] = 0 / 0
+  local r = lumus.softmax(lumus.tensor({ v })):to_table()[1]
+  local all = true
+  for i = 1, n do all = all and isnan(r[i]) end
+  check(all, ("softmax of a row of %d with a NaN is all NaN"):format(n))
+end
+
+-- layer_norm_forward: NaN rows, infinities, huge finite rows (every D class).
+for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
+  local function ln(fill)
+    local v = {}
+    for i = 1, d do v[i] = fill(i) end
+    local y, mean, invstd = lumus.layer_norm_forward(lumus.tensor({ v }), nil, nil, 1e-5)
+    return y:to_table()[1], mean:to_table()[1], invstd:to_table()[1]
+  end
+  local y, mean, invstd = ln(function(i) return i == 2 and 0 / 0 or i % 5 end)
+  check(isnan(mean) and isnan(invstd) and isnan(y[1]) and isnan(y[d]), ("layer_norm D=%d: a NaN row gives NaN mean, invstd, y"):format(d))
+  y, mean, invstd = ln(function(i) return i == 1 and inf or i % 5 end)
+  check(mean == inf and isnan(invstd) and isnan(y[d]), ("layer_norm D=%d: a row with +inf gives mean +inf, invstd NaN, y NaN"):format(d))
+  y, mean, invstd = ln(function(i) return (i % 2 == 0) and 3e38 or -3e38 end)
+  local ok = math.abs(mean) < 3e38 and (d % 2 == 1 or math.abs(y[1] + 1) < 1e-3 and math.abs(y[2] - 1) < 1e-3)
+  for i = 1, d do ok = ok and y[i] == y[i] and math.abs(y[i]) < inf end
+  check(ok, ("layer_norm D=%d: alternating +-3e38 gives finite y (y[1] %.6g, y[2] %.6g, mean %.6g)"):format(d, y[1], y[2], mean))
+  y, mean, invstd = ln(function(i) return 1e20 * ((i % 3) - 1) end)
+  ok = true
+  for i = 1, d do ok = ok and y[i] == y[i] and math.abs(y[i]) < 10 end
+  check(ok, ("layer_norm D=%d: |x| ~ 1e20 gives finite y (y[1] %.6g)"):format(d, y[1]))
+end
+
+print(("device_checks: %d passed, %d failed"):format(passed, failed))
+os.exit(failed == 0 and 0 or 1)
