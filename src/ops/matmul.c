@@ -130,6 +130,7 @@ static void check_size(lua_State *L, int argn, int64_t v, const char *what) {
 
 int lm_op_matmul(lua_State *L) {
     static const char *const known[] = { "out", "transpose_a", "transpose_b", NULL };
+    lm_contiguous_inputs(L, 1, 2);
     lm_tensor *a = lm_check_tensor(L, 1);
     lm_tensor *b = lm_check_tensor(L, 2);
     lm_check_options(L, 3, known);

@@ -1,0 +1,107 @@
+/* Strided views in the op layer: the strided copy and fill kernels
+ * (shaders/strided_copy.comp), the contiguous copy an op makes of an input it cannot
+ * read by strides, and t:contiguous(). */
+#include "ops.h"
+#include <lauxlib.h>
+#include <string.h>
+
+#define STRIDED_WG 256
+#define STRIDED_ELEMS 4
+#define U32_MAX 0xffffffffLL
+
+/* Drops size-1 dimensions and merges each dimension into the one outside it when both
+ * sides step over it contiguously with it (outer stride = inner stride * inner size);
+ * returns the number of dimensions left (at least 1). */
+static int collapse(int ndim, const int64_t *shape, const int64_t *ss, const int64_t *ds,
+                    int64_t *size, int64_t *s, int64_t *d) {
+    int n = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 1) continue;
+        if (n > 0 && s[n - 1] == ss[i] * shape[i] && d[n - 1] == ds[i] * shape[i]) {
+            size[n - 1] *= shape[i];
+            s[n - 1] = ss[i];
+            d[n - 1] = ds[i];
+            continue;
+        }
+        size[n] = shape[i]; s[n] = ss[i]; d[n] = ds[i];
+        n++;
+    }
+    if (n == 0) { size[0] = 1; s[0] = 0; d[0] = 0; n = 1; }
+    return n;
+}
+
+/* dst = src element by element over dst's shape (src has the same shape, possibly with
+ * stride-0 dimensions), or dst = value when src is NULL. */
+static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, float value) {
+    static const int64_t zeros[LM_MAX_DIMS] = { 0 };
+    const char *op = src ? "copy" : "fill";
+    lm_context *ctx = dst->storage->ctx;
+    int64_t size[LM_MAX_DIMS], s[LM_MAX_DIMS], d[LM_MAX_DIMS];
+    int n = collapse(dst->ndim, dst->shape, src ? src->strides : zeros, dst->strides, size, s, d);
+    struct {
+        uint64_t src, dst, n;
+        uint32_t ndim, groups_x;
+        uint32_t size[LM_MAX_DIMS], src_stride[LM_MAX_DIMS], dst_stride[LM_MAX_DIMS];
+    } pc = { .dst = lm_tensor_address(dst), .n = (uint64_t)dst->numel, .ndim = (uint32_t)n };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "strided copy push constants");
+    if (src) {
+        pc.src = lm_tensor_address(src);
+    } else {
+        uint32_t bits;
+        memcpy(&bits, &value, sizeof bits);
+        pc.src = bits;
+    }
+    for (int i = 0; i < n; i++) {
+        if (size[i] > U32_MAX || s[i] > U32_MAX || d[i] > U32_MAX)
+            luaL_error(L, "%s: a view with a dimension or stride of 2^32 elements or more (after merging "
+                       "contiguous dimensions) is not supported", op);
+        pc.size[i] = (uint32_t)size[i];
+        pc.src_stride[i] = (uint32_t)s[i];
+        pc.dst_stride[i] = (uint32_t)d[i];
+    }
+    uint64_t per_group = (uint64_t)STRIDED_WG * STRIDED_ELEMS;
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, ((uint64_t)dst->numel + per_group - 1) / per_group, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .shader = src ? LM_SH_STRIDED_COPY : LM_SH_STRIDED_FILL,
+        .spec = { STRIDED_WG, STRIDED_ELEMS, 0 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { src }, .writes = { dst },
+    });
+}
+
+void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) { record_strided(L, src, dst, 0.0f); }
+void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v) { record_strided(L, NULL, t, v); }
+
+void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *what) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->strides[i] == 0 && t->shape[i] > 1)
+            lm_argerror(L, argn, "%s is an expanded view (dimension %d has stride 0): its elements share "
+                        "memory and cannot be written", what, i + 1);
+}
+
+/* Pushes a contiguous copy of the tensor at slot idx (checked live). */
+static void push_contiguous(lua_State *L, int idx) {
+    lm_tensor *t = lm_check_tensor(L, idx);
+    lm_tensor *dst = lm_push_tensor(L, t->storage->ctx, t->ndim, t->shape);
+    lm_tensor *src = lm_check_tensor(L, idx);   /* the allocation may have run a finalizer */
+    lm_record_strided_copy(L, src, dst);
+}
+
+void lm_contiguous_inputs(lua_State *L, int first, int last) {
+    for (int i = first; i <= last; i++) {
+        lm_tensor *t = luaL_testudata(L, i, LM_TENSOR_MT);
+        if (!t || !t->storage || !t->storage->ctx || lm_tensor_is_plain(t)) continue;
+        push_contiguous(L, i);
+        lua_replace(L, i);
+    }
+}
+
+/* t:contiguous(): t itself when contiguous, else a contiguous copy. */
+int lm_op_contiguous(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    lm_check_options(L, 2, lm_no_options);
+    lua_settop(L, 1);
+    if (!lm_tensor_is_contiguous(t)) push_contiguous(L, 1);
+    return 1;
+}
