@@ -423,4 +423,25 @@ describe("non-contiguous inputs to every op", function()
     assert(ok, err)
     assert.is_true(cap > 0)
   end)
+
+  it("tiled transposes: batched, narrowed, into a strided destination, against the generic form", function()
+    local t3 = random({ 3, 33, 45 }, 62)
+    same(lumus.tensor(t3):transpose(2, 3):contiguous(), T.transpose(t3, 2, 3), "batched 3x45x33")
+    same(lumus.tensor(t3):permute({ 3, 1, 2 }):contiguous(), T.permute(t3, { 3, 1, 2 }), "permute {3,1,2}")
+    local t2 = random({ 40, 37 }, 63)
+    local x = lumus.tensor(t2)
+    local v = x:narrow(1, 3, 35):narrow(2, 2, 33):transpose(1, 2)    -- [33, 35], src stride 37
+    local want = T.transpose(T.narrow(T.narrow(t2, 1, 3, 35), 2, 2, 33), 1, 2)
+    same(v:contiguous(), want, "narrowed transpose")
+    local wide = lumus.full({ 33, 50 }, -1)
+    wide:narrow(2, 4, 35):copy(v)                       -- dst rows of stride 50
+    local wwant = build({ 33, 50 }, function(i)
+      return (i[2] >= 4 and i[2] <= 38) and want[i[1]][i[2] - 3] or -1
+    end)
+    same(wide, wwant, "into a narrowed destination")
+    -- the generic form: dst not contiguous along its last dimension
+    local back = lumus.zeros({ 35, 33 })
+    back:transpose(1, 2):copy(v)
+    same(back, T.transpose(want, 1, 2), "into a transposed destination")
+  end)
 end)
