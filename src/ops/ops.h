@@ -35,9 +35,6 @@ void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
  * stride 0 where it broadcasts), and t = v over a strided t (strided.c). */
 void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
 void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v);
-/* Raises (naming `what` of argument argn) when t is an expanded view, whose elements
- * share memory and cannot be written. */
-void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *what);
 /* Replaces each live tensor among arguments first..last that is not plain (tensor.h:
  * contiguous and aligned, what the kernels read) by a contiguous copy: the ops that do
  * not read strides call it first (every op but copy and fill). */
@@ -94,6 +91,9 @@ static inline void lm_push_field(lua_State *L, int table_idx, const char *field)
  * it through its address) and of the given shape (any shape when `shape` is NULL);
  * messages name it as `field` of argument `argn`. */
 lm_tensor *lm_check_out(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape);
+/* Raises (naming `what` of argument argn) when t is an expanded view, whose elements
+ * share memory and cannot be written. */
+void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *what);
 /* As lm_check_out, but any view that can be written (copy writes by strides). */
 lm_tensor *lm_check_out_view(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape);
 

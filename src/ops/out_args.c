@@ -17,6 +17,13 @@ static void check_out_shape(lua_State *L, const lm_tensor *t, int argn, const ch
     }
 }
 
+void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *what) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->strides[i] == 0 && t->shape[i] > 1)
+            lm_argerror(L, argn, "%s is an expanded view (dimension %d has stride 0): its elements share "
+                        "memory and cannot be written", what, i + 1);
+}
+
 lm_tensor *lm_check_out_view(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape) {
     if (lua_isnil(L, idx)) return NULL;
     lm_tensor *t = luaL_testudata(L, idx, LM_TENSOR_MT);

@@ -109,13 +109,6 @@ static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, float v
 void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) { record_strided(L, src, dst, 0.0f); }
 void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v) { record_strided(L, NULL, t, v); }
 
-void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *what) {
-    for (int i = 0; i < t->ndim; i++)
-        if (t->strides[i] == 0 && t->shape[i] > 1)
-            lm_argerror(L, argn, "%s is an expanded view (dimension %d has stride 0): its elements share "
-                        "memory and cannot be written", what, i + 1);
-}
-
 /* Pushes a contiguous copy of the tensor at slot idx (checked live). */
 static void push_contiguous(lua_State *L, int idx) {
     lm_tensor *t = lm_check_tensor(L, idx);
