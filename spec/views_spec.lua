@@ -385,6 +385,11 @@ describe("non-contiguous inputs to every op", function()
     local biast = random({ 4 }, 45)
     local wv, bv = strided(wt), strided(biast)
     checks.close(lumus.linear(x, wv, bv), ref.linear(xt, wt, biast), { mixed = 1e-5, what = "linear" })
+    -- a batched b given as a transposed view (read in place, transpose_b flipped)
+    local b3v = lumus.tensor(T.permute(bt3, { 1, 3, 2 })):transpose(2, 3)
+    checks.close(lumus.matmul(lumus.tensor(at3), b3v), ref.matmul(at3, bt3), { mixed = 1e-5, what = "batched b view" })
+    checks.errors(lumus.matmul, "#2.*b's first dimension must be K = 7 %(the last dimension of a, shape 5x7%), got shape 4x7%)$",
+      x, lumus.tensor(random({ 7, 4 }, 46)):transpose(1, 2))
     -- transpose_b of a transposed weight reads the same values
     checks.close(lumus.matmul(x, lumus.tensor(bt):transpose(1, 2), { transpose_b = true }),
       ref.matmul(xt, bt), { mixed = 1e-5, what = "transpose_b of a view" })
