@@ -185,12 +185,14 @@ typedef struct lumus_tensor_info {
     int wrapped;                /* 1 if the memory is a host buffer (lumus_push_buffer) */
 } lumus_tensor_info;
 
-/* 1 and fills *info if the value at idx is a live (not freed) tensor, else 0.
+/* 1 and fills *info if the value at idx is a live (not freed) contiguous tensor, else 0
+ * (a strided view gives 0: the info has no strides; pass t:contiguous()).
  * Never raises. The info stays valid while the tensor is alive. */
 LUMUS_API int lumus_to_tensor(lua_State *L, int idx, lumus_tensor_info *info);
 
 /* As lumus_to_tensor, but raises a Lua argument error ("tensor expected" / "tensor has
- * been freed") for anything else: for use inside lua_CFunctions. */
+ * been freed" / "tensor must be contiguous") for anything else: for use inside
+ * lua_CFunctions. */
 LUMUS_API void lumus_check_tensor(lua_State *L, int idx, lumus_tensor_info *info);
 
 /* Pushes a new lumus-owned tensor of this shape (uninitialized device memory), on L's

@@ -195,13 +195,15 @@ static void fill_info(const lm_tensor *t, lumus_tensor_info *info) {
 
 int lumus_to_tensor(lua_State *L, int idx, lumus_tensor_info *info) {
     lm_tensor *t = luaL_testudata(L, idx, LM_TENSOR_MT);
-    if (!t || !t->storage || !t->storage->ctx) return 0;
+    if (!t || !t->storage || !t->storage->ctx || !lm_tensor_is_contiguous(t)) return 0;
     if (info) fill_info(t, info);
     return 1;
 }
 
 void lumus_check_tensor(lua_State *L, int idx, lumus_tensor_info *info) {
     lm_tensor *t = lm_check_tensor(L, idx);
+    /* The info describes contiguous elements only (it has no strides). */
+    if (!lm_tensor_is_contiguous(t)) lm_argerror(L, idx, "tensor must be contiguous (a view with strides: pass t:contiguous())");
     if (info) fill_info(t, info);
 }
 

@@ -98,7 +98,7 @@ static const luaL_Reg functions[] = {
 /* Ops whose first argument is a tensor: lumus.<name>(t, ...) and t:<name>(...) alike. */
 static const luaL_Reg tensor_ops[] = {
     {"layer_norm_forward", lm_op_layer_norm_forward},
-    {"copy", lm_op_copy}, {"fill", lm_op_fill},
+    {"copy", lm_op_copy}, {"fill", lm_op_fill}, {"contiguous", lm_op_contiguous},
     {"matmul", lm_op_matmul}, {"linear", lm_op_linear},
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale},

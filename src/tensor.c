@@ -57,16 +57,40 @@ static VkDeviceSize buffer_start(const lm_tensor *t) {
     return t->storage->buffer_offset + (VkDeviceSize)t->offset * 4u;
 }
 
+int lm_tensor_is_contiguous(const lm_tensor *t) {
+    int64_t stride = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != stride) return 0;
+        stride *= t->shape[i];
+    }
+    return 1;
+}
+
+int lm_tensor_is_plain(const lm_tensor *t) {
+    return lm_tensor_is_contiguous(t) && lm_tensor_address(t) % 16u == 0;
+}
+
+int64_t lm_tensor_span(const lm_tensor *t) {
+    int64_t last = 0;
+    for (int i = 0; i < t->ndim; i++) last += (t->shape[i] - 1) * t->strides[i];
+    return last + 1;
+}
+
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b) {
     if (a->storage->buffer != b->storage->buffer) return 0;
-    VkDeviceSize a0 = buffer_start(a), a1 = a0 + lm_tensor_bytes(a);
-    VkDeviceSize b0 = buffer_start(b), b1 = b0 + lm_tensor_bytes(b);
+    VkDeviceSize a0 = buffer_start(a), a1 = a0 + (VkDeviceSize)lm_tensor_span(a) * 4u;
+    VkDeviceSize b0 = buffer_start(b), b1 = b0 + (VkDeviceSize)lm_tensor_span(b) * 4u;
     return a0 < b1 && b0 < a1;
 }
 
 int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b) {
-    return a->storage->buffer == b->storage->buffer && buffer_start(a) == buffer_start(b) &&
-           a->numel == b->numel;
+    if (a->storage->buffer != b->storage->buffer || buffer_start(a) != buffer_start(b) || a->numel != b->numel)
+        return 0;
+    if (lm_tensor_is_contiguous(a) && lm_tensor_is_contiguous(b)) return 1;
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i] || (a->shape[i] != 1 && a->strides[i] != b->strides[i])) return 0;
+    return 1;
 }
 
 static void set_contiguous(lm_tensor *t) {
@@ -309,15 +333,59 @@ static void check_range(lua_State *L, lm_tensor *t, int idx, int64_t *first, int
     *count = c;
 }
 
+/* The storage element of t's element number k (row-major order over its shape). */
+static int64_t element_index(const lm_tensor *t, int64_t k) {
+    int64_t at = t->offset;
+    for (int i = t->ndim - 1; i >= 0 && k; i--) {
+        at += (k % t->shape[i]) * t->strides[i];
+        k /= t->shape[i];
+    }
+    return at;
+}
+
+/* Reads elements [first, first + count) of t in row-major order into out: at once when
+ * contiguous, else the storage range they lie in (into `span`, of `span_len` floats, a
+ * buffer the caller allocated before its last liveness check) gathered by strides. */
+static void read_elements(lua_State *L, const lm_tensor *t, int64_t first, int64_t count, float *out,
+                          float *span, int64_t lo) {
+    if (lm_tensor_is_contiguous(t)) {
+        lm_storage_read(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, out, (VkDeviceSize)count * 4u);
+        return;
+    }
+    int64_t hi = lo;
+    for (int64_t k = first; k < first + count; k++) {
+        int64_t at = element_index(t, k);
+        if (at > hi) hi = at;
+    }
+    lm_storage_read(L, t->storage, (VkDeviceSize)lo * 4u, span, (VkDeviceSize)(hi - lo + 1) * 4u);
+    for (int64_t k = 0; k < count; k++) out[k] = span[element_index(t, first + k) - lo];
+}
+
+/* The lowest storage element of t's elements [first, first + count), and the floats a
+ * gather buffer needs for them (0 for a contiguous tensor). */
+static int64_t gather_floats(const lm_tensor *t, int64_t first, int64_t count, int64_t *lo) {
+    *lo = element_index(t, first);
+    if (lm_tensor_is_contiguous(t)) return 0;
+    int64_t hi = *lo;
+    for (int64_t k = first; k < first + count; k++) {
+        int64_t at = element_index(t, k);
+        if (at < *lo) *lo = at;
+        if (at > hi) hi = at;
+    }
+    return hi - *lo + 1;
+}
+
 static int m_to_bytes(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
     int64_t first, count;
     check_range(L, t, 2, &first, &count);
+    int64_t lo, span_len = count ? gather_floats(t, first, count, &lo) : 0;
     size_t n = (size_t)count * 4u;
+    float *span = span_len ? lua_newuserdatauv(L, (size_t)span_len * 4u, 0) : NULL;
     luaL_Buffer b;
     char *p = luaL_buffinitsize(L, &b, n ? n : 1);
-    t = lm_check_tensor(L, 1);   /* the allocation may have run a finalizer that freed it */
-    if (n) lm_storage_read(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, p, n);
+    t = lm_check_tensor(L, 1);   /* the allocations may have run a finalizer that freed it */
+    if (n) read_elements(L, t, first, count, (float *)(void *)p, span, lo);
     luaL_pushresultsize(&b, n);
     return 1;
 }
@@ -341,17 +409,215 @@ static int m_to_table(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
     /* Copy out first: building the tables runs the GC, whose finalizers may free the
      * tensor and hand its memory to another one. */
+    int64_t lo, span_len = gather_floats(t, 0, t->numel, &lo);
+    float *span = span_len ? lua_newuserdatauv(L, (size_t)span_len * 4u, 0) : NULL;
     float *data = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
     t = lm_check_tensor(L, 1);
-    lm_storage_read(L, t->storage, (VkDeviceSize)t->offset * 4u, data, lm_tensor_bytes(t));
+    read_elements(L, t, 0, t->numel, data, span, lo);
     int64_t at = 0;
     push_nested(L, t, data, 0, &at);
     return 1;
 }
 
-static int m_reshape(lua_State *L) {
+/* ---- views: new handles on the same storage ---- */
+
+/* Pushes a handle on the storage of the tensor at stack slot `base` (copying its shape,
+ * strides and offset, which the caller then changes). The base is checked again after
+ * the allocation, which may run a finalizer that frees it. */
+static lm_tensor *push_view(lua_State *L, int base) {
+    lm_tensor *v = push_handle(L);
+    lm_tensor *t = lm_check_tensor(L, base);
+    *v = *t;
+    lm_storage_ref(v->storage);
+    lua_getiuservalue(L, base, 1);
+    lua_setiuservalue(L, -2, 1);
+    return v;
+}
+
+static void set_numel(lm_tensor *t) {
+    t->numel = 1;
+    for (int i = 0; i < t->ndim; i++) t->numel *= t->shape[i];
+}
+
+/* A 1-based dimension at argument arg of a tensor of ndim dimensions (negative counts
+ * from the end, -1 the last), as a 0-based index. */
+static int check_dim(lua_State *L, int arg, int ndim) {
+    lua_Integer d = lm_check_integer(L, arg);
+    if (d < 0) d += ndim + 1;
+    if (d < 1 || d > ndim)
+        lm_argerror(L, arg, "dimension %I out of range (the tensor has %d; dims are 1-based, -1 is the last)",
+                    (LUAI_UACINT)lua_tointeger(L, arg), ndim);
+    return (int)d - 1;
+}
+
+static int m_stride(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
-    int64_t shape[LM_MAX_DIMS];
+    if (lua_isnoneornil(L, 2)) {
+        lua_createtable(L, t->ndim, 0);
+        for (int i = 0; i < t->ndim; i++) { lua_pushinteger(L, t->strides[i]); lua_rawseti(L, -2, i + 1); }
+        return 1;
+    }
+    lua_pushinteger(L, t->strides[check_dim(L, 2, t->ndim)]);
+    return 1;
+}
+
+static int m_is_contiguous(lua_State *L) {
+    lua_pushboolean(L, lm_tensor_is_contiguous(lm_check_tensor(L, 1)));
+    return 1;
+}
+
+static int m_transpose(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int a = check_dim(L, 2, t->ndim), b = check_dim(L, 3, t->ndim);
+    lua_settop(L, 3);
+    lm_tensor *v = push_view(L, 1);
+    int64_t sh = v->shape[a], st = v->strides[a];
+    v->shape[a] = v->shape[b]; v->strides[a] = v->strides[b];
+    v->shape[b] = sh; v->strides[b] = st;
+    return 1;
+}
+
+static int m_permute(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    if (!lua_istable(L, 2)) lm_argerror(L, 2, "table of dimensions expected, got %s", luaL_typename(L, 2));
+    if ((int64_t)lua_rawlen(L, 2) != t->ndim)
+        lm_argerror(L, 2, "expected %d dimensions (one per dimension of the tensor), got %I",
+                    t->ndim, (LUAI_UACINT)lua_rawlen(L, 2));
+    int order[LM_MAX_DIMS], seen[LM_MAX_DIMS] = { 0 };
+    for (int i = 0; i < t->ndim; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        int isint = 0;
+        lua_Integer d = lua_tointegerx(L, -1, &isint);
+        lua_pop(L, 1);
+        if (!isint) lm_argerror(L, 2, "entry %d must be an integer dimension", i + 1);
+        lua_Integer r = d < 0 ? d + t->ndim + 1 : d;
+        if (r < 1 || r > t->ndim)
+            lm_argerror(L, 2, "entry %d: dimension %I out of range (the tensor has %d)", i + 1, (LUAI_UACINT)d, t->ndim);
+        if (seen[r - 1]) lm_argerror(L, 2, "dimension %I appears twice (a permutation names each once)", (LUAI_UACINT)r);
+        seen[r - 1] = 1;
+        order[i] = (int)r - 1;
+    }
+    lua_settop(L, 2);
+    lm_tensor *v = push_view(L, 1);
+    lm_tensor *src = lm_check_tensor(L, 1);
+    for (int i = 0; i < v->ndim; i++) { v->shape[i] = src->shape[order[i]]; v->strides[i] = src->strides[order[i]]; }
+    return 1;
+}
+
+static int m_narrow(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int d = check_dim(L, 2, t->ndim);
+    lua_Integer start = lm_check_integer(L, 3), len = lm_check_integer(L, 4);
+    int64_t size = t->shape[d];
+    if (start < 1 || start > size)
+        lm_argerror(L, 3, "start %I out of range (dimension %d has size %I; start is 1-based)",
+                    (LUAI_UACINT)start, d + 1, (LUAI_UACINT)size);
+    if (len < 1 || len > size - start + 1)
+        lm_argerror(L, 4, "length %I out of range (1 to %I from start %I in dimension %d of size %I)",
+                    (LUAI_UACINT)len, (LUAI_UACINT)(size - start + 1), (LUAI_UACINT)start, d + 1, (LUAI_UACINT)size);
+    lua_settop(L, 4);
+    lm_tensor *v = push_view(L, 1);
+    v->offset += (start - 1) * v->strides[d];
+    v->shape[d] = len;
+    set_numel(v);
+    return 1;
+}
+
+static int m_select(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int d = check_dim(L, 2, t->ndim);
+    lua_Integer i = lm_check_integer(L, 3);
+    if (i < 0) i += t->shape[d] + 1;
+    if (i < 1 || i > t->shape[d])
+        lm_argerror(L, 3, "index %I out of range (dimension %d has size %I; indices are 1-based)",
+                    (LUAI_UACINT)lua_tointeger(L, 3), d + 1, (LUAI_UACINT)t->shape[d]);
+    if (t->ndim == 1)
+        lm_argerror(L, 1, "cannot select from a 1-D tensor (0-D tensors are not supported; use narrow(1, i, 1))");
+    lua_settop(L, 3);
+    lm_tensor *v = push_view(L, 1);
+    v->offset += (i - 1) * v->strides[d];
+    for (int k = d; k < v->ndim - 1; k++) { v->shape[k] = v->shape[k + 1]; v->strides[k] = v->strides[k + 1]; }
+    v->ndim--;
+    set_numel(v);
+    return 1;
+}
+
+static int m_unsqueeze(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    lua_Integer d = lm_check_integer(L, 2);
+    if (d < 0) d += t->ndim + 2;
+    if (d < 1 || d > t->ndim + 1)
+        lm_argerror(L, 2, "dimension %I out of range (1 to %d for a %d-D tensor; -1 appends)",
+                    (LUAI_UACINT)lua_tointeger(L, 2), t->ndim + 1, t->ndim);
+    if (t->ndim == LM_MAX_DIMS) lm_argerror(L, 1, "tensor already has %d dimensions (the most supported)", LM_MAX_DIMS);
+    lua_settop(L, 2);
+    lm_tensor *v = push_view(L, 1);
+    int at = (int)d - 1;
+    for (int k = v->ndim; k > at; k--) { v->shape[k] = v->shape[k - 1]; v->strides[k] = v->strides[k - 1]; }
+    v->shape[at] = 1;
+    v->strides[at] = at < v->ndim ? v->shape[at + 1] * v->strides[at + 1] : 1;
+    v->ndim++;
+    return 1;
+}
+
+static int m_squeeze(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int only = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, t->ndim);
+    lua_settop(L, 2);
+    lm_tensor *v = push_view(L, 1);
+    int n = 0;
+    for (int k = 0; k < v->ndim; k++) {
+        int drop = v->shape[k] == 1 && (only < 0 || only == k);
+        if (!drop) { v->shape[n] = v->shape[k]; v->strides[n] = v->strides[k]; n++; }
+    }
+    if (n == 0) { v->shape[0] = 1; v->strides[0] = 1; n = 1; }   /* no 0-D tensors */
+    v->ndim = n;
+    return 1;
+}
+
+static int m_expand(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    if (!lua_istable(L, 2)) lm_argerror(L, 2, "table of sizes expected, got %s", luaL_typename(L, 2));
+    lua_Unsigned n = lua_rawlen(L, 2);
+    if ((int64_t)n < t->ndim || n > LM_MAX_DIMS)
+        lm_argerror(L, 2, "expected %d to %d sizes for a %d-D tensor, got %I", t->ndim, LM_MAX_DIMS, t->ndim, (LUAI_UACINT)n);
+    int lead = (int)n - t->ndim;
+    int64_t shape[LM_MAX_DIMS], strides[LM_MAX_DIMS];
+    for (int i = 0; i < (int)n; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        int isint = 0;
+        lua_Integer s = lua_tointegerx(L, -1, &isint);
+        lua_pop(L, 1);
+        if (!isint) lm_argerror(L, 2, "size %d must be an integer", i + 1);
+        int src = i - lead;
+        if (src < 0) {
+            if (s < 1 || s > LM_MAX_SIZE) lm_argerror(L, 2, "size %d: a new leading dimension needs a positive size, got %I", i + 1, (LUAI_UACINT)s);
+            shape[i] = s; strides[i] = 0;
+            continue;
+        }
+        int64_t have = t->shape[src];
+        if (s == -1 || s == have) { shape[i] = have; strides[i] = t->strides[src]; continue; }
+        if (have != 1 || s < 1 || s > LM_MAX_SIZE)
+            lm_argerror(L, 2, "size %d: cannot expand dimension %d of size %I to %I (only size-1 dimensions expand; -1 keeps a size)",
+                        i + 1, src + 1, (LUAI_UACINT)have, (LUAI_UACINT)s);
+        shape[i] = s; strides[i] = 0;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < (int)n; i++) {
+        if (numel > LM_MAX_SIZE / shape[i]) lm_argerror(L, 2, "too many elements (at most 2^40)");
+        numel *= shape[i];
+    }
+    lua_settop(L, 2);
+    lm_tensor *v = push_view(L, 1);
+    v->ndim = (int)n;
+    memcpy(v->shape, shape, sizeof(int64_t) * n);
+    memcpy(v->strides, strides, sizeof(int64_t) * n);
+    v->numel = numel;
+    return 1;
+}
+
+/* Reads the shape at argument 2 for view/reshape of t, resolving one -1. */
+static int read_new_shape(lua_State *L, const lm_tensor *t, int64_t *shape) {
     int ndim;
     int64_t known = lm_check_shape(L, 2, shape, &ndim, 1);
     for (int i = 0; i < ndim; i++) {
@@ -367,15 +633,74 @@ static int m_reshape(lua_State *L) {
         lm_shape_string(t->shape, t->ndim, b, sizeof b);
         lm_argerror(L, 2, "shape %s has %I elements, the tensor (%s) has %I", a, (LUAI_UACINT)known, b, (LUAI_UACINT)t->numel);
     }
-    lm_tensor *v = push_handle(L);
-    t = lm_check_tensor(L, 1);   /* still live after the allocation (finalizers) */
-    *v = *t;
+    return ndim;
+}
+
+/* Strides that read t's elements in row-major order under a new shape of the same count,
+ * without moving them: possible when each group of t's dimensions that new dimensions
+ * split or merge is contiguous within itself. Returns 0 when it is not. */
+static int view_strides(const lm_tensor *t, const int64_t *shape, int ndim, int64_t *strides) {
+    int vd = ndim - 1;
+    int64_t base = t->strides[t->ndim - 1], t_count = 1, v_count = 1;
+    for (int td = t->ndim - 1; td >= 0; td--) {
+        t_count *= t->shape[td];
+        /* A chunk ends at dimension 0 or where the next outer one is not contiguous with it. */
+        if (td == 0 || (t->shape[td - 1] != 1 && t->strides[td - 1] != t_count * base)) {
+            while (vd >= 0 && (v_count < t_count || shape[vd] == 1)) {
+                strides[vd] = v_count * base;
+                v_count *= shape[vd];
+                vd--;
+            }
+            if (v_count != t_count) return 0;
+            if (td > 0) { base = t->strides[td - 1]; t_count = 1; v_count = 1; }
+        }
+    }
+    return vd == -1;
+}
+
+static void push_reshaped(lua_State *L, int base, const int64_t *shape, int ndim, const int64_t *strides) {
+    lm_tensor *v = push_view(L, base);
     v->ndim = ndim;
     memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
-    set_contiguous(v);
-    lm_storage_ref(v->storage);
-    lua_getiuservalue(L, 1, 1);
-    lua_setiuservalue(L, -2, 1);
+    memcpy(v->strides, strides, sizeof(int64_t) * (size_t)ndim);
+}
+
+static int m_view(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int64_t shape[LM_MAX_DIMS], strides[LM_MAX_DIMS];
+    int ndim = read_new_shape(L, t, shape);
+    if (!view_strides(t, shape, ndim, strides)) {
+        char a[128], b[128], c[128];
+        lm_shape_string(shape, ndim, a, sizeof a);
+        lm_shape_string(t->shape, t->ndim, b, sizeof b);
+        lm_shape_string(t->strides, t->ndim, c, sizeof c);
+        lm_argerror(L, 2, "cannot view a tensor of size %s and strides %s as %s: the dimensions it merges "
+                    "are not contiguous with each other (use reshape, which copies then)", b, c, a);
+    }
+    lua_settop(L, 2);
+    push_reshaped(L, 1, shape, ndim, strides);
+    return 1;
+}
+
+/* reshape: a view when the strides allow it, else a view of t:contiguous() (a copy, by
+ * the op layer's method, looked up at run time: the tensor layer is below the ops). */
+static int m_reshape(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    int64_t shape[LM_MAX_DIMS], strides[LM_MAX_DIMS];
+    int ndim = read_new_shape(L, t, shape);
+    lua_settop(L, 2);
+    if (!view_strides(t, shape, ndim, strides)) {
+        luaL_getmetatable(L, LM_TENSOR_MT);
+        lua_getfield(L, -1, "methods");
+        lua_getfield(L, -1, "contiguous");
+        lua_pushvalue(L, 1);
+        lua_call(L, 1, 1);
+        lua_replace(L, 1);
+        lua_settop(L, 2);
+        t = lm_check_tensor(L, 1);
+        if (!view_strides(t, shape, ndim, strides)) luaL_error(L, "reshape: contiguous() returned a strided tensor");
+    }
+    push_reshaped(L, 1, shape, ndim, strides);
     return 1;
 }
 
@@ -424,7 +749,10 @@ static int m_describe(lua_State *L) {
 
 static const luaL_Reg tensor_methods[] = {
     {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"numel", m_numel}, {"dtype", m_dtype},
-    {"to_table", m_to_table}, {"to_bytes", m_to_bytes}, {"reshape", m_reshape}, {"free", m_free},
+    {"to_table", m_to_table}, {"to_bytes", m_to_bytes}, {"reshape", m_reshape}, {"view", m_view},
+    {"transpose", m_transpose}, {"permute", m_permute}, {"narrow", m_narrow}, {"select", m_select},
+    {"expand", m_expand}, {"unsqueeze", m_unsqueeze}, {"squeeze", m_squeeze},
+    {"stride", m_stride}, {"is_contiguous", m_is_contiguous}, {"free", m_free},
     {"is_freed", m_is_freed}, {"describe", m_describe},
     {NULL, NULL}
 };

@@ -1,6 +1,8 @@
-/* Tensors: the lumus.Tensor userdata, its shape and its storage.
- * A tensor is a handle onto a storage (shared by views); free(), __gc and __close drop
- * the handle, and any later use raises "tensor has been freed". */
+/* Tensors: the lumus.Tensor userdata, its shape, strides and its storage.
+ * A tensor is a handle onto a storage shared by its views (transpose, narrow, expand...:
+ * other shapes, strides and offsets over the same elements); free(), __gc and __close
+ * drop the handle, and any later use raises "tensor has been freed". The storage lives
+ * while any handle on it does. */
 #ifndef LUMUS_TENSOR_H
 #define LUMUS_TENSOR_H
 
@@ -19,7 +21,7 @@ typedef struct lm_tensor {
     lm_dtype dtype;
     int ndim;
     int64_t shape[LM_MAX_DIMS];
-    int64_t strides[LM_MAX_DIMS];   /* in elements; contiguous for now */
+    int64_t strides[LM_MAX_DIMS];   /* in elements, >= 0 (0: an expanded dimension) */
     int64_t offset;                 /* in elements, into the storage */
     int64_t numel;
 } lm_tensor;
@@ -43,6 +45,15 @@ void lm_check_factory_options(lua_State *L, int arg);
 /* Pushes a new tensor of this shape with fresh (uninitialized) device memory. */
 lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape);
 
+/* Row-major with no gaps (size-1 dimensions may have any stride). */
+int lm_tensor_is_contiguous(const lm_tensor *t);
+/* What the kernels of the ops read and write through lm_tensor_address: contiguous and
+ * starting 16-byte aligned (their vec4 accesses). A view that is not goes through a
+ * copy (ops/strided.c). */
+int lm_tensor_is_plain(const lm_tensor *t);
+/* Elements from the first one to one past the last one reachable in the storage. */
+int64_t lm_tensor_span(const lm_tensor *t);
+
 /* 0 for a freed tensor (a finalizer may free one while an op sets up): the op's record
  * step then refuses it rather than this crashing (see lm_record_dispatch). */
 static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
@@ -50,9 +61,11 @@ static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
 }
 static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) { return (VkDeviceSize)t->numel * 4u; }
 
-/* Do two tensors' byte ranges overlap? */
+/* Do two tensors' byte ranges (first to last element reachable) overlap? Conservative
+ * for strided views: interleaved views that share no element count as overlapping. */
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b);
-/* Are they exactly the same elements (same buffer, start and count)? */
+/* Are they exactly the same elements in the same order (same buffer and start, and
+ * both contiguous with the same count, or the same shape and strides)? */
 int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b);
 
 /* Pushes a contiguous tensor of this shape with no storage yet (the caller sets one;

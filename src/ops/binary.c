@@ -31,6 +31,7 @@ static int is_trailing(const lm_tensor *small, const lm_tensor *big) {
 }
 
 static int binary(lua_State *L, const binary_op *o) {
+    lm_contiguous_inputs(L, 1, 2);
     lm_tensor *a = tensor_or_number(L, 1);
     lm_tensor *b = tensor_or_number(L, 2);
     if (!a && !b) lm_argerror(L, 1, "tensor expected (both operands are numbers)");
@@ -65,6 +66,7 @@ int lm_op_div(lua_State *L) { return binary(L, &DIV); }
 
 /* lumus.scale(t, s [, opts]): t * s for a number s. */
 int lm_op_scale(lua_State *L) {
+    lm_contiguous_inputs(L, 1, 1);
     lm_tensor *t = lm_check_tensor(L, 1);
     float s = (float)lm_check_number(L, 2);
     lm_check_options(L, 3, lm_out_option);

@@ -23,7 +23,9 @@ int lm_op_fill(lua_State *L) {
     lm_check_tensor(L, 1);
     lua_Number v = lm_check_number(L, 2);
     lm_tensor *t = lm_check_tensor(L, 1);   /* still live: nothing above may free it, but cheap */
-    lm_record_fill(L, t, (float)v);
+    lm_check_writable(L, 1, t, "the tensor");
+    if (lm_tensor_is_plain(t)) lm_record_fill(L, t, (float)v);
+    else lm_record_strided_fill(L, t, (float)v);   /* only the view's elements */
     lua_settop(L, 1);
     return 1;
 }

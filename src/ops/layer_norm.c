@@ -291,6 +291,7 @@ static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) 
 }
 
 int lm_op_layer_norm_forward(lua_State *L) {
+    lm_contiguous_inputs(L, 1, 3);
     lm_tensor *x = lm_check_tensor(L, 1);
     int64_t d = x->shape[x->ndim - 1];
     int64_t rows = x->numel / d;

@@ -6,6 +6,7 @@
 
 /* lumus.linear(x, weight [, bias] [, {out=}]) */
 int lm_op_linear(lua_State *L) {
+    lm_contiguous_inputs(L, 1, 3);
     lm_tensor *x = lm_check_tensor(L, 1);
     lm_tensor *w = lm_check_tensor(L, 2);
     lm_tensor *bias = lm_opt_tensor(L, 3);

@@ -130,14 +130,29 @@ static void check_size(lua_State *L, int argn, int64_t v, const char *what) {
 
 int lm_op_matmul(lua_State *L) {
     static const char *const known[] = { "out", "transpose_a", "transpose_b", NULL };
+    /* A b that is a plain tensor with its last two dimensions swapped (w:transpose(1, 2))
+     * is read in place as that tensor with transpose_b flipped: bt, a stack handle. */
+    lm_tensor bt, *b0 = luaL_testudata(L, 2, LM_TENSOR_MT);
+    int b_swapped = 0;
+    if (b0 && b0->storage && b0->storage->ctx && b0->ndim >= 2 && !lm_tensor_is_plain(b0)) {
+        bt = *b0;
+        int r = bt.ndim - 2, c = bt.ndim - 1;
+        int64_t sh = bt.shape[r], st = bt.strides[r];
+        bt.shape[r] = bt.shape[c]; bt.strides[r] = bt.strides[c];
+        bt.shape[c] = sh; bt.strides[c] = st;
+        b_swapped = lm_tensor_is_plain(&bt);
+    }
+    lm_contiguous_inputs(L, 1, b_swapped ? 1 : 2);
     lm_tensor *a = lm_check_tensor(L, 1);
     lm_tensor *b = lm_check_tensor(L, 2);
     lm_check_options(L, 3, known);
     if (lm_option_boolean(L, 3, "transpose_a", 0)) lm_argerror(L, 3, "transpose_a is not supported yet");
     int trans = lm_option_boolean(L, 3, "transpose_b", 0);
+    int user_trans = trans;   /* messages describe b as the caller passed it */
     char as[256], bs[256];
     shape_of(a, as, sizeof as);
     shape_of(b, bs, sizeof bs);
+    if (b_swapped) { bt.storage = b->storage; b = &bt; trans = !trans; }
     int64_t k = a->shape[a->ndim - 1];
     if (b->ndim < 2) {
         lm_argerror(L, 2, "b must be a matrix %s (or batched [..., %s]), got shape %s",
@@ -147,7 +162,7 @@ int lm_op_matmul(lua_State *L) {
     int64_t n = trans ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
     if (bk != k) {
         lm_argerror(L, 2, "b's %s dimension must be K = %I (the last dimension of a, shape %s), got shape %s%s",
-                        trans ? "last" : "first", (LUAI_UACINT)k, as, bs, trans ? " (transpose_b)" : "");
+                        user_trans ? "last" : "first", (LUAI_UACINT)k, as, bs, user_trans ? " (transpose_b)" : "");
     }
     int64_t shape[LM_MAX_DIMS];
     int ndim;
@@ -180,6 +195,7 @@ int lm_op_matmul(lua_State *L) {
     lua_settop(L, 3);
     lm_operands in = { { a, b }, { "a", "b" } };
     lm_tensor *out = lm_push_out(L, 3, ctx, ndim, shape, &in, 0);
+    if (b_swapped) bt.storage = lm_check_tensor(L, 2)->storage;   /* a finalizer may have freed it */
     lm_matmul_args g = {
         .a = a, .b = b, .out = out,
         .m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .batch = (uint32_t)batch,

@@ -31,11 +31,21 @@ void lm_record_fill(lua_State *L, lm_tensor *t, float v);
 /* Records dst[:] = src[:] (same element count) into the stream. */
 void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
 
+/* Records dst = src over dst's shape, any strides on either side (src of the same shape,
+ * stride 0 where it broadcasts), and t = v over a strided t (strided.c). */
+void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
+void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v);
+/* Replaces each live tensor among arguments first..last that is not plain (tensor.h:
+ * contiguous and aligned, what the kernels read) by a contiguous copy: the ops that do
+ * not read strides call it first (every op but copy and fill). */
+void lm_contiguous_inputs(lua_State *L, int first, int last);
+int lm_op_contiguous(lua_State *L);    /* t:contiguous() */
+
 int lm_op_fill(lua_State *L);          /* lumus.fill(t, v) */
 int lm_op_zeros(lua_State *L);         /* lumus.zeros(shape [, {dtype=}]) */
 int lm_op_ones(lua_State *L);          /* lumus.ones(shape [, {dtype=}]) */
 int lm_op_full(lua_State *L);          /* lumus.full(shape, v [, {dtype=}]) */
-int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]) */
+int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]), lumus.copy(dst, src) */
 int lm_op_layer_norm_forward(lua_State *L);
 int lm_op_layer_norm_config(lua_State *L);   /* tune.layer_norm */
 int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_b=}]) */
@@ -61,8 +71,9 @@ int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua
 int lm_op_row_config(lua_State *L);
 int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
 
-/* The options of ops whose only option is out: {"out", NULL}. */
+/* The options of ops whose only option is out: {"out", NULL}; of ops with none: {NULL}. */
 extern const char *const lm_out_option[];
+extern const char *const lm_no_options[];
 
 /* layer_norm.c's name for lm_push_option, until it reads its options through
  * lm_check_options as the other ops do. */
@@ -76,9 +87,15 @@ static inline void lm_push_field(lua_State *L, int table_idx, const char *field)
  * or nil), allocates its results, and only then checks all of them again (lm_check_tensor,
  * lm_check_out on the same slots) before recording; nothing between that last check and
  * lm_stream_op_done may allocate from Lua. */
-/* The out tensor at stack slot idx (nil: NULL): live and of the given shape (any shape
- * when `shape` is NULL); messages name it as `field` of argument `argn`. */
+/* The out tensor at stack slot idx (nil: NULL): live, plain (tensor.h: the kernels write
+ * it through its address) and of the given shape (any shape when `shape` is NULL);
+ * messages name it as `field` of argument `argn`. */
 lm_tensor *lm_check_out(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape);
+/* Raises (naming `what` of argument argn) when t is an expanded view, whose elements
+ * share memory and cannot be written. */
+void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *what);
+/* As lm_check_out, but any view that can be written (copy writes by strides). */
+lm_tensor *lm_check_out_view(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape);
 
 /* An op's input tensors with the names its messages use (NULL entries skipped). */
 typedef struct lm_operands {

@@ -3,6 +3,7 @@
 #include <lauxlib.h>
 
 const char *const lm_out_option[] = { "out", NULL };
+const char *const lm_no_options[] = { NULL };
 
 static void check_out_shape(lua_State *L, const lm_tensor *t, int argn, const char *field,
                             int ndim, const int64_t *shape) {
@@ -16,12 +17,28 @@ static void check_out_shape(lua_State *L, const lm_tensor *t, int argn, const ch
     }
 }
 
-lm_tensor *lm_check_out(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape) {
+void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *what) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->strides[i] == 0 && t->shape[i] > 1)
+            lm_argerror(L, argn, "%s is an expanded view (dimension %d has stride 0): its elements share "
+                        "memory and cannot be written", what, i + 1);
+}
+
+lm_tensor *lm_check_out_view(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape) {
     if (lua_isnil(L, idx)) return NULL;
     lm_tensor *t = luaL_testudata(L, idx, LM_TENSOR_MT);
     if (!t) lm_argerror(L, argn, "%s must be a tensor, got %s", field, luaL_typename(L, idx));
     if (!t->storage) lm_argerror(L, argn, "%s: tensor has been freed", field);
     if (shape) check_out_shape(L, t, argn, field, ndim, shape);
+    lm_check_writable(L, argn, t, field);
+    return t;
+}
+
+lm_tensor *lm_check_out(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape) {
+    lm_tensor *t = lm_check_out_view(L, idx, argn, field, ndim, shape);
+    if (t && !lm_tensor_is_plain(t))
+        lm_argerror(L, argn, "%s must be contiguous and 16-byte aligned (a view is written only by copy and "
+                    "fill: compute into a new tensor, then %s:copy(result))", field, field);
     return t;
 }
 

@@ -3,6 +3,7 @@
 #include "rows.h"
 
 int lm_op_softmax(lua_State *L) {
+    lm_contiguous_inputs(L, 1, 1);
     lm_tensor *x = lm_check_tensor(L, 1);
     lm_rows_options(L, 2, x, 0);
     int64_t d, rows;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 static int reduce(lua_State *L, const char *name, int mean) {
+    lm_contiguous_inputs(L, 1, 1);
     lm_tensor *x = lm_check_tensor(L, 1);
     int keepdim = lm_rows_options(L, 2, x, 1);
     int64_t d, rows;

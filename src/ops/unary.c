@@ -16,6 +16,7 @@
 /* Records f(t) into opts.out (argument 2, options already checked) or a new tensor, and
  * returns it. */
 static int unary_checked(lua_State *L, const char *name, lm_ew_op op, float scalar) {
+    lm_contiguous_inputs(L, 1, 1);
     lm_tensor *t = lm_check_tensor(L, 1);
     lm_operands in = { { t }, { "t" } };
     lm_tensor *out = lm_push_out(L, 2, t->storage->ctx, t->ndim, t->shape, &in, 1);

@@ -1,0 +1,136 @@
+/* Strided views in the op layer: the strided copy and fill kernels
+ * (shaders/strided_copy.comp), the contiguous copy an op makes of an input it cannot
+ * read by strides, and t:contiguous(). */
+#include "ops.h"
+#include <lauxlib.h>
+#include <string.h>
+
+#define STRIDED_WG 256
+#define STRIDED_ELEMS 4
+#define U32_MAX 0xffffffffLL
+
+/* Drops size-1 dimensions and merges each dimension into the one outside it when both
+ * sides step over it contiguously with it (outer stride = inner stride * inner size);
+ * returns the number of dimensions left (at least 1). */
+static int collapse(int ndim, const int64_t *shape, const int64_t *ss, const int64_t *ds,
+                    int64_t *size, int64_t *s, int64_t *d) {
+    int n = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 1) continue;
+        if (n > 0 && s[n - 1] == ss[i] * shape[i] && d[n - 1] == ds[i] * shape[i]) {
+            size[n - 1] *= shape[i];
+            s[n - 1] = ss[i];
+            d[n - 1] = ds[i];
+            continue;
+        }
+        size[n] = shape[i]; s[n] = ss[i]; d[n] = ds[i];
+        n++;
+    }
+    if (n == 0) { size[0] = 1; s[0] = 0; d[0] = 0; n = 1; }
+    return n;
+}
+
+#define TRANSPOSE_TILE 32
+#define FILL_FLAG 0x100u   /* shaders/strided_copy.comp */
+
+static void check_u32(lua_State *L, const char *op, int64_t v) {
+    if (v > U32_MAX)
+        luaL_error(L, "%s: a view with a dimension or stride of 2^32 elements or more (after merging "
+                   "contiguous dimensions) is not supported", op);
+}
+
+/* The tiled form for merged dimensions [B,] R, C where src steps 1 along R and dst 1
+ * along C (a transposed matrix made contiguous): returns 0 when the shape is not that. */
+static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
+                            const int64_t *size, const int64_t *s, const int64_t *d) {
+    if (!(n == 2 || n == 3) || d[n - 1] != 1 || s[n - 2] != 1 || s[n - 1] == 1) return 0;
+    int64_t batch = n == 3 ? size[0] : 1;
+    struct {
+        uint64_t src, dst;
+        uint32_t batch, r, c, src_b, src_c, dst_b, dst_r, tiles_r, tiles_c, groups_x;
+    } pc = {
+        .src = lm_tensor_address(src), .dst = lm_tensor_address(dst),
+        .batch = (uint32_t)batch, .r = (uint32_t)size[n - 2], .c = (uint32_t)size[n - 1],
+        .src_b = n == 3 ? (uint32_t)s[0] : 0, .src_c = (uint32_t)s[n - 1],
+        .dst_b = n == 3 ? (uint32_t)d[0] : 0, .dst_r = (uint32_t)d[n - 2],
+        .tiles_r = (uint32_t)((size[n - 2] + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE),
+        .tiles_c = (uint32_t)((size[n - 1] + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE),
+    };
+    lm_context *ctx = dst->storage->ctx;
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, (uint64_t)pc.tiles_r * pc.tiles_c * (uint64_t)batch, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "copy", .shader = LM_SH_STRIDED_TRANSPOSE, .spec = { TRANSPOSE_TILE * 8, 0, 0 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { src }, .writes = { dst },
+    });
+    return 1;
+}
+
+/* dst = src element by element over dst's shape (src has the same shape, possibly with
+ * stride-0 dimensions), or dst = value when src is NULL. */
+static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, float value) {
+    static const int64_t zeros[LM_MAX_DIMS] = { 0 };
+    const char *op = src ? "copy" : "fill";
+    lm_context *ctx = dst->storage->ctx;
+    int64_t size[LM_MAX_DIMS], s[LM_MAX_DIMS], d[LM_MAX_DIMS];
+    int n = collapse(dst->ndim, dst->shape, src ? src->strides : zeros, dst->strides, size, s, d);
+    for (int i = 0; i < n; i++) { check_u32(L, op, size[i]); check_u32(L, op, s[i]); check_u32(L, op, d[i]); }
+    if (src && record_transpose(L, src, dst, n, size, s, d)) return;
+    struct {
+        uint64_t src, dst, n;
+        uint32_t ndim_flags, groups_x;
+        uint32_t size[LM_MAX_DIMS], src_stride[LM_MAX_DIMS], dst_stride[LM_MAX_DIMS];
+    } pc = { .dst = lm_tensor_address(dst), .n = (uint64_t)dst->numel, .ndim_flags = (uint32_t)n };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "strided copy push constants");
+    if (src) {
+        pc.src = lm_tensor_address(src);
+    } else {
+        uint32_t bits;
+        memcpy(&bits, &value, sizeof bits);
+        pc.src = bits;
+        pc.ndim_flags |= FILL_FLAG;
+    }
+    for (int i = 0; i < n; i++) {
+        pc.size[i] = (uint32_t)size[i];
+        pc.src_stride[i] = (uint32_t)s[i];
+        pc.dst_stride[i] = (uint32_t)d[i];
+    }
+    uint64_t per_group = (uint64_t)STRIDED_WG * STRIDED_ELEMS;
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, ((uint64_t)dst->numel + per_group - 1) / per_group, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .shader = LM_SH_STRIDED_COPY, .spec = { STRIDED_WG, STRIDED_ELEMS, 0 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { src }, .writes = { dst },
+    });
+}
+
+void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) { record_strided(L, src, dst, 0.0f); }
+void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v) { record_strided(L, NULL, t, v); }
+
+/* Pushes a contiguous copy of the tensor at slot idx (checked live). */
+static void push_contiguous(lua_State *L, int idx) {
+    lm_tensor *t = lm_check_tensor(L, idx);
+    lm_tensor *dst = lm_push_tensor(L, t->storage->ctx, t->ndim, t->shape);
+    lm_tensor *src = lm_check_tensor(L, idx);   /* the allocation may have run a finalizer */
+    lm_record_strided_copy(L, src, dst);
+}
+
+void lm_contiguous_inputs(lua_State *L, int first, int last) {
+    for (int i = first; i <= last; i++) {
+        lm_tensor *t = luaL_testudata(L, i, LM_TENSOR_MT);
+        if (!t || !t->storage || !t->storage->ctx || lm_tensor_is_plain(t)) continue;
+        push_contiguous(L, i);
+        lua_replace(L, i);
+    }
+}
+
+/* t:contiguous(): t itself when contiguous, else a contiguous copy. */
+int lm_op_contiguous(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    lm_check_options(L, 2, lm_no_options);
+    lua_settop(L, 1);
+    if (!lm_tensor_is_contiguous(t)) push_contiguous(L, 1);
+    return 1;
+}
