@@ -23,9 +23,11 @@
 #define LM_MAX_WAITS 16
 #define LM_HELD_MIN ((VkDeviceSize)64 << 20)
 
+/* A batch is done once the timeline semaphore reaches its serial: no fence to reset or
+ * signal per batch, and one counter read tells which of the ring's batches finished. */
 typedef struct lm_slot {
+    VkCommandPool pool;         /* this slot's alone: reset as a whole before each batch */
     VkCommandBuffer cb;
-    VkFence fence;
     uint64_t serial;
     int state;          /* 0 idle, 1 recording, 2 submitted */
     uint32_t ops;
@@ -35,7 +37,7 @@ typedef struct lm_slot {
 typedef struct lm_deferred { lm_chunk *chunk; uint64_t serial; } lm_deferred;
 
 typedef struct lm_stream {
-    VkCommandPool pool;
+    int ready;                  /* lm_stream_init created the ring */
     lm_slot slot[LM_RING];
     int cur;                    /* recording slot, or -1 */
     uint64_t next_serial;       /* serial the next batch to begin will get */
@@ -50,10 +52,10 @@ typedef struct lm_stream {
     int next_slot;
     struct { lm_storage *s; int write; } use[8];   /* storages the op being recorded uses */
     int nuse;
-    int spin;                   /* poll fences before sleeping (discrete GPUs) */
+    int spin;                   /* poll the timeline before sleeping (discrete GPUs) */
     int abandoned;              /* destroyed while a batch still ran: device objects left */
     double wait_limit;          /* seconds a batch may take before the device counts as lost */
-    VkSemaphore timeline;       /* signalled with each batch's serial, for hosts (lumus.h) */
+    VkSemaphore timeline;       /* signalled with each batch's serial (lumus.h's hosts too) */
     /* Host buffers wrapped as tensors may alias each other, so the stream treats them
      * as one storage: the barrier epochs and serial of their last device use. */
     uint64_t ext_read_epoch, ext_write_epoch, ext_serial;
