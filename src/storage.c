@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LM_STAGING_PIECE ((VkDeviceSize)64 << 20)
+/* Transfers through staging go in pieces of this size, pipelined (lm_storage_read,
+ * lm_storage_write); a download of up to LM_STAGING_WHOLE bytes into a Lua string
+ * takes one staging chunk, copied once into the new string. */
+#define LM_STAGING_PIECE ((VkDeviceSize)8 << 20)
+#define LM_STAGING_WHOLE ((VkDeviceSize)64 << 20)
 
 /* Lua's GC cannot see device bytes: run a full cycle whenever the bytes allocated since
  * the last one (less those freed explicitly since: lm_storage_release) exceed what is
@@ -146,14 +150,18 @@ static void record_copy(lua_State *L, lm_storage *s, lm_chunk *stage, VkDeviceSi
     lm_stream_op_done(L, ctx);
 }
 
-static lm_chunk *staging_chunk(lua_State *L, lm_context *ctx, VkDeviceSize n) {
+/* A staging chunk, or NULL (raises only through lm_stream_sync's device errors). */
+static lm_chunk *try_staging(lua_State *L, lm_context *ctx, VkDeviceSize n) {
     lm_chunk *c = NULL;
-    VkResult r = lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c);
-    if (r != VK_SUCCESS) {
-        lm_stream_sync(L, ctx);
-        r = lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c);
-    }
-    if (r != VK_SUCCESS) lm_vk_error(L, "allocating staging memory", r);
+    if (lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c) == VK_SUCCESS) return c;
+    /* Staging freed by batches still running comes back once they finish. */
+    lm_stream_sync(L, ctx);
+    return lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c) == VK_SUCCESS ? c : NULL;
+}
+
+static lm_chunk *staging_chunk(lua_State *L, lm_context *ctx, VkDeviceSize n) {
+    lm_chunk *c = try_staging(L, ctx, n);
+    if (!c) lm_vk_error(L, "allocating staging memory", VK_ERROR_OUT_OF_DEVICE_MEMORY);
     return c;
 }
 
@@ -165,6 +173,8 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
         memcpy(s->mapped + offset, src, n);
         return;
     }
+    /* In pieces, each submitted once filled, so the device copies one piece while the
+     * host fills the next; the ring bounds how many are in flight. */
     const unsigned char *p = src;
     for (VkDeviceSize done = 0; done < n; ) {
         VkDeviceSize piece = n - done < LM_STAGING_PIECE ? n - done : LM_STAGING_PIECE;
@@ -173,8 +183,13 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
         record_copy(L, s, stage, offset + done, piece, 1, "upload");
         lm_stream_free_after(ctx, stage, lm_stream_current_serial(ctx));
         done += piece;
+        if (done < n) lm_stream_submit(L, ctx);
     }
 }
+
+/* Downloads [offset, offset + n) through staging pieces, LM_READ_DEPTH in flight: the
+ * device fills the next pieces while the host copies one out. */
+#define LM_READ_DEPTH 3
 
 void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n) {
     lm_context *ctx = s->ctx;
@@ -184,15 +199,71 @@ void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst
         return;
     }
     unsigned char *p = dst;
-    for (VkDeviceSize done = 0; done < n; ) {
-        VkDeviceSize piece = n - done < LM_STAGING_PIECE ? n - done : LM_STAGING_PIECE;
-        lm_chunk *stage = staging_chunk(L, ctx, piece);
-        record_copy(L, s, stage, offset + done, piece, 0, "download");
-        uint64_t serial = lm_stream_current_serial(ctx);
-        lm_stream_wait(NULL, ctx, serial);
-        memcpy(p + done, lm_chunk_mapped(stage), piece);
-        lm_chunk_free(ctx, stage);
-        lm_stream_check(L, ctx);
-        done += piece;
+    struct { lm_chunk *stage; VkDeviceSize at, size; uint64_t serial; } q[LM_READ_DEPTH];
+    int head = 0, count = 0;
+    VkDeviceSize recorded = 0, copied = 0;
+    int failed = 0;
+    while (copied < n && !failed) {
+        while (count < LM_READ_DEPTH && recorded < n) {
+            VkDeviceSize piece = n - recorded < LM_STAGING_PIECE ? n - recorded : LM_STAGING_PIECE;
+            /* Without room for another piece, copy out what is in flight first. */
+            lm_chunk *stage = count ? NULL : staging_chunk(L, ctx, piece);
+            if (!stage && lm_chunk_alloc(ctx, &ctx->mem.staging, piece, &stage) != VK_SUCCESS) break;
+            record_copy(L, s, stage, offset + recorded, piece, 0, "download");
+            int k = (head + count) % LM_READ_DEPTH;
+            q[k].stage = stage; q[k].at = recorded; q[k].size = piece;
+            q[k].serial = lm_stream_current_serial(ctx);
+            count++;
+            recorded += piece;
+            lm_stream_submit(NULL, ctx);
+        }
+        lm_stream_wait(NULL, ctx, q[head].serial);
+        failed = ctx->stream.failed[0] != 0;
+        if (!failed) memcpy(p + q[head].at, lm_chunk_mapped(q[head].stage), q[head].size);
+        copied += q[head].size;
+        lm_stream_free_after(ctx, q[head].stage, q[head].serial);
+        head = (head + 1) % LM_READ_DEPTH;
+        count--;
     }
+    /* After a device failure: the pieces still out are freed once their batches end. */
+    for (; count > 0; count--, head = (head + 1) % LM_READ_DEPTH)
+        lm_stream_free_after(ctx, q[head].stage, q[head].serial);
+    lm_stream_check(L, ctx);
+}
+
+typedef struct push_args { const char *p; size_t n; } push_args;
+
+static int push_string(lua_State *L) {
+    const push_args *a = lua_touserdata(L, 1);
+    lua_pushlstring(L, a->p, a->n);
+    return 1;
+}
+
+int lm_storage_push_bytes(lua_State *L, lm_storage *s, VkDeviceSize offset, size_t n) {
+    lm_context *ctx = s->ctx;
+    if (s->mapped) {
+        /* Lua's memory errors collect without finalizers: nothing frees s meanwhile. */
+        lm_stream_wait(L, ctx, lm_storage_serial(s));
+        lua_pushlstring(L, (const char *)s->mapped + offset, n);
+        return 1;
+    }
+    if (n == 0 || n > LM_STAGING_WHOLE) return 0;
+    lm_chunk *stage = staging_chunk(L, ctx, n);
+    record_copy(L, s, stage, offset, n, 0, "download");
+    uint64_t serial = lm_stream_current_serial(ctx);
+    lm_stream_wait(NULL, ctx, serial);
+    if (ctx->stream.failed[0]) {
+        lm_stream_free_after(ctx, stage, serial);
+        lm_stream_check(L, ctx);
+    }
+    /* The string straight from staging: one host copy. Protected, so the staging chunk
+     * goes back even when the allocation fails. */
+    push_args a = { (const char *)lm_chunk_mapped(stage), n };
+    luaL_checkstack(L, 3, "to_bytes");
+    lua_pushcfunction(L, push_string);
+    lua_pushlightuserdata(L, &a);
+    int rc = lua_pcall(L, 1, 1, 0);
+    lm_stream_free_after(ctx, stage, serial);
+    if (rc != LUA_OK) lua_error(L);
+    return 1;
 }

@@ -314,6 +314,7 @@ static int m_to_bytes(lua_State *L) {
     int64_t first, count;
     check_range(L, t, 2, &first, &count);
     size_t n = (size_t)count * 4u;
+    if (lm_storage_push_bytes(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, n)) return 1;
     luaL_Buffer b;
     char *p = luaL_buffinitsize(L, &b, n ? n : 1);
     t = lm_check_tensor(L, 1);   /* the allocation may have run a finalizer that freed it */
