@@ -192,7 +192,7 @@ static void record_copy(lua_State *L, lm_storage *s, lm_chunk *stage, VkDeviceSi
                         VkDeviceSize n, int to_device, const char *op) {
     lm_context *ctx = s->ctx;
     VkCommandBuffer cb = lm_stream_cmd(L, ctx, op);
-    if (to_device) lm_stream_write(ctx, s); else lm_stream_read(ctx, s);
+    if (to_device) lm_stream_write(ctx, s); else { lm_stream_read(ctx, s); lm_stream_host_read(ctx); }
     lm_stream_hazards(ctx, cb);
     VkBufferCopy region = {
         .srcOffset = to_device ? stage->offset : s->buffer_offset + offset,

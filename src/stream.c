@@ -272,6 +272,7 @@ static void add_use(lm_context *ctx, lm_storage *s, int write) {
 }
 
 void lm_stream_read(lm_context *ctx, lm_storage *s) { add_use(ctx, s, 0); }
+void lm_stream_host_read(lm_context *ctx) { ctx->stream.host_reads = 1; }
 void lm_stream_write(lm_context *ctx, lm_storage *s) { add_use(ctx, s, 1); }
 
 void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
@@ -294,6 +295,7 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
         if (st->use[i].write) s->write_epoch = st->epoch; else s->read_epoch = st->epoch;
         s->last_serial = serial;
         if (s->external) {
+            st->host_reads = 1;   /* the host may read it through its own mapping */
             if (st->use[i].write) st->ext_write_epoch = st->epoch; else st->ext_read_epoch = st->epoch;
             st->ext_serial = serial;
         }
@@ -312,8 +314,11 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
     if (ctx->timing && st->queries && st->stamps % 2 == 1 &&
         (st->stamps < LM_TIMESTAMPS - 1 || st->stamp_final))
         vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, st->queries, st->stamps++);
-    /* Make device writes visible to host reads of mapped memory once the batch is done. */
-    full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
+    /* Make device writes visible to host reads of mapped memory once the batch is done;
+     * a batch whose results stay on the device skips it (a GPU flush per batch). */
+    if (st->host_reads || ctx->mem.direct)
+        full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
+    st->host_reads = 0;
     VkResult r = vkEndCommandBuffer(s->cb);
     if (r == VK_SUCCESS) {
         /* Signal the batch's serial on the timeline; wait for the host's semaphores. */

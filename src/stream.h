@@ -53,6 +53,7 @@ typedef struct lm_stream {
     struct { lm_storage *s; int write; } use[8];   /* storages the op being recorded uses */
     int nuse;
     int spin;                   /* poll the timeline before sleeping (discrete GPUs) */
+    int host_reads;             /* the batch being recorded writes memory the host maps */
     int abandoned;              /* destroyed while a batch still ran: device objects left */
     double wait_limit;          /* seconds a batch may take before the device counts as lost */
     VkSemaphore timeline;       /* signalled with each batch's serial (lumus.h's hosts too) */
@@ -81,6 +82,10 @@ VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op);
 void lm_stream_read(lm_context *ctx, lm_storage *s);
 void lm_stream_write(lm_context *ctx, lm_storage *s);
 void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb);
+/* Declares that the op being recorded writes host-mapped memory the host reads once the
+ * batch is done (a download into staging): the batch then ends with a barrier that makes
+ * device writes visible to the host. Tensors lumus maps, and host buffers, always do. */
+void lm_stream_host_read(lm_context *ctx);
 
 /* Ends an op: counts it and submits the batch once it holds LM_BATCH_OPS ops, or once
  * the memory freed while it records (which comes back only when it has run) exceeds
