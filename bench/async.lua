@@ -1,6 +1,7 @@
 -- bench/async.lua: many small ops, recorded asynchronously (layer_norm_forward on 64x768).
 --
 --   lua5.4 bench/async.lua [--calls 1000] [--rows 64] [--D 768] [--repeats 3]
+--                          [--sync-calls 2000] [--sync-D 4096]
 --
 -- Cases, each `--calls` calls of lumus.layer_norm_forward(x, nil, nil, 1e-5, opts):
 --   (a) dependent: each call's input is the previous call's output (two buffers used in
@@ -15,6 +16,9 @@
 --                  divided by the number of calls
 --   device per op  lumus.gpu_time over the same loop (a separate run), per call; not for (c),
 --                  whose loop synchronizes inside
+-- Then one small call + synchronize, --sync-calls times: layer_norm_forward on 1 x
+-- --sync-D into fixed outputs, then lumus.synchronize(); the host time of each pair
+-- (median, p10, p90): the latency of one frame's host-device round trip.
 -- Host times use lumus.clock() (monotonic); without it, os.clock() (CPU time) with a warning.
 
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -22,11 +26,15 @@ package.path = here .. "/?.lua;" .. package.path
 local common = require "common"
 
 local USAGE = "usage: lua5.4 bench/async.lua [--calls 1000] [--rows 64] [--D 768] [--repeats 3]"
-local opt = common.parse_args(arg, { calls = true, rows = true, D = true, repeats = true }, nil, USAGE)
+  .. " [--sync-calls 2000] [--sync-D 4096]"
+local opt = common.parse_args(arg, { calls = true, rows = true, D = true, repeats = true,
+                                     ["sync-calls"] = true, ["sync-D"] = true }, nil, USAGE)
 local N = common.int_opt(opt.calls, 1000)
 local R = common.int_opt(opt.rows, 64)
 local D = common.int_opt(opt.D, 768)
 local repeats = common.int_opt(opt.repeats, 3)
+local SYNC_N = common.int_opt(opt.sync_calls, 2000)
+local SYNC_D = common.int_opt(opt.sync_D, 4096)
 local EPS = 1e-5
 
 local lumus = common.load_lumus()
@@ -130,6 +138,27 @@ for _, c in ipairs(CASES) do
     common.percentile(best_per, 90) * 1e6, best_total * 1e6,
     dev_per_op and ("%.2f"):format(dev_per_op * 1e6) or "-"))
   io.stdout:flush()
+end
+
+-- One small call + synchronize per iteration (after 100 untimed ones).
+do
+  local x = lumus.from_bytes(block:sub(1, 4 * SYNC_D), { 1, SYNC_D })
+  local y, m, r = lumus.empty({ 1, SYNC_D }), lumus.empty({ 1 }), lumus.empty({ 1 })
+  local o = { out = y, mean = m, invstd = r }
+  local per = {}
+  collectgarbage(); collectgarbage("stop")
+  for i = -99, SYNC_N do
+    local t0 = clock()
+    ln(x, nil, nil, EPS, o)
+    lumus.synchronize()
+    if i >= 1 then per[i] = clock() - t0 end
+  end
+  collectgarbage("restart")
+  print()
+  print(("one call + synchronize (layer_norm_forward 1x%d, %d times): median %.1f µs, p10 %.1f, p90 %.1f")
+    :format(SYNC_D, SYNC_N, common.median(per) * 1e6, common.percentile(per, 10) * 1e6,
+      common.percentile(per, 90) * 1e6))
+  x:free(); y:free(); m:free(); r:free()
 end
 
 -- Sanity of the chain: without affine, call k maps a row of variance v to

@@ -9,6 +9,10 @@
 #define LM_SMALL_BLOCK (2 * LM_MIB)      /* a small block, and the rounding of large ones */
 #define LM_SMALL_BLOCK_MAX (32 * LM_MIB)
 #define LM_LARGE_BLOCK_MIN (16 * LM_MIB)
+/* Empty staging blocks are kept while the staging pool holds at most this much: host
+ * memory the device can reach is pinned by the driver, slow to allocate (far slower than
+ * the copy through it), so transfers reuse it; lumus.empty_cache gives it back. */
+#define LM_STAGING_KEEP (160 * LM_MIB)
 
 static int find_type(const VkPhysicalDeviceMemoryProperties *mp, VkMemoryPropertyFlags want,
                      VkMemoryPropertyFlags avoid) {
@@ -316,11 +320,13 @@ void lm_chunk_free(lm_context *ctx, lm_chunk *c) {
         free_list_push(b, c);
     }
     /* An empty block is kept for reuse while the pool holds no more than the peak in use
-     * plus that block (the staging pool: while it is the only one), so a loop that frees
+     * plus that block (the staging pool: while it is the only one or the pool is within
+     * LM_STAGING_KEEP), so a loop that frees
      * and reallocates its intermediates reuses its blocks instead of paying for a
      * vkAllocateMemory and vkFreeMemory every iteration. */
     if (b->used == 0) {
-        int keep = p == &ctx->mem.device ? p->reserved <= ctx->mem.peak + b->size : p->nblocks == 1;
+        int keep = p == &ctx->mem.device ? p->reserved <= ctx->mem.peak + b->size
+                                         : p->nblocks == 1 || p->reserved <= LM_STAGING_KEEP;
         if (!keep) block_destroy(ctx, p, b);
     }
 }

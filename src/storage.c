@@ -1,12 +1,23 @@
 /* Storages and transfers (see storage.h). */
+#define _DEFAULT_SOURCE   /* madvise */
 #include "storage.h"
 #include "luautil.h"
 #include "vkcheck.h"
 #include <lauxlib.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
-#define LM_STAGING_PIECE ((VkDeviceSize)64 << 20)
+/* Transfers through staging go in pieces of this size, pipelined (lm_storage_read,
+ * lm_storage_write); a download of up to LM_STAGING_WHOLE bytes into a Lua string
+ * takes one staging chunk, copied once into the new string. */
+#define LM_STAGING_PIECE ((VkDeviceSize)8 << 20)
+#define LM_STAGING_WHOLE ((VkDeviceSize)64 << 20)
 
 /* Lua's GC cannot see device bytes: run a full cycle whenever the bytes allocated since
  * the last one (less those freed explicitly since: lm_storage_release) exceed what is
@@ -129,12 +140,59 @@ void lm_storage_unref(lm_storage *s) {
 
 unsigned char *lm_storage_direct(lm_storage *s) { return s->mapped; }
 
+/* ---- host copies ---- */
+
+/* One core's memcpy reaches a fraction of a server's memory bandwidth (on the H200's
+ * host, about 5 GB/s of some 27 with 8 cores), so large copies are split over up to
+ * LM_COPY_THREADS threads, each at least LM_COPY_SPAN bytes; starting a thread costs
+ * tens of µs, a small share of such a copy. */
+#define LM_COPY_THREADS 4
+#define LM_COPY_SPAN ((size_t)2 << 20)
+
+typedef struct copy_part { unsigned char *dst; const unsigned char *src; size_t n; } copy_part;
+
+static void *copy_part_run(void *arg) {
+    copy_part *c = arg;
+    memcpy(c->dst, c->src, c->n);
+    return NULL;
+}
+
+static int copy_threads(void) {
+    static int cores;   /* benign race: every thread computes the same value */
+    if (!cores) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cores = n < 1 ? 1 : n > LM_COPY_THREADS ? LM_COPY_THREADS : (int)n;
+    }
+    return cores;
+}
+
+static void host_copy(void *dst, const void *src, size_t n) {
+    int parts = (int)(n / LM_COPY_SPAN);
+    if (parts > copy_threads()) parts = copy_threads();
+    if (parts < 2) { memcpy(dst, src, n); return; }
+    copy_part part[LM_COPY_THREADS];
+    pthread_t th[LM_COPY_THREADS];
+    int started[LM_COPY_THREADS] = { 0 };
+    size_t each = n / (size_t)parts / 64 * 64;   /* cache-line aligned splits */
+    for (int i = 0; i < parts; i++) {
+        part[i].dst = (unsigned char *)dst + (size_t)i * each;
+        part[i].src = (const unsigned char *)src + (size_t)i * each;
+        part[i].n = i == parts - 1 ? n - (size_t)i * each : each;
+    }
+    /* Part 0 is the caller's; a part whose thread cannot start is done here too. */
+    for (int i = 1; i < parts; i++) started[i] = pthread_create(&th[i], NULL, copy_part_run, &part[i]) == 0;
+    copy_part_run(&part[0]);
+    for (int i = 1; i < parts; i++) {
+        if (started[i]) pthread_join(th[i], NULL); else copy_part_run(&part[i]);
+    }
+}
+
 /* Records a buffer copy between a staging chunk and the storage. */
 static void record_copy(lua_State *L, lm_storage *s, lm_chunk *stage, VkDeviceSize offset,
                         VkDeviceSize n, int to_device, const char *op) {
     lm_context *ctx = s->ctx;
     VkCommandBuffer cb = lm_stream_cmd(L, ctx, op);
-    if (to_device) lm_stream_write(ctx, s); else lm_stream_read(ctx, s);
+    if (to_device) lm_stream_write(ctx, s); else { lm_stream_read(ctx, s); lm_stream_host_read(ctx); }
     lm_stream_hazards(ctx, cb);
     VkBufferCopy region = {
         .srcOffset = to_device ? stage->offset : s->buffer_offset + offset,
@@ -146,14 +204,18 @@ static void record_copy(lua_State *L, lm_storage *s, lm_chunk *stage, VkDeviceSi
     lm_stream_op_done(L, ctx);
 }
 
-static lm_chunk *staging_chunk(lua_State *L, lm_context *ctx, VkDeviceSize n) {
+/* A staging chunk, or NULL (raises only through lm_stream_sync's device errors). */
+static lm_chunk *try_staging(lua_State *L, lm_context *ctx, VkDeviceSize n) {
     lm_chunk *c = NULL;
-    VkResult r = lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c);
-    if (r != VK_SUCCESS) {
-        lm_stream_sync(L, ctx);
-        r = lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c);
-    }
-    if (r != VK_SUCCESS) lm_vk_error(L, "allocating staging memory", r);
+    if (lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c) == VK_SUCCESS) return c;
+    /* Staging freed by batches still running comes back once they finish. */
+    lm_stream_sync(L, ctx);
+    return lm_chunk_alloc(ctx, &ctx->mem.staging, n, &c) == VK_SUCCESS ? c : NULL;
+}
+
+static lm_chunk *staging_chunk(lua_State *L, lm_context *ctx, VkDeviceSize n) {
+    lm_chunk *c = try_staging(L, ctx, n);
+    if (!c) lm_vk_error(L, "allocating staging memory", VK_ERROR_OUT_OF_DEVICE_MEMORY);
     return c;
 }
 
@@ -162,37 +224,142 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
     if (s->mapped) {
         /* The host writes now: earlier device work on this storage must be done. */
         lm_stream_wait(L, ctx, lm_storage_serial(s));
-        memcpy(s->mapped + offset, src, n);
+        host_copy(s->mapped + offset, src, n);
         return;
     }
+    /* In pieces, each submitted once filled, so the device copies one piece while the
+     * host fills the next; the ring bounds how many are in flight. */
     const unsigned char *p = src;
     for (VkDeviceSize done = 0; done < n; ) {
         VkDeviceSize piece = n - done < LM_STAGING_PIECE ? n - done : LM_STAGING_PIECE;
         lm_chunk *stage = staging_chunk(L, ctx, piece);
-        memcpy(lm_chunk_mapped(stage), p + done, piece);
+        host_copy(lm_chunk_mapped(stage), p + done, piece);
         record_copy(L, s, stage, offset + done, piece, 1, "upload");
         lm_stream_free_after(ctx, stage, lm_stream_current_serial(ctx));
         done += piece;
+        if (done < n) lm_stream_submit(L, ctx);
     }
 }
+
+/* Downloads [offset, offset + n) through staging pieces, LM_READ_DEPTH in flight: the
+ * device fills the next pieces while the host copies one out. */
+#define LM_READ_DEPTH 3
 
 void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n) {
     lm_context *ctx = s->ctx;
     if (s->mapped) {
         lm_stream_wait(L, ctx, lm_storage_serial(s));
-        memcpy(dst, s->mapped + offset, n);
+        host_copy(dst, s->mapped + offset, n);
         return;
     }
     unsigned char *p = dst;
-    for (VkDeviceSize done = 0; done < n; ) {
-        VkDeviceSize piece = n - done < LM_STAGING_PIECE ? n - done : LM_STAGING_PIECE;
-        lm_chunk *stage = staging_chunk(L, ctx, piece);
-        record_copy(L, s, stage, offset + done, piece, 0, "download");
-        uint64_t serial = lm_stream_current_serial(ctx);
-        lm_stream_wait(NULL, ctx, serial);
-        memcpy(p + done, lm_chunk_mapped(stage), piece);
-        lm_chunk_free(ctx, stage);
-        lm_stream_check(L, ctx);
-        done += piece;
+    struct { lm_chunk *stage; VkDeviceSize at, size; uint64_t serial; } q[LM_READ_DEPTH];
+    int head = 0, count = 0;
+    VkDeviceSize recorded = 0, copied = 0;
+    int failed = 0;
+    while (copied < n && !failed) {
+        while (count < LM_READ_DEPTH && recorded < n) {
+            VkDeviceSize piece = n - recorded < LM_STAGING_PIECE ? n - recorded : LM_STAGING_PIECE;
+            /* Without room for another piece, copy out what is in flight first. */
+            lm_chunk *stage = count ? NULL : staging_chunk(L, ctx, piece);
+            if (!stage && lm_chunk_alloc(ctx, &ctx->mem.staging, piece, &stage) != VK_SUCCESS) break;
+            record_copy(L, s, stage, offset + recorded, piece, 0, "download");
+            int k = (head + count) % LM_READ_DEPTH;
+            q[k].stage = stage; q[k].at = recorded; q[k].size = piece;
+            q[k].serial = lm_stream_current_serial(ctx);
+            count++;
+            recorded += piece;
+            lm_stream_submit(NULL, ctx);
+        }
+        lm_stream_wait(NULL, ctx, q[head].serial);
+        failed = ctx->stream.failed[0] != 0;
+        if (!failed) host_copy(p + q[head].at, lm_chunk_mapped(q[head].stage), q[head].size);
+        copied += q[head].size;
+        lm_stream_free_after(ctx, q[head].stage, q[head].serial);
+        head = (head + 1) % LM_READ_DEPTH;
+        count--;
     }
+    /* After a device failure: the pieces still out are freed once their batches end. */
+    for (; count > 0; count--, head = (head + 1) % LM_READ_DEPTH)
+        lm_stream_free_after(ctx, q[head].stage, q[head].serial);
+    lm_stream_check(L, ctx);
+}
+
+/* A string of a MiB or more gets fresh pages from the allocator (glibc maps each one
+ * anew), and faulting in 4 KiB pages costs more than the copy into them; while such a
+ * string is made, the state's allocator is wrapped so the new string's memory is advised
+ * for transparent huge pages before Lua copies into it (Linux; elsewhere a plain copy). */
+#define LM_HUGE_STRING ((size_t)2 << 20)
+
+typedef struct push_args {
+    const char *p;
+    size_t n;
+    lua_Alloc f;        /* the state's allocator, which the wrapper calls */
+    void *ud;
+} push_args;
+
+#ifdef MADV_HUGEPAGE
+static void *alloc_advised(void *ud, void *ptr, size_t osize, size_t nsize) {
+    const push_args *a = ud;
+    void *p = a->f(a->ud, ptr, osize, nsize);
+    /* ptr NULL: osize is the type of the new object. Only the string being made is this
+     * large; advice on any other memory would be harmless. */
+    if (p && !ptr && osize == LUA_TSTRING && nsize >= a->n) {
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = ((uintptr_t)p + page - 1) / page * page;
+        uintptr_t hi = ((uintptr_t)p + nsize) / page * page;
+        if (page > 0 && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+    return p;
+}
+#endif
+
+static int push_string(lua_State *L) {
+    const push_args *a = lua_touserdata(L, 1);
+    lua_pushlstring(L, a->p, a->n);
+    return 1;
+}
+
+/* Pushes a copy of src[0, n) as a Lua string, protected (a memory error leaves the
+ * allocator as it was); lua_pcall's status, the string or the error on the stack. */
+static int push_copy(lua_State *L, const void *src, size_t n) {
+    push_args a = { src, n, NULL, NULL };
+    luaL_checkstack(L, 3, "to_bytes");
+    lua_pushcfunction(L, push_string);
+    lua_pushlightuserdata(L, &a);
+#ifdef MADV_HUGEPAGE
+    if (n >= LM_HUGE_STRING) {
+        a.f = lua_getallocf(L, &a.ud);
+        lua_setallocf(L, alloc_advised, &a);
+    }
+#endif
+    int rc = lua_pcall(L, 1, 1, 0);
+    if (a.f) lua_setallocf(L, a.f, a.ud);
+    return rc;
+}
+
+int lm_storage_push_bytes(lua_State *L, lm_storage *s, VkDeviceSize offset, size_t n) {
+    lm_context *ctx = s->ctx;
+    if (s->mapped) {
+        /* Lua's memory errors collect without finalizers: nothing frees s meanwhile. */
+        lm_stream_wait(L, ctx, lm_storage_serial(s));
+        if (n < LM_HUGE_STRING) lua_pushlstring(L, (const char *)s->mapped + offset, n);
+        else if (push_copy(L, s->mapped + offset, n) != LUA_OK) lua_error(L);
+        return 1;
+    }
+    if (n == 0 || n > LM_STAGING_WHOLE) return 0;
+    lm_chunk *stage = staging_chunk(L, ctx, n);
+    record_copy(L, s, stage, offset, n, 0, "download");
+    uint64_t serial = lm_stream_current_serial(ctx);
+    lm_stream_wait(NULL, ctx, serial);
+    if (ctx->stream.failed[0]) {
+        lm_stream_free_after(ctx, stage, serial);
+        lm_stream_check(L, ctx);
+    }
+    /* The string straight from staging: one host copy. Protected, so the staging chunk
+     * goes back even when the allocation fails. */
+    int rc = push_copy(L, lm_chunk_mapped(stage), n);
+    lm_stream_free_after(ctx, stage, serial);
+    if (rc != LUA_OK) lua_error(L);
+    return 1;
 }

@@ -30,6 +30,10 @@ void lm_storage_release(lm_storage *s);
 void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const void *src, VkDeviceSize n);
 /* Device data into host memory; waits only for the work that touches the storage. */
 void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst, VkDeviceSize n);
+/* Pushes bytes [offset, offset + n) of the storage as a Lua string and returns 1, or
+ * returns 0 (nothing pushed) when that needs a host buffer and lm_storage_read: a large
+ * n through staging. The string is built from the mapped or staging memory directly. */
+int lm_storage_push_bytes(lua_State *L, lm_storage *s, VkDeviceSize offset, size_t n);
 /* The serial after which no recorded device work touches the storage (for a wrapped
  * host buffer: no work on any wrapped buffer, since they may alias). */
 uint64_t lm_storage_serial(const lm_storage *s);

@@ -1,5 +1,5 @@
 /* The command stream (see stream.h). */
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200112L
 #include "stream.h"
 #include "context.h"
 #include "vkcheck.h"
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 /* vkQueueSubmit needs the queue to itself: the host's lock when it gave one (lumus.h),
@@ -43,22 +44,22 @@ VkResult lm_stream_init(lm_context *ctx) {
         double v = strtod(lim, &end);
         if (end && *end == 0 && v > 0 && v <= 1e6) st->wait_limit = v;
     }
-    VkCommandPoolCreateInfo pi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-        .queueFamilyIndex = ctx->queue_family,
-    };
-    VkResult r = vkCreateCommandPool(ctx->device, &pi, NULL, &st->pool);
-    if (r != VK_SUCCESS) return r;
-    VkCommandBufferAllocateInfo ai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = st->pool,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1,
-    };
-    VkFenceCreateInfo fi = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+    /* One pool per slot, reset whole before the slot records again: cheaper in drivers
+     * than resetting single command buffers (no RESET_COMMAND_BUFFER flag). */
+    st->ready = 1;
     for (int i = 0; i < LM_RING; i++) {
-        r = vkAllocateCommandBuffers(ctx->device, &ai, &st->slot[i].cb);
+        VkCommandPoolCreateInfo pi = {
+            .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+            .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+            .queueFamilyIndex = ctx->queue_family,
+        };
+        VkResult r = vkCreateCommandPool(ctx->device, &pi, NULL, &st->slot[i].pool);
         if (r != VK_SUCCESS) return r;
-        r = vkCreateFence(ctx->device, &fi, NULL, &st->slot[i].fence);
+        VkCommandBufferAllocateInfo ai = {
+            .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = st->slot[i].pool,
+            .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1,
+        };
+        r = vkAllocateCommandBuffers(ctx->device, &ai, &st->slot[i].cb);
         if (r != VK_SUCCESS) return r;
     }
     VkSemaphoreTypeCreateInfo ti = {
@@ -66,7 +67,7 @@ VkResult lm_stream_init(lm_context *ctx) {
         .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE, .initialValue = 0,
     };
     VkSemaphoreCreateInfo si = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti };
-    r = vkCreateSemaphore(ctx->device, &si, NULL, &st->timeline);
+    VkResult r = vkCreateSemaphore(ctx->device, &si, NULL, &st->timeline);
     if (r != VK_SUCCESS) return r;
     if (ctx->timestamp_bits > 0) {
         VkQueryPoolCreateInfo qi = {
@@ -135,31 +136,71 @@ void lm_stream_check(lua_State *L, lm_context *ctx) {
     }
 }
 
-/* Waits for one slot's fence; 0 on success, else the failing result. */
-static VkResult wait_slot(lm_context *ctx, lm_slot *s) {
+/* One spin-wait step: a pause instruction, so a polling core yields its pipeline (and
+ * its sibling hyperthread) without leaving the CPU. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* How long a wait polls the timeline before sleeping in the driver: a driver's sleeping
+ * wait wakes tens of µs after the device finishes (an interrupt, then the scheduler),
+ * longer than a small batch runs, while a poll is a read of the semaphore's payload.
+ * The first LM_SPIN_HOT_S poll back to back; the rest yield the core between polls, so
+ * other threads still run while a longer batch finishes. */
+#define LM_SPIN_HOT_S 50e-6
+#define LM_SPIN_S 2e-3
+
+/* Waits until the timeline reaches `value`; VK_SUCCESS, else the failing result
+ * (VK_TIMEOUT after the wait limit). */
+static VkResult wait_value(lm_context *ctx, uint64_t value) {
     lm_stream *st = &ctx->stream;
-    VkResult r;
+    uint64_t have = 0;
+    VkResult r = vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have);
+    if (r != VK_SUCCESS || have >= value) return r;
     double start = now_s();
     if (st->spin) {
-        /* Sleeping in vkWaitForFences costs tens of µs on wake-up; a short spin does not. */
-        do {
-            r = vkGetFenceStatus(ctx->device, s->fence);
-            if (r != VK_NOT_READY) break;
-        } while (now_s() - start < 0.002);
-        if (r == VK_SUCCESS) goto done;
-        if (r != VK_NOT_READY) return r;
+        for (unsigned i = 1;; i++) {
+            r = vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have);
+            if (r != VK_SUCCESS || have >= value) return r;
+            if (i % 32 == 0) {   /* the clock costs more than a poll */
+                double t = now_s() - start;
+                if (t >= LM_SPIN_S) break;
+                if (t >= LM_SPIN_HOT_S) sched_yield();
+            } else cpu_relax();
+        }
     }
+    VkSemaphoreWaitInfo wi = {
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+        .semaphoreCount = 1, .pSemaphores = &st->timeline, .pValues = &value,
+    };
     for (;;) {
         double left = st->wait_limit - (now_s() - start);
-        if (left <= 0) { r = VK_TIMEOUT; break; }
-        uint64_t ns = left >= 1.0 ? 1000000000ull : (uint64_t)(left * 1e9) + 1;
-        r = vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, ns);
-        if (r != VK_TIMEOUT) break;
+        if (left <= 0) return VK_TIMEOUT;
+        /* In slices of at most a second, so the limit holds whatever the driver does. */
+        r = vkWaitSemaphores(ctx->device, &wi, left >= 1.0 ? 1000000000ull : (uint64_t)(left * 1e9) + 1);
+        if (r != VK_TIMEOUT) return r;
     }
-    if (r != VK_SUCCESS) return r;
-done:
-    s->state = 0;
-    return VK_SUCCESS;
+}
+
+/* Waits for one slot's batch; VK_SUCCESS (the slot is idle again), else the failing result. */
+static VkResult wait_slot(lm_context *ctx, lm_slot *s) {
+    VkResult r = wait_value(ctx, s->serial);
+    if (r == VK_SUCCESS) s->state = 0;
+    return r;
+}
+
+/* Marks every submitted batch up to the timeline's value as finished; the value. */
+static uint64_t note_finished(lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    uint64_t have = 0;
+    if (vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have) != VK_SUCCESS) return 0;
+    for (int i = 0; i < LM_RING; i++)
+        if (st->slot[i].state == 2 && st->slot[i].serial <= have) st->slot[i].state = 0;
+    return have;
 }
 
 static void full_barrier(VkCommandBuffer cb, VkAccessFlags dst_access, VkPipelineStageFlags dst_stage) {
@@ -192,8 +233,7 @@ VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op) {
         if (r != VK_SUCCESS) { wait_failed(ctx, s, r); update_completed(ctx); lm_stream_check(L, ctx); }
         update_completed(ctx);
     }
-    LM_VK(L, vkResetFences(ctx->device, 1, &s->fence));
-    LM_VK(L, vkResetCommandBuffer(s->cb, 0));
+    LM_VK(L, vkResetCommandPool(ctx->device, s->pool, 0));
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
@@ -232,6 +272,7 @@ static void add_use(lm_context *ctx, lm_storage *s, int write) {
 }
 
 void lm_stream_read(lm_context *ctx, lm_storage *s) { add_use(ctx, s, 0); }
+void lm_stream_host_read(lm_context *ctx) { ctx->stream.host_reads = 1; }
 void lm_stream_write(lm_context *ctx, lm_storage *s) { add_use(ctx, s, 1); }
 
 void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
@@ -254,6 +295,7 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
         if (st->use[i].write) s->write_epoch = st->epoch; else s->read_epoch = st->epoch;
         s->last_serial = serial;
         if (s->external) {
+            st->host_reads = 1;   /* the host may read it through its own mapping */
             if (st->use[i].write) st->ext_write_epoch = st->epoch; else st->ext_read_epoch = st->epoch;
             st->ext_serial = serial;
         }
@@ -272,8 +314,11 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
     if (ctx->timing && st->queries && st->stamps % 2 == 1 &&
         (st->stamps < LM_TIMESTAMPS - 1 || st->stamp_final))
         vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, st->queries, st->stamps++);
-    /* Make device writes visible to host reads of mapped memory after the fence. */
-    full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
+    /* Make device writes visible to host reads of mapped memory once the batch is done;
+     * a batch whose results stay on the device skips it (a GPU flush per batch). */
+    if (st->host_reads || ctx->mem.direct)
+        full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
+    st->host_reads = 0;
     VkResult r = vkEndCommandBuffer(s->cb);
     if (r == VK_SUCCESS) {
         /* Signal the batch's serial on the timeline; wait for the host's semaphores. */
@@ -299,7 +344,7 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
             .signalSemaphoreCount = 1, .pSignalSemaphores = &st->timeline,
         };
         lock_queue(ctx);
-        r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
+        r = vkQueueSubmit(ctx->queue, 1, &si, VK_NULL_HANDLE);
         unlock_queue(ctx);
     }
     if (r != VK_SUCCESS) {
@@ -325,14 +370,22 @@ void lm_stream_op_done(lua_State *L, lm_context *ctx) {
 static void wait_upto(lm_context *ctx, uint64_t serial) {
     lm_stream *st = &ctx->stream;
     while (!st->lost) {
-        lm_slot *oldest = NULL;
+        /* The newest batch <= serial: waiting for it waits for all older ones too. */
+        lm_slot *newest = NULL;
         for (int i = 0; i < LM_RING; i++) {
             lm_slot *s = &st->slot[i];
-            if (s->state == 2 && s->serial <= serial && (!oldest || s->serial < oldest->serial)) oldest = s;
+            if (s->state == 2 && s->serial <= serial && (!newest || s->serial > newest->serial)) newest = s;
         }
-        if (!oldest) break;
-        VkResult r = wait_slot(ctx, oldest);
-        if (r != VK_SUCCESS) wait_failed(ctx, oldest, r);
+        if (!newest) break;
+        VkResult r = wait_value(ctx, newest->serial);
+        if (r == VK_SUCCESS) { note_finished(ctx); continue; }
+        /* Report it against the oldest batch still out: the one that failed or hung. */
+        lm_slot *oldest = newest;
+        for (int i = 0; i < LM_RING; i++) {
+            lm_slot *s = &st->slot[i];
+            if (s->state == 2 && s->serial < oldest->serial) oldest = s;
+        }
+        wait_failed(ctx, oldest, r);
     }
     update_completed(ctx);
 }
@@ -366,11 +419,7 @@ void lm_stream_sync(lua_State *L, lm_context *ctx) {
 }
 
 void lm_stream_poll(lm_context *ctx) {
-    lm_stream *st = &ctx->stream;
-    for (int i = 0; i < LM_RING; i++) {
-        lm_slot *s = &st->slot[i];
-        if (s->state == 2 && vkGetFenceStatus(ctx->device, s->fence) == VK_SUCCESS) s->state = 0;
-    }
+    note_finished(ctx);
     update_completed(ctx);
 }
 
@@ -403,7 +452,7 @@ void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial) {
 
 void lm_stream_destroy(lm_context *ctx) {
     lm_stream *st = &ctx->stream;
-    if (!st->pool) return;
+    if (!st->ready) return;
     lm_stream_submit(NULL, ctx);
     wait_upto(ctx, st->next_serial);
     /* After a wait-limit timeout: one more bounded wait for each batch still out, so a
@@ -413,7 +462,7 @@ void lm_stream_destroy(lm_context *ctx) {
         VkResult r = wait_slot(ctx, &st->slot[i]);
         if (r == VK_TIMEOUT) st->abandoned = 1; else st->slot[i].state = 0;
     }
-    /* Still running: freeing its memory, fences or command buffers could crash the
+    /* Still running: freeing its memory or command buffers could crash the
      * driver, so the device's objects are left to it (a leak, not a hang or a crash). */
     if (st->abandoned) return;
     /* Whatever is still deferred can go now: nothing runs any more. */
@@ -421,9 +470,9 @@ void lm_stream_destroy(lm_context *ctx) {
     release_deferred(ctx);
     free(st->deferred);
     st->deferred = NULL;
-    for (int i = 0; i < LM_RING; i++) if (st->slot[i].fence) vkDestroyFence(ctx->device, st->slot[i].fence, NULL);
     if (st->queries) vkDestroyQueryPool(ctx->device, st->queries, NULL);
     if (st->timeline) vkDestroySemaphore(ctx->device, st->timeline, NULL);
-    vkDestroyCommandPool(ctx->device, st->pool, NULL);
-    st->pool = VK_NULL_HANDLE;
+    for (int i = 0; i < LM_RING; i++)
+        if (st->slot[i].pool) vkDestroyCommandPool(ctx->device, st->slot[i].pool, NULL);
+    st->ready = 0;
 }

@@ -23,9 +23,11 @@
 #define LM_MAX_WAITS 16
 #define LM_HELD_MIN ((VkDeviceSize)64 << 20)
 
+/* A batch is done once the timeline semaphore reaches its serial: no fence to reset or
+ * signal per batch, and one counter read tells which of the ring's batches finished. */
 typedef struct lm_slot {
+    VkCommandPool pool;         /* this slot's alone: reset as a whole before each batch */
     VkCommandBuffer cb;
-    VkFence fence;
     uint64_t serial;
     int state;          /* 0 idle, 1 recording, 2 submitted */
     uint32_t ops;
@@ -35,7 +37,7 @@ typedef struct lm_slot {
 typedef struct lm_deferred { lm_chunk *chunk; uint64_t serial; } lm_deferred;
 
 typedef struct lm_stream {
-    VkCommandPool pool;
+    int ready;                  /* lm_stream_init created the ring */
     lm_slot slot[LM_RING];
     int cur;                    /* recording slot, or -1 */
     uint64_t next_serial;       /* serial the next batch to begin will get */
@@ -50,10 +52,11 @@ typedef struct lm_stream {
     int next_slot;
     struct { lm_storage *s; int write; } use[8];   /* storages the op being recorded uses */
     int nuse;
-    int spin;                   /* poll fences before sleeping (discrete GPUs) */
+    int spin;                   /* poll the timeline before sleeping (discrete GPUs) */
+    int host_reads;             /* the batch being recorded writes memory the host maps */
     int abandoned;              /* destroyed while a batch still ran: device objects left */
     double wait_limit;          /* seconds a batch may take before the device counts as lost */
-    VkSemaphore timeline;       /* signalled with each batch's serial, for hosts (lumus.h) */
+    VkSemaphore timeline;       /* signalled with each batch's serial (lumus.h's hosts too) */
     /* Host buffers wrapped as tensors may alias each other, so the stream treats them
      * as one storage: the barrier epochs and serial of their last device use. */
     uint64_t ext_read_epoch, ext_write_epoch, ext_serial;
@@ -79,6 +82,10 @@ VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op);
 void lm_stream_read(lm_context *ctx, lm_storage *s);
 void lm_stream_write(lm_context *ctx, lm_storage *s);
 void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb);
+/* Declares that the op being recorded writes host-mapped memory the host reads once the
+ * batch is done (a download into staging): the batch then ends with a barrier that makes
+ * device writes visible to the host. Tensors lumus maps, and host buffers, always do. */
+void lm_stream_host_read(lm_context *ctx);
 
 /* Ends an op: counts it and submits the batch once it holds LM_BATCH_OPS ops, or once
  * the memory freed while it records (which comes back only when it has run) exceeds

@@ -381,6 +381,8 @@ static int m_to_bytes(lua_State *L) {
     check_range(L, t, 2, &first, &count);
     int64_t lo, span_len = count ? gather_floats(t, first, count, &lo) : 0;
     size_t n = (size_t)count * 4u;
+    if (lm_tensor_is_contiguous(t) &&
+        lm_storage_push_bytes(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, n)) return 1;
     float *span = span_len ? lua_newuserdatauv(L, (size_t)span_len * 4u, 0) : NULL;
     luaL_Buffer b;
     char *p = luaL_buffinitsize(L, &b, n ? n : 1);
