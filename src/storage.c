@@ -1,17 +1,10 @@
 /* Storages and transfers (see storage.h). */
-#define _DEFAULT_SOURCE   /* madvise */
 #include "storage.h"
 #include "luautil.h"
 #include "vkcheck.h"
 #include <lauxlib.h>
-#include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
 
 /* Transfers through staging go in pieces of this size, pipelined (lm_storage_read,
  * lm_storage_write); a download of up to LM_STAGING_WHOLE bytes into a Lua string
@@ -140,53 +133,6 @@ void lm_storage_unref(lm_storage *s) {
 
 unsigned char *lm_storage_direct(lm_storage *s) { return s->mapped; }
 
-/* ---- host copies ---- */
-
-/* One core's memcpy reaches a fraction of a server's memory bandwidth (on the H200's
- * host, about 5 GB/s of some 27 with 8 cores), so large copies are split over up to
- * LM_COPY_THREADS threads, each at least LM_COPY_SPAN bytes; starting a thread costs
- * tens of µs, a small share of such a copy. */
-#define LM_COPY_THREADS 4
-#define LM_COPY_SPAN ((size_t)2 << 20)
-
-typedef struct copy_part { unsigned char *dst; const unsigned char *src; size_t n; } copy_part;
-
-static void *copy_part_run(void *arg) {
-    copy_part *c = arg;
-    memcpy(c->dst, c->src, c->n);
-    return NULL;
-}
-
-static int copy_threads(void) {
-    static int cores;   /* benign race: every thread computes the same value */
-    if (!cores) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cores = n < 1 ? 1 : n > LM_COPY_THREADS ? LM_COPY_THREADS : (int)n;
-    }
-    return cores;
-}
-
-static void host_copy(void *dst, const void *src, size_t n) {
-    int parts = (int)(n / LM_COPY_SPAN);
-    if (parts > copy_threads()) parts = copy_threads();
-    if (parts < 2) { memcpy(dst, src, n); return; }
-    copy_part part[LM_COPY_THREADS];
-    pthread_t th[LM_COPY_THREADS];
-    int started[LM_COPY_THREADS] = { 0 };
-    size_t each = n / (size_t)parts / 64 * 64;   /* cache-line aligned splits */
-    for (int i = 0; i < parts; i++) {
-        part[i].dst = (unsigned char *)dst + (size_t)i * each;
-        part[i].src = (const unsigned char *)src + (size_t)i * each;
-        part[i].n = i == parts - 1 ? n - (size_t)i * each : each;
-    }
-    /* Part 0 is the caller's; a part whose thread cannot start is done here too. */
-    for (int i = 1; i < parts; i++) started[i] = pthread_create(&th[i], NULL, copy_part_run, &part[i]) == 0;
-    copy_part_run(&part[0]);
-    for (int i = 1; i < parts; i++) {
-        if (started[i]) pthread_join(th[i], NULL); else copy_part_run(&part[i]);
-    }
-}
-
 /* Records a buffer copy between a staging chunk and the storage. */
 static void record_copy(lua_State *L, lm_storage *s, lm_chunk *stage, VkDeviceSize offset,
                         VkDeviceSize n, int to_device, const char *op) {
@@ -224,7 +170,7 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
     if (s->mapped) {
         /* The host writes now: earlier device work on this storage must be done. */
         lm_stream_wait(L, ctx, lm_storage_serial(s));
-        host_copy(s->mapped + offset, src, n);
+        memcpy(s->mapped + offset, src, n);
         return;
     }
     /* In pieces, each submitted once filled, so the device copies one piece while the
@@ -233,7 +179,7 @@ void lm_storage_write(lua_State *L, lm_storage *s, VkDeviceSize offset, const vo
     for (VkDeviceSize done = 0; done < n; ) {
         VkDeviceSize piece = n - done < LM_STAGING_PIECE ? n - done : LM_STAGING_PIECE;
         lm_chunk *stage = staging_chunk(L, ctx, piece);
-        host_copy(lm_chunk_mapped(stage), p + done, piece);
+        memcpy(lm_chunk_mapped(stage), p + done, piece);
         record_copy(L, s, stage, offset + done, piece, 1, "upload");
         lm_stream_free_after(ctx, stage, lm_stream_current_serial(ctx));
         done += piece;
@@ -249,7 +195,7 @@ void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst
     lm_context *ctx = s->ctx;
     if (s->mapped) {
         lm_stream_wait(L, ctx, lm_storage_serial(s));
-        host_copy(dst, s->mapped + offset, n);
+        memcpy(dst, s->mapped + offset, n);
         return;
     }
     unsigned char *p = dst;
@@ -273,7 +219,7 @@ void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst
         }
         lm_stream_wait(NULL, ctx, q[head].serial);
         failed = ctx->stream.failed[0] != 0;
-        if (!failed) host_copy(p + q[head].at, lm_chunk_mapped(q[head].stage), q[head].size);
+        if (!failed) memcpy(p + q[head].at, lm_chunk_mapped(q[head].stage), q[head].size);
         copied += q[head].size;
         lm_stream_free_after(ctx, q[head].stage, q[head].serial);
         head = (head + 1) % LM_READ_DEPTH;
@@ -285,34 +231,7 @@ void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst
     lm_stream_check(L, ctx);
 }
 
-/* A string of a MiB or more gets fresh pages from the allocator (glibc maps each one
- * anew), and faulting in 4 KiB pages costs more than the copy into them; while such a
- * string is made, the state's allocator is wrapped so the new string's memory is advised
- * for transparent huge pages before Lua copies into it (Linux; elsewhere a plain copy). */
-#define LM_HUGE_STRING ((size_t)2 << 20)
-
-typedef struct push_args {
-    const char *p;
-    size_t n;
-    lua_Alloc f;        /* the state's allocator, which the wrapper calls */
-    void *ud;
-} push_args;
-
-#ifdef MADV_HUGEPAGE
-static void *alloc_advised(void *ud, void *ptr, size_t osize, size_t nsize) {
-    const push_args *a = ud;
-    void *p = a->f(a->ud, ptr, osize, nsize);
-    /* ptr NULL: osize is the type of the new object. Only the string being made is this
-     * large; advice on any other memory would be harmless. */
-    if (p && !ptr && osize == LUA_TSTRING && nsize >= a->n) {
-        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        uintptr_t lo = ((uintptr_t)p + page - 1) / page * page;
-        uintptr_t hi = ((uintptr_t)p + nsize) / page * page;
-        if (page > 0 && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    }
-    return p;
-}
-#endif
+typedef struct push_args { const char *p; size_t n; } push_args;
 
 static int push_string(lua_State *L) {
     const push_args *a = lua_touserdata(L, 1);
@@ -320,31 +239,12 @@ static int push_string(lua_State *L) {
     return 1;
 }
 
-/* Pushes a copy of src[0, n) as a Lua string, protected (a memory error leaves the
- * allocator as it was); lua_pcall's status, the string or the error on the stack. */
-static int push_copy(lua_State *L, const void *src, size_t n) {
-    push_args a = { src, n, NULL, NULL };
-    luaL_checkstack(L, 3, "to_bytes");
-    lua_pushcfunction(L, push_string);
-    lua_pushlightuserdata(L, &a);
-#ifdef MADV_HUGEPAGE
-    if (n >= LM_HUGE_STRING) {
-        a.f = lua_getallocf(L, &a.ud);
-        lua_setallocf(L, alloc_advised, &a);
-    }
-#endif
-    int rc = lua_pcall(L, 1, 1, 0);
-    if (a.f) lua_setallocf(L, a.f, a.ud);
-    return rc;
-}
-
 int lm_storage_push_bytes(lua_State *L, lm_storage *s, VkDeviceSize offset, size_t n) {
     lm_context *ctx = s->ctx;
     if (s->mapped) {
         /* Lua's memory errors collect without finalizers: nothing frees s meanwhile. */
         lm_stream_wait(L, ctx, lm_storage_serial(s));
-        if (n < LM_HUGE_STRING) lua_pushlstring(L, (const char *)s->mapped + offset, n);
-        else if (push_copy(L, s->mapped + offset, n) != LUA_OK) lua_error(L);
+        lua_pushlstring(L, (const char *)s->mapped + offset, n);
         return 1;
     }
     if (n == 0 || n > LM_STAGING_WHOLE) return 0;
@@ -358,7 +258,11 @@ int lm_storage_push_bytes(lua_State *L, lm_storage *s, VkDeviceSize offset, size
     }
     /* The string straight from staging: one host copy. Protected, so the staging chunk
      * goes back even when the allocation fails. */
-    int rc = push_copy(L, lm_chunk_mapped(stage), n);
+    push_args a = { (const char *)lm_chunk_mapped(stage), n };
+    luaL_checkstack(L, 3, "to_bytes");
+    lua_pushcfunction(L, push_string);
+    lua_pushlightuserdata(L, &a);
+    int rc = lua_pcall(L, 1, 1, 0);
     lm_stream_free_after(ctx, stage, serial);
     if (rc != LUA_OK) lua_error(L);
     return 1;
