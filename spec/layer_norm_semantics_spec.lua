@@ -157,4 +157,22 @@ describe("layer_norm_forward non-finite and extreme rows", function()
       end
     end)
   end
+
+  -- Long rows: the scaled statistics add passes to a thread's loops, which must stay
+  -- within llvmpipe's loop budget on CPU devices (a D = 65536 row form once computed
+  -- y = +-128 here).
+  it("gives finite, right rows of +-3e38 and of NaN for long rows in the automatic form", function()
+    for _, d in ipairs { 65536, 40001, 16384 } do
+      local v = {}
+      for i = 1, d do v[i] = (i % 2 == 0) and 3e38 or -3e38 end
+      local y, m = lumus.layer_norm_forward(lumus.tensor({ v }), nil, nil, EPS)
+      local want = ref.layer_norm_forward({ v }, nil, nil, EPS)
+      checks.close(y, want, { mixed = 1e-4, what = ("y, D=%d of +-3e38"):format(d) })
+      assert(math.abs(m:to_table()[1]) < 1e34, "mean of +-3e38 at D=" .. d)
+      v[d // 2] = 0 / 0
+      local _, mn, rn = lumus.layer_norm_forward(lumus.tensor({ v }), nil, nil, EPS)
+      local a, b = mn:to_table()[1], rn:to_table()[1]
+      assert(a ~= a and b ~= b, "NaN row at D=" .. d)
+    end
+  end)
 end)

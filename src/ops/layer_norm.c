@@ -25,9 +25,14 @@
 /* Row form (one invocation per row, for CPU devices): 8 rows per workgroup fill one
  * 256-bit SIMD group on lavapipe. Its three loops run once per vector, and llvmpipe
  * cuts an invocation's loops short past 65535 iterations in all (3 x 32768 failed,
- * 3 x 8192 passed), so longer rows take another form. */
+ * 3 x 8192 passed), so longer rows take another form. A row whose statistics overflow
+ * takes LN_SCALED_PASSES more passes (common/layer_norm.glsl's scaled_stats): 7 x 8192
+ * stays within the budget. */
 #define LN_ROW_WG 8
-#define LN_ROW_MAX_VECTORS 16384u
+#define LN_ROW_MAX_VECTORS 8192u
+/* Passes over its share of a row that scaled_stats adds to a thread's loops (exponent,
+ * sum, correction, deviations; its y pass replaces the normal one). */
+#define LN_SCALED_PASSES 4u
 /* Split form: rows longer than one workgroup's registers are shared by up to
  * LN_MAX_PARTS workgroups, each keeping LN_SPLIT_ITEMS vectors per thread; longer rows
  * stream. */
@@ -92,7 +97,7 @@ static ln_shape shape_of(const lm_context *ctx, int64_t d) {
  * most LN_CPU_LOOP_BUDGET times for `passes` passes over n vectors plus `items`. */
 static uint32_t cpu_loop_wg(const ln_shape *s, uint32_t wg, uint32_t passes, uint32_t items) {
     if (!s->cpu) return wg;
-    while (wg < s->max_wg && (uint64_t)passes * ceil_div(s->n, wg) + 3ull * items > LN_CPU_LOOP_BUDGET) wg *= 2;
+    while (wg < s->max_wg && (uint64_t)(passes + LN_SCALED_PASSES) * ceil_div(s->n, wg) + 3ull * items > LN_CPU_LOOP_BUDGET) wg *= 2;
     return wg > s->max_wg ? s->max_wg : wg;
 }
 
