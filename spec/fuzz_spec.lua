@@ -1097,6 +1097,46 @@ describe("fuzzing every public function and method", function()
     end
   end)
 
+  it("random valid tunings of tune.layer_norm and tune.rows compute layer_norm and the row ops right", function()
+    finally(reset_tunings)
+    local g5 = ref.rng(SEED + 4)
+    local function r(k) return math.floor(g5.uniform() * k) + 1 end
+    local function pick5(list) return list[r(#list)] end
+    local n = math.max(20, CALLS // 2000)
+    for i = 1, n do
+      local d = pick5 { 1, 3, 4, 5, 7, 8, 12, 33, 100, 257, 1000 }
+      local rows = pick5 { 1, 2, 3, 5 }
+      local lt, rt = {}, {}
+      for _, kv in ipairs(LN_TUNING) do if r(2) == 1 or kv[1] == "wg" or kv[1] == "spin_limit" then lt[kv[1]] = pick5(kv[2]) end end
+      for _, kv in ipairs(ROW_TUNING) do if r(2) == 1 then rt[kv[1]] = pick5(kv[2]) end end
+      local under = tuning_string("layer_norm", lt) .. " " .. tuning_string("rows", rt)
+      reset_tunings()
+      if pcall(lumus.tune.layer_norm, d, lt) and pcall(lumus.tune.rows, d, rt) then
+        local xt = ref.random_table({ rows, d }, g5)
+        local wt = ref.flatten(ref.random_table({ d }, g5))
+        local bt = ref.flatten(ref.random_table({ d }, g5))
+        local affine = r(2) == 1
+        local x = lumus.tensor(xt)
+        local w, b = affine and lumus.tensor(wt) or nil, affine and lumus.tensor(bt) or nil
+        local inp = { { shape = { rows, d }, flat = ref.flatten(xt), nested = xt },
+                      w and { shape = { d }, flat = wt, nested = wt }, b and { shape = { d }, flat = bt, nested = bt } }
+        local function run(name, f, args, nargs)
+          local res = table.pack(f(table.unpack(args, 1, nargs)))
+          local results = { n = res.n }
+          for k = 1, res.n do results[k] = snapshot_of(res[k]:shape(), res[k]:to_bytes()) end
+          local e = check_values(name, args, nargs, inp, results)
+          if e then
+            error(("%s of %s: %s\n    under %s"):format(name, describe_call("x", args, nargs, inp), e, under), 0)
+          end
+        end
+        run("layer_norm_forward", lumus.layer_norm_forward, { x, w, b }, 3)
+        run("softmax", lumus.softmax, { x }, 1)
+        run("sum", lumus.sum, { x }, 1)
+        run("mean", lumus.mean, { x }, 1)
+      end
+    end
+  end)
+
   it("tune.layer_norm: random tuning either raises or still computes layer_norm right", function()
     local n = math.max(100, CALLS // 1000)
     local runs = 0
