@@ -538,6 +538,7 @@ local function mixed(want)
 end
 ORACLES.neg = unary(function(t) return ref.neg(t) end, exact)
 ORACLES.relu = unary(function(t) return ref.relu(t) end, exact)
+ORACLES.abs = unary(function(t) return ref.map(t, math.abs) end, exact)
 ORACLES.erf = unary(function(t) return ref.map(t, ref.erf) end, mixed)
 ORACLES.gelu_erf = unary(function(t) return ref.gelu(t) end, mixed)
 ORACLES.gelu_tanh = unary(function(t) return ref.gelu(t, "tanh") end, mixed)
