@@ -3,7 +3,10 @@
 -- with random argument lists built from hostile values. Each call runs in pcall and may
 -- only succeed or raise a string naming the function; afterwards every tensor the
 -- fuzzer did not hand out for writing still holds its bytes, and device memory in use
--- returns to where it started.
+-- returns to where it started. A successful call of an op with a float64 counterpart
+-- in lumus.reference (elementwise, row ops, matmul, linear, layer_norm_forward, copy,
+-- fill, factories) must also give its values (see "Values" below), also under random
+-- forced tunings of the LayerNorm and row kernels.
 --
 -- LUMUS_FUZZ_CALLS (default 100000) and LUMUS_FUZZ_SEED set the run; a failure message
 -- gives the seed and the call number to replay. LUMUS_FUZZ_MAX_CALL_S bounds one call.
