@@ -837,7 +837,10 @@ end
 -- spec/layer_norm_tuning_spec.lua covers them. The split form's parts poll for their
 -- partners at most spin_limit times (always set: lavapipe runs parts one after another,
 -- so the default bound costs milliseconds a call) before reading the row themselves.
-local TUNE_EVERY, TUNED = 1000, 200
+-- (Short runs, as under valgrind where each new pipeline takes seconds to compile, get two
+-- tunings.)
+local TUNED = 200
+local TUNE_EVERY = math.max(2 * TUNED, CALLS < 10000 and CALLS // 2 or 1000)
 local LN_TUNING = { { "form", { "auto", "group", "subgroup", "stream", "split", "row" } },
                     { "wg", { 1, 2, 4, 8, 32, 64, 128 } }, { "items_target", { 0, 1, 2, 4, 8 } },
                     { "parts", { 0, 1, 2, 3, 4, 8, 16 } }, { "classes", { 0, 1, 2, 3 } },
@@ -1106,7 +1109,7 @@ describe("fuzzing every public function and method", function()
     local g5 = ref.rng(SEED + 4)
     local function r(k) return math.floor(g5.uniform() * k) + 1 end
     local function pick5(list) return list[r(#list)] end
-    local n = math.max(20, CALLS // 2000)
+    local n = math.max(2, CALLS // 2000)   -- (each tuning compiles pipelines: few in short runs)
     for i = 1, n do
       local d = pick5 { 1, 3, 4, 5, 7, 8, 12, 33, 100, 257, 1000 }
       local rows = pick5 { 1, 2, 3, 5 }
