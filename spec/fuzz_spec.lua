@@ -3,7 +3,10 @@
 -- with random argument lists built from hostile values. Each call runs in pcall and may
 -- only succeed or raise a string naming the function; afterwards every tensor the
 -- fuzzer did not hand out for writing still holds its bytes, and device memory in use
--- returns to where it started.
+-- returns to where it started. A successful call of an op with a float64 counterpart
+-- in lumus.reference (elementwise, row ops, matmul, linear, layer_norm_forward, copy,
+-- fill, factories) must also give its values (see "Values" below), also under random
+-- forced tunings of the LayerNorm and row kernels.
 --
 -- LUMUS_FUZZ_CALLS (default 100000) and LUMUS_FUZZ_SEED set the run; a failure message
 -- gives the seed and the call number to replay. LUMUS_FUZZ_MAX_CALL_S bounds one call.
@@ -99,6 +102,8 @@ end
 local groups, sentinels, by_tensor = {}, {}, setmetatable({}, { __mode = "k" })
 local junk = {}            -- results, old dirty tensors, freed handles: no expectations
 local JUNK_MAX = 48
+
+local function current_group(grp) return groups[grp.index] == grp end
 
 local function register(grp) for _, h in ipairs(grp.handles) do by_tensor[h] = grp end end
 
@@ -406,22 +411,473 @@ local function check_groups(where)
   end
 end
 
--- Oracles for calls whose result is known, on a sample of successes.
-local function check_result(entry, args, res, where)
-  local n = entry.name
-  if n == "from_bytes" and type(args[1]) == "string" and res:to_bytes() ~= args[1] then
-    fail(where .. ": from_bytes did not round-trip")
-  elseif (n == "zeros" or n == "ones") then
-    local want = string.pack("<f", n == "zeros" and 0 or 1):rep(res:numel())
-    if res:to_bytes() ~= want then fail(where .. ": " .. n .. " has wrong contents") end
-  elseif n == "copy" and getmetatable(args[1]) == getmetatable(res) then
-    if not args[1]:is_freed() and res:to_bytes() ~= args[1]:to_bytes() then fail(where .. ": copy differs") end
+---------------------------------------------------------------------------------------
+-- Values: every successful call of an op whose result is known is checked against
+-- lumus.reference (float64), on the inputs as they were before the call. Tensors stay
+-- small (SHAPES, junk up to 4096 elements). The ops called most often are checked on a
+-- sample of their calls (VALUE_RATE), the others on every call. Not to wait
+-- for the device at every call, the values are taken on the device: a copy (lumus.copy)
+-- of each input before the call, unless the fuzzer knows its bytes, and of each result
+-- after it; they are read and checked in batches, at the fuzzer's own reads of its
+-- groups (a mismatch gives the call number and its arguments all the same).
+--
+-- Tolerances (abs bound per element; a NaN wants a NaN, an infinity the same infinity):
+--   neg, relu, copy, fill, factories: exact;  add, sub, mul, scale: 2 ulp;  div: 3 ulp
+--   (divisors beyond 2^+-126, where Vulkan does not bound div, are not checked);
+--   erf, gelu*: 1e-6 max(1, |want|);  softmax: 1e-5 |want| + 1e-6;
+--   sum, mean: 1e-6 sum|x| (/ D) over the row's finite entries;  matmul, linear:
+--   1e-6 sum|a||b| (+ 1e-6 |bias|);  layer_norm_forward y: 1e-4 (|w| or 1) max(1, |y0|)
+--   + 1e-6 |bias|, mean: 1e-6 max|x|, invstd: 1e-4 relative.
+-- Not checked: where float32 overflow makes the result depend on the order of operations
+-- (a bound above 1e37), layer_norm rows with a non-finite or huge (|x| > 1e15) value
+-- (their semantics are spec/layer_norm_spec's), eps = 0 on a constant row.
+-- Subnormals: a device may flush them (docs/semantics.md), so an element also passes
+-- against the reference on the inputs with subnormals flushed to zero, and 0 passes
+-- where the wanted value is subnormal.
+local FLT_MAX = (2 - 2 ^ -23) * 2 ^ 127
+-- Each check costs a device copy of the operands and results (about as much as the call):
+-- these rates keep the fuzz spec's run time within about a quarter of what it is without.
+local VALUE_RATE = { neg = 0.15, relu = 0.15, erf = 0.15, gelu = 0.15, gelu_erf = 0.15, gelu_tanh = 0.15,
+                     softmax = 0.25, sum = 0.15, mean = 0.15, add = 0.4, sub = 0.4, mul = 0.4, div = 0.4, copy = 0.4 }
+local FLT_MIN = 2 ^ -126
+local ULP = 2 ^ -23
+local huge, abs = math.huge, math.abs
+local T_MT   -- the tensor metatable (set by the test)
+
+local function is_tensor(v) return getmetatable(v) == T_MT end
+
+local function floats(bytes)
+  local out = {}
+  for i = 1, #bytes // 4 do out[i] = (string.unpack("<f", bytes, 4 * i - 3)) end
+  return out
+end
+
+-- The value of a tensor argument before the call: {shape =, flat =, nested =}, nil when
+-- it cannot be read (freed). A clean group's bytes are known without a read.
+local function snapshot_of(shape, bytes)
+  local flat = floats(bytes)
+  return { shape = shape, flat = flat, nested = ref.nest(flat, shape), bytes = bytes }
+end
+
+-- t's value now: a snapshot where its bytes are known, else {shape =, copy =} (a copy
+-- recorded on the device, read later by `realize`); nil when t cannot be read.
+local function capture(t, group_of, current)
+  -- (a finalizer of the fuzzer's may free t meanwhile)
+  local ok, shape = pcall(t.shape, t)
+  if not ok or t:numel() > 4096 then return nil end
+  local grp = group_of and group_of[t]
+  if grp and not grp.dirty and current(grp) then return snapshot_of(shape, grp.bytes) end
+  local okc, c = pcall(lumus.copy, t)
+  if not okc then return nil end
+  return { shape = shape, copy = c }
+end
+
+-- A captured value as a snapshot (reading its copy), or nil.
+local function realize(v)
+  if type(v) ~= "table" or not v.copy then return v end
+  local ok, bytes = pcall(v.copy.to_bytes, v.copy)
+  pcall(v.copy.free, v.copy)
+  if not ok then return nil end
+  return snapshot_of(v.shape, bytes)
+end
+
+local function subnormal(v) return v ~= 0 and abs(v) < FLT_MIN end
+
+local function flushed(flat)
+  local out, any = {}, false
+  for i = 1, #flat do
+    if subnormal(flat[i]) then out[i] = flat[i] < 0 and -0.0 or 0.0; any = true else out[i] = flat[i] end
   end
+  return out, any
+end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+local function elementwise_bounds(want, rel, absb)
+  local tol = {}
+  for i = 1, #want do tol[i] = rel * abs(want[i]) + (absb or 0) end
+  return tol
+end
+
+local function rows_of(flat, d)
+  local rows = {}
+  for r = 1, #flat // d do
+    local row = {}
+    for j = 1, d do row[j] = flat[(r - 1) * d + j] end
+    rows[r] = row
+  end
+  return rows
+end
+
+local function f32_arg(v)   -- a number argument as the op rounds it
+  if math.type(v) == "integer" then v = v + 0.0 end
+  return ref.f32(v)
+end
+
+local function opts_at(args, i) local o = args[i] if type(o) == "table" and not is_tensor(o) then return o end end
+
+-- Oracles: (in, args) -> list of {want = flat, tol = flat, shape =} for the results in
+-- order, or nil to skip. `in[i]` is argument i: a snapshot for a tensor, a float32
+-- for a number, else the value itself.
+local ORACLES = {}
+
+local function unary(f, tolf)
+  return function(inp)
+    local x = inp[1]
+    if type(x) ~= "table" or not x.flat then return nil end
+    local want = ref.flatten(f(x.nested))
+    return { { want = want, tol = tolf(want), shape = x.shape } }
+  end
+end
+local function exact(want) return elementwise_bounds(want, 0, 0) end
+local function mixed(want)
+  local tol = {}
+  for i = 1, #want do tol[i] = 1e-6 * math.max(1, abs(want[i])) end
+  return tol
+end
+ORACLES.neg = unary(function(t) return ref.neg(t) end, exact)
+ORACLES.relu = unary(function(t) return ref.relu(t) end, exact)
+ORACLES.abs = unary(function(t) return ref.map(t, math.abs) end, exact)
+ORACLES.erf = unary(function(t) return ref.map(t, ref.erf) end, mixed)
+ORACLES.gelu_erf = unary(function(t) return ref.gelu(t) end, mixed)
+ORACLES.gelu_tanh = unary(function(t) return ref.gelu(t, "tanh") end, mixed)
+ORACLES.gelu = function(inp, args)
+  local o = opts_at(args, 2)
+  local approx = o and rawget(o, "approximate") or "none"
+  return unary(function(t) return ref.gelu(t, approx) end, mixed)(inp)
+end
+ORACLES.scale = function(inp)
+  if type(inp[2]) ~= "number" then return nil end
+  return unary(function(t) return ref.scale(t, inp[2]) end, function(w) return elementwise_bounds(w, 2 * ULP, FLT_MIN) end)(inp)
+end
+
+local function binary(name, rel)
+  return function(inp)
+    local a, b = inp[1], inp[2]
+    local va = type(a) == "table" and a.nested or a
+    local vb = type(b) == "table" and b.nested or b
+    if type(va) ~= "number" and type(va) ~= "table" or type(vb) ~= "number" and type(vb) ~= "table" then return nil end
+    local shape = (type(a) == "table" and type(b) == "table") and (#a.shape >= #b.shape and a.shape or b.shape)
+                  or (type(a) == "table" and a.shape or b.shape)
+    local r = ref[name](va, vb)
+    local want = type(r) == "table" and ref.flatten(r) or { r }
+    local tol = elementwise_bounds(want, rel, FLT_MIN)
+    if name == "div" then   -- Vulkan bounds div only for divisors in 2^-126..2^126
+      local nb = type(b) == "table" and #b.flat or 1
+      for i = 1, #want do
+        local d = type(b) == "table" and b.flat[(i - 1) % nb + 1] or b
+        if d ~= 0 and (abs(d) < FLT_MIN or abs(d) > 2 ^ 126) then tol[i] = huge end
+      end
+    end
+    return { { want = want, tol = tol, shape = shape } }
+  end
+end
+ORACLES.add = binary("add", 2 * ULP)
+ORACLES.sub = binary("sub", 2 * ULP)
+ORACLES.mul = binary("mul", 2 * ULP)
+ORACLES.div = binary("div", 3 * ULP)
+
+local function row_op(kind)
+  return function(inp, args)
+    local x = inp[1]
+    if type(x) ~= "table" or not x.flat then return nil end
+    local o = opts_at(args, 2)
+    local d = x.shape[#x.shape]
+    local rows = rows_of(x.flat, d)
+    local want, tol = {}, {}
+    for r, row in ipairs(rows) do
+      if kind == "softmax" then
+        local s = ref.softmax(row)
+        for j = 1, d do want[#want + 1] = s[j]; tol[#tol + 1] = 1e-5 * abs(s[j]) + 1e-6 end
+      else
+        local sabs = 0
+        for j = 1, d do if abs(row[j]) < huge then sabs = sabs + abs(row[j]) end end
+        local v = (kind == "sum" and ref.sum(row) or ref.mean(row))[1]
+        want[r] = v
+        tol[r] = sabs > 1e37 and huge or 1e-6 * sabs / (kind == "mean" and d or 1) + FLT_MIN
+      end
+    end
+    local shape = { table.unpack(x.shape) }
+    if kind ~= "softmax" then
+      if o and rawget(o, "keepdim") == true then shape[#shape] = 1
+      elseif #shape > 1 then shape[#shape] = nil else shape = { 1 } end
+    end
+    return { { want = want, tol = tol, shape = shape } }
+  end
+end
+ORACLES.softmax = row_op("softmax")
+ORACLES.sum = row_op("sum")
+ORACLES.mean = row_op("mean")
+
+local function abs_nested(t) return ref.map(t, abs) end
+
+local function product_bounds(want, bound, bias_abs, n)
+  local tol = {}
+  for i = 1, #want do
+    local b = 1e-6 * bound[i] + (bias_abs and 1e-6 * bias_abs[(i - 1) % n + 1] or 0) + FLT_MIN
+    tol[i] = (b ~= b or bound[i] > 1e37) and huge or b
+  end
+  return tol
+end
+
+ORACLES.matmul = function(inp, args)
+  local a, b = inp[1], inp[2]
+  if type(a) ~= "table" or not a.flat or type(b) ~= "table" or not b.flat then return nil end
+  local o = opts_at(args, 3)
+  local ro = { transpose_b = o and rawget(o, "transpose_b") == true }
+  local r = ref.matmul(a.nested, b.nested, ro)
+  local shape = ref.shape(r)
+  local want = #shape > 1 and ref.flatten(r) or r
+  local bound = ref.matmul(abs_nested(a.nested), abs_nested(b.nested), ro)
+  bound = #shape > 1 and ref.flatten(bound) or bound
+  return { { want = want, tol = product_bounds(want, bound), shape = shape } }
+end
+
+ORACLES.linear = function(inp, args)
+  local x, w = inp[1], inp[2]
+  if type(x) ~= "table" or not x.flat or type(w) ~= "table" or not w.flat then return nil end
+  local bias = nil
+  if is_tensor(args[3]) then
+    if type(inp[3]) ~= "table" or not inp[3].flat then return nil end
+    bias = inp[3].flat
+  end
+  local r = ref.linear(x.nested, w.nested, bias)
+  local shape = ref.shape(r)
+  local want = #shape > 1 and ref.flatten(r) or r
+  local bound = ref.linear(abs_nested(x.nested), abs_nested(w.nested))
+  bound = #shape > 1 and ref.flatten(bound) or bound
+  local babs = bias and ref.map(bias, abs)
+  return { { want = want, tol = product_bounds(want, bound, babs, w.shape[1]), shape = shape } }
+end
+
+ORACLES.layer_norm_forward = function(inp, args)
+  local x = inp[1]
+  if type(x) ~= "table" or not x.flat then return nil end
+  local function vec(i)
+    if args[i] == nil then return nil, true end
+    if type(inp[i]) ~= "table" or not inp[i].flat then return nil, false end
+    return inp[i].flat, true
+  end
+  local w, okw = vec(2)
+  local b, okb = vec(3)
+  if not (okw and okb) then return nil end
+  local eps = inp[4]
+  if eps == nil then eps = 1e-5 elseif type(eps) ~= "number" then return nil end
+  local d = x.shape[#x.shape]
+  local rows = rows_of(x.flat, d)
+  local function finite(v) return v == nil or abs(v) < huge end
+  local y, mean, invstd, ty, tm, ti = {}, {}, {}, {}, {}, {}
+  for r, row in ipairs(rows) do
+    local ok, peak, constant_row = true, 0, true
+    for j = 1, d do
+      if not (abs(row[j]) <= 1e15) then ok = false end
+      if row[j] ~= row[1] then constant_row = false end
+      peak = math.max(peak, abs(row[j]))
+    end
+    if constant_row and eps < FLT_MIN then ok = false end   -- 0 / sqrt(0): PyTorch's NaN, not checked here
+    local ry, rm, rr = ref.layer_norm_forward(row, w, b, eps > 0 and eps or 1e-300)
+    rm, rr = rm[1], rr[1]
+    local std = 1 / rr
+    -- float32 rounds the row's mean (by about an ulp of its largest entry): that error,
+    -- times invstd, on top of a 1e-4 relative one
+    local shift = 8 * ULP * peak
+    for j = 1, d do
+      local k = (r - 1) * d + j
+      y[k] = ry[j]
+      local scale_w = w and abs(w[j]) or 1
+      local n0 = (row[j] - rm) * rr
+      local t = 1e-4 * scale_w * math.max(1, abs(n0)) + shift * rr * scale_w + (b and 1e-6 * abs(b[j]) or 0) + FLT_MIN
+      if not ok or not finite(w and w[j]) or not finite(b and b[j]) or not (abs(ry[j]) < 1e37) then t = huge end
+      ty[k] = t
+    end
+    mean[r], invstd[r] = rm, rr
+    tm[r] = ok and 1e-6 * peak + FLT_MIN or huge
+    -- d invstd / d var = -invstd^3 / 2; the variance is off by the mean's rounding
+    ti[r] = ok and 1e-4 * rr + 0.5 * rr ^ 3 * (shift * shift + 2 * shift * std) or huge
+  end
+  local sshape = { table.unpack(x.shape) }
+  if #sshape > 1 then sshape[#sshape] = nil else sshape = { 1 } end
+  return { { want = y, tol = ty, shape = x.shape }, { want = mean, tol = tm, shape = sshape },
+           { want = invstd, tol = ti, shape = sshape } }
+end
+
+local function constant(v, n)
+  local want = {}
+  for i = 1, n do want[i] = v end
+  return want
+end
+-- Factories and fill: every element is the value (shapes are checked where the shape
+-- argument is a plain list).
+local function factory(value_of)
+  return function(inp, args, res)
+    local v = value_of(inp)
+    if type(v) ~= "number" or not res[1] then return nil end
+    local shape = res[1].shape
+    local s = args[1]
+    if type(s) == "table" and not is_tensor(s) and getmetatable(s) == nil then
+      local plain = {}
+      for i = 1, #s do plain[i] = s[i] end
+      shape = plain
+    elseif math.type(s) == "integer" then shape = { s } end
+    local n = 1
+    for i = 1, #shape do n = n * shape[i] end
+    return { { want = constant(v, n), tol = constant(0, n), shape = shape } }
+  end
+end
+ORACLES.zeros = factory(function() return 0 end)
+ORACLES.ones = factory(function() return 1 end)
+ORACLES.full = factory(function(inp) return inp[2] end)
+ORACLES.fill = function(inp, args, res)
+  if type(inp[2]) ~= "number" or type(inp[1]) ~= "table" or not res.same_as_first then return nil end
+  local n = #inp[1].flat
+  return { { want = constant(inp[2], n), tol = constant(0, n), shape = inp[1].shape } }
+end
+ORACLES.copy = function(inp)
+  local x = inp[1]
+  if type(x) ~= "table" or not x.flat then return nil end
+  return { { want = x.flat, tol = constant(0, #x.flat), shape = x.shape, bytes = x.bytes } }
+end
+ORACLES.from_bytes = function(inp, args)
+  if type(args[1]) ~= "string" then return nil end
+  local want = floats(args[1])
+  return { { want = want, tol = constant(0, #want), bytes = args[1] } }
+end
+
+local function describe_value(v, inp)
+  if is_tensor(v) then
+    if type(inp) ~= "table" then return "tensor (unread)" end
+    local vals = {}
+    for i = 1, math.min(#inp.flat, 32) do vals[i] = ("%.9g"):format(inp.flat[i]) end
+    return ("tensor %s {%s%s}"):format(table.concat(inp.shape, "x"), table.concat(vals, ", "), #inp.flat > 32 and ", ..." or "")
+  elseif type(v) == "table" then
+    local parts = {}
+    for k, x in next, v do
+      if #parts > 8 then break end
+      parts[#parts + 1] = ("%s=%s"):format(tostring(k), is_tensor(x) and ("tensor %s"):format(x:is_freed() and "(freed)" or table.concat(x:shape(), "x")) or tostring(x))
+    end
+    table.sort(parts)
+    return "{" .. table.concat(parts, ", ") .. "}" .. (getmetatable(v) and " (with a metatable)" or "")
+  elseif type(v) == "number" then
+    return ("%.17g"):format(v)
+  end
+  return tostring(v)
+end
+
+local function describe_call(name, args, nargs, inp)
+  local parts = {}
+  for i = 1, nargs do parts[i] = describe_value(args[i], inp[i]) end
+  return ("%s(%s)"):format(name, table.concat(parts, ", "))
+end
+
+local function element_ok(got, want, tol)
+  if not (tol < 1e37) then return true end   -- overflow territory: not checked
+  if want ~= want then return got ~= got end
+  if want == huge or want == -huge then return got == want end
+  if got ~= got or got == huge or got == -huge then return false end
+  if abs(got - want) <= tol then return true end
+  return subnormal(want) and got == 0
+end
+
+-- Checks the results of a successful call (`results`: realized snapshots, nil where a
+-- result could not be read); returns nil or a message.
+local function check_values(name, args, nargs, inp, results)
+  local oracle = ORACLES[name]
+  if not oracle then return nil end
+  local ok, outs = pcall(oracle, inp, args, results)
+  if not ok then return "the reference raised: " .. tostring(outs) end
+  if not outs then return nil end
+  -- the same on the inputs with subnormals flushed (either passes)
+  local alt
+  local finp, any = {}, false
+  for i = 1, nargs do
+    local v = inp[i]
+    if type(v) == "table" and v.flat then
+      local f, a = flushed(v.flat)
+      if a then any = true; finp[i] = { shape = v.shape, flat = f, nested = ref.nest(f, v.shape) } else finp[i] = v end
+    elseif type(v) == "number" and subnormal(v) then any = true; finp[i] = v < 0 and -0.0 or 0.0
+    else finp[i] = v end
+  end
+  if any and name ~= "copy" and name ~= "from_bytes" and name ~= "fill" and name ~= "full" then
+    local ok2, o2 = pcall(oracle, finp, args, results)
+    if ok2 then alt = o2 end
+  end
+  for k, out in ipairs(outs) do
+    local t = results[k]
+    if t == nil then return nil end   -- freed by a finalizer of ours before it was copied
+    if t == false then return ("result %d is not a tensor"):format(k) end
+    local bytes = t.bytes
+    if out.shape and not same_shape(t.shape, out.shape) then
+      return ("result %d has shape %s, want %s"):format(k, table.concat(t.shape, "x"), table.concat(out.shape, "x"))
+    end
+    if out.bytes then
+      if bytes ~= out.bytes then return ("result %d: bytes differ from the input's"):format(k) end
+    else
+      local got = floats(bytes)
+      if #got ~= #out.want then return ("result %d has %d elements, want %d"):format(k, #got, #out.want) end
+      for i = 1, #got do
+        if not element_ok(got[i], out.want[i], out.tol[i])
+           and not (alt and alt[k] and element_ok(got[i], alt[k].want[i], alt[k].tol[i])) then
+          return ("result %d element %d: got %.9g, want %.9g (bound %.3g)"):format(k, i, got[i], out.want[i], out.tol[i])
+        end
+      end
+    end
+  end
+  return nil
+end
+
+-- Forced tunings: the first TUNED calls of every TUNE_EVERY run with a random tuning of
+-- the LayerNorm and row kernels (or the defaults), under which the value checks above
+-- then run; the other calls with the defaults. (Each tuning compiles its own pipelines.) Workgroups stay
+-- at most 128 threads: on lavapipe a workgroup runs on one CPU thread and wider ones
+-- (the streaming form's default is the largest) cost milliseconds a call here;
+-- spec/layer_norm_tuning_spec.lua covers them. The split form's parts poll for their
+-- partners at most spin_limit times (always set: lavapipe runs parts one after another,
+-- so the default bound costs milliseconds a call) before reading the row themselves.
+-- (Short runs, as under valgrind where each new pipeline takes seconds to compile, get two
+-- tunings.)
+local TUNED = 200
+local TUNE_EVERY = math.max(2 * TUNED, CALLS < 10000 and CALLS // 2 or 1000)
+local LN_TUNING = { { "form", { "auto", "group", "subgroup", "stream", "split", "row" } },
+                    { "wg", { 1, 2, 4, 8, 32, 64, 128 } }, { "items_target", { 0, 1, 2, 4, 8 } },
+                    { "parts", { 0, 1, 2, 3, 4, 8, 16 } }, { "classes", { 0, 1, 2, 3 } },
+                    { "records", { "tagged", "fenced" } }, { "tickets", { true, false } },
+                    { "spin_limit", { 0, 1, 16, 256, 2048 } } }
+local ROW_TUNING = { { "wg", { 0, 1, 2, 4, 8, 16, 32, 64, 128 } }, { "items", { 0, 1, 2, 3, 4, 8 } } }
+
+local function reset_tunings()
+  lumus.tune.layer_norm(1, {})
+  lumus.tune.rows(1, {})
+end
+
+local function tuning_string(name, t)
+  local parts = {}
+  for k, v in pairs(t) do parts[#parts + 1] = ("%s=%s"):format(k, tostring(v)) end
+  table.sort(parts)
+  return ("tune.%s{%s}"):format(name, table.concat(parts, ", "))
+end
+
+-- Sets random tunings; returns what was set, for messages.
+local function random_tunings()
+  reset_tunings()
+  if chance(0.3) then return "default tunings" end
+  local said = {}
+  for _, hook in ipairs { { "layer_norm", LN_TUNING }, { "rows", ROW_TUNING } } do
+    local t = {}
+    for _, kv in ipairs(hook[2]) do if chance(0.5) or kv[1] == "wg" or kv[1] == "spin_limit" then t[kv[1]] = pick(kv[2]) end end
+    if pcall(lumus.tune[hook[1]], 8, t) then said[#said + 1] = tuning_string(hook[1], t)
+    else lumus.tune[hook[1]](1, {}) end
+  end
+  return table.concat(said, " ")
 end
 
 ---------------------------------------------------------------------------------------
 describe("fuzzing every public function and method", function()
   local surface, names_of = discover()
+  do local probe = lumus.zeros(1); T_MT = getmetatable(probe); probe:free() end
   NAMES, ALIASES = {}, names_of
   for _, e in ipairs(surface) do NAMES[#NAMES + 1] = e.name end
 
@@ -450,7 +906,25 @@ describe("fuzzing every public function and method", function()
     }
 
     local ok_calls, err_calls, slowest, slowest_at = 0, 0, 0, ""
+    local value_checks, tunings = 0, "default tunings"
+    local pending = {}   -- calls whose values are checked at the next batch
+    local function check_pending()
+      for _, p in ipairs(pending) do
+        for a = 1, p.nargs do p.inp[a] = realize(p.inp[a]) end
+        for k = 1, p.results.n do p.results[k] = realize(p.results[k]) end
+        value_checks = value_checks + 1
+        local ok2, e2 = pcall(check_values, p.name, p.args, p.nargs, p.inp, p.results)
+        if not ok2 or e2 then
+          fail(("%s: wrong value: %s\n    call: %s\n    under %s"):format(p.where, tostring(e2),
+               describe_call(p.name, p.args, p.nargs, p.inp), p.tunings))
+        end
+      end
+      pending = {}
+    end
+    finally(reset_tunings)
     for call = 1, CALLS do
+      if call % TUNE_EVERY == 1 then tunings = random_tunings()
+      elseif call % TUNE_EVERY == TUNED + 1 then reset_tunings(); tunings = "default tunings" end
       local entry = surface[int(#surface)]
       local where = ("seed %d call %d %s"):format(SEED, call, entry.name)
       local dirty = {}
@@ -482,6 +956,16 @@ describe("fuzzing every public function and method", function()
           else pcall(lumus.copy, tt) end
         end })
       end
+      -- the inputs' values before the call, for the value checks
+      local inp
+      if ORACLES[entry.name] and not passed_fn and chance(VALUE_RATE[entry.name] or 1) then
+        inp = {}
+        for a = 1, nargs do
+          local v = args[a]
+          if is_tensor(v) then inp[a] = capture(v, by_tensor, current_group)
+          elseif type(v) == "number" then inp[a] = f32_arg(v) end
+        end
+      end
       for _, t in ipairs(dirty) do local grp = by_tensor[t]; if grp then grp.dirty = true end end
 
       -- the first thousand calls of every ten thousand run with the GC always mid-cycle, so the
@@ -496,9 +980,11 @@ describe("fuzzing every public function and method", function()
       if res[1] then
         ok_calls = ok_calls + 1
         for r = 2, res.n do add_junk(res[r]) end
-        if chance(0.05) and getmetatable(res[2]) == getmetatable(groups[1].base) and not res[2]:is_freed() then
-          local ok2, e2 = pcall(check_result, entry, args, res[2], where)
-          if not ok2 and not tostring(e2):find("tensor has been freed", 1, true) then fail(where .. ": " .. tostring(e2)) end
+        if inp then
+          local results = { same_as_first = rawequal(res[2], args[1]), n = res.n - 1 }
+          for r = 2, res.n do results[r - 1] = is_tensor(res[r]) and capture(res[r]) or false end
+          pending[#pending + 1] = { name = entry.name, args = args, nargs = nargs, inp = inp, results = results,
+                                    where = where, tunings = tunings }
         end
       else
         err_calls = err_calls + 1
@@ -510,10 +996,12 @@ describe("fuzzing every public function and method", function()
         local grp = by_tensor[args[a]]
         if grp and groups[grp.index] == grp and grp.base:is_freed() then refill(grp.index) end
       end
-      if call % 500 == 0 then check_groups(where) end
+      if call % 500 == 0 then check_pending(); check_groups(where) end
     end
     collectgarbage("incremental", 200, 100)
+    check_pending()
     check_groups("end")
+    reset_tunings()
 
     -- free everything the fuzzer made; memory in use is back where it started
     for _, list in ipairs { groups, sentinels } do
@@ -528,6 +1016,7 @@ describe("fuzzing every public function and method", function()
     assert.is_true(slowest < MAX_CALL_S, ("slowest call %.2f s (%s)"):format(slowest, slowest_at))
     assert.is_true(ok_calls > CALLS / 20 and err_calls > CALLS / 4,
                    ("too few successes or errors: %d ok, %d errors"):format(ok_calls, err_calls))
+    assert.is_true(value_checks > CALLS / 100, ("only %d calls had their values checked"):format(value_checks))
     -- and the module still computes
     local x = lumus.tensor({ { 1, 2, 3, 4 } })
     local want = ref.layer_norm_forward({ { 1, 2, 3, 4 } })
@@ -612,6 +1101,46 @@ describe("fuzzing every public function and method", function()
       local a, b = ref.random_table({ 5, 7 }, g4), ref.random_table({ 7, 3 }, g4)
       local mm = ref.compare(lumus.matmul(lumus.tensor(a), lumus.tensor(b)):to_table(), ref.matmul(a, b))
       assert.is_true(mm.max_abs < 1e-4)
+    end
+  end)
+
+  it("random valid tunings of tune.layer_norm and tune.rows compute layer_norm and the row ops right", function()
+    finally(reset_tunings)
+    local g5 = ref.rng(SEED + 4)
+    local function r(k) return math.floor(g5.uniform() * k) + 1 end
+    local function pick5(list) return list[r(#list)] end
+    local n = math.max(2, CALLS // 2000)   -- (each tuning compiles pipelines: few in short runs)
+    for i = 1, n do
+      local d = pick5 { 1, 3, 4, 5, 7, 8, 12, 33, 100, 257, 1000 }
+      local rows = pick5 { 1, 2, 3, 5 }
+      local lt, rt = {}, {}
+      for _, kv in ipairs(LN_TUNING) do if r(2) == 1 or kv[1] == "wg" or kv[1] == "spin_limit" then lt[kv[1]] = pick5(kv[2]) end end
+      for _, kv in ipairs(ROW_TUNING) do if r(2) == 1 then rt[kv[1]] = pick5(kv[2]) end end
+      local under = tuning_string("layer_norm", lt) .. " " .. tuning_string("rows", rt)
+      reset_tunings()
+      if pcall(lumus.tune.layer_norm, d, lt) and pcall(lumus.tune.rows, d, rt) then
+        local xt = ref.random_table({ rows, d }, g5)
+        local wt = ref.flatten(ref.random_table({ d }, g5))
+        local bt = ref.flatten(ref.random_table({ d }, g5))
+        local affine = r(2) == 1
+        local x = lumus.tensor(xt)
+        local w, b = affine and lumus.tensor(wt) or nil, affine and lumus.tensor(bt) or nil
+        local inp = { { shape = { rows, d }, flat = ref.flatten(xt), nested = xt },
+                      w and { shape = { d }, flat = wt, nested = wt }, b and { shape = { d }, flat = bt, nested = bt } }
+        local function run(name, f, args, nargs)
+          local res = table.pack(f(table.unpack(args, 1, nargs)))
+          local results = { n = res.n }
+          for k = 1, res.n do results[k] = snapshot_of(res[k]:shape(), res[k]:to_bytes()) end
+          local e = check_values(name, args, nargs, inp, results)
+          if e then
+            error(("%s of %s: %s\n    under %s"):format(name, describe_call("x", args, nargs, inp), e, under), 0)
+          end
+        end
+        run("layer_norm_forward", lumus.layer_norm_forward, { x, w, b }, 3)
+        run("softmax", lumus.softmax, { x }, 1)
+        run("sum", lumus.sum, { x }, 1)
+        run("mean", lumus.mean, { x }, 1)
+      end
     end
   end)
 

@@ -227,7 +227,7 @@ describe("tune.layer_norm", function()
       { { subgroup_items = 1e6 }, "subgroup_items must be in 0..64" },
       { { wg = 3 }, "wg must be a power of two" },
       { { items_target = "x" }, "bad argument #2 to 'lumus%.tune%.layer_norm' %(items_target must be an integer, got string" },
-      { { wg = 1.5 }, "wg must be an integer, got number" },
+      { { wg = 1.5 }, "wg must be an integer, got 1.5" },
     } do
       local e = err_of(lumus.tune.layer_norm, 3000, bad[1])
       assert.matches(bad[2], e)

@@ -6,6 +6,7 @@
 #include "split_scratch.h"
 #include "../storage.h"
 #include <lauxlib.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -252,24 +253,22 @@ static lm_tensor *check_param(lua_State *L, int idx, const char *name, int64_t d
     if (t && !(t->ndim == 1 && t->shape[0] == d)) {
         char got[256];
         lm_shape_string(t->shape, t->ndim, got, sizeof got);
-        lua_pushfstring(L, "%s must have shape [%I] (the last dimension of x), got %s", name, (LUAI_UACINT)d, got);
-        luaL_argerror(L, idx, lua_tostring(L, -1));
+        lm_argerror(L, idx, "%s must have shape [%I] (the last dimension of x), got %s", name, (LUAI_UACINT)d, got);
     }
     return t;
 }
 
+/* eps: nil (1e-5) or a number that float32 holds: finite, >= 0 and at most FLT_MAX
+ * (a larger one would become inf and every output NaN); a positive eps that float32
+ * rounds to 0 is refused too, as it would no longer guard the division. */
 static float check_eps(lua_State *L, int idx) {
     if (lua_isnoneornil(L, idx)) return 1e-5f;
-    if (lua_type(L, idx) != LUA_TNUMBER) {
-        lua_pushfstring(L, "eps must be a number, got %s", luaL_typename(L, idx));
-        luaL_argerror(L, idx, lua_tostring(L, -1));
-    }
+    if (lua_type(L, idx) != LUA_TNUMBER) lm_argerror(L, idx, "eps must be a number, got %s", luaL_typename(L, idx));
     lua_Number e = lua_tonumber(L, idx);
-    if (!(e > 0) || !isfinite(e)) {
-        lua_pushfstring(L, "eps must be a positive finite number, got %f", e);
-        luaL_argerror(L, idx, lua_tostring(L, -1));
-    }
-    if ((float)e == 0.0f) luaL_argerror(L, idx, "eps is too small to be represented as float32");
+    if (isnan(e) || e < 0 || e > FLT_MAX)
+        lm_argerror(L, idx, "eps must be a finite number >= 0 that float32 holds (at most %f), got %f",
+                    (lua_Number)FLT_MAX, e);
+    if (e > 0 && (float)e == 0.0f) lm_argerror(L, idx, "eps is too small to be represented as float32 (rounds to 0), got %f", e);
     return (float)e;
 }
 
@@ -278,8 +277,7 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
                        const lm_tensor *b, const char *bn, int same_ok) {
     if (!a || !b || !lm_tensors_overlap(a, b)) return;
     if (same_ok && lm_tensors_same_memory(a, b)) return;
-    lua_pushfstring(L, "%s overlaps %s (they alias the same device memory)", an, bn);
-    luaL_argerror(L, argn, lua_tostring(L, -1));
+    lm_argerror(L, argn, "%s overlaps %s (they alias the same device memory)", an, bn);
 }
 
 /* Pushes a fresh split scratch for `groups` workgroups: a ticket counter and a fallback
@@ -300,8 +298,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
     lm_tensor *x = lm_check_tensor(L, 1);
     int64_t d = x->shape[x->ndim - 1];
     int64_t rows = x->numel / d;
-    if (d > 0x7fffffff) luaL_argerror(L, 1, "last dimension too large (at most 2^31-1)");
-    if (rows > 0xffffffffLL) luaL_argerror(L, 1, "too many rows (at most 2^32-1)");
+    if (d > 0x7fffffff) lm_argerror(L, 1, "last dimension too large (at most 2^31-1)");
+    if (rows > 0xffffffffLL) lm_argerror(L, 1, "too many rows (at most 2^32-1)");
     lm_tensor *w = check_param(L, 2, "weight", d);
     lm_tensor *b = check_param(L, 3, "bias", d);
     float eps = check_eps(L, 4);
@@ -310,15 +308,11 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (x->ndim > 1) memcpy(stat_shape, x->shape, sizeof(int64_t) * (size_t)stat_ndim);
     else stat_shape[0] = 1;
 
-    int has_opts = !lua_isnoneornil(L, 5);
-    if (has_opts && !lua_istable(L, 5)) {
-        lua_pushfstring(L, "options table expected ({out=, mean=, invstd=}), got %s", luaL_typename(L, 5));
-        luaL_argerror(L, 5, lua_tostring(L, -1));
-    }
+    static const char *const known[] = { "out", "mean", "invstd", NULL };
+    int has_opts = lm_check_options(L, 5, known);
     lua_settop(L, 5);
     /* Results y, mean, invstd at stack slots 6, 7, 8: the opts tensors or fresh ones. */
-    static const char *const fields[3] = { "out", "mean", "invstd" };
-    for (int i = 0; i < 3; i++) lm_push_field(L, 5, fields[i]);
+    for (int i = 0; i < 3; i++) lm_push_option(L, 5, known[i]);
     lm_tensor *y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
     lm_tensor *mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
     lm_tensor *invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
@@ -415,73 +409,49 @@ int lm_op_layer_norm_forward(lua_State *L) {
     return 3;
 }
 
-/* tune[name] as an integer (absent: dflt), naming the field rather than a stack slot. */
-static lua_Integer tune_field(lua_State *L, const char *name, lua_Integer dflt) {
-    lua_getfield(L, 2, name);
-    int isint = 1;
-    lua_Integer v = lua_isnil(L, -1) ? dflt : lua_tointegerx(L, -1, &isint);
-    if (!isint || (lua_type(L, -1) != LUA_TNUMBER && !lua_isnil(L, -1))) {
-        lua_pushfstring(L, "%s must be an integer, got %s", name, luaL_typename(L, -1));
-        luaL_argerror(L, 2, lua_tostring(L, -1));
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-/* tune[name] as an index into `names` (absent: 0); anything else raises `msg`. */
-static int tune_choice(lua_State *L, const char *name, const char *const names[], const char *msg) {
-    lua_getfield(L, 2, name);
-    int i = 0;
-    if (!lua_isnil(L, -1)) {
-        const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-        while (names[i] && strcmp(names[i], v) != 0) i++;
-        luaL_argcheck(L, names[i] != NULL, 2, msg);
-    }
-    lua_pop(L, 1);
-    return i;
-}
-
 /* tune.layer_norm(D [, tune]) -> the plan for rows of D (for a call with weight
  * or bias): {variant, workgroup, items, vec, epoch} and rows_per_group, or for the split
  * form parts, records and classes. `tune` ({items_target=, wg=, ...}) changes the plan
  * of later calls (for bench/ sweeps and specs); the planners keep whatever it forces
  * valid (a power-of-two workgroup, no empty part). */
 int lm_op_layer_norm_config(lua_State *L) {
-    lua_Integer d = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, d >= 1 && d <= 0x7fffffff, 1, "D must be in 1..2^31-1");
+    static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
+                                         "classes", "spin_limit", "tickets", "records", "epoch",
+                                         "return_scratch", NULL };
+    lua_Integer d = lm_check_integer(L, 1);
+    if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lm_context *ctx = lm_context_get(L);
-    if (lua_istable(L, 2)) {
+    if (lm_check_options(L, 2, known)) {
         /* Checked before any is set; items are bounded because each becomes a register
          * array in a specialized shader (a huge one would take the compiler forever). */
-        lua_Integer items = tune_field(L, "items_target", 0);
-        luaL_argcheck(L, items >= 0 && items <= 64, 2, "items_target must be in 0..64 (0: default)");
-        lua_Integer wg = tune_field(L, "wg", 0);
-        luaL_argcheck(L, wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0), 2, "wg must be a power of two up to 1024");
+        lua_Integer items = lm_option_integer(L, 2, "items_target", 0);
+        if (items < 0 || items > 64) lm_argerror(L, 2, "items_target must be in 0..64 (0: default), got %I", (LUAI_UACINT)items);
+        lua_Integer wg = lm_option_integer(L, 2, "wg", 0);
+        if (wg != 0 && !(wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0))
+            lm_argerror(L, 2, "wg must be a power of two up to 1024 (0: default), got %I", (LUAI_UACINT)wg);
         static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", NULL };
-        int form = tune_choice(L, "form", forms, "form must be auto, group, subgroup, stream, split or row");
-        lua_getfield(L, 2, "stream");
-        if (lua_toboolean(L, -1)) form = LM_LN_STREAM;
-        lua_pop(L, 1);
-        lua_Integer sub = tune_field(L, "subgroup_items", 0);
-        luaL_argcheck(L, sub >= 0 && sub <= 64, 2, "subgroup_items must be in 0..64 (0: default)");
-        lua_Integer parts = tune_field(L, "parts", 0);
-        luaL_argcheck(L, parts >= 0 && parts <= 64, 2, "parts must be in 0..64");
-        lua_Integer classes = tune_field(L, "classes", 0);
-        luaL_argcheck(L, classes >= 0 && classes <= LN_MAX_CLASSES, 2, "classes must be in 0..13 (0: automatic, 1: off)");
-        lua_Integer spin = tune_field(L, "spin_limit", -1);
-        luaL_argcheck(L, spin >= -1 && spin <= LN_SPIN_MAX, 2, "spin_limit must be in 0..50000");
-        lua_getfield(L, 2, "tickets");
-        int no_tickets = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
-        lua_getfield(L, 2, "return_scratch");
-        int return_scratch = lua_toboolean(L, -1);
-        lua_pop(L, 2);
+        int form = lm_option_choice(L, 2, "form", forms, LM_LN_AUTO);
+        if (lm_option_boolean(L, 2, "stream", 0)) form = LM_LN_STREAM;
+        lua_Integer sub = lm_option_integer(L, 2, "subgroup_items", 0);
+        if (sub < 0 || sub > 64) lm_argerror(L, 2, "subgroup_items must be in 0..64 (0: default), got %I", (LUAI_UACINT)sub);
+        lua_Integer parts = lm_option_integer(L, 2, "parts", 0);
+        if (parts < 0 || parts > 64) lm_argerror(L, 2, "parts must be in 0..64 (0: automatic), got %I", (LUAI_UACINT)parts);
+        lua_Integer classes = lm_option_integer(L, 2, "classes", 0);
+        if (classes < 0 || classes > LN_MAX_CLASSES)
+            lm_argerror(L, 2, "classes must be in 0..%d (0: automatic, 1: off), got %I", LN_MAX_CLASSES, (LUAI_UACINT)classes);
+        lua_Integer spin = lm_option_integer(L, 2, "spin_limit", -1);
+        if (spin < -1 || spin > LN_SPIN_MAX)
+            lm_argerror(L, 2, "spin_limit must be in 0..%d, got %I", (int)LN_SPIN_MAX, (LUAI_UACINT)spin);
+        int no_tickets = !lm_option_boolean(L, 2, "tickets", 1);
+        int return_scratch = lm_option_boolean(L, 2, "return_scratch", 0);
         static const char *const records[] = { "tagged", "fenced", NULL };
-        int fenced = tune_choice(L, "records", records, "records must be tagged or fenced") == 1;
+        int fenced = lm_option_choice(L, 2, "records", records, 0) == 1;
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
-        lua_Integer epoch = tune_field(L, "epoch", (lua_Integer)ctx->ln_epoch);
-        luaL_argcheck(L, epoch >= (lua_Integer)ctx->ln_epoch && epoch <= 0xffffffffLL, 2,
-                      "epoch must be in (current epoch)..2^32-1");
+        lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
+        if (epoch < (lua_Integer)ctx->ln_epoch || epoch > 0xffffffffLL)
+            lm_argerror(L, 2, "epoch must be in %I..2^32-1 (the current epoch onwards), got %I",
+                        (LUAI_UACINT)ctx->ln_epoch, (LUAI_UACINT)epoch);
         ctx->ln_items_target = (uint32_t)items;
         ctx->ln_wg_override = (uint32_t)wg;
         ctx->ln_form = form;

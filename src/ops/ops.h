@@ -75,12 +75,6 @@ int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
 extern const char *const lm_out_option[];
 extern const char *const lm_no_options[];
 
-/* layer_norm.c's name for lm_push_option, until it reads its options through
- * lm_check_options as the other ops do. */
-static inline void lm_push_field(lua_State *L, int table_idx, const char *field) {
-    lm_push_option(L, table_idx, field);
-}
-
 /* Hostile scripts: any allocation can run Lua code (a finalizer), which may free a tensor
  * an op has already checked or drop the last reference to an opts.out tensor. So an op
  * keeps every tensor it uses on the stack (lm_push_option pushes opts[key], read raw,
