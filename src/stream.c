@@ -465,6 +465,14 @@ void lm_stream_destroy(lm_context *ctx) {
     /* Still running: freeing its memory or command buffers could crash the
      * driver, so the device's objects are left to it (a leak, not a hang or a crash). */
     if (st->abandoned) return;
+    /* A batch whose timeline value arrived may still be in the driver's hands (lavapipe's
+     * queue thread still holds the semaphore after signalling it): destroying the
+     * semaphore or pools requires the batches to have completed, which only an idle
+     * queue promises. */
+    lock_queue(ctx);
+    VkResult idle = vkQueueWaitIdle(ctx->queue);
+    unlock_queue(ctx);
+    if (idle != VK_SUCCESS) { st->abandoned = 1; return; }
     /* Whatever is still deferred can go now: nothing runs any more. */
     st->completed = st->next_serial;
     release_deferred(ctx);
