@@ -736,9 +736,37 @@ ORACLES.fill = function(inp, args, res)
   local n = #inp[1].flat
   return { { want = constant(inp[2], n), tol = constant(0, n), shape = inp[1].shape } }
 end
-ORACLES.copy = function(inp)
+-- copy(t [, opts]) clones t; copy(dst, src) writes src (broadcast to dst's shape by
+-- NumPy's rules) into dst and returns dst.
+local function broadcast_to(src, shape)
+  local n, nd, sd = 1, #shape, #src.shape
+  for i = 1, nd do n = n * shape[i] end
+  local want = {}
+  for flat = 0, n - 1 do
+    local rest, si, stride = flat, 0, 1
+    for d = nd, 1, -1 do
+      local idx = rest % shape[d]
+      rest = rest // shape[d]
+      local sdim = d - (nd - sd)
+      if sdim >= 1 then
+        local size = src.shape[sdim]
+        si = si + (size == 1 and 0 or idx) * stride
+        stride = stride * size
+      end
+    end
+    want[flat + 1] = src.flat[si + 1]
+  end
+  return want
+end
+ORACLES.copy = function(inp, args)
   local x = inp[1]
   if type(x) ~= "table" or not x.flat then return nil end
+  if is_tensor(args[2]) then
+    local src = inp[2]
+    if type(src) ~= "table" or not src.flat then return nil end
+    local want = broadcast_to(src, x.shape)
+    return { { want = want, tol = constant(0, #want), shape = x.shape } }
+  end
   return { { want = x.flat, tol = constant(0, #x.flat), shape = x.shape, bytes = x.bytes } }
 end
 ORACLES.from_bytes = function(inp, args)

@@ -175,4 +175,16 @@ describe("layer_norm_forward non-finite and extreme rows", function()
       assert(a ~= a and b ~= b, "NaN row at D=" .. d)
     end
   end)
+
+  it("gives invstd +inf and y NaN for a constant row with eps = 0, as PyTorch", function()
+    for _, d in ipairs { 4, 7, 768 } do
+      local v = {}
+      for i = 1, d do v[i] = 2 end
+      local y, m, r = lumus.layer_norm_forward(lumus.tensor({ v }), nil, nil, 0)
+      local yy = y:to_table()[1][1]
+      assert.are.equal(2, m:to_table()[1])
+      assert.are.equal(math.huge, r:to_table()[1], "invstd at D=" .. d)
+      assert(yy ~= yy, "y NaN at D=" .. d)
+    end
+  end)
 end)

@@ -68,9 +68,10 @@ shared vec2 partials[WG];
 
 // 1/sqrt(a) to within about an ulp: inversesqrt is only 2-ulp accurate in Vulkan, and
 // one Newton step squares its error away.
+// At a = 0 (eps = 0, a constant row) the step would make inf * NaN: 1/sqrt(0) is +inf.
 float invsqrt_refined(float a) {
     float r = inversesqrt(a);
-    return r * (1.5 - 0.5 * a * r * r);
+    return a == 0.0 ? r : r * (1.5 - 0.5 * a * r * r);
 }
 
 uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
