@@ -23,22 +23,7 @@ describe("opening and closing lua_States (tests/close_loop.c)", function()
 end)
 
 describe("a script closing its state", function()
-  -- Runs a chunk in a fresh lua5.4 that leaves through os.exit(true, true); its output.
-  local function run_lua(code)
-    local path = os.tmpname()
-    local fh = assert(io.open(path, "w"))
-    fh:write(code)
-    fh:close()
-    -- io.popen, not shell.run: under `make sanitize` the module is the ASan build, and the
-    -- sanitizer runtime preloaded here must stay preloaded in the child (which then
-    -- also checks for leaks at exit).
-    local p = io.popen(("LUA_PATH=%q LUA_CPATH=%q timeout 120 lua5.4 %s 2>&1; echo rc=$?")
-      :format(package.path, package.cpath, path))
-    local out = p:read("a")
-    p:close()
-    os.remove(path)
-    return out, tonumber(out:match("rc=(%d+)%s*$"))
-  end
+  local run_lua = shell.run_lua   -- a fresh lua5.4; the chunks leave through os.exit(true, true)
 
   it("gets a closed-context error from tensors made by a finalizer during lua_close", function()
     local out, rc = run_lua([[

@@ -14,22 +14,8 @@ local function stats()
   return s.blocks_made
 end
 
--- Runs a chunk in a fresh lua5.4 (a state with no blocks yet); its output and exit code.
-local function run_lua(code)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(code)
-  f:close()
-  -- io.popen, not shell.run: under `make sanitize` the module is the ASan build, and the
-  -- sanitizer runtime preloaded here must stay preloaded in the child (which then
-  -- also checks for leaks at exit).
-  local p = io.popen(("LUA_PATH=%q LUA_CPATH=%q timeout 120 lua5.4 %s 2>&1; echo rc=$?")
-    :format(package.path, package.cpath, path))
-  local out = p:read("a")
-  p:close()
-  os.remove(path)
-  return out, tonumber(out:match("rc=(%d+)%s*$"))
-end
+-- A fresh lua5.4 (a state with no blocks yet): its output and exit code.
+local run_lua = dofile("spec/support/shell.lua").run_lua
 
 describe("device memory blocks", function()
   it("reserve at most a few MiB for one small tensor in a fresh state", function()

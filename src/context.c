@@ -457,6 +457,8 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
 
 static VkResult finish_context(lm_context *ctx, char *err, size_t errlen) {
     VkResult r = lm_memory_init(ctx);
+    /* A physical-device query: the extension need not be enabled on the device. */
+    ctx->mem.has_budget = has_device_extension(ctx->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     if (r == VK_SUCCESS) r = lm_pipelines_init(ctx);
     if (r == VK_SUCCESS) r = lm_stream_init(ctx);
     if (r != VK_SUCCESS) snprintf(err, errlen, "device setup failed: %s", lm_vk_result_name(r));

@@ -33,20 +33,6 @@ static void pool_setup(lm_pool *p, const VkPhysicalDeviceMemoryProperties *mp, i
     p->max_block = max_block;
 }
 
-static int has_budget_extension(VkPhysicalDevice pd) {
-    uint32_t n = 0;
-    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) return 0;
-    VkExtensionProperties *e = calloc(n, sizeof *e);
-    if (!e) return 0;
-    int found = 0;
-    VkResult r = vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e);
-    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
-        for (uint32_t i = 0; i < n && !found; i++)
-            found = strcmp(e[i].extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0;
-    free(e);
-    return found;
-}
-
 VkResult lm_memory_init(lm_context *ctx) {
     lm_memory *m = &ctx->mem;
     const VkPhysicalDeviceMemoryProperties *mp = &ctx->memprops;
@@ -80,8 +66,6 @@ VkResult lm_memory_init(lm_context *ctx) {
     m->total = mp->memoryHeaps[mp->memoryTypes[dev].heapIndex].size;
     m->limit = m->total;
     m->max_single = ctx->max_allocation;
-    /* A physical-device query: the extension need not be enabled on the device. */
-    m->has_budget = has_budget_extension(ctx->phys);
     return VK_SUCCESS;
 }
 

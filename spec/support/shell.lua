@@ -14,4 +14,21 @@ function M.run(cmd)
   return out, code
 end
 
+-- Runs a chunk of Lua in a fresh lua5.4 with this process's module paths; returns its
+-- output and exit code. io.popen, not M.run: under `make sanitize` the module is the
+-- ASan build, and the sanitizer runtime preloaded here must stay preloaded in the
+-- child (which then also checks for leaks at exit).
+function M.run_lua(code)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(code)
+  f:close()
+  local p = io.popen(("LUA_PATH=%q LUA_CPATH=%q timeout 120 lua5.4 %s 2>&1; echo rc=$?")
+    :format(package.path, package.cpath, path))
+  local out = p:read("a")
+  p:close()
+  os.remove(path)
+  return out, tonumber(out:match("rc=(%d+)%s*$"))
+end
+
 return M
