@@ -14,6 +14,17 @@ static lm_tensor *to_tensor(lua_State *L, int idx) {
     return luaL_testudata(L, idx, LM_TENSOR_MT);
 }
 
+const char *lm_dtype_name(lm_dtype d) {
+    static const char *const names[LM_NDTYPES] = { "float32", "float16", "bfloat16", "int32", "bool" };
+    return names[d];
+}
+
+int lm_dtype_from_name(const char *name) {
+    for (int d = 0; d < LM_NDTYPES; d++)
+        if (strcmp(name, lm_dtype_name((lm_dtype)d)) == 0) return d;
+    return -1;
+}
+
 lm_tensor *lm_check_tensor(lua_State *L, int idx) {
     lm_tensor *t = to_tensor(L, idx);
     if (!t) lm_typeerror(L, idx, "tensor");
@@ -54,7 +65,7 @@ void lm_check_factory_options(lua_State *L, int arg) {
 /* Byte range of a tensor in its VkBuffer: storages of host buffers may alias, so
  * overlap is judged by buffer and range, not by storage. */
 static VkDeviceSize buffer_start(const lm_tensor *t) {
-    return t->storage->buffer_offset + (VkDeviceSize)t->offset * 4u;
+    return t->storage->buffer_offset + (VkDeviceSize)t->offset * lm_dtype_size(t->dtype);
 }
 
 int lm_tensor_is_contiguous(const lm_tensor *t) {
@@ -78,13 +89,14 @@ int64_t lm_tensor_span(const lm_tensor *t) {
 
 int lm_tensors_overlap(const lm_tensor *a, const lm_tensor *b) {
     if (a->storage->buffer != b->storage->buffer) return 0;
-    VkDeviceSize a0 = buffer_start(a), a1 = a0 + (VkDeviceSize)lm_tensor_span(a) * 4u;
-    VkDeviceSize b0 = buffer_start(b), b1 = b0 + (VkDeviceSize)lm_tensor_span(b) * 4u;
+    VkDeviceSize a0 = buffer_start(a), a1 = a0 + (VkDeviceSize)lm_tensor_span(a) * lm_dtype_size(a->dtype);
+    VkDeviceSize b0 = buffer_start(b), b1 = b0 + (VkDeviceSize)lm_tensor_span(b) * lm_dtype_size(b->dtype);
     return a0 < b1 && b0 < a1;
 }
 
 int lm_tensors_same_memory(const lm_tensor *a, const lm_tensor *b) {
-    if (a->storage->buffer != b->storage->buffer || buffer_start(a) != buffer_start(b) || a->numel != b->numel)
+    if (a->storage->buffer != b->storage->buffer || buffer_start(a) != buffer_start(b) || a->numel != b->numel
+        || a->dtype != b->dtype)
         return 0;
     if (lm_tensor_is_contiguous(a) && lm_tensor_is_contiguous(b)) return 1;
     if (a->ndim != b->ndim) return 0;
@@ -116,15 +128,20 @@ lm_tensor *lm_push_tensor_handle(lua_State *L, int ndim, const int64_t *shape) {
     return t;
 }
 
-lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape) {
+lm_tensor *lm_push_tensor_dtype(lua_State *L, lm_context *ctx, lm_dtype dtype, int ndim, const int64_t *shape) {
     lm_tensor *t = push_handle(L);
+    t->dtype = dtype;
     t->ndim = ndim;
     t->numel = 1;
     for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= shape[i]; }
     set_contiguous(t);
-    t->storage = lm_storage_new(L, ctx, (VkDeviceSize)t->numel * 4u, NULL);
+    t->storage = lm_storage_new(L, ctx, lm_tensor_bytes(t), NULL);
     lua_setiuservalue(L, -2, 1);
     return t;
+}
+
+lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape) {
+    return lm_push_tensor_dtype(L, ctx, LM_FLOAT32, ndim, shape);
 }
 
 int64_t lm_check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int allow_infer) {
@@ -321,7 +338,7 @@ static int m_size(lua_State *L) {
 
 static int m_dim(lua_State *L) { lua_pushinteger(L, lm_check_tensor(L, 1)->ndim); return 1; }
 static int m_numel(lua_State *L) { lua_pushinteger(L, lm_check_tensor(L, 1)->numel); return 1; }
-static int m_dtype(lua_State *L) { lm_check_tensor(L, 1); lua_pushliteral(L, "float32"); return 1; }
+static int m_dtype(lua_State *L) { lua_pushstring(L, lm_dtype_name(lm_check_tensor(L, 1)->dtype)); return 1; }
 
 /* Optional 1-based element range [first, first+count). */
 static void check_range(lua_State *L, lm_tensor *t, int idx, int64_t *first, int64_t *count) {

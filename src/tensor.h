@@ -14,7 +14,18 @@
 #define LM_TENSOR_MT "lumus.Tensor"
 #define LM_MAX_DIMS 8
 
-typedef enum lm_dtype { LM_FLOAT32 = 0 } lm_dtype;
+/* Element types. Storage is packed at lm_dtype_size bytes per element; bool holds 0 or 1
+ * in one byte. The names are the Lua API's (t:dtype(), {dtype=}). */
+typedef enum lm_dtype { LM_FLOAT32 = 0, LM_FLOAT16, LM_BFLOAT16, LM_INT32, LM_BOOL, LM_NDTYPES } lm_dtype;
+
+static inline unsigned lm_dtype_size(lm_dtype d) {
+    static const unsigned char size[LM_NDTYPES] = { 4, 2, 2, 4, 1 };
+    return size[d];
+}
+/* "float32", "float16", "bfloat16", "int32", "bool". */
+const char *lm_dtype_name(lm_dtype d);
+/* The dtype of this name, or -1. */
+int lm_dtype_from_name(const char *name);
 
 typedef struct lm_tensor {
     lm_storage *storage;        /* NULL once freed */
@@ -42,8 +53,10 @@ int64_t lm_check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int all
  * raises naming it as unsupported. */
 void lm_check_factory_options(lua_State *L, int arg);
 
-/* Pushes a new tensor of this shape with fresh (uninitialized) device memory. */
+/* Pushes a new float32 tensor of this shape with fresh (uninitialized) device memory. */
 lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape);
+/* The same in any dtype. */
+lm_tensor *lm_push_tensor_dtype(lua_State *L, lm_context *ctx, lm_dtype dtype, int ndim, const int64_t *shape);
 
 /* Row-major with no gaps (size-1 dimensions may have any stride). */
 int lm_tensor_is_contiguous(const lm_tensor *t);
@@ -57,9 +70,11 @@ int64_t lm_tensor_span(const lm_tensor *t);
 /* 0 for a freed tensor (a finalizer may free one while an op sets up): the op's record
  * step then refuses it rather than this crashing (see lm_record_dispatch). */
 static inline VkDeviceAddress lm_tensor_address(const lm_tensor *t) {
-    return t->storage ? t->storage->address + (VkDeviceAddress)t->offset * 4u : 0;
+    return t->storage ? t->storage->address + (VkDeviceAddress)t->offset * lm_dtype_size(t->dtype) : 0;
 }
-static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) { return (VkDeviceSize)t->numel * 4u; }
+static inline VkDeviceSize lm_tensor_bytes(const lm_tensor *t) {
+    return (VkDeviceSize)t->numel * lm_dtype_size(t->dtype);
+}
 
 /* Do two tensors' byte ranges (first to last element reachable) overlap? Conservative
  * for strided views: interleaved views that share no element count as overlapping. */

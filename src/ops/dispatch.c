@@ -10,6 +10,13 @@ void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++)
         if ((d->reads[i] && !d->reads[i]->storage) || (d->writes[i] && !d->writes[i]->storage))
             luaL_error(L, "%s: a tensor it uses has been freed during the call", d->op);
+    /* Kernels written for float32 must never reinterpret other element types. */
+    for (int i = 0; i < LM_LAUNCH_TENSORS && !d->any_dtype; i++) {
+        const lm_tensor *used[2] = { d->reads[i], d->writes[i] };
+        for (int j = 0; j < 2; j++)
+            if (used[j] && used[j]->dtype != LM_FLOAT32)
+                luaL_error(L, "%s: dtype %s is not supported (float32 only)", d->op, lm_dtype_name(used[j]->dtype));
+    }
     VkPipeline p = lm_pipeline(L, ctx, d->shader, d->spec, d->full_subgroups);
     VkCommandBuffer cb = lm_stream_cmd(L, ctx, d->op);
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {

@@ -13,6 +13,8 @@
  * on barriers (NULL entries, e.g. absent optional operands, are skipped). */
 typedef struct lm_launch {
     const char *op;                 /* names the op in device errors */
+    int any_dtype;                  /* the op checked its tensors' dtypes itself; otherwise
+                                     * lm_record_dispatch refuses any that is not float32 */
     lm_shader_id shader;
     uint32_t spec[LM_MAX_SPEC];
     int full_subgroups;
