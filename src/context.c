@@ -77,6 +77,7 @@ typedef struct device_facts {
     VkPhysicalDeviceDriverProperties driver;
     uint32_t subgroup_size, min_subgroup, max_subgroup;
     int subgroup_arith, size_control, full_subgroups, bda, int64, timeline, int64_atomics;
+    int narrow_storage;     /* storageBuffer16BitAccess and storageBuffer8BitAccess */
     int executable_stats;   /* VK_KHR_pipeline_executable_properties and its feature */
     uint32_t sm_count;      /* VK_NV_shader_sm_builtins: multiprocessors (0: no SM ids) */
     VkDeviceSize max_allocation;
@@ -124,6 +125,7 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
 
     VkPhysicalDeviceVulkan13Features f13 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES };
     VkPhysicalDeviceVulkan12Features f12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES };
+    VkPhysicalDeviceVulkan11Features f11 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES };
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR };
     VkPhysicalDeviceShaderSMBuiltinsFeaturesNV fsm = {
@@ -131,7 +133,7 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     int has_exec = has_device_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     int has_sm = has_device_extension(pd, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
     VkPhysicalDeviceFeatures2 feat = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 };
-    if (v12) { feat.pNext = &f12; if (v13) f12.pNext = &f13; }
+    if (v12) { f11.pNext = &f12; feat.pNext = &f11; if (v13) f12.pNext = &f13; }
     if (has_exec) { fexec.pNext = feat.pNext; feat.pNext = &fexec; }
     if (has_sm) { fsm.pNext = feat.pNext; feat.pNext = &fsm; }
     vkGetPhysicalDeviceFeatures2(pd, &feat);
@@ -144,6 +146,7 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
         f->sm_count = smp.shaderSMCount;
     }
     f->int64_atomics = v12 && f12.shaderBufferInt64Atomics;
+    f->narrow_storage = v12 && f11.storageBuffer16BitAccess && f12.storageBuffer8BitAccess;
     f->bda = v12 && f12.bufferDeviceAddress;
     f->timeline = v12 && f12.timelineSemaphore;
     f->int64 = feat.features.shaderInt64;
@@ -405,21 +408,26 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .bufferDeviceAddress = VK_TRUE,
         .timelineSemaphore = VK_TRUE,
         .shaderBufferInt64Atomics = f->int64_atomics ? VK_TRUE : VK_FALSE,
+        .storageBuffer8BitAccess = f->narrow_storage ? VK_TRUE : VK_FALSE,
+    };
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
+        .storageBuffer16BitAccess = f->narrow_storage ? VK_TRUE : VK_FALSE,
     };
     /* Statistics capture only when asked for: drivers may skip their caches for it. */
     int stats = env_flag("LUMUS_PIPELINE_STATS") && f->executable_stats;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
-        .pNext = &f12, .pipelineExecutableInfo = VK_TRUE,
+        .pNext = &f11, .pipelineExecutableInfo = VK_TRUE,
     };
     /* SM ids let the split LayerNorm keep weight and bias slices in one SM's L1. */
     VkPhysicalDeviceShaderSMBuiltinsFeaturesNV fsm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV,
-        .pNext = stats ? (void *)&fexec : (void *)&f12, .shaderSMBuiltins = VK_TRUE,
+        .pNext = stats ? (void *)&fexec : (void *)&f11, .shaderSMBuiltins = VK_TRUE,
     };
     VkPhysicalDeviceFeatures2 feat = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-        .pNext = f->sm_count ? (void *)&fsm : stats ? (void *)&fexec : (void *)&f12,
+        .pNext = f->sm_count ? (void *)&fsm : stats ? (void *)&fexec : (void *)&f11,
         .features = { .shaderInt64 = VK_TRUE },
     };
     const char *exts[2];
@@ -450,6 +458,7 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->max_subgroup = f->max_subgroup;
     ctx->full_subgroups = f->full_subgroups;
     ctx->int64_atomics = f->int64_atomics;
+    ctx->narrow_storage = f->narrow_storage;
     ctx->sm_count = f->sm_count;
     ctx->timestamp_bits = f->timestamp_bits;
     ctx->max_allocation = f->max_allocation ? f->max_allocation : ((VkDeviceSize)1 << 30);
@@ -585,6 +594,7 @@ static lm_context *context_attach(const lumus_vulkan_device *dev, char *err, siz
     f.size_control = f.size_control && (dev->features & LUMUS_VK_SUBGROUP_SIZE_CONTROL);
     f.full_subgroups = f.full_subgroups && (dev->features & LUMUS_VK_COMPUTE_FULL_SUBGROUPS);
     f.int64_atomics = f.int64_atomics && (dev->features & LUMUS_VK_BUFFER_INT64_ATOMICS);
+    f.narrow_storage = f.narrow_storage && (dev->features & LUMUS_VK_NARROW_STORAGE);
     f.sm_count = 0;   /* the host's device has no VK_NV_shader_sm_builtins of lumus's asking */
     if (dev->lock_queue) {
         ctx->lock_queue = dev->lock_queue;
@@ -657,6 +667,8 @@ int lm_device(lua_State *L) {
     lua_setfield(L, -2, "attached");
     lua_pushboolean(L, ctx->int64_atomics);
     lua_setfield(L, -2, "int64_atomics");
+    lua_pushboolean(L, ctx->narrow_storage);
+    lua_setfield(L, -2, "narrow_storage");
     lua_pushinteger(L, (lua_Integer)ctx->sm_count);
     lua_setfield(L, -2, "sm_count");
     return 1;

@@ -84,6 +84,10 @@ LUMUS_API int lumus_open(lua_State *L);
 /* A Vulkan 1.2 feature: VkPhysicalDeviceVulkan12Features.shaderBufferInt64Atomics lets
  * LayerNorm's rows too long for one workgroup exchange statistics with fewer round trips. */
 #define LUMUS_VK_BUFFER_INT64_ATOMICS   0x4u
+/* VkPhysicalDeviceVulkan11Features.storageBuffer16BitAccess and
+ * VkPhysicalDeviceVulkan12Features.storageBuffer8BitAccess: the kernels of tensors whose
+ * dtype is float16, bfloat16 or bool read and write them (without, those raise). */
+#define LUMUS_VK_NARROW_STORAGE         0x8u
 
 /* What lumus needs of an attached device:
  *   - the instance created with VkApplicationInfo.apiVersion >= VK_API_VERSION_1_2,

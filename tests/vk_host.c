@@ -112,7 +112,7 @@ static void choose_device(vk_host *h) {
 }
 
 /* The device, as lumus.h asks: shaderInt64, bufferDeviceAddress, timelineSemaphore, and
- * the optional features (1.3 subgroup control, 64-bit buffer atomics) where it has them. */
+ * the optional features (1.3 subgroup control, 64-bit buffer atomics, 8/16-bit storage) where it has them. */
 static void create_device(vk_host *h) {
     VkPhysicalDeviceProperties p;
     vkGetPhysicalDeviceProperties(h->phys, &p);
@@ -120,7 +120,9 @@ static void create_device(vk_host *h) {
     VkPhysicalDeviceVulkan13Features has13 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES };
     VkPhysicalDeviceVulkan12Features has12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                                .pNext = v13 ? &has13 : NULL };
-    VkPhysicalDeviceFeatures2 has = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &has12 };
+    VkPhysicalDeviceVulkan11Features has11 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                               .pNext = &has12 };
+    VkPhysicalDeviceFeatures2 has = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &has11 };
     vkGetPhysicalDeviceFeatures2(h->phys, &has);
     if (!has.features.shaderInt64 || !has12.bufferDeviceAddress || !has12.timelineSemaphore)
         vk_fail("%s lacks shaderInt64, bufferDeviceAddress or timelineSemaphore", h->name);
@@ -132,9 +134,14 @@ static void create_device(vk_host *h) {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = v13 ? &f13 : NULL,
         .bufferDeviceAddress = VK_TRUE, .timelineSemaphore = VK_TRUE,
         .shaderBufferInt64Atomics = has12.shaderBufferInt64Atomics,
+        .storageBuffer8BitAccess = has12.storageBuffer8BitAccess,
+    };
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
+        .storageBuffer16BitAccess = has11.storageBuffer16BitAccess,
     };
     VkPhysicalDeviceFeatures2 feat = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12,
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11,
         .features = { .shaderInt64 = VK_TRUE },
     };
     float prio = 1.0f;
@@ -150,7 +157,8 @@ static void create_device(vk_host *h) {
     vkGetDeviceQueue(h->device, h->family, 0, &h->queue);
     h->features = (f13.subgroupSizeControl && v13 ? LUMUS_VK_SUBGROUP_SIZE_CONTROL : 0) |
                   (f13.computeFullSubgroups && v13 ? LUMUS_VK_COMPUTE_FULL_SUBGROUPS : 0) |
-                  (f12.shaderBufferInt64Atomics ? LUMUS_VK_BUFFER_INT64_ATOMICS : 0);
+                  (f12.shaderBufferInt64Atomics ? LUMUS_VK_BUFFER_INT64_ATOMICS : 0) |
+                  (f11.storageBuffer16BitAccess && f12.storageBuffer8BitAccess ? LUMUS_VK_NARROW_STORAGE : 0);
     vkGetPhysicalDeviceMemoryProperties(h->phys, &h->memprops);
 }
 
