@@ -37,7 +37,8 @@
 --   gelu(t, approximate)              "none" (erf form, the default) or "tanh"
 --   softmax(t), sum(t), mean(t)       over the last dimension
 --   philox4x32_10(c, k)               Philox4x32-10 block: counter {4 words}, key {2 words}
---   rand(shape, state), randn(...)    lumus.rand/randn bit for bit, from get_rng_state()
+--   rand(shape, state [, first])      lumus.rand/randn bit for bit, from get_rng_state()
+--   randn(shape, state [, first])
 --   randn_float64(shape, state)       Box-Muller in float64 on the same words
 --   uniform(shape, state, a, b)       t:uniform_(a, b) / t:normal_(mean, std) bit for bit
 --   normal(shape, state, mean, std)
@@ -684,19 +685,22 @@ local function count_of(shape)
 end
 
 -- Element values of one call: f(word, i) per uniform element, or normals.
-local function uniform_flat(n, state, scale, shift, upper)
+local function uniform_flat(n, state, scale, shift, upper, first)
   local word, flat = word_source(state), {}
+  first = first or 0
   for i = 0, n - 1 do
-    local v = f32(f32(uniform_word(word(i)) * scale) + shift)
+    local v = f32(f32(uniform_word(word(first + i)) * scale) + shift)
     flat[i + 1] = math.min(v, upper)
   end
   return flat
 end
 
-local function normal_flat(n, state, scale, shift)
+local function normal_flat(n, state, scale, shift, first)
   local word, flat = word_source(state), {}
+  first = first or 0
+  assert(first % 2 == 0, "reference.randn: first must be even (normals come in pairs)")
   for i = 0, n - 1, 2 do
-    local z0, z1 = normal2(word(i), word(i + 1))
+    local z0, z1 = normal2(word(first + i), word(first + i + 1))
     flat[i + 1] = f32(f32(z0 * scale) + shift)
     if i + 1 < n then flat[i + 2] = f32(f32(z1 * scale) + shift) end
   end
@@ -705,16 +709,17 @@ end
 
 local ONE_BELOW = 1 - 0x1p-24
 
---- lumus.rand(shape) as drawn with generator state `state`.
-function M.rand(shape, state)
+--- lumus.rand(shape) as drawn with generator state `state`; with `first`, the values
+-- of elements first, first + 1, ... (0-based) of a call that drew more.
+function M.rand(shape, state, first)
   local n, sh = count_of(shape)
-  return M.nest(uniform_flat(n, state, 1, 0, ONE_BELOW), sh)
+  return M.nest(uniform_flat(n, state, 1, 0, ONE_BELOW, first), sh)
 end
 
---- lumus.randn(shape) as drawn with generator state `state`.
-function M.randn(shape, state)
+--- lumus.randn(shape) as drawn with generator state `state` (`first`, even: as rand).
+function M.randn(shape, state, first)
   local n, sh = count_of(shape)
-  return M.nest(normal_flat(n, state, 1, 0), sh)
+  return M.nest(normal_flat(n, state, 1, 0, first), sh)
 end
 
 --- The same normals from the same words in float64 (sqrt, log, cos, sin of the C

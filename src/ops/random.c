@@ -64,7 +64,8 @@ int lm_op_get_rng_state(lua_State *L) {
     return 1;
 }
 
-/* lumus.set_rng_state(s): s as get_rng_state returns it; both fields required. */
+/* lumus.set_rng_state(s): s as get_rng_state returns it; both fields required, any
+ * integers (their 64 bits, as get_rng_state gives them back). */
 int lm_op_set_rng_state(lua_State *L) {
     static const char *const known[] = { "offset", "seed", NULL };
     if (!lm_check_options(L, 1, known)) lm_argerror(L, 1, "expected a table {seed =, offset =} (from get_rng_state)");
@@ -75,7 +76,6 @@ int lm_op_set_rng_state(lua_State *L) {
     lua_pop(L, 2);
     lua_Integer seed = lm_option_integer(L, 1, "seed", 0);
     lua_Integer offset = lm_option_integer(L, 1, "offset", 0);
-    if (offset < 0) lm_argerror(L, 1, "offset must be >= 0, got %I", (LUAI_UACINT)offset);
     rng_state *g = get_rng(L);
     g->seed = (uint64_t)seed;
     g->offset = (uint64_t)offset;
