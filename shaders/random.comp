@@ -1,8 +1,10 @@
 #version 450
 // dst[i] = value i of a Philox4x32-10 stream (shaders/common/philox.glsl), times `scale`
 // plus `shift`: invocation b computes block b (counter = b, offset; key = the seed) and
-// writes elements 4b..4b+3. NORMAL=0: uniform [0, 1) from each word (clamped below
-// `upper`); NORMAL=1: Box-Muller normals from words (0, 1) and (2, 3).
+// writes elements 4b..4b+3. NORMAL=0: uniform [0, 1) from each word, (w >> drop) unit
+// (drop 8, unit 2^-24 for float32; fewer bits for the 16-bit dtypes, so that their
+// rounding cannot reach 1), clamped below `upper`; NORMAL=1: Box-Muller normals from
+// words (0, 1) and (2, 3).
 #include "common/buffers.glsl"
 #include "common/philox.glsl"
 
@@ -14,6 +16,8 @@ layout(push_constant) uniform Params {
     uvec2 key;          // the seed, low word first
     uvec2 offset;       // the call's counter words 2 and 3
     float scale, shift, upper;
+    uint drop;
+    float unit;
     uint groups_x;
 } p;
 
@@ -26,7 +30,7 @@ void main() {
 #if NORMAL
     vec4 z = vec4(philox_normal2(w.x, w.y), philox_normal2(w.z, w.w));
 #else
-    vec4 z = vec4(philox_uniform(w.x), philox_uniform(w.y), philox_uniform(w.z), philox_uniform(w.w));
+    vec4 z = vec4(w >> p.drop) * p.unit;   // exact: at most 24 bits times a power of 2
 #endif
     precise vec4 v = z * p.scale + p.shift;
 #if !NORMAL

@@ -805,7 +805,8 @@ end
 local function random_factory(draw)
   return function(inp, args, res)
     if not inp.rng or not res[1] then return nil end
-    local want = ref.flatten(draw(res[1].shape, inp.rng))
+    local o = opts_at(args, 2)
+    local want = ref.flatten(draw(res[1].shape, inp.rng, 0, o and rawget(o, "dtype")))
     return { { want = want, tol = constant(0, #want), shape = res[1].shape } }
   end
 end

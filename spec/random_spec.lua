@@ -213,11 +213,38 @@ describe("lumus.rand and lumus.randn", function()
     end
   end)
 
+  it("float16 and bfloat16: rand with the bits they hold, randn rounded to nearest even", function()
+    for _, dtype in ipairs { "float16", "bfloat16" } do
+      for k, shape in ipairs { 1, 3, 4, 7, { 5, 13 }, 4099 } do
+        lumus.manual_seed(300 + k)
+        local state = lumus.get_rng_state()
+        local t = lumus.rand(shape, { dtype = dtype })
+        assert.are.equal(dtype, t:dtype())
+        local want = ref.flatten(ref.rand(shape, state, 0, dtype))
+        assert.are.equal(ref.dtype_bytes(want, dtype), t:to_bytes(), dtype .. " rand " .. k)
+        for _, v in ipairs(want) do assert(v >= 0 and v < 1) end
+        state = lumus.get_rng_state()
+        local z = lumus.randn(shape, { dtype = dtype })
+        assert.are.equal(ref.dtype_bytes(ref.flatten(ref.randn(shape, state, 0, dtype)), dtype), z:to_bytes(),
+                         dtype .. " randn " .. k)
+      end
+    end
+    -- every float16 value of rand is a multiple of 2^-11 below 1: 2^16 draws hit them all
+    local seen, count = {}, 0
+    for _, v in ipairs(ref.flatten(lumus.rand(2 ^ 16, { dtype = "float16" }):to_table())) do
+      assert(v >= 0 and v < 1 and v * 2048 == math.floor(v * 2048), "float16 rand value " .. v)
+      if not seen[v] then seen[v], count = true, count + 1 end
+    end
+    assert.are.equal(2048, count)
+  end)
+
   it("errors: shapes, options and dtypes by message", function()
     checks.errors(lumus.rand, "#1 to 'lumus.rand'", "x")
     checks.errors(lumus.rand, "#1 to 'lumus.rand'", { 0 })
     checks.errors(lumus.randn, "unknown option 'out'", { 2 }, { out = lumus.zeros(2) })
-    checks.errors(lumus.rand, "dtype 'int32' is not supported", { 2 }, { dtype = "int32" })
+    checks.errors(lumus.rand, "dtype 'int32' is not supported %(float32, float16 or bfloat16%)", { 2 }, { dtype = "int32" })
+    checks.errors(lumus.randn, "dtype 'bool' is not supported", { 2 }, { dtype = "bool" })
+    checks.errors(lumus.randn, "#2 to 'lumus.randn'", { 2 }, { dtype = "float64" })
     checks.errors(lumus.manual_seed, "#1 to 'lumus.manual_seed'", 1.5)
     checks.errors(lumus.manual_seed, "no more arguments expected", 1, 2)
     checks.errors(lumus.set_rng_state, "expected a table {seed =, offset =}", nil)
@@ -267,7 +294,8 @@ describe("t:uniform_ and t:normal_", function()
     checks.errors(t.normal_, "std must be >= 0", t, 0, -1)
     checks.errors(t.normal_, "mean must be a finite float32 value", t, 1e39, 1)
     checks.errors(t.normal_, "no more arguments expected", t, 0, 1, 2)
-    checks.errors(lumus.normal_, "dtype int32 is not supported", lumus.arange(4), 0, 1)
+    checks.errors(lumus.normal_, "the tensor must be float32, got int32", lumus.arange(4), 0, 1)
+    checks.errors(lumus.uniform_, "the tensor must be float32, got float16", lumus.zeros(4, { dtype = "float16" }))
     checks.errors(t:expand({ 3, 4 }).uniform_, "expanded", t:expand({ 3, 4 }))
   end)
 end)
@@ -295,6 +323,17 @@ describe("lumus.multinomial", function()
       assert.are.equal("int32", got:dtype())
       assert.are.same({ rows, n }, got:shape())
       assert.are.same(ref.flatten(ref.multinomial(p, n, repl, state)), ints(got), "case " .. k)
+    end
+    for _, dtype in ipairs { "float16", "bfloat16" } do   -- 16-bit weights: as their float32 values
+      local p = weights(3, 300, 0.2)
+      local pt = lumus.tensor(p, { dtype = dtype })
+      local pv = pt:to_table()
+      for _, repl in ipairs { true, false } do
+        local state = lumus.get_rng_state()
+        local n = repl and 40 or 20
+        assert.are.same(ref.flatten(ref.multinomial(pv, n, repl, state)),
+                        ints(lumus.multinomial(pt, n, { replacement = repl })), dtype)
+      end
     end
     local state = lumus.get_rng_state()
     local got = lumus.multinomial(lumus.tensor { 0, 2, 0, 1 }, 6, { replacement = true })
@@ -373,7 +412,7 @@ describe("lumus.multinomial", function()
     checks.errors(lumus.multinomial, "number of samples must be >= 1", p, 0)
     checks.errors(lumus.multinomial, "#2 to 'lumus.multinomial'", p, 1.5)
     checks.errors(lumus.multinomial, "probs must be 1%-D or 2%-D, got 3 dimensions", lumus.ones { 2, 2, 2 }, 1)
-    checks.errors(lumus.multinomial, "probs must be float32, got int32", lumus.arange(3), 1)
+    checks.errors(lumus.multinomial, "probs must be float32, float16 or bfloat16, got int32", lumus.arange(3), 1)
     checks.errors(lumus.multinomial, "unknown option 'out'", p, 1, { out = p })
     checks.errors(lumus.multinomial, "replacement must be a boolean", p, 1, { replacement = 1 })
     if lumus.device().kind == "cpu" then

@@ -37,8 +37,8 @@
 --   gelu(t, approximate)              "none" (erf form, the default) or "tanh"
 --   softmax(t), sum(t), mean(t)       over the last dimension
 --   philox4x32_10(c, k)               Philox4x32-10 block: counter {4 words}, key {2 words}
---   rand(shape, state [, first])      lumus.rand/randn bit for bit, from get_rng_state()
---   randn(shape, state [, first])
+--   rand(shape, state [, first, dtype])  lumus.rand/randn bit for bit, from get_rng_state()
+--   randn(shape, state [, first, dtype])
 --   randn_float64(shape, state)       Box-Muller in float64 on the same words
 --   uniform(shape, state, a, b)       t:uniform_(a, b) / t:normal_(mean, std) bit for bit
 --   normal(shape, state, mean, std)
@@ -609,7 +609,17 @@ local function word_source(state)
   end
 end
 
-local function uniform_word(w) return (w >> 8) * 0x1p-24 end
+local function uniform_word(w, bits)
+  bits = bits or 24
+  return (w >> (32 - bits)) * 2.0 ^ -bits
+end
+-- The bits of a uniform draw in each dtype (what it holds exactly), and its rounding.
+local UNIFORM_BITS = { float32 = 24, float16 = 11, bfloat16 = 8 }
+local function rounding(dtype)
+  if dtype == nil or dtype == "float32" then return function(v) return v end end
+  assert(UNIFORM_BITS[dtype], "reference: rand/randn make float32, float16 or bfloat16")
+  return dtype == "float16" and M.round_float16 or M.round_bfloat16
+end
 
 local LOG_C = { 0x3faaaaab, 0x3f9d89d9, 0x3f924925, 0x3f888889, 0x3f800000, 0x3f70f0f1, 0x3f638e39,
                 0x3f579436, 0x3f4ccccd, 0x3f430c31, 0x3f3a2e8c, 0x3f321643, 0x3f2aaaab }
@@ -685,11 +695,11 @@ local function count_of(shape)
 end
 
 -- Element values of one call: f(word, i) per uniform element, or normals.
-local function uniform_flat(n, state, scale, shift, upper, first)
+local function uniform_flat(n, state, scale, shift, upper, first, bits)
   local word, flat = word_source(state), {}
   first = first or 0
   for i = 0, n - 1 do
-    local v = f32(f32(uniform_word(word(first + i)) * scale) + shift)
+    local v = f32(f32(uniform_word(word(first + i), bits) * scale) + shift)
     flat[i + 1] = math.min(v, upper)
   end
   return flat
@@ -709,17 +719,20 @@ end
 
 local ONE_BELOW = 1 - 0x1p-24
 
---- lumus.rand(shape) as drawn with generator state `state`; with `first`, the values
--- of elements first, first + 1, ... (0-based) of a call that drew more.
-function M.rand(shape, state, first)
+--- lumus.rand(shape [, {dtype = dtype}]) as drawn with generator state `state`; with
+-- `first`, the values of elements first, first + 1, ... (0-based) of a call that drew
+-- more. dtype float32 (nil), float16 or bfloat16.
+function M.rand(shape, state, first, dtype)
   local n, sh = count_of(shape)
-  return M.nest(uniform_flat(n, state, 1, 0, ONE_BELOW, first), sh)
+  local flat = uniform_flat(n, state, 1, 0, ONE_BELOW, first, UNIFORM_BITS[dtype or "float32"])
+  return M.nest(M.map(flat, rounding(dtype)), sh)
 end
 
---- lumus.randn(shape) as drawn with generator state `state` (`first`, even: as rand).
-function M.randn(shape, state, first)
+--- lumus.randn(shape [, {dtype = dtype}]) as drawn with `state` (`first`, even: as rand):
+-- the float32 normals, rounded to nearest even for float16 and bfloat16.
+function M.randn(shape, state, first, dtype)
   local n, sh = count_of(shape)
-  return M.nest(normal_flat(n, state, 1, 0, first), sh)
+  return M.nest(M.map(normal_flat(n, state, 1, 0, first), rounding(dtype)), sh)
 end
 
 --- The same normals from the same words in float64 (sqrt, log, cos, sin of the C

@@ -82,22 +82,29 @@ int lm_op_set_rng_state(lua_State *L) {
     return 0;
 }
 
-/* Records t = draw * scale + shift over a plain float32 t (uniform draws clamped to at
- * most `upper`). */
-static void record_random(lua_State *L, lm_tensor *t, int normal, float scale, float shift, float upper,
-                          const char *op) {
+/* Uniform draws for a dtype: the top 24, 11 or 8 bits of a word (float32, float16,
+ * bfloat16), which the dtype holds exactly. */
+static uint32_t uniform_bits(lm_dtype d) { return d == LM_FLOAT16 ? 11 : d == LM_BFLOAT16 ? 8 : 24; }
+
+/* Records t = draw * scale + shift over a plain float32 t (uniform draws of `bits` bits,
+ * clamped to at most `upper`). */
+static void record_random(lua_State *L, lm_tensor *t, int normal, uint32_t bits, float scale, float shift,
+                          float upper, const char *op) {
     lm_context *ctx = t->storage->ctx;
     rng_state g = take_rng(L);
     struct {
         uint64_t dst, n;
         uint32_t key[2], offset[2];
         float scale, shift, upper;
+        uint32_t drop;
+        float unit;
         uint32_t groups_x;
     } pc = {
         .dst = lm_tensor_address(t), .n = (uint64_t)t->numel,
         .key = { (uint32_t)g.seed, (uint32_t)(g.seed >> 32) },
         .offset = { (uint32_t)g.offset, (uint32_t)(g.offset >> 32) },
         .scale = scale, .shift = shift, .upper = upper,
+        .drop = 32 - bits, .unit = ldexpf(1.0f, -(int)bits),
     };
     uint64_t groups = ((uint64_t)t->numel + 4u * RANDOM_WG - 1) / (4u * RANDOM_WG);
     uint32_t gy;
@@ -109,14 +116,24 @@ static void record_random(lua_State *L, lm_tensor *t, int normal, float scale, f
     });
 }
 
-/* lumus.rand(shape [, {dtype=}]) and lumus.randn. */
+/* lumus.rand(shape [, {dtype=}]) and lumus.randn: float32 directly; float16 and
+ * bfloat16 drawn in float32 (rand: with as many bits as they hold) and rounded to
+ * nearest even by the conversion kernel. */
 static int random_new(lua_State *L, int normal, const char *op) {
     int64_t shape[LM_MAX_DIMS];
     int ndim;
     lm_check_shape(L, 1, shape, &ndim, 0);
-    lm_check_factory_options(L, 2);
-    lm_tensor *t = lm_push_tensor(L, lm_context_get(L), ndim, shape);
-    record_random(L, t, normal, 1.0f, 0.0f, normal ? INFINITY : nextafterf(1.0f, 0.0f), op);
+    lua_settop(L, 2);
+    lm_dtype d = lm_check_factory_dtype(L, 2);
+    if (d != LM_FLOAT32 && d != LM_FLOAT16 && d != LM_BFLOAT16)
+        lm_argerror(L, 2, "dtype '%s' is not supported (float32, float16 or bfloat16)", lm_dtype_name(d));
+    lm_context *ctx = lm_context_get(L);
+    lm_tensor *t = lm_push_tensor(L, ctx, ndim, shape);                        /* slot 3 */
+    record_random(L, t, normal, uniform_bits(d), 1.0f, 0.0f, normal ? INFINITY : nextafterf(1.0f, 0.0f), op);
+    if (d == LM_FLOAT32) return 1;
+    lm_push_tensor_dtype(L, ctx, d, ndim, shape);                              /* slot 4 */
+    lm_convert_into(L, 4, 3);
+    lua_settop(L, 4);
     return 1;
 }
 
@@ -136,12 +153,13 @@ static float check_float(lua_State *L, int arg, lua_Number dflt, const char *nam
 static int fill_random(lua_State *L, int normal, float scale, float shift, float upper, const char *op) {
     lm_tensor *t = lm_check_tensor(L, 1);
     lm_check_writable(L, 1, t, "the tensor");
+    if (t->dtype != LM_FLOAT32) lm_argerror(L, 1, "the tensor must be float32, got %s", lm_dtype_name(t->dtype));
     if (lm_tensor_is_plain(t)) {
-        record_random(L, t, normal, scale, shift, upper, op);
+        record_random(L, t, normal, 24, scale, shift, upper, op);
     } else {
         lm_tensor *tmp = lm_push_tensor(L, t->storage->ctx, t->ndim, t->shape);
         t = lm_check_tensor(L, 1);
-        record_random(L, tmp, normal, scale, shift, upper, op);
+        record_random(L, tmp, normal, 24, scale, shift, upper, op);
         lm_record_strided_copy(L, tmp, t);
     }
     lua_settop(L, 1);
@@ -179,8 +197,8 @@ int lm_op_multinomial(lua_State *L) {
     lua_Integer n = lm_check_integer(L, 2);
     lm_check_options(L, 3, known);
     int replacement = lm_option_boolean(L, 3, "replacement", 0);
-    if (probs->dtype != LM_FLOAT32)
-        lm_argerror(L, 1, "probs must be float32, got %s", lm_dtype_name(probs->dtype));
+    if (probs->dtype != LM_FLOAT32 && probs->dtype != LM_FLOAT16 && probs->dtype != LM_BFLOAT16)
+        lm_argerror(L, 1, "probs must be float32, float16 or bfloat16, got %s", lm_dtype_name(probs->dtype));
     if (probs->ndim > 2) lm_argerror(L, 1, "probs must be 1-D or 2-D, got %d dimensions", probs->ndim);
     int64_t ncat = probs->shape[probs->ndim - 1];
     int64_t rows = probs->ndim == 2 ? probs->shape[0] : 1;
@@ -203,10 +221,17 @@ int lm_op_multinomial(lua_State *L) {
     int ndim = probs->ndim;
     if (ndim == 1) shape[0] = n;
     lm_tensor *out = lm_push_tensor_dtype(L, ctx, LM_INT32, ndim, shape);       /* slot 4 */
+    /* The weights the kernel reads: probs itself, or a float32 copy that it may change
+     * (without replacement) or that converts a 16-bit probs. */
     lm_tensor *work = NULL;
-    if (!replacement) work = lm_push_tensor(L, ctx, probs->ndim, probs->shape); /* slot 5 */
+    if (!replacement || probs->dtype != LM_FLOAT32) {
+        work = lm_push_tensor(L, ctx, probs->ndim, probs->shape);              /* slot 5 */
+        if (probs->dtype == LM_FLOAT32) lm_record_copy(L, lm_check_tensor(L, 1), work);
+        else lm_convert_into(L, 5, 1);
+        work = lm_check_tensor(L, 5);
+        out = lm_check_tensor(L, 4);
+    }
     probs = lm_check_tensor(L, 1);   /* the allocations may have run a finalizer */
-    if (work) lm_record_copy(L, probs, work);
     rng_state g = take_rng(L);
     struct {
         uint64_t weights, dst, rows;
