@@ -25,6 +25,10 @@ void main() {
     uint64_t b = (uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x) * gl_WorkGroupSize.x
                  + gl_LocalInvocationID.x;
     uint64_t at = b * 4ul;
+#if NORMAL
+    philox_load_log_tables();
+    barrier();
+#endif
     if (at >= p.n) return;
     uvec4 w = philox4x32_10(uvec4(uint(b), uint(b >> 32), p.offset.x, p.offset.y), p.key);
 #if NORMAL

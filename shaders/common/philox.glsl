@@ -33,6 +33,20 @@ const uint LOG_L[13] = uint[13](   // -ln(c_j), rounded to float32
     0xbe934b12u, 0xbe549f6cu, 0xbe08bc77u, 0xbd842ccdu, 0x00000000u, 0x3d785185u, 0x3df1383au,
     0x3e2ff983u, 0x3e647fbdu, 0x3e8b3ae5u, 0x3ea30c5du, 0x3eb9cebfu, 0x3ecf991eu);
 
+// The tables are read with an index that varies per invocation: kernels that take logs
+// copy them into shared memory once per workgroup (philox_load_log_tables(), then a
+// barrier, with at least 13 invocations), rather than leave each invocation a private
+// copy of a constant array.
+shared float philox_log_c[13], philox_log_l[13];
+
+void philox_load_log_tables() {
+    uint i = gl_LocalInvocationID.x;
+    if (i < 13u) {
+        philox_log_c[i] = uintBitsToFloat(LOG_C[i]);
+        philox_log_l[i] = uintBitsToFloat(LOG_L[i]);
+    }
+}
+
 float philox_log_u24(uint v) {
     uint bits = floatBitsToUint(float(v));            // exact: v <= 2^24
     int e = int(bits >> 23) - 127;
@@ -42,11 +56,11 @@ float philox_log_u24(uint v) {
     precise float m = uintBitsToFloat(bits);          // in [0.75, 1.5)
     precise float x = (m - 1.0) * 16.0 + 0.5;         // exact
     int j = int(floor(x));                            // -4..8
-    precise float r = m * uintBitsToFloat(LOG_C[j + 4]) - 1.0;
+    precise float r = m * philox_log_c[j + 4] - 1.0;
     precise float q = 1.0 + r * (-0.5 + r * (uintBitsToFloat(0x3eaaaaabu) + r * (-0.25
                       + r * (uintBitsToFloat(0x3e4ccccdu) + r * uintBitsToFloat(0xbe2aaaabu)))));
     precise float k = float(e - 24);                  // -24..0
-    precise float tail = k * uintBitsToFloat(0x3717f7d1u) + uintBitsToFloat(LOG_L[j + 4]);
+    precise float tail = k * uintBitsToFloat(0x3717f7d1u) + philox_log_l[j + 4];
     precise float result = k * uintBitsToFloat(0x3f317180u) + (tail + r * q);   // ln 2 = hi + lo
     return result;
 }
