@@ -12,6 +12,7 @@
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   dtypes.md                   bench/dtypes.lua (float16/bool copies, to() conversions vs copy)
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
+#   torch_random.md / .csv, random.md / .csv   bench/torch_random.py, bench/random.lua
 #   summary.md                  the Markdown of all steps, in order
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
@@ -96,10 +97,15 @@ mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
 step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
 
+step torch_random 60 python3 bench/torch_random.py --csv "$out/torch_random.csv"
+rnd_baseline=()
+[ -s "$out/torch_random.csv" ] && rnd_baseline+=(--baseline "$out/torch_random.csv")
+step random 90 lua5.4 bench/random.lua ${rnd_baseline[@]+"${rnd_baseline[@]}"} --csv "$out/random.csv"
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm elementwise async transfer torch_matmul matmul; do
+  for name in torch layer_norm elementwise async transfer torch_matmul matmul torch_random random; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

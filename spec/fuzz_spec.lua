@@ -20,7 +20,7 @@ local MAX_CALL_S = tonumber(os.getenv("LUMUS_FUZZ_MAX_CALL_S") or "") or 10
 
 -- Change state shared by the whole lua_State: fuzzed on their own below, then restored
 -- (so are the tuning hooks, the functions of lumus.tune).
-local SEPARATE = { set_memory_limit = true }
+local SEPARATE = { set_memory_limit = true, manual_seed = true, set_rng_state = true }
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
 -- does any name ending in "_", the Torch convention for in-place ops).
 local WRITES_FIRST = { fill = true, write_bytes = true, copy = true }   -- copy(dst, src) writes dst
@@ -801,6 +801,53 @@ ORACLES.copy = function(inp, args)
   end
   return { { want = x.flat, tol = constant(0, #x.flat), shape = x.shape, bytes = x.bytes } }
 end
+-- Random numbers: bit for bit, from the generator state before the call (inp.rng).
+local function random_factory(draw)
+  return function(inp, args, res)
+    if not inp.rng or not res[1] then return nil end
+    local o = opts_at(args, 2)
+    local want = ref.flatten(draw(res[1].shape, inp.rng, 0, o and rawget(o, "dtype")))
+    return { { want = want, tol = constant(0, #want), shape = res[1].shape } }
+  end
+end
+ORACLES.rand = random_factory(ref.rand)
+ORACLES.randn = random_factory(ref.randn)
+local function random_fill(draw, d2, d3)
+  return function(inp, args, res)
+    local x = inp[1]
+    if not inp.rng or type(x) ~= "table" or not x.flat or not res.same_as_first then return nil end
+    local want = ref.flatten(draw(x.shape, inp.rng, args[2] or d2, args[3] or d3))
+    return { { want = want, tol = constant(0, #want), shape = x.shape } }
+  end
+end
+ORACLES.uniform_ = random_fill(ref.uniform, 0, 1)
+ORACLES.normal_ = random_fill(ref.normal, 0, 1)
+local function int32_bytes(list)
+  local parts = {}
+  for i = 1, #list do parts[i] = string.pack("<i4", list[i]) end
+  return table.concat(parts)
+end
+-- (int32 results are checked where lumus.copy, which captures them, takes int32)
+ORACLES.multinomial = function(inp, args, res)
+  local p, o = inp[1], opts_at(args, 3)
+  if not inp.rng or type(p) ~= "table" or not p.flat or not res[1] then return nil end
+  local want = ref.flatten(ref.multinomial(p.nested, math.tointeger(args[2]), o and rawget(o, "replacement") or false, inp.rng))
+  return { { bytes = int32_bytes(want) } }
+end
+ORACLES.arange = function(inp, args, res)
+  if not res[1] then return nil end
+  local nums = {}
+  for i = 1, 3 do if type(args[i]) == "number" then nums[i] = args[i] else break end end
+  local o = opts_at(args, #nums + 1)
+  local integers = true
+  for i = 1, #nums do integers = integers and math.type(nums[i]) == "integer" end
+  local dtype = o and rawget(o, "dtype") or (integers and "int32" or "float32")
+  local start, stop, step = 0, nums[1], nums[3]
+  if #nums >= 2 then start, stop = nums[1], nums[2] end
+  local want = ref.arange(start, stop, step, dtype)
+  if dtype == "int32" then return { { bytes = int32_bytes(want) } } end
+  return { { want = want, tol = constant(0, #want), shape = { #want } } }
+end
 ORACLES.from_bytes = function(inp, args)
   if type(args[1]) ~= "string" then return nil end
   local want = floats(args[1])
@@ -974,6 +1021,7 @@ describe("fuzzing every public function and method", function()
     local saved_limit = lumus.memory().limit
     -- no call may allocate much: a cap 32 MiB above what is in use
     lumus.set_memory_limit(lumus.memory().in_use + 32 * 2 ^ 20)
+    lumus.manual_seed(SEED)   -- the random ops' numbers depend on the seed only, not on earlier specs
 
     for i = 1, #SHAPES do
       refill(i)
@@ -1043,7 +1091,7 @@ describe("fuzzing every public function and method", function()
       -- the inputs' values before the call, for the value checks
       local inp
       if ORACLES[entry.name] and not passed_fn and chance(VALUE_RATE[entry.name] or 1) then
-        inp = {}
+        inp = { rng = lumus.get_rng_state() }
         for a = 1, nargs do
           local v = args[a]
           if is_tensor(v) then inp[a] = capture(v, by_tensor, current_group)
@@ -1133,6 +1181,30 @@ describe("fuzzing every public function and method", function()
     lumus.set_memory_limit(m0.limit)
     assert.are.equal(m0.limit, lumus.memory().limit)
     lumus.zeros({ 1024 }):free()
+  end)
+
+  it("manual_seed, set_rng_state: random arguments either set the documented state or raise", function()
+    local s0 = lumus.get_rng_state()
+    local g2 = ref.rng(SEED + 2)
+    for i = 1, math.max(200, CALLS // 200) do
+      local v = NUMBERS[math.floor(g2.uniform() * #NUMBERS) + 1]
+      if i % 5 == 0 then v = { seed = v, offset = NUMBERS[math.floor(g2.uniform() * #NUMBERS) + 1] } end
+      if i % 11 == 0 then v = pick { "1024", {}, true, print, { seed = 1 }, { seed = 1, offset = 2, x = 3 } } end
+      local name = type(v) == "table" and "set_rng_state" or "manual_seed"
+      local before = lumus.get_rng_state()
+      local ok, e = pcall(lumus[name], v)
+      local after = lumus.get_rng_state()
+      if ok then
+        local want = type(v) == "table" and { seed = v.seed, offset = v.offset } or { seed = tonumber(v), offset = 0 }
+        assert.are.same(want, after)
+        assert.are.equal("integer", math.type(after.seed))
+      else
+        assert.are.same(before, after)
+        assert.matches(name, e)
+      end
+    end
+    lumus.set_rng_state(s0)
+    assert.are.same(s0, lumus.get_rng_state())
   end)
 
   it("every tuning hook (lumus.tune): random arguments are accepted or raise naming it; {} resets", function()

@@ -7,6 +7,7 @@
 #include "luautil.h"
 #include "timing.h"
 #include "ops/ops.h"
+#include "ops/random.h"
 
 static int l_synchronize(lua_State *L) {
     lm_stream_sync(L, lm_context_get(L));
@@ -92,6 +93,8 @@ static const luaL_Reg functions[] = {
     {"memory", l_memory}, {"empty_cache", l_empty_cache}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
     {"gpu_time", lm_gpu_time}, {"clock", lm_clock},
     {"zeros", lm_op_zeros}, {"ones", lm_op_ones}, {"full", lm_op_full},
+    {"arange", lm_op_arange}, {"rand", lm_op_rand}, {"randn", lm_op_randn},
+    {"manual_seed", lm_op_manual_seed}, {"get_rng_state", lm_op_get_rng_state}, {"set_rng_state", lm_op_set_rng_state},
     {NULL, NULL}
 };
 
@@ -102,6 +105,7 @@ static const luaL_Reg tensor_ops[] = {
     {"matmul", lm_op_matmul}, {"linear", lm_op_linear},
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale},
+    {"multinomial", lm_op_multinomial}, {"uniform_", lm_op_uniform_}, {"normal_", lm_op_normal_},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
     {"to", lm_op_to},
     {NULL, NULL}

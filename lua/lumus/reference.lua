@@ -36,6 +36,14 @@
 --   erf(x), erfc(x)                   the error function and 1 - erf(x), numbers
 --   gelu(t, approximate)              "none" (erf form, the default) or "tanh"
 --   softmax(t), sum(t), mean(t)       over the last dimension
+--   philox4x32_10(c, k)               Philox4x32-10 block: counter {4 words}, key {2 words}
+--   rand(shape, state [, first, dtype])  lumus.rand/randn bit for bit, from get_rng_state()
+--   randn(shape, state [, first, dtype])
+--   randn_float64(shape, state)       Box-Muller in float64 on the same words
+--   uniform(shape, state, a, b)       t:uniform_(a, b) / t:normal_(mean, std) bit for bit
+--   normal(shape, state, mean, std)
+--   multinomial(p, n, repl, state)    lumus.multinomial's 1-based samples
+--   arange(start, stop, step, dtype)  lumus.arange's values (a flat list)
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -558,6 +566,311 @@ function M.sum(t) return per_row(t, row_sum) end
 -- float32) over the row's length.
 function M.mean(t) return per_row(t, function(row) return row_sum(row) / #row end) end
 
+---------------------------------------------------------------------------------------
+-- Random numbers and arange (what lumus.rand, randn, multinomial, uniform_, normal_ and
+-- arange compute; docs/random.md defines them). These repeat the device's integer and
+-- float32 steps exactly: every float32 addition and multiplication is done in float64
+-- and rounded to float32 (exact for one operation on float32 operands), so rand,
+-- randn, uniform_, normal_ and multinomial are reproduced bit for bit. `state` is
+-- lumus.get_rng_state() taken just before the call ({seed =, offset =}).
+
+local spack, sunpack = string.pack, string.unpack
+
+local function f32(x) return (sunpack("<f", spack("<f", x))) end
+local function float_bits(x) return (sunpack("<I4", spack("<f", x))) end
+local function bits_float(u) return (sunpack("<f", spack("<I4", u & 0xffffffff))) end
+
+--- One Philox4x32-10 block: counter c = {c0, c1, c2, c3}, key k = {k0, k1} (32-bit
+-- words); returns the 4 output words.
+function M.philox4x32_10(c, k)
+  local c0, c1, c2, c3, k0, k1 = c[1], c[2], c[3], c[4], k[1], k[2]
+  for _ = 1, 10 do
+    local p0 = 0xD2511F53 * c0          -- < 2^64: Lua's wrapping product has all its bits
+    local p1 = 0xCD9E8D57 * c2
+    c0, c1, c2, c3 = ((p1 >> 32) ~ c1 ~ k0), p1 & 0xffffffff, ((p0 >> 32) ~ c3 ~ k1), p0 & 0xffffffff
+    k0, k1 = (k0 + 0x9E3779B9) & 0xffffffff, (k1 + 0xBB67AE85) & 0xffffffff
+  end
+  return { c0, c1, c2, c3 }
+end
+
+-- Words of the call `state`: word(i) is element i's (0-based), cached by block.
+local function word_source(state)
+  local seed, offset = math.tointeger(state.seed), math.tointeger(state.offset)
+  assert(seed and offset, "reference: state must be {seed = integer, offset = integer}")
+  local key = { seed & 0xffffffff, (seed >> 32) & 0xffffffff }
+  local block, words = -1, nil
+  return function(i)
+    local b = i >> 2
+    if b ~= block then
+      block = b
+      words = M.philox4x32_10({ b & 0xffffffff, b >> 32, offset & 0xffffffff, (offset >> 32) & 0xffffffff }, key)
+    end
+    return words[(i & 3) + 1]
+  end
+end
+
+local function uniform_word(w, bits)
+  bits = bits or 24
+  return (w >> (32 - bits)) * 2.0 ^ -bits
+end
+-- The bits of a uniform draw in each dtype (what it holds exactly), and its rounding.
+local UNIFORM_BITS = { float32 = 24, float16 = 11, bfloat16 = 8 }
+local function rounding(dtype)
+  if dtype == nil or dtype == "float32" then return function(v) return v end end
+  assert(UNIFORM_BITS[dtype], "reference: rand/randn make float32, float16 or bfloat16")
+  return dtype == "float16" and M.round_float16 or M.round_bfloat16
+end
+
+local LOG_C = { 0x3faaaaab, 0x3f9d89d9, 0x3f924925, 0x3f888889, 0x3f800000, 0x3f70f0f1, 0x3f638e39,
+                0x3f579436, 0x3f4ccccd, 0x3f430c31, 0x3f3a2e8c, 0x3f321643, 0x3f2aaaab }
+local LOG_L = { 0xbe934b12, 0xbe549f6c, 0xbe08bc77, 0xbd842ccd, 0x00000000, 0x3d785185, 0x3df1383a,
+                0x3e2ff983, 0x3e647fbd, 0x3e8b3ae5, 0x3ea30c5d, 0x3eb9cebf, 0x3ecf991e }
+for i = 1, 13 do LOG_C[i], LOG_L[i] = bits_float(LOG_C[i]), bits_float(LOG_L[i]) end
+local T3, T5, T6 = bits_float(0x3eaaaaab), bits_float(0x3e4ccccd), bits_float(0xbe2aaaab)
+local LN2_HI, LN2_LO = bits_float(0x3f317180), bits_float(0x3717f7d1)
+local ANGLE = bits_float(0x34c90fdb)
+local S3, S5, S7, S9 = bits_float(0xbe2aaaab), bits_float(0x3c088889), bits_float(0xb9500d01), bits_float(0x3638ef1d)
+local C4, C6, C8, C10 = bits_float(0x3d2aaaab), bits_float(0xbab60b61), bits_float(0x37d00d01), bits_float(0xb493f27e)
+
+-- ln(v 2^-24), v in 1..2^24, as shaders/common/philox.glsl computes it.
+local function log_u24(v)
+  local bits = float_bits(v)
+  local e = (bits >> 23) - 127
+  local mant = bits & 0x7fffff
+  local m
+  if mant >= 0x400000 then e = e + 1; m = bits_float(mant | (126 << 23))
+  else m = bits_float(mant | (127 << 23)) end
+  local j = math.floor((m - 1) * 16 + 0.5) + 5          -- 1-based table index
+  local r = f32(f32(m * LOG_C[j]) - 1)
+  local q = f32(r * T6); q = f32(T5 + q); q = f32(r * q); q = f32(-0.25 + q); q = f32(r * q)
+  q = f32(T3 + q); q = f32(r * q); q = f32(-0.5 + q); q = f32(r * q); q = f32(1 + q)
+  local k = e - 24
+  local tail = f32(f32(k * LN2_LO) + LOG_L[j])
+  return f32(f32(k * LN2_HI) + f32(tail + f32(r * q)))
+end
+
+-- (sin, cos) of 2 pi t 2^-24, t in 0..2^24-1.
+local function sincos_u24(t)
+  local quadrant, rem = t >> 22, t & 0x3fffff
+  local swap = rem > 0x200000
+  if swap then rem = 0x400000 - rem end
+  local a = f32(rem * ANGLE)
+  local a2 = f32(a * a)
+  local p = f32(a2 * S9); p = f32(S7 + p); p = f32(a2 * p); p = f32(S5 + p); p = f32(a2 * p)
+  p = f32(S3 + p); p = f32(a2 * p); p = f32(a * p)
+  local s = f32(a + p)
+  p = f32(a2 * C10); p = f32(C8 + p); p = f32(a2 * p); p = f32(C6 + p); p = f32(a2 * p)
+  p = f32(C4 + p); p = f32(a2 * p); p = f32(-0.5 + p); p = f32(a2 * p)
+  local c = f32(1 + p)
+  local x, y = s, c
+  if swap then x, y = c, s end
+  if quadrant == 1 then x, y = y, -x
+  elseif quadrant == 2 then x, y = -x, -y
+  elseif quadrant == 3 then x, y = -y, x end
+  return x, y
+end
+
+local function sqrt_newton(s)
+  if s == 0 then return 0.0 end
+  local y = bits_float(0x5f3759df - (float_bits(s) >> 1))
+  local h = f32(0.5 * s)
+  for _ = 1, 3 do
+    local t = f32(f32(h * y) * y)
+    y = f32(y * f32(1.5 - t))
+  end
+  return f32(s * y)
+end
+
+local function normal2(w0, w1)
+  local radius = sqrt_newton(f32(-2 * log_u24((w0 >> 8) + 1)))
+  local s, c = sincos_u24(w1 >> 8)
+  return f32(radius * c), f32(radius * s)
+end
+
+local function count_of(shape)
+  if type(shape) == "number" then shape = { shape } end
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  return n, shape
+end
+
+-- Element values of one call: f(word, i) per uniform element, or normals.
+local function uniform_flat(n, state, scale, shift, upper, first, bits)
+  local word, flat = word_source(state), {}
+  first = first or 0
+  for i = 0, n - 1 do
+    local v = f32(f32(uniform_word(word(first + i), bits) * scale) + shift)
+    flat[i + 1] = math.min(v, upper)
+  end
+  return flat
+end
+
+local function normal_flat(n, state, scale, shift, first)
+  local word, flat = word_source(state), {}
+  first = first or 0
+  assert(first % 2 == 0, "reference.randn: first must be even (normals come in pairs)")
+  for i = 0, n - 1, 2 do
+    local z0, z1 = normal2(word(first + i), word(first + i + 1))
+    flat[i + 1] = f32(f32(z0 * scale) + shift)
+    if i + 1 < n then flat[i + 2] = f32(f32(z1 * scale) + shift) end
+  end
+  return flat
+end
+
+local ONE_BELOW = 1 - 0x1p-24
+
+--- lumus.rand(shape [, {dtype = dtype}]) as drawn with generator state `state`; with
+-- `first`, the values of elements first, first + 1, ... (0-based) of a call that drew
+-- more. dtype float32 (nil), float16 or bfloat16.
+function M.rand(shape, state, first, dtype)
+  local n, sh = count_of(shape)
+  local flat = uniform_flat(n, state, 1, 0, ONE_BELOW, first, UNIFORM_BITS[dtype or "float32"])
+  return M.nest(M.map(flat, rounding(dtype)), sh)
+end
+
+--- lumus.randn(shape [, {dtype = dtype}]) as drawn with `state` (`first`, even: as rand):
+-- the float32 normals, rounded to nearest even for float16 and bfloat16.
+function M.randn(shape, state, first, dtype)
+  local n, sh = count_of(shape)
+  return M.nest(M.map(normal_flat(n, state, 1, 0, first), rounding(dtype)), sh)
+end
+
+--- The same normals from the same words in float64 (sqrt, log, cos, sin of the C
+-- library): how far the float32 steps are from Box-Muller itself.
+function M.randn_float64(shape, state)
+  local n, sh = count_of(shape)
+  local word, flat = word_source(state), {}
+  for i = 0, n - 1, 2 do
+    local r = sqrt(-2 * math.log(((word(i) >> 8) + 1) * 0x1p-24))
+    local a = 2 * math.pi * (word(i + 1) >> 8) * 0x1p-24
+    flat[i + 1] = r * math.cos(a)
+    if i + 1 < n then flat[i + 2] = r * math.sin(a) end
+  end
+  return M.nest(flat, sh)
+end
+
+--- t:uniform_(a, b) on a tensor of this shape: a + (b - a) u in float32, below b.
+function M.uniform(shape, state, a, b)
+  local n, sh = count_of(shape)
+  a, b = f32(a or 0), f32(b or 1)
+  local upper = a
+  if a < b then   -- the float32 just below b
+    local bits = float_bits(b)
+    if b > 0 then upper = bits_float(bits - 1)
+    elseif b == 0 then upper = -bits_float(1)
+    else upper = bits_float(bits + 1) end
+  end
+  return M.nest(uniform_flat(n, state, f32(b - a), a, upper), sh)
+end
+
+--- t:normal_(mean, std) on a tensor of this shape.
+function M.normal(shape, state, mean, std)
+  local n, sh = count_of(shape)
+  return M.nest(normal_flat(n, state, f32(std or 1), f32(mean or 0)), sh)
+end
+
+local PARTS = 256
+
+-- One row's samples (1-based; all 0 for an invalid row), as random_multinomial.comp:
+-- chunk sums T, group sums S (16 chunks a group), group prefixes Q, all sequential.
+local function multinomial_row(w, n, replacement, word, first)
+  local ncat = #w
+  local size = (ncat + PARTS - 1) // PARTS
+  local nonzero, bad = 0, false
+  for k = 1, ncat do
+    local v = w[k]
+    if not (v >= 0) or v == huge then bad = true end
+    if v > 0 then nonzero = nonzero + 1 end
+  end
+  local T, S, Q = {}, {}, { [0] = 0.0 }
+  local function chunk_sum(c)   -- c 0-based
+    local t = 0.0
+    for k = c * size + 1, math.min((c + 1) * size, ncat) do t = f32(t + w[k]) end
+    T[c] = t
+  end
+  local function group_sum(g)
+    local t = 0.0
+    for i = 0, 15 do t = f32(t + T[g * 16 + i]) end
+    S[g] = t
+  end
+  local function group_prefixes(from)
+    local acc = Q[from]
+    for g = from, 15 do acc = f32(acc + S[g]); Q[g + 1] = acc end
+  end
+  for c = 0, PARTS - 1 do chunk_sum(c) end
+  for g = 0, 15 do group_sum(g) end
+  group_prefixes(0)
+  local out = {}
+  if bad or not (Q[16] > 0) or Q[16] == huge or (not replacement and nonzero < n) then
+    for s = 1, n do out[s] = 0 end
+    return out
+  end
+  local function draw(u)
+    local target = f32(u * Q[16])
+    local g = 15
+    while Q[g] > target do g = g - 1 end
+    local run, c = 0.0, g * 16 + 15
+    for i = 0, 15 do
+      local nxt = f32(run + T[g * 16 + i])
+      if f32(Q[g] + nxt) > target then c = g * 16 + i; break end
+      run = nxt
+    end
+    local base = f32(Q[g] + run)
+    local last, loc = c * size + 1, 0.0
+    for k = c * size + 1, math.min((c + 1) * size, ncat) do
+      loc = f32(loc + w[k])
+      if w[k] > 0 then last = k end
+      if f32(base + loc) > target then return k end
+    end
+    return last
+  end
+  for s = 1, n do
+    local k = draw(uniform_word(word(first + s - 1)))
+    out[s] = k
+    if not replacement then
+      w[k] = 0.0
+      local c = (k - 1) // size
+      chunk_sum(c)
+      group_sum(c // 16)
+      group_prefixes(c // 16)
+    end
+  end
+  return out
+end
+
+--- lumus.multinomial(probs, n, {replacement = replacement}) as drawn with `state`:
+-- probs a list of weights or a list of rows (float32 values); 1-based samples.
+function M.multinomial(probs, n, replacement, state)
+  local word = word_source(state)
+  local rows = type(probs[1]) == "table" and probs or { probs }
+  local out = {}
+  for r = 1, #rows do
+    local w = {}
+    for k = 1, #rows[r] do w[k] = f32(rows[r][k]) end
+    out[r] = multinomial_row(w, n, replacement, word, (r - 1) * n)
+  end
+  if rows == probs then return out end
+  return out[1]
+end
+
+--- lumus.arange(start, stop, step [, dtype]) as a flat list: integers for "int32",
+-- float32 values start + i step (float64, rounded once) for "float32".
+function M.arange(start, stop, step, dtype)
+  step = step or 1
+  local n
+  if dtype == "int32" then
+    local sgn = step > 0 and 1 or -1
+    n = (stop - start + step - sgn) // step
+  else
+    n = math.ceil((stop - start) / step)
+  end
+  local out = {}
+  for i = 0, n - 1 do
+    if dtype == "int32" then out[i + 1] = start + i * step
+    else out[i + 1] = f32(start + i * step) end
+  end
+  return out
+end
 
 -- ---- dtypes: conversions (float64 counterparts of t:to(), lumus.tensor with {dtype=}) ----
 --
