@@ -92,6 +92,7 @@ static const luaL_Reg functions[] = {
     {"memory", l_memory}, {"empty_cache", l_empty_cache}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
     {"gpu_time", lm_gpu_time}, {"clock", lm_clock},
     {"zeros", lm_op_zeros}, {"ones", lm_op_ones}, {"full", lm_op_full},
+    {"cat", lm_op_cat}, {"stack", lm_op_stack},
     {NULL, NULL}
 };
 
@@ -103,6 +104,8 @@ static const luaL_Reg tensor_ops[] = {
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
+    {"index_select", lm_op_index_select}, {"embedding", lm_op_embedding}, {"gather", lm_op_gather},
+    {"split", lm_op_split}, {"chunk", lm_op_chunk},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };

@@ -558,4 +558,166 @@ function M.sum(t) return per_row(t, row_sum) end
 -- float32) over the row's length.
 function M.mean(t) return per_row(t, function(row) return row_sum(row) / #row end) end
 
+-- ---- Indexing (lumus.index_select, embedding, gather, cat, stack, split, chunk) ----
+-- Ids are 1-based positions (lumus's rule; a 0-based token id needs + 1). An id outside
+-- 1..size gives 0, as lumus's kernels do. Dimensions are 1-based, negative from the end.
+
+local function row_major_strides(shape)
+  local st, s = {}, 1
+  for i = #shape, 1, -1 do st[i] = s; s = s * shape[i] end
+  return st, s
+end
+
+-- Calls f(coords) for every coordinate list of shape, in row-major order.
+local function each_coord(shape, f)
+  local c = {}
+  for i = 1, #shape do c[i] = 1 end
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  for _ = 1, n do
+    f(c)
+    for i = #shape, 1, -1 do
+      c[i] = c[i] + 1
+      if c[i] <= shape[i] then break end
+      c[i] = 1
+    end
+  end
+end
+
+local function flat_at(flat, strides, coords)
+  local o = 1
+  for i = 1, #coords do o = o + (coords[i] - 1) * strides[i] end
+  return flat[o]
+end
+
+local function norm_dim(fname, dim, ndim, extra)
+  dim = dim or 1
+  local top = ndim + (extra or 0)
+  if dim < 0 then dim = dim + top + 1 end
+  if dim < 1 or dim > top then error(("reference.%s: dimension out of range"):format(fname), 3) end
+  return dim
+end
+
+--- x's slices ids[1], ids[2], ... along dim (a list of ids).
+function M.index_select(x, dim, ids)
+  local xs = M.shape(x)
+  dim = norm_dim("index_select", dim, #xs)
+  ids = type(ids[1]) == "table" and M.flatten(ids) or ids
+  local fx, st = M.flatten(x), row_major_strides(xs)
+  local shape = {}
+  for i = 1, #xs do shape[i] = xs[i] end
+  shape[dim] = #ids
+  local out, src = {}, {}
+  each_coord(shape, function(c)
+    local id = ids[c[dim]]
+    if id < 1 or id > xs[dim] then out[#out + 1] = 0; return end
+    for i = 1, #c do src[i] = c[i] end
+    src[dim] = id
+    out[#out + 1] = flat_at(fx, st, src)
+  end)
+  return M.nest(out, shape)
+end
+
+--- Rows of weight [V][D] for ids (a nested table or list): ids' shape .. {D}.
+function M.embedding(ids, weight)
+  local is = type(ids[1]) == "table" and M.shape(ids) or { #ids }
+  local fi = type(ids[1]) == "table" and M.flatten(ids) or ids
+  local ws = M.shape(weight)
+  local out = {}
+  for _, id in ipairs(fi) do
+    local row = weight[id]
+    for j = 1, ws[2] do out[#out + 1] = (id >= 1 and id <= ws[1]) and row[j] or 0 end
+  end
+  local shape = {}
+  for i = 1, #is do shape[i] = is[i] end
+  shape[#shape + 1] = ws[2]
+  return M.nest(out, shape)
+end
+
+--- torch.gather: out[c] = x[c with c[dim] = ids[c]]; ids has x's dimension count.
+function M.gather(x, dim, ids)
+  local xs, is = M.shape(x), M.shape(ids)
+  dim = norm_dim("gather", dim, #xs)
+  local fx, st, fi = M.flatten(x), row_major_strides(xs), M.flatten(ids)
+  local out, src = {}, {}
+  each_coord(is, function(c)
+    local id = fi[#out + 1]
+    if id < 1 or id > xs[dim] then out[#out + 1] = 0; return end
+    for i = 1, #c do src[i] = c[i] end
+    src[dim] = id
+    out[#out + 1] = flat_at(fx, st, src)
+  end)
+  return M.nest(out, is)
+end
+
+--- The nested tables of a list joined along dim (sizes equal elsewhere).
+function M.cat(list, dim)
+  local s1 = M.shape(list[1])
+  dim = norm_dim("cat", dim, #s1)
+  local shape, parts, offs = {}, {}, {}
+  for i = 1, #s1 do shape[i] = s1[i] end
+  shape[dim] = 0
+  for k, t in ipairs(list) do
+    local s = M.shape(t)
+    offs[k] = shape[dim]
+    shape[dim] = shape[dim] + s[dim]
+    parts[k] = { flat = M.flatten(t), st = row_major_strides(s), size = s[dim] }
+  end
+  local out, src = {}, {}
+  each_coord(shape, function(c)
+    local k = #parts
+    while offs[k] >= c[dim] do k = k - 1 end
+    for i = 1, #c do src[i] = c[i] end
+    src[dim] = c[dim] - offs[k]
+    out[#out + 1] = flat_at(parts[k].flat, parts[k].st, src)
+  end)
+  return M.nest(out, shape)
+end
+
+--- The nested tables of a list (equal shapes) stacked along a new dimension dim.
+function M.stack(list, dim)
+  local s1 = M.shape(list[1])
+  dim = norm_dim("stack", dim, #s1, 1)
+  local shape, parts = {}, {}
+  for i = 1, #s1 do shape[#shape + 1] = s1[i] end
+  table.insert(shape, dim, #list)
+  for k, t in ipairs(list) do parts[k] = M.flatten(t) end
+  local st = row_major_strides(s1)
+  local out, src = {}, {}
+  each_coord(shape, function(c)
+    local j = 0
+    for i = 1, #c do if i ~= dim then j = j + 1; src[j] = c[i] end end
+    out[#out + 1] = flat_at(parts[c[dim]], st, src)
+  end)
+  return M.nest(out, shape)
+end
+
+--- Pieces of t along dim: of `size` each (the last smaller), or of the listed sizes.
+function M.split(t, size, dim)
+  local s = M.shape(t)
+  dim = norm_dim("split", dim, #s)
+  local sizes = {}
+  if type(size) == "table" then
+    sizes = size
+  else
+    local left = s[dim]
+    while left > 0 do sizes[#sizes + 1] = math.min(size, left); left = left - size end
+  end
+  local pieces, start = {}, 1
+  for k, n in ipairs(sizes) do
+    local ids = {}
+    for i = 1, n do ids[i] = start + i - 1 end
+    pieces[k] = M.index_select(t, dim, ids)
+    start = start + n
+  end
+  return pieces
+end
+
+--- n pieces of ceil(size / n) along dim (fewer when they run out), as torch.chunk.
+function M.chunk(t, n, dim)
+  local s = M.shape(t)
+  dim = norm_dim("chunk", dim, #s)
+  return M.split(t, n >= s[dim] and 1 or (s[dim] + n - 1) // n, dim)
+end
+
 return M

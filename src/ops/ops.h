@@ -107,4 +107,28 @@ typedef struct lm_operands {
 lm_tensor *lm_push_out(lua_State *L, int argn, lm_context *ctx, int ndim, const int64_t *shape,
                        const lm_operands *in, int in_place);
 
+/* Indexing (index.c, cat.c, split.c; README "Indexing"): any dtype, int32 1-based ids. */
+int lm_op_index_select(lua_State *L);  /* lumus.index_select(x, dim, ids [, {out=}]) */
+int lm_op_embedding(lua_State *L);     /* lumus.embedding(ids, weight [, {out=}]) */
+int lm_op_gather(lua_State *L);        /* lumus.gather(x, dim, ids [, {out=}]) */
+int lm_op_cat(lua_State *L);           /* lumus.cat(list [, dim] [, {out=}]) */
+int lm_op_stack(lua_State *L);         /* lumus.stack(list [, dim] [, {out=}]) */
+int lm_op_split(lua_State *L);         /* t:split(size or sizes [, dim]) -> views */
+int lm_op_chunk(lua_State *L);         /* t:chunk(n [, dim]) -> views */
+/* The 1-based dimension at argument arg of an ndim-D tensor (negative from the end), 0-based. */
+int lm_index_dim(lua_State *L, int arg, int ndim);
+/* One dispatch of shaders/index_elems.comp over `shape`: with dim >= 0, out (contiguous)
+ * = x gathered along dim by ids (strides xs, is); with dim < 0 (no ids), out = x where is
+ * holds out's strides (a strided copy of any dtype). Strides in elements. */
+typedef struct lm_index_elems {
+    lm_tensor *x, *ids, *out;
+    int ndim, dim;
+    int64_t size;                       /* x's size along dim */
+    int64_t shape[LM_MAX_DIMS], xs[LM_MAX_DIMS], is[LM_MAX_DIMS];
+} lm_index_elems;
+void lm_record_index_elems(lua_State *L, const char *op, const lm_index_elems *g);
+/* lm_push_out for a result of the given dtype (a given out must have it). */
+lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
+                             const int64_t *shape, const lm_operands *in);
+
 #endif
