@@ -25,7 +25,8 @@
 --   nest(flat, shape)                 the inverse of flatten
 --   compare(got, want)                error measures of got against want
 --   layer_norm_forward(x, w, b, eps)  LayerNorm over the last dimension
---   matmul(a, b, opts)                a [..., K] x b [K, N] (or batched), float64 sums
+--   matmul(a, b, opts)                torch.matmul's shapes (batches broadcast, 1-D operands),
+--                                     transpose_a / transpose_b, float64 sums
 --   linear(x, weight, bias)           x W^T + b, weight [out, in] (torch layout)
 --   rng(seed)                         deterministic uniform / normal generator
 --   f32(v)                            v rounded to the nearest float32
@@ -36,6 +37,11 @@
 --   erf(x), erfc(x)                   the error function and 1 - erf(x), numbers
 --   gelu(t, approximate)              "none" (erf form, the default) or "tanh"
 --   softmax(t), sum(t), mean(t)       over the last dimension
+--   index_select(x, dim, ids)         slices ids[i] of x along dim (1-based; outside: 0)
+--   embedding(ids, weight)            rows of weight [V][D] -> ids' shape .. {D}
+--   gather(x, dim, ids)               torch.gather with 1-based ids
+--   cat(list, dim), stack(list, dim)  joined along dim / along a new dimension dim
+--   split(t, size or sizes, dim)      pieces along dim; chunk(t, n, dim) as torch.chunk
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -267,67 +273,7 @@ local function shape_of_depth(fname, what, t, depth_min, depth_max)
   return s
 end
 
--- c[i][j] = sum_k a[i][k] * b[k][j] (or b[j][k] when trans) + bias[j], over flat
--- row-major lists, float64; appends c's rows into out (flat).
-local function gemm_into(out, a, a0, b, b0, m, n, k, trans, bias)
-  for i = 0, m - 1 do
-    local arow = a0 + i * k
-    for j = 1, n do
-      local s = 0
-      if trans then
-        local brow = b0 + (j - 1) * k
-        for q = 1, k do s = s + a[arow + q] * b[brow + q] end
-      else
-        for q = 1, k do s = s + a[arow + q] * b[b0 + (q - 1) * n + j] end
-      end
-      if bias then s = s + bias[j] end
-      out[#out + 1] = s
-    end
-  end
-end
-
---- Matrix product in float64, shaped like lumus.matmul:
---   a [..., K] x b [K, N] -> [..., N] (a's leading dimensions are rows; a 1-D a gives [N])
---   a [B..., M, K] x b [B..., K, N] -> [B..., M, N] (b with batch dimensions equal to a's)
--- opts (optional): transpose_b = true reads b as [..., N, K]; bias = list of N numbers
--- added to every row. Sums run in float64 in k order.
-function M.matmul(a, b, opts)
-  opts = opts or {}
-  local as = shape_of_depth("matmul", "a", a, 1, 8)
-  local bs = shape_of_depth("matmul", "b", b, 2, 8)
-  local trans = opts.transpose_b and true or false
-  local k = as[#as]
-  local bk = trans and bs[#bs] or bs[#bs - 1]
-  local n = trans and bs[#bs - 1] or bs[#bs]
-  if bk ~= k then
-    error(("reference.matmul: b's K (%d) differs from a's last dimension (%d)"):format(bk, k), 2)
-  end
-  local batch, m = 1, nil
-  if #bs == 2 then
-    m = 1
-    for i = 1, #as - 1 do m = m * as[i] end
-  else
-    if #as ~= #bs then error("reference.matmul: batched b needs a with as many dimensions", 2) end
-    for i = 1, #bs - 2 do
-      if as[i] ~= bs[i] then error("reference.matmul: batch dimensions of a and b differ", 2) end
-      batch = batch * bs[i]
-    end
-    m = as[#as - 1]
-  end
-  local bias = opts.bias
-  if bias ~= nil then
-    local s = shape_of_depth("matmul", "bias", bias, 1, 1)
-    if s[1] ~= n then error(("reference.matmul: bias must have %d numbers, got %d"):format(n, s[1]), 2) end
-  end
-  local fa, fb, out = M.flatten(a), M.flatten(b), {}
-  for z = 0, batch - 1 do
-    gemm_into(out, fa, z * m * k, fb, z * k * n, m, n, k, trans, bias)
-  end
-  local shape = {}
-  for i = 1, #as do shape[i] = as[i] end
-  shape[#shape] = n
-  return M.nest(out, shape)
-end
+-- M.matmul is with the indexing helpers below.
 
 --- A linear layer in float64, as lumus.linear and torch.nn.functional.linear:
 -- y = x W^T + b, x [..., in], weight [out, in] (nested), bias list of out numbers or nil.
@@ -718,6 +664,76 @@ function M.chunk(t, n, dim)
   local s = M.shape(t)
   dim = norm_dim("chunk", dim, #s)
   return M.split(t, n >= s[dim] and 1 or (s[dim] + n - 1) // n, dim)
+end
+
+--- Matrix product in float64, shaped like lumus.matmul (torch.matmul's rules):
+--   a [..., M, K] x b [..., K, N] -> [batch..., M, N], the batch dimensions broadcast
+--   (aligned at the right, size 1 repeats); a 1-D a is a row [K] (its M dimension is
+--   dropped from the result), a 1-D b a column [K] (N dropped); two 1-D give {1}.
+-- opts (optional): transpose_a / transpose_b = true read a as [..., K, M] / b as
+-- [..., N, K]; bias = list of N numbers added to every row. Sums run in float64 in k order.
+function M.matmul(a, b, opts)
+  opts = opts or {}
+  local as = shape_of_depth("matmul", "a", a, 1, 8)
+  local bs = shape_of_depth("matmul", "b", b, 1, 8)
+  local function operand(s, trans, is_a)
+    local st = row_major_strides(s)
+    local nd = #s
+    if nd == 1 then
+      if trans then error("reference.matmul: transposing a 1-D operand", 4) end
+      if is_a then return { rows = 1, cols = s[1], sr = 0, sc = 1, batch = {}, bst = {} } end
+      return { rows = s[1], cols = 1, sr = 1, sc = 0, batch = {}, bst = {} }
+    end
+    local o = { batch = {}, bst = {} }
+    for i = 1, nd - 2 do o.batch[i] = s[i]; o.bst[i] = st[i] end
+    if trans then
+      o.rows, o.cols, o.sr, o.sc = s[nd], s[nd - 1], st[nd], st[nd - 1]
+    else
+      o.rows, o.cols, o.sr, o.sc = s[nd - 1], s[nd], st[nd - 1], st[nd]
+    end
+    return o
+  end
+  local oa = operand(as, opts.transpose_a, true)
+  local ob = operand(bs, opts.transpose_b, false)
+  local k, m, n = oa.cols, oa.rows, ob.cols
+  if ob.rows ~= k then
+    error(("reference.matmul: b's K (%d) differs from a's (%d)"):format(ob.rows, k), 2)
+  end
+  local nb = math.max(#oa.batch, #ob.batch)
+  local bshape, sa, sb = {}, {}, {}
+  for i = 1, nb do
+    local ia, ib = i - (nb - #oa.batch), i - (nb - #ob.batch)
+    local za, zb = ia >= 1 and oa.batch[ia] or 1, ib >= 1 and ob.batch[ib] or 1
+    if za ~= zb and za ~= 1 and zb ~= 1 then error("reference.matmul: batch dimensions do not broadcast", 2) end
+    bshape[i] = math.max(za, zb)
+    sa[i] = za == 1 and 0 or oa.bst[ia]
+    sb[i] = zb == 1 and 0 or ob.bst[ib]
+  end
+  local bias = opts.bias
+  if bias ~= nil then
+    local s = shape_of_depth("matmul", "bias", bias, 1, 1)
+    if s[1] ~= n then error(("reference.matmul: bias must have %d numbers, got %d"):format(n, s[1]), 2) end
+  end
+  local fa, fb, out = M.flatten(a), M.flatten(b), {}
+  local function product(c)
+    local a0, b0 = 1, 1
+    for i = 1, nb do a0 = a0 + (c[i] - 1) * sa[i]; b0 = b0 + (c[i] - 1) * sb[i] end
+    for i = 0, m - 1 do
+      for j = 0, n - 1 do
+        local s = 0
+        for q = 0, k - 1 do s = s + fa[a0 + i * oa.sr + q * oa.sc] * fb[b0 + q * ob.sr + j * ob.sc] end
+        if bias then s = s + bias[j + 1] end
+        out[#out + 1] = s
+      end
+    end
+  end
+  if nb == 0 then product({}) else each_coord(bshape, product) end
+  local shape = {}
+  for i = 1, nb do shape[i] = bshape[i] end
+  if #as > 1 then shape[#shape + 1] = m end
+  if #bs > 1 then shape[#shape + 1] = n end
+  if #shape == 0 then shape[1] = 1 end
+  return M.nest(out, shape)
 end
 
 return M

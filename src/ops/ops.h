@@ -50,17 +50,22 @@ int lm_op_full(lua_State *L);          /* lumus.full(shape, v [, {dtype=}]) */
 int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]), lumus.copy(dst, src) */
 int lm_op_layer_norm_forward(lua_State *L);
 int lm_op_layer_norm_config(lua_State *L);   /* tune.layer_norm */
-int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_b=}]) */
+int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_a=, transpose_b=}]) */
 int lm_op_linear(lua_State *L);        /* lumus.linear(x, weight [, bias] [, {out=}]) */
 int lm_op_matmul_config(lua_State *L); /* tune.matmul */
 
-/* Records out = a b (+ bias) for `batch` products of an m x k and a k x n matrix (b read
- * as n x k when trans_b); the strides (floats) step a, b and out between batches. */
+/* Records out = a b (+ bias) for `batch` products of an m x k and a k x n matrix (a read
+ * as k x m when trans_a, b as n x k when trans_b); rows of a and b as stored are lda and
+ * ldb floats apart (0: packed). Batch z = zo * batch_inner + zi (batch_inner 0 means 1)
+ * starts a at zo * stride_a + zi * stride_a2 floats (b likewise) and out at
+ * z * stride_out; a stride 0 repeats an operand over batches. */
 typedef struct lm_matmul_args {
     lm_tensor *a, *b, *bias, *out;
     uint32_t m, n, k, batch;
     uint64_t stride_a, stride_b, stride_out;
-    int trans_b;
+    int trans_b, trans_a;
+    uint32_t batch_inner, lda, ldb;
+    uint64_t stride_a2, stride_b2;
 } lm_matmul_args;
 void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
 
