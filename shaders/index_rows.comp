@@ -8,9 +8,11 @@
 // writes a row of zeros: the kernel never addresses outside x.
 //
 // UNIT is the word size in bytes (16, 8, 4, 2 or 1), the largest that divides the row's
-// byte count and both bases. Each thread moves ELEMS words a workgroup apart in
-// row-major order (consecutive threads, consecutive words: coalesced on both sides);
-// it issues all its loads before its stores, as buffer references may alias.
+// byte count and both bases. A row belongs to 2^tpr_log2 consecutive threads (a power of
+// two near words / ELEMS, chosen by the caller), so a workgroup copies several short rows
+// or part of a long one with no division per word; each thread moves words lane,
+// lane + tpr, ... (consecutive threads, consecutive words: coalesced on both sides), ELEMS
+// at a time, all loads before the stores, as buffer references may alias.
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_control_flow_attributes : require
@@ -44,30 +46,33 @@ layout(constant_id = 1) const uint ELEMS = 4;
 
 layout(push_constant) uniform Params {
     uint64_t x, ids, dst;
-    uint total;        // words of this dispatch: rows * words (< 2^32)
-    uint row0;         // first row of this dispatch
+    uint rows;         // outer * n_ids
     uint n_ids, size, words, ids_stride;
+    uint tpr_log2;     // threads per row: 1 << tpr_log2 (<= the workgroup size)
     uint groups_x;
 } p;
 
 void main() {
     uint group = gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x;
-    uint first = group * (gl_WorkGroupSize.x * ELEMS) + gl_LocalInvocationID.x;
-    WORD v[ELEMS];
-    uint64_t to[ELEMS];
-    [[unroll]] for (uint e = 0; e < ELEMS; ++e) {
-        uint i = first + e * gl_WorkGroupSize.x;
-        v[e] = ZERO;
-        to[e] = 0ul;
-        if (i >= p.total) continue;
-        uint r = i / p.words, w = i - r * p.words;
-        uint row = p.row0 + r;
-        uint o = row / p.n_ids, j = row - o * p.n_ids;
-        int id = Ids(p.ids + uint64_t(j) * p.ids_stride * 4ul).v[0];
-        if (id >= 1 && uint(id) <= p.size)
-            v[e] = Words(p.x + ((uint64_t(o) * p.size + uint(id - 1)) * p.words + w) * uint64_t(UNIT)).v[0];
-        to[e] = p.dst + (uint64_t(row) * p.words + w) * uint64_t(UNIT);
+    uint tpr = 1u << p.tpr_log2;
+    uint lid = gl_LocalInvocationID.x;
+    uint row = group * (gl_WorkGroupSize.x >> p.tpr_log2) + (lid >> p.tpr_log2);
+    if (row >= p.rows) return;
+    uint lane = lid & (tpr - 1u);
+    uint o = row / p.n_ids, j = row - o * p.n_ids;
+    int id = Ids(p.ids + uint64_t(j) * p.ids_stride * 4ul).v[0];
+    bool valid = id >= 1 && uint(id) <= p.size;
+    uint64_t src = p.x + (uint64_t(o) * p.size + uint(valid ? id - 1 : 0)) * p.words * uint64_t(UNIT);
+    uint64_t dst = p.dst + uint64_t(row) * p.words * uint64_t(UNIT);
+    for (uint w0 = lane; w0 < p.words; w0 += tpr * ELEMS) {
+        WORD v[ELEMS];
+        [[unroll]] for (uint e = 0; e < ELEMS; ++e) {
+            uint w = w0 + e * tpr;
+            v[e] = valid && w < p.words ? Words(src + uint64_t(w) * UNIT).v[0] : ZERO;
+        }
+        [[unroll]] for (uint e = 0; e < ELEMS; ++e) {
+            uint w = w0 + e * tpr;
+            if (w < p.words) Words(dst + uint64_t(w) * UNIT).v[0] = v[e];
+        }
     }
-    [[unroll]] for (uint e = 0; e < ELEMS; ++e)
-        if (to[e] != 0ul) Words(to[e]).v[0] = v[e];
 }

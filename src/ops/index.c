@@ -81,27 +81,26 @@ static void record_rows(lua_State *L, const char *op, lm_tensor *x, lm_tensor *i
         [1] = LM_SH_INDEX_ROWS_1, [2] = LM_SH_INDEX_ROWS_2, [4] = LM_SH_INDEX_ROWS_4,
         [8] = LM_SH_INDEX_ROWS_8, [16] = LM_SH_INDEX_ROWS_16,
     };
-    /* Each dispatch covers whole rows and below 2^31 words (the kernel's 32-bit index). */
-    uint64_t max_rows = ((uint64_t)1 << 31) / words;
-    uint64_t per_group = (uint64_t)INDEX_WG * INDEX_ELEMS;
-    for (uint64_t row0 = 0; row0 < rows; row0 += max_rows) {
-        uint64_t count = rows - row0 < max_rows ? rows - row0 : max_rows;
-        struct {
-            uint64_t x, ids, dst;
-            uint32_t total, row0, n_ids, size, words, ids_stride, groups_x;
-        } pc = {
-            .x = lm_tensor_address(x), .ids = lm_tensor_address(ids), .dst = lm_tensor_address(out),
-            .total = (uint32_t)(count * words), .row0 = (uint32_t)row0, .n_ids = (uint32_t)n_ids,
-            .size = (uint32_t)size, .words = (uint32_t)words, .ids_stride = (uint32_t)ids_stride,
-        };
-        uint32_t gy;
-        pc.groups_x = lm_grid(L, ctx, (count * words + per_group - 1) / per_group, &gy);
-        lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = op, .any_dtype = 1, .shader = shaders[unit], .spec = { INDEX_WG, INDEX_ELEMS },
-            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-            .reads = { x, ids }, .writes = { out },
-        });
-    }
+    /* Threads per row: the power of two that covers the row in ELEMS words per thread,
+     * at most the workgroup. */
+    uint32_t tpr_log2 = 0;
+    while ((1u << tpr_log2) < INDEX_WG && ((uint64_t)1 << tpr_log2) * INDEX_ELEMS < words) tpr_log2++;
+    uint64_t rows_per_group = INDEX_WG >> tpr_log2;
+    struct {
+        uint64_t x, ids, dst;
+        uint32_t rows, n_ids, size, words, ids_stride, tpr_log2, groups_x;
+    } pc = {
+        .x = lm_tensor_address(x), .ids = lm_tensor_address(ids), .dst = lm_tensor_address(out),
+        .rows = (uint32_t)rows, .n_ids = (uint32_t)n_ids, .size = (uint32_t)size, .words = (uint32_t)words,
+        .ids_stride = (uint32_t)ids_stride, .tpr_log2 = tpr_log2,
+    };
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, (rows + rows_per_group - 1) / rows_per_group, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .any_dtype = 1, .shader = shaders[unit], .spec = { INDEX_WG, INDEX_ELEMS },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x, ids }, .writes = { out },
+    });
 }
 
 static void check_ids(lua_State *L, int arg, const lm_tensor *ids) {
