@@ -104,6 +104,7 @@ static const luaL_Reg tensor_ops[] = {
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
+    {"to", lm_op_to},
     {"index_select", lm_op_index_select}, {"embedding", lm_op_embedding}, {"gather", lm_op_gather},
     {"split", lm_op_split}, {"chunk", lm_op_chunk},
     {NULL, NULL}
@@ -139,6 +140,8 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     lua_getfield(L, -1, "Tensor");
     lua_getfield(L, -1, "methods");
     set_tensor_ops(L);
+    luaL_setfuncs(L, lm_convert_methods, 0);
+    lm_register_names(L, lm_convert_methods, "lumus.Tensor");
     lua_pop(L, 2);
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");
