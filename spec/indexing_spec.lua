@@ -286,3 +286,32 @@ describe("split and chunk", function()
     checks.errors(function() return x:chunk(0, 2) end, "chunk count must be positive, got 0")
   end)
 end)
+
+describe("indexing in every dtype", function()
+  -- Small integers (exact in every dtype; 0/1 for bool), compared as float32 values.
+  for _, dt in ipairs { "float16", "bfloat16", "int32", "bool" } do
+    it(("index_select, embedding, gather, cat, stack and split move %s elements unchanged"):format(dt), function()
+      local g = ref.rng(61)
+      for _, d in ipairs { 1, 3, 4, 5, 8, 16, 17 } do      -- row widths taking 1- to 16-byte words
+        local xt = ref.random_table({ 6, d }, function()
+          return dt == "bool" and (g.uniform() < 0.5 and 1 or 0) or math.floor(g.uniform() * 200) - 100
+        end)
+        local x = lumus.tensor(xt, { dtype = dt })
+        local l = { 6, 1, 0, 3, 7, 6 }
+        local r = lumus.index_select(x, 1, ids_of(l))
+        assert.are.equal(dt, r:dtype())
+        exact(r:float(), ref.index_select(xt, 1, l), dt .. " index_select rows, D = " .. d)
+        exact(lumus.index_select(x, 2, ids_of { d, 1 }):float(), ref.index_select(xt, 2, { d, 1 }), dt .. " columns")
+        exact(lumus.index_select(x:transpose(1, 2), 2, ids_of(l)):float(),
+          ref.index_select(x:transpose(1, 2):float():to_table(), 2, l), dt .. " strided")
+        exact(lumus.embedding(ids_of(l, { 2, 3 }), x):float(), ref.embedding(ref.nest(l, { 2, 3 }), xt), dt .. " embedding")
+        local gi = { 1, 6, 2, 2 }
+        exact(lumus.gather(x, 1, ids_of(gi, { 4, 1 })):float(), ref.gather(xt, 1, ref.nest(gi, { 4, 1 })), dt .. " gather")
+        exact(lumus.cat({ x, x:narrow(1, 2, 3) }, 1):float(), ref.cat({ xt, ref.index_select(xt, 1, { 2, 3, 4 }) }, 1), dt .. " cat")
+        exact(lumus.stack({ x, x }, 2):float(), ref.stack({ xt, xt }, 2), dt .. " stack")
+        local p = x:split(4, 1)
+        exact(p[2]:float(), ref.split(xt, 4, 1)[2], dt .. " split")
+      end
+    end)
+  end
+end)
