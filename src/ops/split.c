@@ -29,6 +29,7 @@ static void push_pieces(lua_State *L, int dim, const int64_t *sizes, int n) {
 /* Pieces of `size` along dim (the last one smaller when size does not divide it). */
 static int split_even(lua_State *L, int dim, int64_t total, int64_t size) {
     int64_t n = (total + size - 1) / size;
+    if (n > 1000000) lm_argerror(L, 2, "%I pieces (at most 10^6 in one call)", (LUAI_UACINT)n);
     int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     for (int64_t i = 0; i < n; i++) sizes[i] = i < n - 1 ? size : total - size * (n - 1);
     push_pieces(L, dim, sizes, (int)n);
@@ -42,12 +43,11 @@ int lm_op_split(lua_State *L) {
     if (!lua_istable(L, 2)) {
         lua_Integer size = lm_check_integer(L, 2);
         if (size < 1) lm_argerror(L, 2, "split size must be positive, got %I", (LUAI_UACINT)size);
-        if (total / size > 1000000) lm_argerror(L, 2, "split size %I gives more than 10^6 pieces", (LUAI_UACINT)size);
         lua_settop(L, 3);
         return split_even(L, dim, total, size);
     }
     lua_Unsigned n = lua_rawlen(L, 2);
-    if (n == 0 || (int64_t)n > total)
+    if (n == 0 || (int64_t)n > total || n > 1000000)
         lm_argerror(L, 2, "sizes must list 1 to %I positive sizes (dimension %d has size %I), got %I",
                     (LUAI_UACINT)total, dim + 1, (LUAI_UACINT)total, (LUAI_UACINT)n);
     lua_settop(L, 3);
