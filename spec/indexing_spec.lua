@@ -148,6 +148,10 @@ describe("embedding", function()
     checks.errors(lumus.embedding, "#2.*weight must be a matrix %[num_embeddings, embedding_dim%], got shape 5x3x1",
       ids_of { 1 }, w:view({ 5, 3, 1 }))
     checks.errors(lumus.embedding, "#3.*out must have shape 2x3, got 3x2", ids_of { 1, 2 }, w, { out = lumus.empty({ 3, 2 }) })
+    checks.errors(lumus.embedding, "embedding: the result would have more than 2%^40 elements",
+      ids_of { 1, 1, 1, 1 }, lumus.ones({ 1, 1 }):expand({ 1, 2 ^ 39 }))
+    checks.errors(lumus.index_select, "index_select: the result would have more than 2%^40 elements",
+      lumus.ones({ 1, 1 }):expand({ 2, 2 ^ 39 }), 1, ids_of { 1, 1, 1, 1 })
   end)
 end)
 

@@ -175,5 +175,7 @@ describe("matmul errors", function()
       lumus.ones({ 3, 4, 2, 5 }), lumus.ones({ 2, 4, 5, 3 }))
     expect("#3.*out must have shape 2x3x4, got 3x4", lumus.ones({ 3, 5 }), lumus.ones({ 2, 5, 4 }), { out = lumus.empty({ 3, 4 }) })
     expect("#3.*transpose_a must be a boolean", lumus.ones({ 3, 5 }), lumus.ones({ 5, 2 }), { transpose_a = 1 })
+    expect("matmul: the result would have more than 2%^40 elements",
+      lumus.ones({ 2 ^ 20, 1, 1, 4 }), lumus.ones({ 1, 1, 4, 1 }):expand({ 1, 2 ^ 21, 4, 1 }))
   end)
 end)

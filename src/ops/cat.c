@@ -109,6 +109,7 @@ int lm_op_cat(lua_State *L) {
         total += t->shape[dim];
     }
     shape[dim] = total;
+    lm_check_result_size(L, t0->ndim, shape);
     lm_tensor *out = push_result(L, opts, first, n, t0->ndim, shape);
     int64_t *offs = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     int64_t at = 0;
@@ -148,6 +149,7 @@ int lm_op_stack(lua_State *L) {
     }
     int64_t shape[LM_MAX_DIMS];
     for (int k = 0, j = 0; k <= t0->ndim; k++) shape[k] = k == dim ? n : t0->shape[j++];
+    lm_check_result_size(L, t0->ndim + 1, shape);
     lm_tensor *out = push_result(L, opts, first, n, t0->ndim + 1, shape);
     int64_t *offs = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     for (int i = 0; i < n; i++) offs[i] = i * out->strides[dim];

@@ -11,6 +11,19 @@
 #define U32_MAX 0xffffffffULL
 #define NO_DIM 15   /* shaders/index_elems.comp: a copy, no ids */
 
+/* The tensor layer's element limit (tensor.c): results past it are refused before their
+ * element count can overflow. */
+#define MAX_ELEMENTS ((int64_t)1 << 40)
+
+void lm_check_result_size(lua_State *L, int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int k = 0; k < ndim; k++) {
+        if (shape[k] > MAX_ELEMENTS || n > MAX_ELEMENTS / shape[k])
+            luaL_error(L, "%s: the result would have more than 2^40 elements", lm_fname(L));
+        n *= shape[k];
+    }
+}
+
 int lm_index_dim(lua_State *L, int arg, int ndim) {
     lua_Integer d = lm_check_integer(L, arg);
     lua_Integer r = d < 0 ? d + ndim + 1 : d;
@@ -140,6 +153,7 @@ int lm_op_index_select(lua_State *L) {
     int64_t shape[LM_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] = ids->numel;
+    lm_check_result_size(L, x->ndim, shape);
     lua_settop(L, 4);
     lm_operands in = { { x, ids }, { "x", "ids" } };
     lm_tensor *out = lm_push_out_dtype(L, 4, x->storage->ctx, x->dtype, x->ndim, shape, &in);
@@ -182,6 +196,7 @@ int lm_op_embedding(lua_State *L) {
     int ndim = ids->ndim + 1;
     memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim);
     shape[ndim - 1] = w->shape[1];
+    lm_check_result_size(L, ndim, shape);
     lua_settop(L, 3);
     lm_operands in = { { ids, w }, { "ids", "weight" } };
     lm_tensor *out = lm_push_out_dtype(L, 3, w->storage->ctx, w->dtype, ndim, shape, &in);

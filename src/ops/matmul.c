@@ -224,6 +224,7 @@ int lm_op_matmul(lua_State *L) {
     if (ndim == 0) shape[ndim++] = 1;   /* a dot product: [1] (lumus has no 0-D tensors) */
     check_size(L, 1, k, "K");
     check_size(L, 2, n, "N");
+    lm_check_result_size(L, ndim, shape);
     lm_context *ctx = a->storage->ctx;
     if (b->storage->ctx != ctx) luaL_error(L, "matmul: tensors belong to different devices");
     lm_tensor *out;

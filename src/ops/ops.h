@@ -141,6 +141,8 @@ int lm_op_cat(lua_State *L);           /* lumus.cat(list [, dim] [, {out=}]) */
 int lm_op_stack(lua_State *L);         /* lumus.stack(list [, dim] [, {out=}]) */
 int lm_op_split(lua_State *L);         /* t:split(size or sizes [, dim]) -> views */
 int lm_op_chunk(lua_State *L);         /* t:chunk(n [, dim]) -> views */
+/* Raises "<fname>: the result would have more than 2^40 elements" for such a shape. */
+void lm_check_result_size(lua_State *L, int ndim, const int64_t *shape);
 /* The 1-based dimension at argument arg of an ndim-D tensor (negative from the end), 0-based. */
 int lm_index_dim(lua_State *L, int arg, int ndim);
 /* One dispatch of shaders/index_elems.comp over `shape`: with dim >= 0, out (contiguous)
