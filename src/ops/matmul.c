@@ -170,6 +170,19 @@ static int describe(const lm_tensor *t, int trans, int as_row, mm_operand *o) {
     return o->ld > 0 && o->ld <= 0x7fffffffLL;   /* (rows of stride 0: through a copy) */
 }
 
+/* Can the kernel read this operand (as described) with vec4 loads, given K and N that
+ * allow them? (A read k-major also needs M a multiple of 4: need_rows4.) */
+static int operand_vec4(const lm_tensor *t, const mm_operand *o, int need_rows4) {
+    if (lm_tensor_address(t) % 16 || o->ld % 4 || (o->flipped && need_rows4 && o->rows % 4)) return 0;
+    for (int i = 0; i < o->nbatch; i++)
+        if (o->bshape[i] > 1 && o->bstride[i] % 4) return 0;
+    return 1;
+}
+
+/* Products this large read an operand whose layout rules out vec4 loads through a packed
+ * copy instead (the copy costs one pass over the operand, the scalar loads much more). */
+#define MM_COPY_FOR_VEC4 ((int64_t)1 << 21)   /* multiply-adds per product */
+
 int lm_op_matmul(lua_State *L) {
     static const char *const known[] = { "out", "transpose_a", "transpose_b", NULL };
     lm_tensor *a = lm_check_tensor(L, 1);
@@ -192,6 +205,17 @@ int lm_op_matmul(lua_State *L) {
      * copied. */
     if (!describe(a, ta, 1, &oa)) { lm_contiguous_inputs(L, 1, 1); a = lm_check_tensor(L, 1); describe(a, ta, 1, &oa); }
     if (!describe(b, tb, 0, &ob)) { lm_contiguous_inputs(L, 2, 2); b = lm_check_tensor(L, 2); describe(b, tb, 0, &ob); }
+    if (oa.cols % 4 == 0 && ob.cols % 4 == 0 && ob.rows == oa.cols &&
+        oa.rows * oa.cols >= MM_COPY_FOR_VEC4 / ob.cols) {
+        /* (a packed copy is read k-major again under transpose_a: it helps when M is a
+         * multiple of 4) */
+        if (!operand_vec4(a, &oa, 1) && !lm_tensor_is_plain(a) && !(ta && oa.rows % 4)) {
+            lm_contiguous_inputs(L, 1, 1); a = lm_check_tensor(L, 1); describe(a, ta, 1, &oa);
+        }
+        if (!operand_vec4(b, &ob, 0) && !lm_tensor_is_plain(b)) {
+            lm_contiguous_inputs(L, 2, 2); b = lm_check_tensor(L, 2); describe(b, tb, 0, &ob);
+        }
+    }
     a = lm_check_tensor(L, 1);
     int64_t m = oa.rows, k = oa.cols, n = ob.cols;
     if (ob.rows != k) {
