@@ -13,6 +13,7 @@
 #   dtypes.md                   bench/dtypes.lua (float16/bool copies, to() conversions vs copy)
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   torch_random.md / .csv, random.md / .csv   bench/torch_random.py, bench/random.lua
+#   torch_index.md / .csv, index.md / .csv     bench/torch_index.py, bench/index.lua
 #   summary.md                  the Markdown of all steps, in order
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
@@ -101,11 +102,15 @@ step torch_random 60 python3 bench/torch_random.py --csv "$out/torch_random.csv"
 rnd_baseline=()
 [ -s "$out/torch_random.csv" ] && rnd_baseline+=(--baseline "$out/torch_random.csv")
 step random 90 lua5.4 bench/random.lua ${rnd_baseline[@]+"${rnd_baseline[@]}"} --csv "$out/random.csv"
+step torch_index 60 python3 bench/torch_index.py --csv "$out/torch_index.csv"
+ix_baseline=()
+[ -s "$out/torch_index.csv" ] && ix_baseline+=(--baseline "$out/torch_index.csv")
+step index 90 lua5.4 bench/index.lua ${ix_baseline[@]+"${ix_baseline[@]}"} --csv "$out/index.csv"
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm elementwise async transfer torch_matmul matmul torch_random random; do
+  for name in torch layer_norm elementwise async transfer dtypes torch_matmul matmul torch_random random torch_index index; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

@@ -2,10 +2,14 @@
 // C = A B (+ bias), float32 with float32 accumulation: the kernel behind lumus.matmul and
 // lumus.linear.
 //
-//   A: M x K, row-major.   B: K x N row-major, or N x K row-major when TRANS_B (a
-//   torch-style weight [out, in], read as its transpose with no separate pass).
-//   bias: N floats or absent (address 0), added in the epilogue.   C: M x N, row-major.
-//   Batches (gl "z" folded into the grid): operand bases advance by their batch strides.
+//   A: M x K row-major (rows lda floats apart), or K x M row-major when TRANS_A (a
+//   transposed operand read in place).   B: K x N row-major (rows ldb apart), or N x K
+//   row-major when TRANS_B (a torch-style weight [out, in], read as its transpose with no
+//   separate pass).   bias: N floats or absent (address 0), added in the epilogue.
+//   C: M x N, row-major, contiguous.
+//   Batches (gl "z" folded into the grid): batch z = zo * batch_inner + zi, and the bases
+//   of A and B advance by zo * stride + zi * stride2 (stride 0 where an operand
+//   broadcasts), C's by z * stride_c.
 //
 // Register-blocked tiled SGEMM. A workgroup computes a BM x BN block of C; each thread a
 // TM x TN sub-block held in registers, so one pair of shared-memory reads feeds TM*TN
@@ -20,8 +24,8 @@
 // stored transposed (A, and B when TRANS_B) get one vec4 of padding per k row, so the
 // scalar stores of different k rows fall in different banks.
 //
-// VEC4: loads and stores of 4 floats (K and N multiples of 4, 16-byte aligned bases);
-// otherwise one float at a time. Every load is bounds-checked (zero outside A or B) and
+// VEC4: loads and stores of 4 floats (K and N, M too when TRANS_A, the row and batch
+// strides multiples of 4, 16-byte aligned bases); otherwise one float at a time. Every load is bounds-checked (zero outside A or B) and
 // every store too, so any M, N, K >= 1 is correct; the checks are a compare per load.
 #extension GL_EXT_control_flow_attributes : require
 #include "common/buffers.glsl"
@@ -32,18 +36,23 @@ layout(constant_id = 2) const uint BN = 128;  // columns of C per workgroup
 layout(constant_id = 3) const uint BK = 8;    // K per step
 layout(constant_id = 4) const uint TM = 8;    // rows per thread (multiple of 4)
 layout(constant_id = 5) const uint TN = 8;    // columns per thread (multiple of 4)
-layout(constant_id = 6) const bool TRANS_B = false;
+layout(constant_id = 6) const uint TRANS = 0;  // bit 0: TRANS_B, bit 1: TRANS_A
 layout(constant_id = 7) const bool VEC4 = true;
+const bool TRANS_B = (TRANS & 1u) != 0u;
+const bool TRANS_A = (TRANS & 2u) != 0u;
 
 layout(push_constant) uniform Params {
     uint64_t a, b, bias, c;                   // device addresses (bias 0 = none)
-    uint64_t stride_a, stride_b, stride_c;    // floats between batches
+    uint64_t stride_a, stride_b, stride_c;    // floats between (outer) batches
+    uint64_t stride_a2, stride_b2;            // floats between inner batches
     uint m, n, k;
     uint tiles_m, tiles_n;                    // tiles of C per batch
     uint groups_x;                            // grid width (2-D folding)
     uint batch;
     uint group_m;                             // tile rows per band of the launch order
     uint k_rotate;                            // 1: start the K loop at a step set by the tile row
+    uint batch_inner;                         // inner batches per outer one (>= 1)
+    uint lda, ldb;                            // floats between rows of A and of B as stored
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -60,22 +69,22 @@ shared vec4 Bs[2 * BK * SB];
 vec4 ra[LA];
 vec4 rb[LB];
 
-// Reads a rows x BK tile of a row-major operand (rows along M or N, row length k) into
-// `regs`: row0 is the tile's first row, nrows the operand's row count.
+// Reads a rows x BK tile of a row-major operand (rows along M or N, `ld` floats apart,
+// k of them used) into `regs`: row0 is the tile's first row, nrows the operand's row count.
 // Vector form: consecutive threads take consecutive vec4s of a row (coalesced).
-#define LOAD_ROWS_TILE(regs, L, base, row0, nrows, k0) \
+#define LOAD_ROWS_TILE(regs, L, base, row0, nrows, ld, k0) \
     [[unroll]] for (uint l = 0; l < L; ++l) { \
         uint e = gl_LocalInvocationID.x + l * WG; \
         if (VEC4) { \
             uint r = e / (BK / 4), kc = (e % (BK / 4)) * 4; \
             bool ok = row0 + r < nrows && k0 + kc < p.k; \
-            regs[l] = ok ? Vec4Array(base + (uint64_t(row0 + r) * p.k + (k0 + kc)) * 4ul).v[0] : vec4(0.0); \
+            regs[l] = ok ? Vec4Array(base + (uint64_t(row0 + r) * ld + (k0 + kc)) * 4ul).v[0] : vec4(0.0); \
         } else { \
             [[unroll]] for (uint j = 0; j < 4; ++j) { \
                 uint f = e * 4 + j; \
                 uint r = f / BK, kk = f % BK; \
                 bool ok = row0 + r < nrows && k0 + kk < p.k; \
-                regs[l][j] = ok ? FloatArray(base + (uint64_t(row0 + r) * p.k + (k0 + kk)) * 4ul).v[0] : 0.0; \
+                regs[l][j] = ok ? FloatArray(base + (uint64_t(row0 + r) * ld + (k0 + kk)) * 4ul).v[0] : 0.0; \
             } \
         } \
     }
@@ -96,55 +105,64 @@ vec4 rb[LB];
         } \
     }
 
-void load_b_k_major(uint64_t base, uint n0, uint k0) {
-    [[unroll]] for (uint l = 0; l < LB; ++l) {
-        uint e = gl_LocalInvocationID.x + l * WG;
-        if (VEC4) {
-            uint kr = e / (BN / 4), nc = (e % (BN / 4)) * 4;
-            bool ok = k0 + kr < p.k && n0 + nc < p.n;
-            rb[l] = ok ? Vec4Array(base + (uint64_t(k0 + kr) * p.n + (n0 + nc)) * 4ul).v[0] : vec4(0.0);
-        } else {
-            [[unroll]] for (uint j = 0; j < 4; ++j) {
-                uint f = e * 4 + j;
-                uint kr = f / BN, nn = f % BN;
-                bool ok = k0 + kr < p.k && n0 + nn < p.n;
-                rb[l][j] = ok ? FloatArray(base + (uint64_t(k0 + kr) * p.n + (n0 + nn)) * 4ul).v[0] : 0.0;
-            }
-        }
+// Reads a BK x cols tile of a k-major operand (K rows `ld` floats apart, ncols of each
+// used: B, or A when TRANS_A) into `regs`: col0 is the tile's first column.
+#define LOAD_K_MAJOR_TILE(regs, L, COLS, base, col0, ncols, ld, k0) \
+    [[unroll]] for (uint l = 0; l < L; ++l) { \
+        uint e = gl_LocalInvocationID.x + l * WG; \
+        if (VEC4) { \
+            uint kr = e / (COLS / 4), nc = (e % (COLS / 4)) * 4; \
+            bool ok = k0 + kr < p.k && col0 + nc < ncols; \
+            regs[l] = ok ? Vec4Array(base + (uint64_t(k0 + kr) * ld + (col0 + nc)) * 4ul).v[0] : vec4(0.0); \
+        } else { \
+            [[unroll]] for (uint j = 0; j < 4; ++j) { \
+                uint f = e * 4 + j; \
+                uint kr = f / COLS, nn = f % COLS; \
+                bool ok = k0 + kr < p.k && col0 + nn < ncols; \
+                regs[l][j] = ok ? FloatArray(base + (uint64_t(k0 + kr) * ld + (col0 + nn)) * 4ul).v[0] : 0.0; \
+            } \
+        } \
     }
-}
 
-void store_b_k_major(uint buf) {
-    [[unroll]] for (uint l = 0; l < LB; ++l) {
-        uint e = gl_LocalInvocationID.x + l * WG;
-        if (VEC4) {
-            uint kr = e / (BN / 4), nc = e % (BN / 4);
-            Bs[(buf * BK + kr) * SB + nc] = rb[l];
-        } else {
-            [[unroll]] for (uint j = 0; j < 4; ++j) {
-                uint f = e * 4 + j;
-                uint kr = f / BN, nn = f % BN;
-                Bs[(buf * BK + kr) * SB + nn / 4][nn % 4] = rb[l][j];
-            }
-        }
+// Stores such a tile as it is (k-major) into shared memory.
+#define STORE_K_MAJOR_TILE(regs, L, COLS, tile, S, buf) \
+    [[unroll]] for (uint l = 0; l < L; ++l) { \
+        uint e = gl_LocalInvocationID.x + l * WG; \
+        if (VEC4) { \
+            uint kr = e / (COLS / 4), nc = e % (COLS / 4); \
+            tile[(buf * BK + kr) * S + nc] = regs[l]; \
+        } else { \
+            [[unroll]] for (uint j = 0; j < 4; ++j) { \
+                uint f = e * 4 + j; \
+                uint kr = f / COLS, nn = f % COLS; \
+                tile[(buf * BK + kr) * S + nn / 4][nn % 4] = regs[l][j]; \
+            } \
+        } \
     }
-}
 
 void load_tiles(uint64_t a, uint64_t b, uint m0, uint n0, uint k0) {
-    LOAD_ROWS_TILE(ra, LA, a, m0, p.m, k0)
-    if (TRANS_B) {
-        LOAD_ROWS_TILE(rb, LB, b, n0, p.n, k0)
+    if (TRANS_A) {
+        LOAD_K_MAJOR_TILE(ra, LA, BM, a, m0, p.m, p.lda, k0)
     } else {
-        load_b_k_major(b, n0, k0);
+        LOAD_ROWS_TILE(ra, LA, a, m0, p.m, p.lda, k0)
+    }
+    if (TRANS_B) {
+        LOAD_ROWS_TILE(rb, LB, b, n0, p.n, p.ldb, k0)
+    } else {
+        LOAD_K_MAJOR_TILE(rb, LB, BN, b, n0, p.n, p.ldb, k0)
     }
 }
 
 void store_tiles(uint buf) {
-    STORE_ROWS_TILE(ra, LA, As, SA, buf)
+    if (TRANS_A) {
+        STORE_K_MAJOR_TILE(ra, LA, BM, As, SA, buf)
+    } else {
+        STORE_ROWS_TILE(ra, LA, As, SA, buf)
+    }
     if (TRANS_B) {
         STORE_ROWS_TILE(rb, LB, Bs, SB, buf)
     } else {
-        store_b_k_major(buf);
+        STORE_K_MAJOR_TILE(rb, LB, BN, Bs, SB, buf)
     }
 }
 
@@ -163,8 +181,9 @@ void main() {
     uint m0 = (first_m + in_band % band_m) * BM;
     uint n0 = (in_band / band_m) * BN;
 
-    uint64_t a = p.a + uint64_t(z) * p.stride_a * 4ul;
-    uint64_t b = p.b + uint64_t(z) * p.stride_b * 4ul;
+    uint zo = z / p.batch_inner, zi = z - zo * p.batch_inner;
+    uint64_t a = p.a + (uint64_t(zo) * p.stride_a + uint64_t(zi) * p.stride_a2) * 4ul;
+    uint64_t b = p.b + (uint64_t(zo) * p.stride_b + uint64_t(zi) * p.stride_b2) * 4ul;
     uint64_t c = p.c + uint64_t(z) * p.stride_c * 4ul;
 
     uint tid = gl_LocalInvocationID.x;

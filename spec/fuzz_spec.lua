@@ -26,7 +26,7 @@ local SEPARATE = { set_memory_limit = true, manual_seed = true, set_rng_state = 
 local WRITES_FIRST = { fill = true, write_bytes = true, copy = true }   -- copy(dst, src) writes dst
 local function writes_first(name) return WRITES_FIRST[name] or name:sub(-1) == "_" end
 -- Output-style keys an options table may carry (any table argument is fair game).
-local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "dim", "alpha", "beta", "x" }
+local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "transpose_a", "dim", "alpha", "beta", "x" }
 
 local MARK = "fuzz: raised by the fuzzer's own callback"   -- errors from our metamethods
 local MARK_TABLE = setmetatable({}, { __tostring = function() return MARK end })
@@ -653,7 +653,7 @@ ORACLES.matmul = function(inp, args)
   local a, b = inp[1], inp[2]
   if type(a) ~= "table" or not a.flat or type(b) ~= "table" or not b.flat then return nil end
   local o = opts_at(args, 3)
-  local ro = { transpose_b = o and rawget(o, "transpose_b") == true }
+  local ro = { transpose_b = o and rawget(o, "transpose_b") == true, transpose_a = o and rawget(o, "transpose_a") == true }
   local r = ref.matmul(a.nested, b.nested, ro)
   local shape = ref.shape(r)
   local want = #shape > 1 and ref.flatten(r) or r
@@ -678,6 +678,30 @@ ORACLES.linear = function(inp, args)
   local babs = bias and ref.map(bias, abs)
   return { { want = want, tol = product_bounds(want, bound, babs, w.shape[1]), shape = shape } }
 end
+
+-- Indexing moves elements: exact, in the input's dtype (ids int32, 1-based; outside: 0).
+local function indexed(f)
+  return function(inp, args)
+    local want = f(inp, args)
+    if not want then return nil end
+    local shape = ref.shape(want)
+    want = ref.flatten(want)
+    return { { want = want, tol = exact(want), shape = shape } }
+  end
+end
+local function snap(v, dtype) return type(v) == "table" and v.flat and (not dtype or v.dtype == dtype) and v end
+ORACLES.index_select = indexed(function(inp, args)
+  local x, ids = snap(inp[1]), snap(inp[3], "int32")
+  if x and ids and math.type(args[2]) == "integer" then return ref.index_select(x.nested, args[2], ids.flat) end
+end)
+ORACLES.gather = indexed(function(inp, args)
+  local x, ids = snap(inp[1]), snap(inp[3], "int32")
+  if x and ids and math.type(args[2]) == "integer" then return ref.gather(x.nested, args[2], ids.nested) end
+end)
+ORACLES.embedding = indexed(function(inp)
+  local ids, w = snap(inp[1], "int32"), snap(inp[2])
+  if ids and w then return ref.embedding(ids.nested, w.nested) end
+end)
 
 ORACLES.layer_norm_forward = function(inp, args)
   local x = inp[1]

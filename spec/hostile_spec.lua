@@ -91,6 +91,10 @@ describe("every op, when a finalizer frees an input while it allocates its resul
     { "mean", function(x) return x end },
     { "matmul", function(x) return x, lumus.ones({ 4, 4 }) end },
     { "linear", function(x) return x, lumus.ones({ 4, 4 }) end },
+    { "index_select", function(x) return x, 2, lumus.tensor({ 1, 2 }, { dtype = "int32" }) end },
+    { "embedding", function(x) return lumus.tensor({ 1 }, { dtype = "int32" }), x end },
+    { "gather", function(x) return x, 2, lumus.tensor({ { 2, 1 } }, { dtype = "int32" }) end },
+    { "cat", function(x) return { x, x }, 2 end }, { "stack", function(x) return { x } end },
   }
   for _, c in ipairs(cases) do
     it(("makes %s raise 'has been freed', not crash"):format(c[1]), function()

@@ -276,11 +276,9 @@ describe("matmul and linear errors", function()
            a, lumus.ones({ 7, 4 }), { transpose_b = true })
     expect("matmul", "#2.*K = 1 .*shape 1%), got shape 2x1", lumus.ones({ 1 }), lumus.ones({ 2, 1 }))
   end)
-  it("rejects a 1-D b and mismatched batch dimensions", function()
-    expect("matmul", "#2.*b must be a matrix %[K, N%].*got shape 5", a, lumus.ones({ 5 }))
-    expect("matmul", "#2.*batched b %(shape 2x5x7%) needs a with the same leading dimensions.*got a of shape 3x5",
-           a, lumus.ones({ 2, 5, 7 }))
-    expect("matmul", "#2.*batched b %(shape 3x5x7%).*got a of shape 2x4x5",
+  it("rejects a 1-D b of the wrong length and batch dimensions that do not broadcast", function()
+    expect("matmul", "#2.*b's length must be K = 5 %(the last dimension of a, shape 3x5%), got shape 4", a, lumus.ones({ 4 }))
+    expect("matmul", "#2.*batch dimensions of b %(shape 3x5x7%) and a %(shape 2x4x5%) do not broadcast: 3 against 2 in batch dimension 1",
            lumus.ones({ 2, 4, 5 }), lumus.ones({ 3, 5, 7 }))
   end)
   it("rejects a bias option (linear takes the bias), bad options and a wrong out", function()

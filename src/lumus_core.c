@@ -95,6 +95,7 @@ static const luaL_Reg functions[] = {
     {"zeros", lm_op_zeros}, {"ones", lm_op_ones}, {"full", lm_op_full},
     {"arange", lm_op_arange}, {"rand", lm_op_rand}, {"randn", lm_op_randn},
     {"manual_seed", lm_op_manual_seed}, {"get_rng_state", lm_op_get_rng_state}, {"set_rng_state", lm_op_set_rng_state},
+    {"cat", lm_op_cat}, {"stack", lm_op_stack},
     {NULL, NULL}
 };
 
@@ -108,6 +109,8 @@ static const luaL_Reg tensor_ops[] = {
     {"multinomial", lm_op_multinomial}, {"uniform_", lm_op_uniform_}, {"normal_", lm_op_normal_},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
     {"to", lm_op_to},
+    {"index_select", lm_op_index_select}, {"embedding", lm_op_embedding}, {"gather", lm_op_gather},
+    {"split", lm_op_split}, {"chunk", lm_op_chunk},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };

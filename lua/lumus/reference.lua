@@ -25,7 +25,8 @@
 --   nest(flat, shape)                 the inverse of flatten
 --   compare(got, want)                error measures of got against want
 --   layer_norm_forward(x, w, b, eps)  LayerNorm over the last dimension
---   matmul(a, b, opts)                a [..., K] x b [K, N] (or batched), float64 sums
+--   matmul(a, b, opts)                torch.matmul's shapes (batches broadcast, 1-D operands),
+--                                     transpose_a / transpose_b, float64 sums
 --   linear(x, weight, bias)           x W^T + b, weight [out, in] (torch layout)
 --   rng(seed)                         deterministic uniform / normal generator
 --   f32(v)                            v rounded to the nearest float32
@@ -44,6 +45,11 @@
 --   normal(shape, state, mean, std)
 --   multinomial(p, n, repl, state)    lumus.multinomial's 1-based samples
 --   arange(start, stop, step, dtype)  lumus.arange's values (a flat list)
+--   index_select(x, dim, ids)         slices ids[i] of x along dim (1-based; outside: 0)
+--   embedding(ids, weight)            rows of weight [V][D] -> ids' shape .. {D}
+--   gather(x, dim, ids)               torch.gather with 1-based ids
+--   cat(list, dim), stack(list, dim)  joined along dim / along a new dimension dim
+--   split(t, size or sizes, dim)      pieces along dim; chunk(t, n, dim) as torch.chunk
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -275,67 +281,7 @@ local function shape_of_depth(fname, what, t, depth_min, depth_max)
   return s
 end
 
--- c[i][j] = sum_k a[i][k] * b[k][j] (or b[j][k] when trans) + bias[j], over flat
--- row-major lists, float64; appends c's rows into out (flat).
-local function gemm_into(out, a, a0, b, b0, m, n, k, trans, bias)
-  for i = 0, m - 1 do
-    local arow = a0 + i * k
-    for j = 1, n do
-      local s = 0
-      if trans then
-        local brow = b0 + (j - 1) * k
-        for q = 1, k do s = s + a[arow + q] * b[brow + q] end
-      else
-        for q = 1, k do s = s + a[arow + q] * b[b0 + (q - 1) * n + j] end
-      end
-      if bias then s = s + bias[j] end
-      out[#out + 1] = s
-    end
-  end
-end
-
---- Matrix product in float64, shaped like lumus.matmul:
---   a [..., K] x b [K, N] -> [..., N] (a's leading dimensions are rows; a 1-D a gives [N])
---   a [B..., M, K] x b [B..., K, N] -> [B..., M, N] (b with batch dimensions equal to a's)
--- opts (optional): transpose_b = true reads b as [..., N, K]; bias = list of N numbers
--- added to every row. Sums run in float64 in k order.
-function M.matmul(a, b, opts)
-  opts = opts or {}
-  local as = shape_of_depth("matmul", "a", a, 1, 8)
-  local bs = shape_of_depth("matmul", "b", b, 2, 8)
-  local trans = opts.transpose_b and true or false
-  local k = as[#as]
-  local bk = trans and bs[#bs] or bs[#bs - 1]
-  local n = trans and bs[#bs - 1] or bs[#bs]
-  if bk ~= k then
-    error(("reference.matmul: b's K (%d) differs from a's last dimension (%d)"):format(bk, k), 2)
-  end
-  local batch, m = 1, nil
-  if #bs == 2 then
-    m = 1
-    for i = 1, #as - 1 do m = m * as[i] end
-  else
-    if #as ~= #bs then error("reference.matmul: batched b needs a with as many dimensions", 2) end
-    for i = 1, #bs - 2 do
-      if as[i] ~= bs[i] then error("reference.matmul: batch dimensions of a and b differ", 2) end
-      batch = batch * bs[i]
-    end
-    m = as[#as - 1]
-  end
-  local bias = opts.bias
-  if bias ~= nil then
-    local s = shape_of_depth("matmul", "bias", bias, 1, 1)
-    if s[1] ~= n then error(("reference.matmul: bias must have %d numbers, got %d"):format(n, s[1]), 2) end
-  end
-  local fa, fb, out = M.flatten(a), M.flatten(b), {}
-  for z = 0, batch - 1 do
-    gemm_into(out, fa, z * m * k, fb, z * k * n, m, n, k, trans, bias)
-  end
-  local shape = {}
-  for i = 1, #as do shape[i] = as[i] end
-  shape[#shape] = n
-  return M.nest(out, shape)
-end
+-- M.matmul is with the indexing helpers below.
 
 --- A linear layer in float64, as lumus.linear and torch.nn.functional.linear:
 -- y = x W^T + b, x [..., in], weight [out, in] (nested), bias list of out numbers or nil.
@@ -982,6 +928,238 @@ function M.dtype_bytes(list, dtype)
     out[i] = s
   end
   return table.concat(out)
+end
+
+-- ---- Indexing (lumus.index_select, embedding, gather, cat, stack, split, chunk) ----
+-- Ids are 1-based positions (lumus's rule; a 0-based token id needs + 1). An id outside
+-- 1..size gives 0, as lumus's kernels do. Dimensions are 1-based, negative from the end.
+
+local function row_major_strides(shape)
+  local st, s = {}, 1
+  for i = #shape, 1, -1 do st[i] = s; s = s * shape[i] end
+  return st, s
+end
+
+-- Calls f(coords) for every coordinate list of shape, in row-major order.
+local function each_coord(shape, f)
+  local c = {}
+  for i = 1, #shape do c[i] = 1 end
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  for _ = 1, n do
+    f(c)
+    for i = #shape, 1, -1 do
+      c[i] = c[i] + 1
+      if c[i] <= shape[i] then break end
+      c[i] = 1
+    end
+  end
+end
+
+local function flat_at(flat, strides, coords)
+  local o = 1
+  for i = 1, #coords do o = o + (coords[i] - 1) * strides[i] end
+  return flat[o]
+end
+
+local function norm_dim(fname, dim, ndim, extra)
+  dim = dim or 1
+  local top = ndim + (extra or 0)
+  if dim < 0 then dim = dim + top + 1 end
+  if dim < 1 or dim > top then error(("reference.%s: dimension out of range"):format(fname), 3) end
+  return dim
+end
+
+--- x's slices ids[1], ids[2], ... along dim (a list of ids).
+function M.index_select(x, dim, ids)
+  local xs = M.shape(x)
+  dim = norm_dim("index_select", dim, #xs)
+  ids = type(ids[1]) == "table" and M.flatten(ids) or ids
+  local fx, st = M.flatten(x), row_major_strides(xs)
+  local shape = {}
+  for i = 1, #xs do shape[i] = xs[i] end
+  shape[dim] = #ids
+  local out, src = {}, {}
+  each_coord(shape, function(c)
+    local id = ids[c[dim]]
+    if id < 1 or id > xs[dim] then out[#out + 1] = 0; return end
+    for i = 1, #c do src[i] = c[i] end
+    src[dim] = id
+    out[#out + 1] = flat_at(fx, st, src)
+  end)
+  return M.nest(out, shape)
+end
+
+--- Rows of weight [V][D] for ids (a nested table or list): ids' shape .. {D}.
+function M.embedding(ids, weight)
+  local is = type(ids[1]) == "table" and M.shape(ids) or { #ids }
+  local fi = type(ids[1]) == "table" and M.flatten(ids) or ids
+  local ws = M.shape(weight)
+  local out = {}
+  for _, id in ipairs(fi) do
+    local row = weight[id]
+    for j = 1, ws[2] do out[#out + 1] = (id >= 1 and id <= ws[1]) and row[j] or 0 end
+  end
+  local shape = {}
+  for i = 1, #is do shape[i] = is[i] end
+  shape[#shape + 1] = ws[2]
+  return M.nest(out, shape)
+end
+
+--- torch.gather: out[c] = x[c with c[dim] = ids[c]]; ids has x's dimension count.
+function M.gather(x, dim, ids)
+  local xs, is = M.shape(x), M.shape(ids)
+  dim = norm_dim("gather", dim, #xs)
+  local fx, st, fi = M.flatten(x), row_major_strides(xs), M.flatten(ids)
+  local out, src = {}, {}
+  each_coord(is, function(c)
+    local id = fi[#out + 1]
+    if id < 1 or id > xs[dim] then out[#out + 1] = 0; return end
+    for i = 1, #c do src[i] = c[i] end
+    src[dim] = id
+    out[#out + 1] = flat_at(fx, st, src)
+  end)
+  return M.nest(out, is)
+end
+
+--- The nested tables of a list joined along dim (sizes equal elsewhere).
+function M.cat(list, dim)
+  local s1 = M.shape(list[1])
+  dim = norm_dim("cat", dim, #s1)
+  local shape, parts, offs = {}, {}, {}
+  for i = 1, #s1 do shape[i] = s1[i] end
+  shape[dim] = 0
+  for k, t in ipairs(list) do
+    local s = M.shape(t)
+    offs[k] = shape[dim]
+    shape[dim] = shape[dim] + s[dim]
+    parts[k] = { flat = M.flatten(t), st = row_major_strides(s), size = s[dim] }
+  end
+  local out, src = {}, {}
+  each_coord(shape, function(c)
+    local k = #parts
+    while offs[k] >= c[dim] do k = k - 1 end
+    for i = 1, #c do src[i] = c[i] end
+    src[dim] = c[dim] - offs[k]
+    out[#out + 1] = flat_at(parts[k].flat, parts[k].st, src)
+  end)
+  return M.nest(out, shape)
+end
+
+--- The nested tables of a list (equal shapes) stacked along a new dimension dim.
+function M.stack(list, dim)
+  local s1 = M.shape(list[1])
+  dim = norm_dim("stack", dim, #s1, 1)
+  local shape, parts = {}, {}
+  for i = 1, #s1 do shape[#shape + 1] = s1[i] end
+  table.insert(shape, dim, #list)
+  for k, t in ipairs(list) do parts[k] = M.flatten(t) end
+  local st = row_major_strides(s1)
+  local out, src = {}, {}
+  each_coord(shape, function(c)
+    local j = 0
+    for i = 1, #c do if i ~= dim then j = j + 1; src[j] = c[i] end end
+    out[#out + 1] = flat_at(parts[c[dim]], st, src)
+  end)
+  return M.nest(out, shape)
+end
+
+--- Pieces of t along dim: of `size` each (the last smaller), or of the listed sizes.
+function M.split(t, size, dim)
+  local s = M.shape(t)
+  dim = norm_dim("split", dim, #s)
+  local sizes = {}
+  if type(size) == "table" then
+    sizes = size
+  else
+    local left = s[dim]
+    while left > 0 do sizes[#sizes + 1] = math.min(size, left); left = left - size end
+  end
+  local pieces, start = {}, 1
+  for k, n in ipairs(sizes) do
+    local ids = {}
+    for i = 1, n do ids[i] = start + i - 1 end
+    pieces[k] = M.index_select(t, dim, ids)
+    start = start + n
+  end
+  return pieces
+end
+
+--- n pieces of ceil(size / n) along dim (fewer when they run out), as torch.chunk.
+function M.chunk(t, n, dim)
+  local s = M.shape(t)
+  dim = norm_dim("chunk", dim, #s)
+  return M.split(t, n >= s[dim] and 1 or (s[dim] + n - 1) // n, dim)
+end
+
+--- Matrix product in float64, shaped like lumus.matmul (torch.matmul's rules):
+--   a [..., M, K] x b [..., K, N] -> [batch..., M, N], the batch dimensions broadcast
+--   (aligned at the right, size 1 repeats); a 1-D a is a row [K] (its M dimension is
+--   dropped from the result), a 1-D b a column [K] (N dropped); two 1-D give {1}.
+-- opts (optional): transpose_a / transpose_b = true read a as [..., K, M] / b as
+-- [..., N, K]; bias = list of N numbers added to every row. Sums run in float64 in k order.
+function M.matmul(a, b, opts)
+  opts = opts or {}
+  local as = shape_of_depth("matmul", "a", a, 1, 8)
+  local bs = shape_of_depth("matmul", "b", b, 1, 8)
+  local function operand(s, trans, is_a)
+    local st = row_major_strides(s)
+    local nd = #s
+    if nd == 1 then
+      if trans then error("reference.matmul: transposing a 1-D operand", 4) end
+      if is_a then return { rows = 1, cols = s[1], sr = 0, sc = 1, batch = {}, bst = {} } end
+      return { rows = s[1], cols = 1, sr = 1, sc = 0, batch = {}, bst = {} }
+    end
+    local o = { batch = {}, bst = {} }
+    for i = 1, nd - 2 do o.batch[i] = s[i]; o.bst[i] = st[i] end
+    if trans then
+      o.rows, o.cols, o.sr, o.sc = s[nd], s[nd - 1], st[nd], st[nd - 1]
+    else
+      o.rows, o.cols, o.sr, o.sc = s[nd - 1], s[nd], st[nd - 1], st[nd]
+    end
+    return o
+  end
+  local oa = operand(as, opts.transpose_a, true)
+  local ob = operand(bs, opts.transpose_b, false)
+  local k, m, n = oa.cols, oa.rows, ob.cols
+  if ob.rows ~= k then
+    error(("reference.matmul: b's K (%d) differs from a's (%d)"):format(ob.rows, k), 2)
+  end
+  local nb = math.max(#oa.batch, #ob.batch)
+  local bshape, sa, sb = {}, {}, {}
+  for i = 1, nb do
+    local ia, ib = i - (nb - #oa.batch), i - (nb - #ob.batch)
+    local za, zb = ia >= 1 and oa.batch[ia] or 1, ib >= 1 and ob.batch[ib] or 1
+    if za ~= zb and za ~= 1 and zb ~= 1 then error("reference.matmul: batch dimensions do not broadcast", 2) end
+    bshape[i] = math.max(za, zb)
+    sa[i] = za == 1 and 0 or oa.bst[ia]
+    sb[i] = zb == 1 and 0 or ob.bst[ib]
+  end
+  local bias = opts.bias
+  if bias ~= nil then
+    local s = shape_of_depth("matmul", "bias", bias, 1, 1)
+    if s[1] ~= n then error(("reference.matmul: bias must have %d numbers, got %d"):format(n, s[1]), 2) end
+  end
+  local fa, fb, out = M.flatten(a), M.flatten(b), {}
+  local function product(c)
+    local a0, b0 = 1, 1
+    for i = 1, nb do a0 = a0 + (c[i] - 1) * sa[i]; b0 = b0 + (c[i] - 1) * sb[i] end
+    for i = 0, m - 1 do
+      for j = 0, n - 1 do
+        local s = 0
+        for q = 0, k - 1 do s = s + fa[a0 + i * oa.sr + q * oa.sc] * fb[b0 + q * ob.sr + j * ob.sc] end
+        if bias then s = s + bias[j + 1] end
+        out[#out + 1] = s
+      end
+    end
+  end
+  if nb == 0 then product({}) else each_coord(bshape, product) end
+  local shape = {}
+  for i = 1, nb do shape[i] = bshape[i] end
+  if #as > 1 then shape[#shape + 1] = m end
+  if #bs > 1 then shape[#shape + 1] = n end
+  if #shape == 0 then shape[1] = 1 end
+  return M.nest(out, shape)
 end
 
 return M

@@ -1,5 +1,6 @@
-/* matmul: shape checks, tile choice and dispatch of shaders/matmul.comp (also used by
- * linear.c). The kernel's tiling is described in the shader. */
+/* matmul: shape checks, batch broadcasting, layouts read in place (transposed operands,
+ * row strides, stride-0 batches), tile choice and dispatch of shaders/matmul.comp (also
+ * used by linear.c). The kernel's tiling is described in the shader. */
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "ops.h"
 #include <lauxlib.h>
@@ -89,17 +90,21 @@ static int aligned16(const lm_tensor *t) { return t == NULL || lm_tensor_address
 void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     lm_context *ctx = g->a->storage->ctx;
     mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
-    int vec4 = g->k % 4 == 0 && g->n % 4 == 0 && aligned16(g->a) && aligned16(g->b) &&
-               aligned16(g->bias) && aligned16(g->out) &&
-               g->stride_a % 4 == 0 && g->stride_b % 4 == 0 && g->stride_out % 4 == 0;
+    uint32_t lda = g->lda ? g->lda : (g->trans_a ? g->m : g->k);
+    uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
+    int vec4 = g->k % 4 == 0 && g->n % 4 == 0 && (!g->trans_a || g->m % 4 == 0) && lda % 4 == 0 && ldb % 4 == 0 &&
+               aligned16(g->a) && aligned16(g->b) && aligned16(g->bias) && aligned16(g->out) &&
+               g->stride_a % 4 == 0 && g->stride_b % 4 == 0 && g->stride_out % 4 == 0 &&
+               g->stride_a2 % 4 == 0 && g->stride_b2 % 4 == 0;
     struct {
         uint64_t a, b, bias, c;
-        uint64_t stride_a, stride_b, stride_c;
-        uint32_t m, n, k, tiles_m, tiles_n, groups_x, batch, group_m, k_rotate;
+        uint64_t stride_a, stride_b, stride_c, stride_a2, stride_b2;
+        uint32_t m, n, k, tiles_m, tiles_n, groups_x, batch, group_m, k_rotate, batch_inner, lda, ldb;
     } pc = {
         .a = lm_tensor_address(g->a), .b = lm_tensor_address(g->b),
         .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
         .stride_a = g->stride_a, .stride_b = g->stride_b, .stride_c = g->stride_out,
+        .stride_a2 = g->stride_a2, .stride_b2 = g->stride_b2,
         .m = g->m, .n = g->n, .k = g->k,
         .tiles_m = (g->m + t.bm - 1) / t.bm, .tiles_n = (g->n + t.bn - 1) / t.bn,
         .batch = g->batch, .group_m = MM_GROUP_M,
@@ -107,14 +112,17 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
          * not care. */
         .k_rotate = ctx->mm_rotate == 1 ||
                     (ctx->mm_rotate == 0 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU),
+        .batch_inner = g->batch_inner ? g->batch_inner : 1, .lda = lda, .ldb = ldb,
     };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "matmul push constants");
     uint64_t groups = (uint64_t)pc.tiles_m * pc.tiles_n * g->batch;
     if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .shader = LM_SH_MATMUL,
-        .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn, g->trans_b ? 1u : 0u, vec4 ? 1u : 0u },
+        .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
+                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u), vec4 ? 1u : 0u },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },
     });
@@ -128,81 +136,178 @@ static void check_size(lua_State *L, int argn, int64_t v, const char *what) {
     if (v > 0x7fffffffLL) lm_argerror(L, argn, "%s too large (%I; at most 2^31-1)", what, (LUAI_UACINT)v);
 }
 
+/* An operand as the kernel reads it: a rows x cols matrix (a: M x K; b: K x N) per batch,
+ * stored row-major (`kmajor` 0 for a, 1 for b) or the other way round (flipped), rows
+ * `ld` floats apart; batch dimensions with their strides. */
+typedef struct mm_operand {
+    int64_t rows, cols, ld;
+    int flipped;
+    int nbatch;
+    int64_t bshape[LM_MAX_DIMS], bstride[LM_MAX_DIMS];
+} mm_operand;
+
+/* Describes t (transposed in its last two dimensions when `trans`) as a logical
+ * rows x cols matrix with batches; a 1-D t is a row (as_row) or a column. Returns 0 when
+ * its last two strides are neither row- nor column-major (then read through a copy). */
+static int describe(const lm_tensor *t, int trans, int as_row, mm_operand *o) {
+    int64_t sr, sc;
+    if (t->ndim == 1) {
+        if (as_row) { o->rows = 1; o->cols = t->shape[0]; sr = t->shape[0]; sc = t->strides[0]; }
+        else { o->rows = t->shape[0]; o->cols = 1; sr = t->strides[0]; sc = 1; }
+        o->nbatch = 0;
+    } else {
+        int r = t->ndim - 2, c = t->ndim - 1;
+        if (trans) { int x = r; r = c; c = x; }
+        o->rows = t->shape[r]; o->cols = t->shape[c];
+        sr = t->strides[r]; sc = t->strides[c];
+        o->nbatch = t->ndim - 2;
+        for (int i = 0; i < o->nbatch; i++) { o->bshape[i] = t->shape[i]; o->bstride[i] = t->strides[i]; }
+    }
+    /* Row-major (as the kernel's unflipped form reads it) when columns step by 1. */
+    if (sc == 1 || o->cols == 1) { o->flipped = 0; o->ld = o->rows == 1 ? o->cols : sr; }
+    else if (sr == 1 || o->rows == 1) { o->flipped = 1; o->ld = o->cols == 1 ? o->rows : sc; }
+    else return 0;
+    return o->ld > 0 && o->ld <= 0x7fffffffLL;   /* (rows of stride 0: through a copy) */
+}
+
+/* Can the kernel read this operand (as described) with vec4 loads, given K and N that
+ * allow them? (A read k-major also needs M a multiple of 4: need_rows4.) */
+static int operand_vec4(const lm_tensor *t, const mm_operand *o, int need_rows4) {
+    if (lm_tensor_address(t) % 16 || o->ld % 4 || (o->flipped && need_rows4 && o->rows % 4)) return 0;
+    for (int i = 0; i < o->nbatch; i++)
+        if (o->bshape[i] > 1 && o->bstride[i] % 4) return 0;
+    return 1;
+}
+
+/* Products this large read an operand whose layout rules out vec4 loads through a packed
+ * copy instead (the copy costs one pass over the operand, the scalar loads much more). */
+#define MM_COPY_FOR_VEC4 ((int64_t)1 << 21)   /* multiply-adds per product */
+
 int lm_op_matmul(lua_State *L) {
     static const char *const known[] = { "out", "transpose_a", "transpose_b", NULL };
-    /* A b that is a plain tensor with its last two dimensions swapped (w:transpose(1, 2))
-     * is read in place as that tensor with transpose_b flipped: bt, a stack handle. */
-    lm_tensor bt, *b0 = luaL_testudata(L, 2, LM_TENSOR_MT);
-    int b_swapped = 0;
-    if (b0 && b0->storage && b0->storage->ctx && b0->ndim >= 2 && !lm_tensor_is_plain(b0)) {
-        bt = *b0;
-        int r = bt.ndim - 2, c = bt.ndim - 1;
-        int64_t sh = bt.shape[r], st = bt.strides[r];
-        bt.shape[r] = bt.shape[c]; bt.strides[r] = bt.strides[c];
-        bt.shape[c] = sh; bt.strides[c] = st;
-        b_swapped = lm_tensor_is_plain(&bt);
-    }
-    lm_contiguous_inputs(L, 1, b_swapped ? 1 : 2);
     lm_tensor *a = lm_check_tensor(L, 1);
     lm_tensor *b = lm_check_tensor(L, 2);
     lm_check_options(L, 3, known);
-    if (lm_option_boolean(L, 3, "transpose_a", 0)) lm_argerror(L, 3, "transpose_a is not supported yet");
-    int trans = lm_option_boolean(L, 3, "transpose_b", 0);
-    int user_trans = trans;   /* messages describe b as the caller passed it */
+    int ta = lm_option_boolean(L, 3, "transpose_a", 0);
+    int tb = lm_option_boolean(L, 3, "transpose_b", 0);
+    /* Messages describe a and b as the caller passed them. */
     char as[256], bs[256];
     shape_of(a, as, sizeof as);
     shape_of(b, bs, sizeof bs);
-    if (b_swapped) { bt.storage = b->storage; b = &bt; trans = !trans; }
-    int64_t k = a->shape[a->ndim - 1];
-    if (b->ndim < 2) {
-        lm_argerror(L, 2, "b must be a matrix %s (or batched [..., %s]), got shape %s",
-                        trans ? "[N, K]" : "[K, N]", trans ? "N, K" : "K, N", bs);
-    }
-    int64_t bk = trans ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
-    int64_t n = trans ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
-    if (bk != k) {
-        lm_argerror(L, 2, "b's %s dimension must be K = %I (the last dimension of a, shape %s), got shape %s%s",
-                        user_trans ? "last" : "first", (LUAI_UACINT)k, as, bs, user_trans ? " (transpose_b)" : "");
-    }
-    int64_t shape[LM_MAX_DIMS];
-    int ndim;
-    int64_t m, batch = 1;
-    if (b->ndim == 2) {
-        /* a's leading dimensions are rows: [..., K] x [K, N] -> [..., N]. */
-        m = a->numel / k;
-        ndim = a->ndim;
-        memcpy(shape, a->shape, sizeof(int64_t) * (size_t)ndim);
-        shape[ndim - 1] = n;
-    } else {
-        /* Batched: [B..., M, K] x [B..., K, N] -> [B..., M, N], equal batch dimensions. */
-        int same = a->ndim == b->ndim;
-        for (int i = 0; same && i < b->ndim - 2; i++) same = a->shape[i] == b->shape[i];
-        if (!same) {
-            lm_argerror(L, 2, "batched b (shape %s) needs a with the same leading dimensions and [M, K] after them, got a of shape %s", bs, as);
+    if (ta && a->ndim < 2) lm_argerror(L, 1, "transpose_a needs a of 2 or more dimensions, got shape %s", as);
+    if (tb && b->ndim < 2) lm_argerror(L, 2, "transpose_b needs b of 2 or more dimensions, got shape %s", bs);
+    if (a->dtype != LM_FLOAT32) lm_argerror(L, 1, "a must be float32, got %s", lm_dtype_name(a->dtype));
+    if (b->dtype != LM_FLOAT32) lm_argerror(L, 2, "b must be float32, got %s", lm_dtype_name(b->dtype));
+    lua_settop(L, 3);
+    mm_operand oa, ob;
+    /* A layout the kernel cannot read in place (not row- or column-major in the last two
+     * dimensions) is read through a contiguous copy; expanded batch dimensions are not
+     * copied. */
+    if (!describe(a, ta, 1, &oa)) { lm_contiguous_inputs(L, 1, 1); a = lm_check_tensor(L, 1); describe(a, ta, 1, &oa); }
+    if (!describe(b, tb, 0, &ob)) { lm_contiguous_inputs(L, 2, 2); b = lm_check_tensor(L, 2); describe(b, tb, 0, &ob); }
+    if (oa.cols % 4 == 0 && ob.cols % 4 == 0 && ob.rows == oa.cols &&
+        oa.rows * oa.cols >= MM_COPY_FOR_VEC4 / ob.cols) {
+        /* (a packed copy is read k-major again under transpose_a: it helps when M is a
+         * multiple of 4) */
+        if (!operand_vec4(a, &oa, 1) && !lm_tensor_is_plain(a) && !(ta && oa.rows % 4)) {
+            lm_contiguous_inputs(L, 1, 1); a = lm_check_tensor(L, 1); describe(a, ta, 1, &oa);
         }
-        m = a->shape[a->ndim - 2];
-        for (int i = 0; i < b->ndim - 2; i++) batch *= b->shape[i];
-        ndim = a->ndim;
-        memcpy(shape, a->shape, sizeof(int64_t) * (size_t)ndim);
-        shape[ndim - 1] = n;
+        if (!operand_vec4(b, &ob, 0) && !lm_tensor_is_plain(b)) {
+            lm_contiguous_inputs(L, 2, 2); b = lm_check_tensor(L, 2); describe(b, tb, 0, &ob);
+        }
     }
-    check_size(L, 1, m, "row count of a");
+    a = lm_check_tensor(L, 1);
+    int64_t m = oa.rows, k = oa.cols, n = ob.cols;
+    if (ob.rows != k) {
+        const char *adim = ta ? (a->ndim > 2 ? "second-to-last" : "first") : "last";
+        if (b->ndim == 1)
+            lm_argerror(L, 2, "b's length must be K = %I (the %s dimension of a, shape %s%s), got shape %s",
+                        (LUAI_UACINT)k, adim, as, ta ? ", transpose_a" : "", bs);
+        lm_argerror(L, 2, "b's %s dimension must be K = %I (the %s dimension of a, shape %s%s), got shape %s%s",
+                    tb ? "last" : (b->ndim > 2 ? "second-to-last" : "first"), (LUAI_UACINT)k, adim, as,
+                    ta ? ", transpose_a" : "", bs, tb ? " (transpose_b)" : "");
+    }
+    /* Batch dimensions broadcast as in torch.matmul (aligned at the right). */
+    int nb = oa.nbatch > ob.nbatch ? oa.nbatch : ob.nbatch;
+    int64_t bshape[LM_MAX_DIMS], sa[LM_MAX_DIMS], sb[LM_MAX_DIMS];
+    for (int i = 0; i < nb; i++) {
+        int ia = i - (nb - oa.nbatch), ib = i - (nb - ob.nbatch);
+        int64_t za = ia < 0 ? 1 : oa.bshape[ia], zb = ib < 0 ? 1 : ob.bshape[ib];
+        if (za != zb && za != 1 && zb != 1)
+            lm_argerror(L, 2, "batch dimensions of b (shape %s) and a (shape %s) do not broadcast: %I against %I "
+                        "in batch dimension %d", bs, as, (LUAI_UACINT)zb, (LUAI_UACINT)za, i + 1);
+        bshape[i] = za > zb ? za : zb;
+        sa[i] = za == 1 ? 0 : oa.bstride[ia];
+        sb[i] = zb == 1 ? 0 : ob.bstride[ib];
+    }
+    int64_t shape[LM_MAX_DIMS], batch = 1;
+    int ndim = 0;
+    for (int i = 0; i < nb; i++) { shape[ndim++] = bshape[i]; batch *= bshape[i]; }
+    if (a->ndim > 1) shape[ndim++] = m;
+    if (b->ndim > 1) shape[ndim++] = n;
+    if (ndim == 0) shape[ndim++] = 1;   /* a dot product: [1] (lumus has no 0-D tensors) */
     check_size(L, 1, k, "K");
     check_size(L, 2, n, "N");
-    check_size(L, 2, batch, "batch count");
+    lm_check_result_size(L, ndim, shape);
     lm_context *ctx = a->storage->ctx;
     if (b->storage->ctx != ctx) luaL_error(L, "matmul: tensors belong to different devices");
-    lua_settop(L, 3);
-    lm_operands in = { { a, b }, { "a", "b" } };
-    lm_tensor *out = lm_push_out(L, 3, ctx, ndim, shape, &in, 0);
-    if (b_swapped) bt.storage = lm_check_tensor(L, 2)->storage;   /* a finalizer may have freed it */
+    lm_tensor *out;
+    {
+        lm_operands in = { { a, b }, { "a", "b" } };
+        out = lm_push_out(L, 3, ctx, ndim, shape, &in, 0);
+    }
+    a = lm_check_tensor(L, 1);   /* a finalizer may have freed either meanwhile */
+    b = lm_check_tensor(L, 2);
+
+    /* Merge batch dimensions: size-1 ones go; neighbours merge when both operands step
+     * over them as one (out, contiguous, always does). */
+    int64_t size[LM_MAX_DIMS], xa[LM_MAX_DIMS], xb[LM_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < nb; i++) {
+        if (bshape[i] == 1) continue;
+        if (nd > 0 && xa[nd - 1] == sa[i] * bshape[i] && xb[nd - 1] == sb[i] * bshape[i]) {
+            size[nd - 1] *= bshape[i]; xa[nd - 1] = sa[i]; xb[nd - 1] = sb[i];
+            continue;
+        }
+        size[nd] = bshape[i]; xa[nd] = sa[i]; xb[nd] = sb[i];
+        nd++;
+    }
+    /* b the same for every batch and a's batches stacked rows: one product of all rows. */
+    if (nd == 1 && xb[0] == 0 && !oa.flipped && (xa[0] == m * oa.ld || (m == 1 && xa[0] > 0 && xa[0] <= 0x7fffffffLL))) {
+        if (m == 1) oa.ld = xa[0];
+        m *= size[0];
+        nd = 0;
+        batch = 1;
+    }
+    check_size(L, 1, m, "row count of a");
+    int outer_dims = nd > 2 ? nd - 2 : 0;
+    int64_t inner = 1;
+    for (int i = outer_dims; i < nd; i++) inner *= size[i];
+    check_size(L, 2, inner, "batch count");
     lm_matmul_args g = {
-        .a = a, .b = b, .out = out,
-        .m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .batch = (uint32_t)batch,
-        .stride_a = batch > 1 ? (uint64_t)(m * k) : 0, .stride_b = batch > 1 ? (uint64_t)(k * n) : 0,
-        .stride_out = batch > 1 ? (uint64_t)(m * n) : 0, .trans_b = trans,
+        .m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .batch = (uint32_t)inner,
+        .stride_out = inner > 1 ? (uint64_t)(m * n) : 0,
+        .trans_a = oa.flipped, .trans_b = ob.flipped,
+        .lda = (uint32_t)oa.ld, .ldb = (uint32_t)ob.ld,
     };
-    lm_record_matmul(L, &g, "matmul");
+    if (nd - outer_dims == 2) {
+        g.batch_inner = (uint32_t)size[nd - 1];
+        g.stride_a = (uint64_t)xa[nd - 2]; g.stride_b = (uint64_t)xb[nd - 2];
+        g.stride_a2 = (uint64_t)xa[nd - 1]; g.stride_b2 = (uint64_t)xb[nd - 1];
+    } else if (nd - outer_dims == 1) {
+        g.stride_a = (uint64_t)xa[nd - 1]; g.stride_b = (uint64_t)xb[nd - 1];
+    }
+    /* Batch dimensions beyond two: one dispatch per index of the outer ones, with the
+     * operands' (stack) handles moved to that index. */
+    int64_t outer = batch / inner, idx[LM_MAX_DIMS] = { 0 };
+    for (int64_t z = 0; z < outer; z++) {
+        lm_tensor va = *a, vb = *b, vo = *out;
+        for (int i = 0; i < outer_dims; i++) { va.offset += idx[i] * xa[i]; vb.offset += idx[i] * xb[i]; }
+        vo.offset += z * inner * m * n;
+        g.a = &va; g.b = &vb; g.out = &vo;
+        lm_record_matmul(L, &g, "matmul");
+        for (int i = outer_dims - 1; i >= 0; i--) { if (++idx[i] < size[i]) break; idx[i] = 0; }
+    }
     return 1;
 }
 

@@ -72,17 +72,22 @@ int lm_op_full(lua_State *L);          /* lumus.full(shape, v [, {dtype=}]) */
 int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]), lumus.copy(dst, src) */
 int lm_op_layer_norm_forward(lua_State *L);
 int lm_op_layer_norm_config(lua_State *L);   /* tune.layer_norm */
-int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_b=}]) */
+int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_a=, transpose_b=}]) */
 int lm_op_linear(lua_State *L);        /* lumus.linear(x, weight [, bias] [, {out=}]) */
 int lm_op_matmul_config(lua_State *L); /* tune.matmul */
 
-/* Records out = a b (+ bias) for `batch` products of an m x k and a k x n matrix (b read
- * as n x k when trans_b); the strides (floats) step a, b and out between batches. */
+/* Records out = a b (+ bias) for `batch` products of an m x k and a k x n matrix (a read
+ * as k x m when trans_a, b as n x k when trans_b); rows of a and b as stored are lda and
+ * ldb floats apart (0: packed). Batch z = zo * batch_inner + zi (batch_inner 0 means 1)
+ * starts a at zo * stride_a + zi * stride_a2 floats (b likewise) and out at
+ * z * stride_out; a stride 0 repeats an operand over batches. */
 typedef struct lm_matmul_args {
     lm_tensor *a, *b, *bias, *out;
     uint32_t m, n, k, batch;
     uint64_t stride_a, stride_b, stride_out;
-    int trans_b;
+    int trans_b, trans_a;
+    uint32_t batch_inner, lda, ldb;
+    uint64_t stride_a2, stride_b2;
 } lm_matmul_args;
 void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
 
@@ -128,5 +133,31 @@ typedef struct lm_operands {
  * buffer); any other overlap is refused. */
 lm_tensor *lm_push_out(lua_State *L, int argn, lm_context *ctx, int ndim, const int64_t *shape,
                        const lm_operands *in, int in_place);
+
+/* Indexing (index.c, cat.c, split.c; README "Indexing"): any dtype, int32 1-based ids. */
+int lm_op_index_select(lua_State *L);  /* lumus.index_select(x, dim, ids [, {out=}]) */
+int lm_op_embedding(lua_State *L);     /* lumus.embedding(ids, weight [, {out=}]) */
+int lm_op_gather(lua_State *L);        /* lumus.gather(x, dim, ids [, {out=}]) */
+int lm_op_cat(lua_State *L);           /* lumus.cat(list [, dim] [, {out=}]) */
+int lm_op_stack(lua_State *L);         /* lumus.stack(list [, dim] [, {out=}]) */
+int lm_op_split(lua_State *L);         /* t:split(size or sizes [, dim]) -> views */
+int lm_op_chunk(lua_State *L);         /* t:chunk(n [, dim]) -> views */
+/* Raises "<fname>: the result would have more than 2^40 elements" for such a shape. */
+void lm_check_result_size(lua_State *L, int ndim, const int64_t *shape);
+/* The 1-based dimension at argument arg of an ndim-D tensor (negative from the end), 0-based. */
+int lm_index_dim(lua_State *L, int arg, int ndim);
+/* One dispatch of shaders/index_elems.comp over `shape`: with dim >= 0, out (contiguous)
+ * = x gathered along dim by ids (strides xs, is); with dim < 0 (no ids), out = x where is
+ * holds out's strides (a strided copy of any dtype). Strides in elements. */
+typedef struct lm_index_elems {
+    lm_tensor *x, *ids, *out;
+    int ndim, dim;
+    int64_t size;                       /* x's size along dim */
+    int64_t shape[LM_MAX_DIMS], xs[LM_MAX_DIMS], is[LM_MAX_DIMS];
+} lm_index_elems;
+void lm_record_index_elems(lua_State *L, const char *op, const lm_index_elems *g);
+/* lm_push_out for a result of the given dtype (a given out must have it). */
+lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
+                             const int64_t *shape, const lm_operands *in);
 
 #endif
