@@ -103,6 +103,8 @@ static const luaL_Reg tensor_ops[] = {
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
+    {"log_softmax", lm_op_log_softmax}, {"var", lm_op_var}, {"max", lm_op_max}, {"min", lm_op_min},
+    {"argmax", lm_op_argmax}, {"argmin", lm_op_argmin}, {"topk", lm_op_topk},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };

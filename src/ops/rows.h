@@ -1,6 +1,7 @@
-/* Row kernels (softmax, sum/mean) over the last dimension: a workgroup per row, or a
+/* Row kernels (softmax, log_softmax) over the last dimension: a workgroup per row, or a
  * subgroup per row for short rows (shaders/common/rows.glsl), rows folded onto a 2-D grid.
- * Shared shape checks, the choice of form and workgroup size, and the recording. */
+ * Shared shape checks, the choice of form and workgroup size, and the recording; and what
+ * the column kernels of reductions and softmax over any dimension share (dims, plans). */
 #ifndef LUMUS_OPS_ROWS_H
 #define LUMUS_OPS_ROWS_H
 
@@ -17,14 +18,36 @@ typedef struct lm_row_plan {
 /* The row length d and row count of x (argument 1); raises for d >= 2^31. */
 void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows);
 
-/* Checks the options at argument `arg` of a row op over x: {dim=, out=}, and keepdim=
- * when `reduce`. dim may be the last dimension (1-based) or -1; other dimensions raise
- * "only the last dimension is supported". Returns keepdim (0 when not given). */
-int lm_rows_options(lua_State *L, int arg, const lm_tensor *x, int reduce);
+/* opts.dim of the options at argument `arg` (already checked) for x: 1-based, negative
+ * from the end; returns it 0-based, or `absent` when not given. Out of range raises
+ * "dim 3 is out of range for a 2-D tensor (...)" naming the argument. */
+int lm_dim_option(lua_State *L, int arg, const lm_tensor *x, int absent);
 
-/* The plans of softmax and of sum/mean for rows of d on this device. */
+/* x seen as [outer, r, inner] about dimension dim (0-based; -1: all elements as one
+ * row). Raises when r >= 2^31 or outer or inner >= 2^32. */
+typedef struct lm_dim_view { uint32_t outer, r, inner; } lm_dim_view;
+lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim);
+
+/* The column kernels (shaders/reduce.comp, softmax_cols.comp): a workgroup of wg threads
+ * as cols adjacent columns by wg / cols lanes along r; col_groups workgroups per outer
+ * slice. `groups` is how many workgroups the device wants in flight: cols shrinks (to no
+ * fewer than 32 bytes of adjacent elements) while the grid is smaller than that. */
+typedef struct lm_col_plan { uint32_t wg, cols, col_groups; uint64_t groups; } lm_col_plan;
+lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes);
+/* Workgroups the device wants in flight for a streaming kernel. */
+uint64_t lm_groups_wanted(const lm_context *ctx);
+
+/* Raises unless x (argument 1) is float32, float16 or bfloat16 and the device can
+ * read its dtype. */
+void lm_check_float_input(lua_State *L, const lm_tensor *x, const lm_context *ctx);
+/* Pushes a result of an op whose options are at argument argn: opts[key] when given
+ * (plain, of this shape and dtype, on ctx, not overlapping x unless in_place and the same
+ * elements), else a new tensor. */
+lm_tensor *lm_push_result(lua_State *L, int argn, const char *key, lm_context *ctx, lm_dtype dtype,
+                          int ndim, const int64_t *shape, const lm_tensor *x, int in_place);
+
+/* The plan of softmax for rows of d on this device. */
 lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d);
-lm_row_plan lm_plan_sum(const lm_context *ctx, int64_t d);
 
 /* Records a row kernel over x (rows of d) into y with the plan and push constants. */
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,
