@@ -2,12 +2,6 @@
 #include "rows.h"
 #include <lauxlib.h>
 
-void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows) {
-    *d = x->shape[x->ndim - 1];
-    *rows = x->numel / *d;
-    if (*d > 0x7fffffff) lm_argerror(L, 1, "last dimension too large (at most 2^31-1)");
-}
-
 void lm_check_float_input(lua_State *L, const lm_tensor *x, const lm_context *ctx) {
     if (x->dtype != LM_FLOAT32 && x->dtype != LM_FLOAT16 && x->dtype != LM_BFLOAT16)
         lm_argerror(L, 1, "x must be float32, float16 or bfloat16, got %s", lm_dtype_name(x->dtype));

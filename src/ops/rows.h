@@ -15,9 +15,6 @@ typedef struct lm_row_plan {
     uint32_t rows_per_group;   /* 1: a workgroup per row; more: a subgroup per row */
 } lm_row_plan;
 
-/* The row length d and row count of x (argument 1); raises for d >= 2^31. */
-void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows);
-
 /* opts.dim of the options at argument `arg` (already checked) for x: 1-based, negative
  * from the end; returns it 0-based, or `absent` when not given. Out of range raises
  * "dim 3 is out of range for a 2-D tensor (...)" naming the argument. */

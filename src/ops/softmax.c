@@ -12,9 +12,10 @@ static const lm_shader_id cols_shaders[2][3] = {
     { LM_SH_LOG_SOFTMAX_COLS_F32, LM_SH_LOG_SOFTMAX_COLS_F16, LM_SH_LOG_SOFTMAX_COLS_BF16 },
 };
 
-static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_tensor *y) {
-    int64_t d, rows;
-    lm_rows_of(L, x, &d, &rows);
+/* Rows of d = v.r contiguous elements (inner == 1: the dimension is the last one that is
+ * not of size 1). */
+static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
+    int64_t d = v.r, rows = v.outer;
     lm_row_plan c = lm_plan_softmax(x->storage->ctx, d);
     struct { uint64_t x, y, rows; uint32_t n, d, groups_x, pad; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
@@ -54,7 +55,7 @@ static int softmax(lua_State *L, const char *name, int log) {
     lua_settop(L, 2);
     lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, x->ndim, x->shape, x, 1);
     x = lm_check_tensor(L, 1);
-    if (v.inner == 1 && x->dtype == LM_FLOAT32) record_row_form(L, name, log, x, y);
+    if (v.inner == 1 && x->dtype == LM_FLOAT32) record_row_form(L, name, log, x, v, y);
     else record_cols_form(L, name, log, x, v, y);
     return 1;
 }
