@@ -105,6 +105,7 @@ static const luaL_Reg tensor_ops[] = {
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
     {"log_softmax", lm_op_log_softmax}, {"var", lm_op_var}, {"max", lm_op_max}, {"min", lm_op_min},
     {"argmax", lm_op_argmax}, {"argmin", lm_op_argmin}, {"topk", lm_op_topk},
+    {"to", lm_op_to},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
@@ -138,6 +139,8 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     lua_getfield(L, -1, "Tensor");
     lua_getfield(L, -1, "methods");
     set_tensor_ops(L);
+    luaL_setfuncs(L, lm_convert_methods, 0);
+    lm_register_names(L, lm_convert_methods, "lumus.Tensor");
     lua_pop(L, 2);
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");
