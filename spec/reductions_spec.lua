@@ -35,7 +35,34 @@ local function sum_bounds(xt, opts, k, per_count)
   return b, n
 end
 
+-- Extra relative bound for results stored in a narrow dtype (one rounding).
+local ROUNDING = { float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
+
 local function check_op(name, x, xt, opts, what)
+  local narrow = ROUNDING[x:dtype()]
+  if narrow then
+    -- accumulated in float32, rounded once: the float32 bound plus one rounding
+    local got = name ~= "argmax" and name ~= "argmin" and lumus[name](x, opts) or nil
+    if not got then
+      assert.are.same(ref[name](xt, opts), ints(lumus[name](x, opts)), name .. " " .. what)
+      return
+    end
+    local want = ref[name](xt, opts)
+    if name == "max" or name == "min" then
+      local v, i = lumus[name](x, opts)
+      checks.close(v, want, { what = name .. " " .. what })
+      if opts.dim then assert.are.same(select(2, ref[name](xt, opts)), ints(i), name .. " " .. what) end
+      return
+    end
+    local eps = (name == "var" and 1e-5 or 1e-6)
+    local bound = {}
+    local sums = (name == "sum" or name == "mean") and sum_bounds(xt, opts, 8 * U, name == "mean") or nil
+    for i, w in ipairs(ref.flatten(want)) do
+      bound[i] = narrow * math.abs(w) + eps * math.max(1, math.abs(w)) + (sums and sums[i] or 0)
+    end
+    checks.close(got, want, { abs = bound, what = name .. " " .. x:dtype() .. " " .. what })
+    return
+  end
   what = ("%s %s %s"):format(name, what, opts.dim and ("dim " .. opts.dim) or "all")
   if opts.keepdim then what = what .. " keepdim" end
   if name == "sum" or name == "mean" then
@@ -223,6 +250,34 @@ describe("reductions and softmax over any dimension", function()
     checks.errors(lumus.sum, "#2.*dim must be an integer, got string", x, { dim = "1" })
     checks.errors(lumus.log_softmax, "#2.*unknown option 'keepdim' %(known: dim, out%)", x, { keepdim = true })
     checks.errors(lumus.sum, "#1.*tensor expected", { 1, 2 })
+  end)
+end)
+
+describe("float16 and bfloat16 inputs", function()
+  local narrow = lumus.device().narrow_storage
+  it("reduce and softmax in float32 and store in the input's dtype", function()
+    if not narrow then pending("the device lacks 16-bit storage") return end
+    local g = ref.rng(1507)
+    for case = 1, 6 do
+      local nd = (case - 1) % 3 + 1
+      local shape = random_shape(g, nd, 1500)
+      for _, dt in ipairs { "float16", "bfloat16" } do
+        local x = lumus.tensor(values(shape, g, case % 2 == 0), { dtype = dt })
+        local xt = x:to("float32"):to_table()
+        for _, name in ipairs(ALL) do
+          local r = lumus[name](x, { dim = nd })
+          assert.are.equal((name == "argmax" or name == "argmin") and "int32" or dt, r:dtype())
+          check_op(name, x, xt, { dim = nd }, shape_name(shape))
+          if nd > 1 then check_op(name, x, xt, { dim = 1 }, shape_name(shape)) end
+          if name ~= "softmax" and name ~= "log_softmax" then check_op(name, x, xt, {}, shape_name(shape)) end
+        end
+        local v, i = lumus.topk(x, 1, { dim = nd })
+        local wv, wi = ref.topk(xt, 1, { dim = nd })
+        assert.are.equal(dt, v:dtype())
+        checks.close(v, wv, { what = "topk " .. dt })
+        assert.are.same(wi, ints(i))
+      end
+    end
   end)
 end)
 
