@@ -488,8 +488,10 @@ end
 local function capture(t, group_of, current)
   -- (a finalizer of the fuzzer's may free t meanwhile)
   local ok, shape = pcall(t.shape, t)
-  if not ok or t:numel() > 4096 then return nil end
-  local dtype = t:dtype()
+  local okn, numel = pcall(t.numel, t)
+  if not ok or not okn or numel > 4096 then return nil end
+  local okd, dtype = pcall(t.dtype, t)
+  if not okd then return nil end
   local grp = group_of and group_of[t]
   if grp and not grp.dirty and current(grp) then return snapshot_of(shape, grp.bytes) end
   local okc, c = pcall(lumus.copy, t)
@@ -633,9 +635,12 @@ local function ints_bytes(nested)
   for i, v in ipairs(ref.flatten(nested)) do out[i] = string.pack("<i4", v) end
   return table.concat(out)
 end
-local function values_of(nested, tolf)
+-- Results in float16/bfloat16 are also rounded once to that dtype.
+local ROUNDING = { float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
+local function values_of(nested, tolf, dtype)
   local want, tol = ref.flatten(nested), {}
-  for i = 1, #want do tol[i] = tolf(i, want[i]) end
+  local r = ROUNDING[dtype] or 0
+  for i = 1, #want do tol[i] = tolf(i, want[i]) + r * abs(want[i]) end
   return { want = want, tol = tol, shape = ref.shape(nested) }
 end
 local function reduction_op(kind)
@@ -645,7 +650,7 @@ local function reduction_op(kind)
     local o = reduce_opts(opts_at(args, 2))
     if kind == "softmax" or kind == "log_softmax" then
       local eps = kind == "softmax" and 1e-6 or 1e-5
-      return { values_of(ref[kind](x.nested, o), function(_, w) return 1e-5 * abs(w) + eps end) }
+      return { values_of(ref[kind](x.nested, o), function(_, w) return 1e-5 * abs(w) + eps end, x.dtype) }
     end
     local v, idx = ref[kind](x.nested, o)
     if kind == "argmax" or kind == "argmin" then
@@ -653,7 +658,7 @@ local function reduction_op(kind)
       return { { bytes = ints_bytes(v), shape = ref.shape(v) } }
     end
     if kind == "max" or kind == "min" then
-      local vals = values_of(v, function() return 0 end)
+      local vals = values_of(v, function() return 0 end, x.dtype)
       if idx and ints_readable() then return { vals, { bytes = ints_bytes(idx), shape = ref.shape(idx) } } end
       return { vals }
     end
@@ -665,7 +670,7 @@ local function reduction_op(kind)
       if mags[i] > 1e37 then return huge end
       if kind == "var" then return 1e-5 * mags[i] / math.max(1, count - (o.correction or 1)) + FLT_MIN end
       return 1e-6 * mags[i] / (kind == "mean" and count or 1) + FLT_MIN
-    end) }
+    end, x.dtype) }
   end
 end
 for _, kind in ipairs { "softmax", "log_softmax", "sum", "mean", "var", "max", "min", "argmax", "argmin" } do
