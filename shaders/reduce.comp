@@ -18,7 +18,7 @@
 //         var  a = mean, b = sum of squared deviations, i = count (Welford; lanes and
 //              splits combine by Chan's formula);
 //         max/min  a = value, i = its index along r (0-based; EMPTY when none yet).
-// Sum accuracy as shaders/sum.comp had it: per-thread Kahan summation, then a tree; a
+// Sum accuracy: per-thread Kahan summation, then a tree; a
 // thread whose compensated sum is not finite (an inf entry, overflow: the compensation
 // is then inf - inf) adds its share again plainly, so +-inf entries and overflow give
 // +-inf, inf with -inf or any NaN gives NaN, as PyTorch.
