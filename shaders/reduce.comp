@@ -3,12 +3,13 @@
 // (and mean), var, max and min with their indices (OP). The reduced dimension is the
 // middle one; inner == 1 is a reduction over the last dimension (or over everything).
 //
-// Layout of the work: a workgroup takes COLS adjacent columns c of one outer slice and
-// one chunk of r (a split); its WG threads are COLS columns by LANES = WG / COLS lanes.
-// Thread (column, lane) walks rows lane, lane + LANES, ... of its chunk, so each step of
-// the COLS threads of a lane reads COLS adjacent elements (coalesced for any inner), and
-// for inner == 1 (COLS = 1) the lanes read adjacent elements (vec4s when VEC == 4). The
-// lanes of a column then meet in a fixed tree in shared memory. When the grid would be
+// Layout of the work: the columns (o, c), flattened as q = o * inner + c, are taken COLS
+// at a time by a workgroup, with one chunk of r (a split); its WG threads are COLS
+// columns by LANES = WG / COLS lanes. Thread (column, lane) walks rows lane,
+// lane + LANES, ... of its chunk, so each step of the COLS threads of a lane reads COLS
+// adjacent elements when inner >= COLS, and for inner == 1 the lanes of a column read
+// adjacent elements (vec4s when VEC == 4), COLS short rows per workgroup. The lanes of a
+// column then meet in a fixed tree in shared memory. When the grid would be
 // too small for the device, r is split into chunks (splits > 1): the first dispatch
 // writes each chunk's state (STATE_OUT), the second reduces those states over the splits
 // (STATE_IN) into the result. Every order is fixed by the shape: results are
@@ -54,7 +55,7 @@ layout(push_constant) uniform Params {
     uint splits;
     uint flags;
     float divisor;       // sum: 1; mean: the count; var: max(0, count - correction)
-    uint col_groups;     // ceil(inner / COLS)
+    uint col_groups;     // ceil(outer * inner / COLS)
     uint groups_x;       // width of the grid, for 2-D folding
 } p;
 
@@ -143,15 +144,15 @@ shared uint sh_i[WG];
 
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
-    if (g >= uint64_t(p.outer) * p.col_groups * p.splits) return;   // whole workgroup
+    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
     uint split = uint(g % p.splits);
-    uint64_t gc = g / p.splits;
-    uint cg = uint(gc % p.col_groups);
-    uint o = uint(gc / p.col_groups);
+    uint cg = uint(g / p.splits);
     uint t = gl_LocalInvocationID.x;
-    uint c = cg * COLS + t % COLS;
+    uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
     uint lane = t / COLS;
-    bool valid = c < p.inner;
+    bool valid = q < uint64_t(p.outer) * p.inner;
+    uint o = valid ? uint(q / p.inner) : 0u;
+    uint c = valid ? uint(q % p.inner) : 0u;
     uint r0 = split * p.chunk;
     uint r1 = min(r0 + p.chunk, p.r);
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0

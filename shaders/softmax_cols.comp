@@ -1,8 +1,9 @@
 #version 450
 // softmax (LOG == 0) or log_softmax (LOG == 1) over a dimension that is not the last: x
 // read as [outer, r, inner], the softmax taken along r for each (outer, inner) column.
-// A workgroup takes COLS adjacent columns of one outer slice, its WG threads as COLS
-// columns by LANES = WG / COLS lanes (as shaders/reduce.comp): thread (column, lane)
+// A workgroup takes COLS adjacent columns (o, c), flattened as o * inner + c, its WG
+// threads as COLS columns by LANES = WG / COLS lanes (as shaders/reduce.comp; inner == 1:
+// COLS short rows per workgroup): thread (column, lane)
 // walks rows lane, lane + LANES, ... with a running max and a sum rescaled when the max
 // grows (online softmax), so each step of a lane's COLS threads reads adjacent elements.
 // The lanes' (max, sum) pairs meet in a fixed tree in shared memory (each sum scaled by
@@ -24,7 +25,7 @@ const uint LANES = WG / COLS;
 layout(push_constant) uniform Params {
     uint64_t x, y;
     uint outer, r, inner;
-    uint col_groups;     // ceil(inner / COLS)
+    uint col_groups;     // ceil(outer * inner / COLS)
     uint groups_x;
 } p;
 
@@ -36,13 +37,13 @@ shared float sh_s[WG];
 
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
-    if (g >= uint64_t(p.outer) * p.col_groups) return;   // whole workgroup
-    uint cg = uint(g % p.col_groups);
-    uint o = uint(g / p.col_groups);
+    if (g >= p.col_groups) return;   // whole workgroup
     uint t = gl_LocalInvocationID.x;
-    uint c = cg * COLS + t % COLS;
+    uint64_t q = g * COLS + t % COLS;   // the column: (o, c) flattened
     uint lane = t / COLS;
-    bool valid = c < p.inner;
+    bool valid = q < uint64_t(p.outer) * p.inner;
+    uint o = valid ? uint(q / p.inner) : 0u;
+    uint c = valid ? uint(q % p.inner) : 0u;
     uint64_t col = uint64_t(o) * p.r * p.inner + c;
 
     float m = NEG_INF, s = 0.0;

@@ -57,9 +57,9 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
                           float divisor, lm_tensor *y, lm_tensor *idx) {
     lm_context *ctx = x->storage->ctx;
     int form = x->dtype == LM_FLOAT16 ? FORM_F16 : x->dtype == LM_BFLOAT16 ? FORM_BF16 : FORM_F32;
-    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype));
     uint32_t units = v.r;
     if (form == FORM_F32 && v.inner == 1 && v.r % 4 == 0) { form = FORM_F32_VEC4; units = v.r / 4; }
+    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), units);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;

@@ -64,20 +64,33 @@ uint64_t lm_groups_wanted(const lm_context *ctx) {
 }
 
 
-lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes) {
+/* Loaded units (elements or vec4s) per lane to aim for over a short last dimension
+ * (GPU, CPU device), before rows share a workgroup. */
+#define COL_UNITS_PER_LANE 8
+#define COL_UNITS_PER_LANE_CPU 64
+
+lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units) {
     lm_col_plan c;
     uint32_t wg = ctx->props.limits.maxComputeWorkGroupInvocations;
     if (wg > ctx->props.limits.maxComputeWorkGroupSize[0]) wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     c.wg = wg < COL_WG ? pow2_at_least(wg + 1) / 2 : COL_WG;
-    c.cols = v.inner >= c.wg ? c.wg : pow2_at_least(v.inner);
-    uint32_t min_cols = 32 / elem_bytes;
+    uint64_t columns = (uint64_t)v.outer * v.inner;
     uint64_t want = lm_groups_wanted(ctx);
-    for (;;) {
-        c.col_groups = (uint32_t)(((uint64_t)v.inner + c.cols - 1) / c.cols);
-        c.groups = (uint64_t)v.outer * c.col_groups;
-        if (c.groups >= want || c.cols <= min_cols) break;
-        c.cols /= 2;
+    if (v.inner == 1) {
+        /* Rows: lanes enough for the row, the rest of the workgroup takes more rows. */
+        uint32_t per_lane = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? COL_UNITS_PER_LANE_CPU : COL_UNITS_PER_LANE;
+        uint32_t lanes = pow2_at_least(((uint64_t)units + per_lane - 1) / per_lane);
+        if (lanes > c.wg) lanes = c.wg;
+        c.cols = c.wg / lanes;
+        /* Not so many rows per workgroup that the grid is smaller than wanted. */
+        while (c.cols > 1 && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
+    } else {
+        c.cols = v.inner >= c.wg ? c.wg : pow2_at_least(v.inner);
+        uint32_t min_cols = 32 / elem_bytes;
+        while (c.cols > min_cols && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
     }
+    c.groups = (columns + c.cols - 1) / c.cols;
+    c.col_groups = (uint32_t)c.groups;
     return c;
 }
 

@@ -26,11 +26,13 @@ typedef struct lm_dim_view { uint32_t outer, r, inner; } lm_dim_view;
 lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim);
 
 /* The column kernels (shaders/reduce.comp, softmax_cols.comp): a workgroup of wg threads
- * as cols adjacent columns by wg / cols lanes along r; col_groups workgroups per outer
- * slice. `groups` is how many workgroups the device wants in flight: cols shrinks (to no
- * fewer than 32 bytes of adjacent elements) while the grid is smaller than that. */
+ * as cols columns (o, c) by wg / cols lanes along r (`units` loads long: elements, or
+ * vec4s); groups = col_groups workgroups cover the outer * inner columns. For inner > 1,
+ * cols is inner's power of two up to wg, shrunk (to no fewer than 32 bytes of adjacent
+ * elements) while the grid is smaller than the device wants in flight; for inner == 1
+ * (rows), the lanes are what the row needs and the other threads take more rows. */
 typedef struct lm_col_plan { uint32_t wg, cols, col_groups; uint64_t groups; } lm_col_plan;
-lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes);
+lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units);
 /* Workgroups the device wants in flight for a streaming kernel. */
 uint64_t lm_groups_wanted(const lm_context *ctx);
 
