@@ -128,7 +128,15 @@ St load_state(uint64_t at) {
 
 #if VEC == 4
 #define VT vec4
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Half4Array { f16vec4 v[]; };
+VT load_unit(uint64_t at) { return vec4(Half4Array(p.x + at * 8ul).v[0]); }
+#elif DT == 2
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Bf4Array { u16vec4 v[]; };
+VT load_unit(uint64_t at) { return uintBitsToFloat(uvec4(Bf4Array(p.x + at * 8ul).v[0]) << 16); }
+#else
 VT load_unit(uint64_t at) { return Vec4Array(p.x + at * 16ul).v[0]; }
+#endif
 void take_unit(inout St s, VT u, uint r) {
     for (uint k = 0; k < 4; ++k) take(s, u[k], r * 4 + k);
 }

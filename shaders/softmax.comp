@@ -42,7 +42,7 @@ void process_row(uint64_t row, uint lane, uint width) {
     float m_held = NEG_INF;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
-        v[i] = idx < p.n ? xr.v[idx] : VT(NEG_INF);
+        v[i] = idx < p.n ? row_load(xr, idx) : VT(NEG_INF);
         m_held = max(m_held, hmax(v[i]));
     }
     float s = 0.0;
@@ -56,7 +56,7 @@ void process_row(uint64_t row, uint lane, uint width) {
     }
     float m = m_held;
     for (uint idx = held + lane; idx < p.n; idx += width) {
-        VT u = xr.v[idx];
+        VT u = row_load(xr, idx);
         float grown = max(m, hmax(u));
         s = s * scale_from(m, grown) + hsum(exp_from(u, grown));
         m = grown;
@@ -70,17 +70,17 @@ void process_row(uint64_t row, uint lane, uint width) {
     float log_s = log(row_s);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
-        if (idx < p.n) yr.v[idx] = (v[i] - row_m) - log_s;
+        if (idx < p.n) row_store(yr, idx, (v[i] - row_m) - log_s);
     }
-    for (uint idx = held + lane; idx < p.n; idx += width) yr.v[idx] = (xr.v[idx] - row_m) - log_s;
+    for (uint idx = held + lane; idx < p.n; idx += width) row_store(yr, idx, (row_load(xr, idx) - row_m) - log_s);
 #else
     float inv = 1.0 / row_s;
     float held_scale = scale_from(m_held, row_m) * inv;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
-        if (idx < p.n) yr.v[idx] = v[i] * held_scale;
+        if (idx < p.n) row_store(yr, idx, v[i] * held_scale);
     }
-    for (uint idx = held + lane; idx < p.n; idx += width) yr.v[idx] = exp_from(xr.v[idx], row_m) * inv;
+    for (uint idx = held + lane; idx < p.n; idx += width) row_store(yr, idx, exp_from(row_load(xr, idx), row_m) * inv);
 #endif
 }
 

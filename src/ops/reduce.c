@@ -12,13 +12,18 @@
 #include <string.h>
 
 enum { OP_SUM, OP_VAR, OP_MAX, OP_MIN };
-enum { FORM_F32_VEC4, FORM_F32, FORM_F16, FORM_BF16 };
+/* Kernel forms: [dtype][vec4 loads] (vec4: inner == 1, r a multiple of 4). */
+enum { FORM_F32, FORM_F16, FORM_BF16 };
 
-static const lm_shader_id shaders[4][4] = {
-    { LM_SH_REDUCE_SUM_F32_VEC4, LM_SH_REDUCE_SUM_F32, LM_SH_REDUCE_SUM_F16, LM_SH_REDUCE_SUM_BF16 },
-    { LM_SH_REDUCE_VAR_F32_VEC4, LM_SH_REDUCE_VAR_F32, LM_SH_REDUCE_VAR_F16, LM_SH_REDUCE_VAR_BF16 },
-    { LM_SH_REDUCE_MAX_F32_VEC4, LM_SH_REDUCE_MAX_F32, LM_SH_REDUCE_MAX_F16, LM_SH_REDUCE_MAX_BF16 },
-    { LM_SH_REDUCE_MIN_F32_VEC4, LM_SH_REDUCE_MIN_F32, LM_SH_REDUCE_MIN_F16, LM_SH_REDUCE_MIN_BF16 },
+static const lm_shader_id shaders[4][3][2] = {
+    { { LM_SH_REDUCE_SUM_F32, LM_SH_REDUCE_SUM_F32_VEC4 }, { LM_SH_REDUCE_SUM_F16, LM_SH_REDUCE_SUM_F16_VEC4 },
+      { LM_SH_REDUCE_SUM_BF16, LM_SH_REDUCE_SUM_BF16_VEC4 } },
+    { { LM_SH_REDUCE_VAR_F32, LM_SH_REDUCE_VAR_F32_VEC4 }, { LM_SH_REDUCE_VAR_F16, LM_SH_REDUCE_VAR_F16_VEC4 },
+      { LM_SH_REDUCE_VAR_BF16, LM_SH_REDUCE_VAR_BF16_VEC4 } },
+    { { LM_SH_REDUCE_MAX_F32, LM_SH_REDUCE_MAX_F32_VEC4 }, { LM_SH_REDUCE_MAX_F16, LM_SH_REDUCE_MAX_F16_VEC4 },
+      { LM_SH_REDUCE_MAX_BF16, LM_SH_REDUCE_MAX_BF16_VEC4 } },
+    { { LM_SH_REDUCE_MIN_F32, LM_SH_REDUCE_MIN_F32_VEC4 }, { LM_SH_REDUCE_MIN_F16, LM_SH_REDUCE_MIN_F16_VEC4 },
+      { LM_SH_REDUCE_MIN_BF16, LM_SH_REDUCE_MIN_BF16_VEC4 } },
 };
 
 /* Rows of r (in loaded units) each thread should at least take before r is split. */
@@ -57,8 +62,8 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
                           float divisor, lm_tensor *y, lm_tensor *idx) {
     lm_context *ctx = x->storage->ctx;
     int form = x->dtype == LM_FLOAT16 ? FORM_F16 : x->dtype == LM_BFLOAT16 ? FORM_BF16 : FORM_F32;
-    uint32_t units = v.r;
-    if (form == FORM_F32 && v.inner == 1 && v.r % 4 == 0) { form = FORM_F32_VEC4; units = v.r / 4; }
+    int vec4 = v.inner == 1 && v.r % 4 == 0;   /* rows start 4-element aligned (plain x: 16-byte) */
+    uint32_t units = vec4 ? v.r / 4 : v.r;
     lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), units);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
@@ -88,12 +93,11 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, c.groups * splits, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = shaders[kind][form], .spec = { c.wg, c.cols },
+        .op = op, .any_dtype = 1, .shader = shaders[kind][form][vec4], .spec = { c.wg, c.cols },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x }, .writes = { states ? states : y, states ? NULL : idx },
     });
     if (!states) return;
-    if (form == FORM_F32_VEC4) form = FORM_F32;
     reduce_push p2 = {
         .x = lm_tensor_address(states), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
         .outer = v.outer, .r = (uint32_t)splits, .inner = v.inner, .chunk = (uint32_t)splits, .splits = 1,
@@ -101,7 +105,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     };
     p2.groups_x = lm_grid(L, ctx, c.groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = shaders[kind][form], .spec = { c.wg, c.cols },
+        .op = op, .any_dtype = 1, .shader = shaders[kind][form][0], .spec = { c.wg, c.cols },
         .push = &p2, .push_bytes = sizeof p2, .groups_x = p2.groups_x, .groups_y = gy,
         .reads = { states }, .writes = { y, idx },
     });

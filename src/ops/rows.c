@@ -57,6 +57,9 @@ lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim) {
 #define COL_GROUPS_GPU 1024
 #define COL_GROUPS_CPU 8
 #define COL_WG 256
+/* Adjacent bytes a column block keeps when it narrows for a larger grid: a whole 128-byte
+ * line per row step; beyond that the reductions split r instead. */
+#define COL_MIN_BYTES 128
 
 uint64_t lm_groups_wanted(const lm_context *ctx) {
     if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return COL_GROUPS_CPU;
@@ -86,7 +89,7 @@ lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_byt
         while (c.cols > 1 && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
     } else {
         c.cols = v.inner >= c.wg ? c.wg : pow2_at_least(v.inner);
-        uint32_t min_cols = 32 / elem_bytes;
+        uint32_t min_cols = COL_MIN_BYTES / elem_bytes;
         while (c.cols > min_cols && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
     }
     c.groups = (columns + c.cols - 1) / c.cols;
@@ -150,7 +153,7 @@ void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_
     uint32_t gy;
     *groups_x = lm_grid(L, ctx, ((uint64_t)rows + c->rows_per_group - 1) / c->rows_per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group },
+        .op = op, .any_dtype = 1, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group },
         .full_subgroups = c->rows_per_group > 1,
         .push = push, .push_bytes = push_bytes, .groups_x = *groups_x, .groups_y = gy,
         .reads = { x }, .writes = { y },

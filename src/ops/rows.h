@@ -48,7 +48,8 @@ lm_tensor *lm_push_result(lua_State *L, int argn, const char *key, lm_context *c
 /* The plan of softmax for rows of d on this device. */
 lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d);
 
-/* Records a row kernel over x (rows of d) into y with the plan and push constants. */
+/* Records a row kernel over x (rows of d) into y with the plan and push constants (x's
+ * dtype checked by the caller: lm_check_float_input). */
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,
                     int64_t rows, void *push, uint32_t push_bytes, uint32_t *groups_x,
                     lm_tensor *x, lm_tensor *y);

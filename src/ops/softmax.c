@@ -1,7 +1,6 @@
 /* lumus.softmax(x [, {dim = -1, out =}]) and lumus.log_softmax (same): over any
- * dimension. A float32 x over its last dimension takes the row kernel
- * (shaders/softmax.comp, a workgroup or subgroup per row); any other dimension or dtype
- * the column kernel (shaders/softmax_cols.comp, coalesced along the dimensions inside
+ * dimension. Over the last dimension (of size > 1) the row kernel (shaders/softmax.comp,
+ * a workgroup or subgroup per row, any float dtype); over any other the column kernel (shaders/softmax_cols.comp, coalesced along the dimensions inside
  * the softmax one). out may be x itself (in place). */
 #include "rows.h"
 
@@ -10,6 +9,14 @@ static const char *const keys[] = { "dim", "out", NULL };
 static const lm_shader_id cols_shaders[2][3] = {
     { LM_SH_SOFTMAX_COLS_F32, LM_SH_SOFTMAX_COLS_F16, LM_SH_SOFTMAX_COLS_BF16 },
     { LM_SH_LOG_SOFTMAX_COLS_F32, LM_SH_LOG_SOFTMAX_COLS_F16, LM_SH_LOG_SOFTMAX_COLS_BF16 },
+};
+
+/* [log][dtype: float32, float16, bfloat16][vec4] */
+static const lm_shader_id row_shaders[2][3][2] = {
+    { { LM_SH_SOFTMAX_VEC1, LM_SH_SOFTMAX_VEC4 }, { LM_SH_SOFTMAX_F16_VEC1, LM_SH_SOFTMAX_F16_VEC4 },
+      { LM_SH_SOFTMAX_BF16_VEC1, LM_SH_SOFTMAX_BF16_VEC4 } },
+    { { LM_SH_LOG_SOFTMAX_VEC1, LM_SH_LOG_SOFTMAX_VEC4 }, { LM_SH_LOG_SOFTMAX_F16_VEC1, LM_SH_LOG_SOFTMAX_F16_VEC4 },
+      { LM_SH_LOG_SOFTMAX_BF16_VEC1, LM_SH_LOG_SOFTMAX_BF16_VEC4 } },
 };
 
 /* Rows of d = v.r contiguous elements (inner == 1: the dimension is the last one that is
@@ -21,9 +28,8 @@ static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
         .n = c.n, .d = (uint32_t)d,
     };
-    lm_shader_id sh = log ? (c.vec == 4 ? LM_SH_LOG_SOFTMAX_VEC4 : LM_SH_LOG_SOFTMAX_VEC1)
-                          : (c.vec == 4 ? LM_SH_SOFTMAX_VEC4 : LM_SH_SOFTMAX_VEC1);
-    lm_record_rows(L, name, sh, &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
+    int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
+    lm_record_rows(L, name, row_shaders[log][form][c.vec == 4], &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
 }
 
 static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
@@ -55,7 +61,7 @@ static int softmax(lua_State *L, const char *name, int log) {
     lua_settop(L, 2);
     lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, x->ndim, x->shape, x, 1);
     x = lm_check_tensor(L, 1);
-    if (v.inner == 1 && x->dtype == LM_FLOAT32) record_row_form(L, name, log, x, v, y);
+    if (v.inner == 1) record_row_form(L, name, log, x, v, y);
     else record_cols_form(L, name, log, x, v, y);
     return 1;
 }
