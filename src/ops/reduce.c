@@ -64,7 +64,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     int form = x->dtype == LM_FLOAT16 ? FORM_F16 : x->dtype == LM_BFLOAT16 ? FORM_BF16 : FORM_F32;
     int vec4 = v.inner == 1 && v.r % 4 == 0;   /* rows start 4-element aligned (plain x: 16-byte) */
     uint32_t units = vec4 ? v.r / 4 : v.r;
-    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), units);
+    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), units, LM_COL_MIN_BYTES_REDUCE);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;

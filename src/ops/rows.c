@@ -57,9 +57,6 @@ lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim) {
 #define COL_GROUPS_GPU 1024
 #define COL_GROUPS_CPU 8
 #define COL_WG 256
-/* Adjacent bytes a column block keeps when it narrows for a larger grid: a whole 128-byte
- * line per row step; beyond that the reductions split r instead. */
-#define COL_MIN_BYTES 128
 
 uint64_t lm_groups_wanted(const lm_context *ctx) {
     if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return COL_GROUPS_CPU;
@@ -72,7 +69,8 @@ uint64_t lm_groups_wanted(const lm_context *ctx) {
 #define COL_UNITS_PER_LANE 8
 #define COL_UNITS_PER_LANE_CPU 64
 
-lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units) {
+lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units,
+                          unsigned min_bytes) {
     lm_col_plan c;
     uint32_t wg = ctx->props.limits.maxComputeWorkGroupInvocations;
     if (wg > ctx->props.limits.maxComputeWorkGroupSize[0]) wg = ctx->props.limits.maxComputeWorkGroupSize[0];
@@ -89,7 +87,8 @@ lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_byt
         while (c.cols > 1 && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
     } else {
         c.cols = v.inner >= c.wg ? c.wg : pow2_at_least(v.inner);
-        uint32_t min_cols = COL_MIN_BYTES / elem_bytes;
+        uint32_t min_cols = min_bytes / elem_bytes;
+        if (min_cols < 1) min_cols = 1;
         while (c.cols > min_cols && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
     }
     c.groups = (columns + c.cols - 1) / c.cols;

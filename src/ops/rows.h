@@ -28,11 +28,17 @@ lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim);
 /* The column kernels (shaders/reduce.comp, softmax_cols.comp): a workgroup of wg threads
  * as cols columns (o, c) by wg / cols lanes along r (`units` loads long: elements, or
  * vec4s); groups = col_groups workgroups cover the outer * inner columns. For inner > 1,
- * cols is inner's power of two up to wg, shrunk (to no fewer than 32 bytes of adjacent
+ * cols is inner's power of two up to wg, shrunk (to no fewer than min_bytes of adjacent
  * elements) while the grid is smaller than the device wants in flight; for inner == 1
  * (rows), the lanes are what the row needs and the other threads take more rows. */
 typedef struct lm_col_plan { uint32_t wg, cols, col_groups; uint64_t groups; } lm_col_plan;
-lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units);
+lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units,
+                          unsigned min_bytes);
+/* min_bytes for the reductions (which split r rather than narrow further: a whole
+ * 128-byte line per row step) and for softmax (which cannot split r: one 32-byte
+ * sector). */
+#define LM_COL_MIN_BYTES_REDUCE 128
+#define LM_COL_MIN_BYTES_SOFTMAX 32
 /* Workgroups the device wants in flight for a streaming kernel. */
 uint64_t lm_groups_wanted(const lm_context *ctx);
 

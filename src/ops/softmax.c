@@ -34,7 +34,7 @@ static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *
 
 static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
     lm_context *ctx = x->storage->ctx;
-    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r);
+    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_SOFTMAX);
     struct { uint64_t x, y; uint32_t outer, r, inner, col_groups, groups_x; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
         .outer = v.outer, .r = v.r, .inner = v.inner, .col_groups = c.col_groups,
