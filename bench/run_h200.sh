@@ -11,6 +11,8 @@
 #   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy)
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   dtypes.md                   bench/dtypes.lua (float16/bool copies, to() conversions vs copy)
+#   torch_reductions.md / .csv, reductions.md / .csv   bench/torch_reductions.py, bench/reductions.lua
+#                               (reductions, softmax, log_softmax over any dim, float32/float16, topk)
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   torch_random.md / .csv, random.md / .csv   bench/torch_random.py, bench/random.lua
 #   torch_index.md / .csv, index.md / .csv     bench/torch_index.py, bench/index.lua
@@ -93,6 +95,11 @@ step async 45 lua5.4 bench/async.lua
 step transfer 60 lua5.4 bench/transfer.lua
 step dtypes 60 lua5.4 bench/dtypes.lua
 
+step torch_reductions 120 python3 bench/torch_reductions.py --csv "$out/torch_reductions.csv"
+red_baseline=()
+[ -s "$out/torch_reductions.csv" ] && red_baseline+=(--torch "$out/torch_reductions.csv")
+step reductions 180 lua5.4 bench/reductions.lua ${red_baseline[@]+"${red_baseline[@]}"} --csv "$out/reductions.csv"
+
 step torch_matmul 90 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv"
 mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
@@ -110,7 +117,7 @@ step index 90 lua5.4 bench/index.lua ${ix_baseline[@]+"${ix_baseline[@]}"} --csv
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm elementwise async transfer dtypes torch_matmul matmul torch_random random torch_index index; do
+  for name in torch layer_norm elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

@@ -1,6 +1,7 @@
 #version 450
 // softmax over the last dimension: y = exp(x - max) / sum(exp(x - max)), one workgroup or
-// one subgroup per row (common/rows.glsl).
+// one subgroup per row (common/rows.glsl). With LOG == 1, log_softmax: y = (x - max) -
+// log(sum(exp(x - max))), from x itself (the held vectors stay x), so nothing underflows.
 // The first width * ITEMS vectors of the row are read once into registers: each thread takes
 // the max of its share, keeps e = exp(x - that max), and sums the e's. Longer rows stream
 // the rest: a running max and a sum rescaled when the max grows (online softmax), so the
@@ -41,32 +42,46 @@ void process_row(uint64_t row, uint lane, uint width) {
     float m_held = NEG_INF;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
-        v[i] = idx < p.n ? xr.v[idx] : VT(NEG_INF);
+        v[i] = idx < p.n ? row_load(xr, idx) : VT(NEG_INF);
         m_held = max(m_held, hmax(v[i]));
     }
     float s = 0.0;
     for (uint i = 0; i < ITEMS; ++i) {
+#if LOG == 1
+        s += hsum(exp_from(v[i], m_held));
+#else
         v[i] = exp_from(v[i], m_held);
         s += hsum(v[i]);
+#endif
     }
     float m = m_held;
     for (uint idx = held + lane; idx < p.n; idx += width) {
-        VT u = xr.v[idx];
+        VT u = row_load(xr, idx);
         float grown = max(m, hmax(u));
         s = s * scale_from(m, grown) + hsum(exp_from(u, grown));
         m = grown;
     }
 
     float row_m = row_max(m);
-    float inv = 1.0 / row_add(s * scale_from(m, row_m));
+    float row_s = row_add(s * scale_from(m, row_m));
 
     ROW_ARRAY yr = row_ptr(p.y, row, p.d);
+#if LOG == 1
+    float log_s = log(row_s);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = lane + i * width;
+        if (idx < p.n) row_store(yr, idx, (v[i] - row_m) - log_s);
+    }
+    for (uint idx = held + lane; idx < p.n; idx += width) row_store(yr, idx, (row_load(xr, idx) - row_m) - log_s);
+#else
+    float inv = 1.0 / row_s;
     float held_scale = scale_from(m_held, row_m) * inv;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
-        if (idx < p.n) yr.v[idx] = v[i] * held_scale;
+        if (idx < p.n) row_store(yr, idx, v[i] * held_scale);
     }
-    for (uint idx = held + lane; idx < p.n; idx += width) yr.v[idx] = exp_from(xr.v[idx], row_m) * inv;
+    for (uint idx = held + lane; idx < p.n; idx += width) row_store(yr, idx, exp_from(row_load(xr, idx), row_m) * inv);
+#endif
 }
 
 void main() { for_each_row(p.groups_x, p.rows); }

@@ -22,8 +22,9 @@ local MAX_CALL_S = tonumber(os.getenv("LUMUS_FUZZ_MAX_CALL_S") or "") or 10
 -- (so are the tuning hooks, the functions of lumus.tune).
 local SEPARATE = { set_memory_limit = true, manual_seed = true, set_rng_state = true }
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
--- does any name ending in "_", the Torch convention for in-place ops).
-local WRITES_FIRST = { fill = true, write_bytes = true, copy = true }   -- copy(dst, src) writes dst
+-- does any name ending in "_", the Torch convention for in-place ops); copy(dst, src)
+-- writes dst.
+local WRITES_FIRST = { fill = true, write_bytes = true, copy = true }
 local function writes_first(name) return WRITES_FIRST[name] or name:sub(-1) == "_" end
 -- Output-style keys an options table may carry (any table argument is fair game).
 local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "transpose_a", "dim", "alpha", "beta", "x" }
@@ -488,8 +489,10 @@ end
 local function capture(t, group_of, current)
   -- (a finalizer of the fuzzer's may free t meanwhile)
   local ok, shape = pcall(t.shape, t)
-  if not ok or t:numel() > 4096 then return nil end
-  local dtype = t:dtype()
+  local okn, numel = pcall(t.numel, t)
+  if not ok or not okn or numel > 4096 then return nil end
+  local okd, dtype = pcall(t.dtype, t)
+  if not okd then return nil end
   local grp = group_of and group_of[t]
   if grp and not grp.dirty and current(grp) then return snapshot_of(shape, grp.bytes) end
   local okc, c = pcall(lumus.copy, t)
@@ -606,37 +609,81 @@ ORACLES.sub = binary("sub", 2 * ULP)
 ORACLES.mul = binary("mul", 2 * ULP)
 ORACLES.div = binary("div", 3 * ULP)
 
-local function row_op(kind)
+-- Reductions, softmax and topk over opts.dim (the reference takes the same options):
+-- sum, mean: 1e-6 sum|x| (/ count) over the finite entries of each output's column;
+-- var: 1e-5 sum(x^2) / count; max, min and their indices, argmax, argmin, topk: exact;
+-- softmax: 1e-5 |want| + 1e-6; log_softmax: 1e-5 |want| + 1e-5.
+local function reduce_opts(o)
+  local r = {}
+  if o then
+    if math.type(rawget(o, "dim")) == "integer" then r.dim = rawget(o, "dim") end
+    r.keepdim = rawget(o, "keepdim") == true or nil
+    r.correction = math.type(rawget(o, "correction")) == "integer" and rawget(o, "correction") or nil
+    r.largest = rawget(o, "largest")
+  end
+  return r
+end
+-- Index results are read through a device copy: checked where int32 tensors copy.
+local int_copies
+local function ints_readable()
+  if int_copies == nil then
+    int_copies = pcall(function() lumus.copy(lumus.argmax(lumus.zeros({ 1 }))):free() end)
+  end
+  return int_copies
+end
+local function ints_bytes(nested)
+  local out = {}
+  for i, v in ipairs(ref.flatten(nested)) do out[i] = string.pack("<i4", v) end
+  return table.concat(out)
+end
+-- Results in float16/bfloat16 are also rounded once to that dtype.
+local ROUNDING = { float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
+local function values_of(nested, tolf, dtype)
+  local want, tol = ref.flatten(nested), {}
+  local r = ROUNDING[dtype] or 0
+  for i = 1, #want do tol[i] = tolf(i, want[i]) + r * abs(want[i]) end
+  return { want = want, tol = tol, shape = ref.shape(nested) }
+end
+local function reduction_op(kind)
   return function(inp, args)
     local x = inp[1]
     if type(x) ~= "table" or not x.flat then return nil end
-    local o = opts_at(args, 2)
-    local d = x.shape[#x.shape]
-    local rows = rows_of(x.flat, d)
-    local want, tol = {}, {}
-    for r, row in ipairs(rows) do
-      if kind == "softmax" then
-        local s = ref.softmax(row)
-        for j = 1, d do want[#want + 1] = s[j]; tol[#tol + 1] = 1e-5 * abs(s[j]) + 1e-6 end
-      else
-        local sabs = 0
-        for j = 1, d do if abs(row[j]) < huge then sabs = sabs + abs(row[j]) end end
-        local v = (kind == "sum" and ref.sum(row) or ref.mean(row))[1]
-        want[r] = v
-        tol[r] = sabs > 1e37 and huge or 1e-6 * sabs / (kind == "mean" and d or 1) + FLT_MIN
-      end
+    local o = reduce_opts(opts_at(args, 2))
+    if kind == "softmax" or kind == "log_softmax" then
+      local eps = kind == "softmax" and 1e-6 or 1e-5
+      return { values_of(ref[kind](x.nested, o), function(_, w) return 1e-5 * abs(w) + eps end, x.dtype) }
     end
-    local shape = { table.unpack(x.shape) }
-    if kind ~= "softmax" then
-      if o and rawget(o, "keepdim") == true then shape[#shape] = 1
-      elseif #shape > 1 then shape[#shape] = nil else shape = { 1 } end
+    local v, idx = ref[kind](x.nested, o)
+    if kind == "argmax" or kind == "argmin" then
+      if not ints_readable() then return nil end
+      return { { bytes = ints_bytes(v), shape = ref.shape(v) } }
     end
-    return { { want = want, tol = tol, shape = shape } }
+    if kind == "max" or kind == "min" then
+      local vals = values_of(v, function() return 0 end, x.dtype)
+      if idx and ints_readable() then return { vals, { bytes = ints_bytes(idx), shape = ref.shape(idx) } } end
+      return { vals }
+    end
+    local mags = ref.flatten(ref.sum(ref.map(x.nested, function(e)
+      if kind == "var" then return e * e end
+      return abs(e) < huge and abs(e) or 0 end), o))
+    local count = #x.flat // #mags
+    return { values_of(v, function(i)
+      if mags[i] > 1e37 then return huge end
+      if kind == "var" then return 1e-5 * mags[i] / math.max(1, count - (o.correction or 1)) + FLT_MIN end
+      return 1e-6 * mags[i] / (kind == "mean" and count or 1) + FLT_MIN
+    end, x.dtype) }
   end
 end
-ORACLES.softmax = row_op("softmax")
-ORACLES.sum = row_op("sum")
-ORACLES.mean = row_op("mean")
+for _, kind in ipairs { "softmax", "log_softmax", "sum", "mean", "var", "max", "min", "argmax", "argmin" } do
+  ORACLES[kind] = reduction_op(kind)
+end
+ORACLES.topk = function(inp, args)
+  local x, k = inp[1], args[2]
+  if type(x) ~= "table" or not x.flat or math.type(k) ~= "integer" then return nil end
+  local v, idx = ref.topk(x.nested, k, reduce_opts(opts_at(args, 3)))
+  if not ints_readable() then return { values_of(v, function() return 0 end) } end
+  return { values_of(v, function() return 0 end), { bytes = ints_bytes(idx), shape = ref.shape(idx) } }
+end
 
 local function abs_nested(t) return ref.map(t, abs) end
 

@@ -139,7 +139,7 @@ describe("elementwise binary ops", function()
         check(flat(lumus.softmax(x)), ref.softmax(xt), 5e-6, 1e-30, "softmax, grid " .. w .. " wide")
         local mag = 0                      -- sum(|x|) of all rows bounds that of each
         for _, v in ipairs(ref.flatten(xt)) do mag = mag + math.abs(v) end
-        check(flat(lumus.sum(x)), ref.sum(xt), 0, 4 * U * mag, "sum, grid " .. w .. " wide")
+        check(flat(lumus.sum(x, { dim = -1 })), ref.sum(xt, { dim = -1 }), 0, 4 * U * mag, "sum, grid " .. w .. " wide")
         x:free()
       end
     end)
@@ -242,7 +242,7 @@ describe("softmax", function()
   local function check_softmax(got, xt, what)
     local want = ref.softmax(xt)
     check(got, want, 5e-6, 1e-30, what)
-    local d = #ref.flatten(want) // #ref.flatten(ref.sum(want))
+    local d = #ref.flatten(want) // #ref.flatten(ref.sum(want, { dim = -1 }))
     for r = 0, #got // d - 1 do
       local s = 0
       for i = 1, d do s = s + got[r * d + i] end
@@ -310,7 +310,7 @@ describe("sum and mean", function()
 
   -- Per row: the bound 4 * 2^-24 * sum(|x|) (over d for mean, plus one rounding).
   local function check_rows(got, xt, what, mean)
-    local want = mean and ref.mean(xt) or ref.sum(xt)
+    local want = mean and ref.mean(xt, { dim = -1 }) or ref.sum(xt, { dim = -1 })
     want = type(want[1]) == "table" and ref.flatten(want) or want
     local x = ref.flatten(xt)
     local d = #x // #want
@@ -330,11 +330,11 @@ describe("sum and mean", function()
       local xt = random(shape, 700 + si)
       local x = lumus.tensor(xt)
       local s, m = poisoned(stat_shape(shape)), poisoned(stat_shape(shape))
-      assert.are.equal(s, lumus.sum(x, { out = s }))
-      assert.are.equal(m, lumus.mean(x, { out = m }))
+      assert.are.equal(s, lumus.sum(x, { dim = -1, out = s }))
+      assert.are.equal(m, lumus.mean(x, { dim = -1, out = m }))
       check_rows(flat(s), xt, "sum " .. name_of(shape))
       check_rows(flat(m), xt, "mean " .. name_of(shape), true)
-      local s2 = x:sum()
+      local s2 = x:sum({ dim = -1 })
       assert.are.same(stat_shape(shape), s2:shape())
       check_rows(flat(s2), xt, "sum " .. name_of(shape) .. " (allocated)")
       x:free(); s:free(); m:free(); s2:free()
@@ -343,14 +343,14 @@ describe("sum and mean", function()
 
   it("stay accurate where a plain float32 loop does not (1e4 + noise, 65536 per row)", function()
     local xt = random({ 2, 65536 }, 800, function(g) return 1e4 + g.normal() end)
-    local got = flat(lumus.sum(lumus.tensor(xt)))
+    local got = flat(lumus.sum(lumus.tensor(xt), { dim = -1 }))
     check_rows(got, xt, "sum of 1e4 + noise")
     -- The same bound fails for sequential float32 summation: the test can tell.
     local naive = 0
     for _, v in ipairs(xt[1]) do naive = ref.f32(naive + v) end
     local mag = 0
     for _, v in ipairs(xt[1]) do mag = mag + math.abs(v) end
-    assert.is_true(math.abs(naive - ref.sum(xt)[1]) > 100 * 4 * U * mag)
+    assert.is_true(math.abs(naive - ref.sum(xt, { dim = -1 })[1]) > 100 * 4 * U * mag)
   end)
 
   it("split rows over small workgroups (forced) with the same accuracy", function()
@@ -359,8 +359,8 @@ describe("sum and mean", function()
       for si, shape in ipairs { { 3, 4097 }, { 2, 65536 }, { 5, 7 } } do
         local xt = random(shape, 900 + si, function(g) return 100 + g.normal() end)
         local x = lumus.tensor(xt)
-        check_rows(flat(lumus.sum(x)), xt, "sum (32 threads) " .. name_of(shape))
-        check_rows(flat(lumus.mean(x)), xt, "mean (32 threads) " .. name_of(shape), true)
+        check_rows(flat(lumus.sum(x, { dim = -1 })), xt, "sum (32 threads) " .. name_of(shape))
+        check_rows(flat(lumus.mean(x, { dim = -1 })), xt, "mean (32 threads) " .. name_of(shape), true)
         x:free()
       end
     end)
@@ -384,7 +384,7 @@ describe("operators and methods", function()
     check(flat(-a), ref.neg(at), 0, 0, "-a")
     check(flat(a:add(c)), ref.add(at, ct), U, 0, "a:add(c)")
     check(flat(a:scale(2):relu()), ref.relu(ref.scale(at, 2)), 0, 0, "a:scale(2):relu()")
-    check(flat(a:mean()), ref.mean(at), 2 * U, 2 * U, "a:mean()")
+    check(flat(a:mean({ dim = -1 })), ref.mean(at, { dim = -1 }), 2 * U, 2 * U, "a:mean()")
   end)
 
   it("a chain of async ops and in-place updates gives the reference's result", function()
@@ -395,10 +395,10 @@ describe("operators and methods", function()
     lumus.add(y, x, { out = y })
     lumus.gelu(y, { out = y })
     lumus.softmax(y, { out = y })
-    local s = lumus.sum(y)
+    local s = lumus.sum(y, { dim = -1 })
     local w = ref.softmax(ref.gelu(ref.add(ref.mul(ref.relu(ref.add(xt, bt)), 2), xt)))
     check(flat(y), w, 1e-5, 1e-12, "chain")
-    check(flat(s), ref.sum(w), 1e-5, 0, "chain sum")
+    check(flat(s), ref.sum(w, { dim = -1 }), 1e-5, 0, "chain sum")
   end)
 
   it("ops return before the device has run them", function()
@@ -464,7 +464,7 @@ describe("op argument errors", function()
     assert.matches("bad argument #2 to 'softmax' %(out must have shape 2x3, got 4%)",
       error_of(function() lumus.softmax(x, { out = v }) end))
     assert.matches("bad argument #2 to 'sum' %(out must have shape 2, got 2x3%)",
-      error_of(function() lumus.sum(x, { out = x }) end))
+      error_of(function() lumus.sum(x, { dim = -1, out = x }) end))
     assert.matches("bad argument #2 to 'sum' %(out must be a tensor, got string%)",
       error_of(function() lumus.sum(x, { out = "y" }) end))
     assert.matches([[bad argument #2 to 'gelu' %(approximate must be "none" or "tanh", got "fast"%)]],
@@ -476,7 +476,7 @@ describe("op argument errors", function()
   it("refuse an out that shares memory with the input of a reduction", function()
     local c = lumus.tensor({ { 1 }, { 2 }, { 3 } })
     assert.matches("bad argument #2 to 'sum' %(out overlaps x",
-      error_of(function() lumus.sum(c, { out = c:reshape({ 3 }) }) end))
+      error_of(function() lumus.sum(c, { dim = -1, out = c:reshape({ 3 }) }) end))
     c:free()
   end)
 end)

@@ -86,7 +86,7 @@ describe("written-out semantics", function()
     near(gpu("softmax", rows),
          { { 1 / (1 + e + e * e), e / (1 + e + e * e), e * e / (1 + e + e * e) },
            { NAN, NAN, NAN }, { 1 / 3, 1 / 3, 1 / 3 } }, 5e-6, 0, "softmax rows")
-    exact(gpu("sum", rows), { 6, NAN, 0 }, "sum rows")
+    exact(gpu("sum", rows, { dim = -1 }), { 6, NAN, 0 }, "sum rows")
   end)
 
   -- x and the results of relu, gelu (erf form), gelu_tanh, erf, neg.
@@ -263,7 +263,7 @@ describe("row kernels on every path", function()
       local rows = rows_of(d)
       local xs = {}
       for r, named in ipairs(rows) do xs[r] = named[2] end
-      check_rows(rows, ref.sum(xs), ref.mean(xs), ref.softmax(xs), ("ref, d = %d"):format(d))
+      check_rows(rows, ref.sum(xs, { dim = -1 }), ref.mean(xs, { dim = -1 }), ref.softmax(xs), ("ref, d = %d"):format(d))
     end
   end)
 
@@ -279,7 +279,7 @@ describe("row kernels on every path", function()
           local plan = row_config(d)
           local what = ("d = %d, workgroup %d, items %d, vec %d, rows/group %d"):format(
             d, plan.workgroup, plan.items, plan.vec, plan.rows_per_group)
-          check_rows(rows, lumus.sum(x):to_table(), lumus.mean(x):to_table(),
+          check_rows(rows, lumus.sum(x, { dim = -1 }):to_table(), lumus.mean(x, { dim = -1 }):to_table(),
                      lumus.softmax(x):to_table(), what)
           x:free()
         end

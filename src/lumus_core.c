@@ -108,6 +108,8 @@ static const luaL_Reg tensor_ops[] = {
     {"scale", lm_op_scale},
     {"multinomial", lm_op_multinomial}, {"uniform_", lm_op_uniform_}, {"normal_", lm_op_normal_},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
+    {"log_softmax", lm_op_log_softmax}, {"var", lm_op_var}, {"max", lm_op_max}, {"min", lm_op_min},
+    {"argmax", lm_op_argmax}, {"argmin", lm_op_argmin}, {"topk", lm_op_topk},
     {"to", lm_op_to},
     {"index_select", lm_op_index_select}, {"embedding", lm_op_embedding}, {"gather", lm_op_gather},
     {"split", lm_op_split}, {"chunk", lm_op_chunk},

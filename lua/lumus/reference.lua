@@ -36,7 +36,6 @@
 --   scale(t, s), neg(t), relu(t)      t * s, -t, max(t, 0)
 --   erf(x), erfc(x)                   the error function and 1 - erf(x), numbers
 --   gelu(t, approximate)              "none" (erf form, the default) or "tanh"
---   softmax(t), sum(t), mean(t)       over the last dimension
 --   philox4x32_10(c, k)               Philox4x32-10 block: counter {4 words}, key {2 words}
 --   rand(shape, state [, first, dtype])  lumus.rand/randn bit for bit, from get_rng_state()
 --   randn(shape, state [, first, dtype])
@@ -50,6 +49,11 @@
 --   gather(x, dim, ids)               torch.gather with 1-based ids
 --   cat(list, dim), stack(list, dim)  joined along dim / along a new dimension dim
 --   split(t, size or sizes, dim)      pieces along dim; chunk(t, n, dim) as torch.chunk
+--   sum, mean, var(t, opts)           over opts.dim or everything ({dim=, keepdim=, correction=})
+--   max, min(t, opts)                 values (and 1-based indices with opts.dim)
+--   argmax, argmin(t, opts)           1-based indices
+--   softmax, log_softmax(t, opts)     over opts.dim (default the last)
+--   topk(t, k, opts)                  values, 1-based indices ({dim=, largest=})
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -469,27 +473,137 @@ function M.gelu(t, approximate)
   error(("reference.gelu: approximate must be \"none\" or \"tanh\", got %s"):format(tostring(approximate)), 2)
 end
 
--- f(row) for every row (innermost table) of t, nested like t without its last level
--- when f returns a number; a 1-D t gives {f(t)} (lumus's shape {1}).
-local function per_row(t, f)
+-- Reductions and softmax over one dimension (what lumus.sum, ..., lumus.topk compute).
+-- opts.dim is 1-based, negative from the end; without it the reductions take every
+-- element (result {v}, or all dimensions 1 with keepdim) and softmax the last dimension.
+
+-- t as flat values and [outer, r, inner] about dim (nil: everything), with the result's
+-- shape (dim removed, or 1 with keepdim; {1} when nothing is left).
+local function dim_view(fname, t, opts, default_dim)
+  opts = opts or {}
   local shape = M.shape(t)
-  local function walk(x, depth)
-    if depth == #shape then return f(x) end
-    local out = {}
-    for i = 1, #x do out[i] = walk(x[i], depth + 1) end
-    return out
+  local flat = M.flatten(t)
+  local dim = opts.dim or default_dim
+  local out_shape = {}
+  if dim == nil then
+    for i = 1, (opts.keepdim and #shape or 1) do out_shape[i] = 1 end
+    return flat, 1, #flat, 1, out_shape, shape
   end
-  local r = walk(t, 1)
-  if #shape == 1 and type(r) == "number" then return { r } end
-  return r
+  if dim < 0 then dim = dim + #shape + 1 end
+  if dim < 1 or dim > #shape then
+    error(("reference.%s: dim %s out of range for %d dimensions"):format(fname, tostring(opts.dim), #shape), 3)
+  end
+  local outer, inner = 1, 1
+  for i = 1, dim - 1 do outer = outer * shape[i] end
+  for i = dim + 1, #shape do inner = inner * shape[i] end
+  for i = 1, #shape do
+    if i ~= dim then out_shape[#out_shape + 1] = shape[i]
+    elseif opts.keepdim then out_shape[#out_shape + 1] = 1 end
+  end
+  if #out_shape == 0 then out_shape[1] = 1 end
+  return flat, outer, shape[dim], inner, out_shape, shape, dim
 end
 
---- Softmax over the last dimension: exp(x - max) / sum(exp(x - max)). As PyTorch: -inf
--- entries give 0; a row with NaN or +inf (exp(inf - inf)), or of only -inf, is all NaN.
-function M.softmax(t)
-  return per_row(t, function(row)
-    local m = -huge
-    for i = 1, #row do if row[i] > m then m = row[i] end end
+-- f(list of the r values of a column) for every column; f returns up to two numbers,
+-- collected into one or two nested tables of the result's shape.
+local function reduce(fname, t, opts, f)
+  local flat, outer, r, inner, out_shape = dim_view(fname, t, opts)
+  local a, b = {}, {}
+  for o = 0, outer - 1 do
+    for c = 1, inner do
+      local col = {}
+      for i = 0, r - 1 do col[i + 1] = flat[(o * r + i) * inner + c] end
+      a[#a + 1], b[#b + 1] = f(col)
+    end
+  end
+  return M.nest(a, out_shape), #b > 0 and M.nest(b, out_shape) or nil
+end
+
+-- f(column) returning the column's new values, for every column, nested as t.
+local function along(fname, t, opts, f)
+  local flat, outer, r, inner, _, shape = dim_view(fname, t, opts, -1)
+  local out = {}
+  for o = 0, outer - 1 do
+    for c = 1, inner do
+      local col = {}
+      for i = 0, r - 1 do col[i + 1] = flat[(o * r + i) * inner + c] end
+      local y = f(col)
+      for i = 0, r - 1 do out[(o * r + i) * inner + c] = y[i + 1] end
+    end
+  end
+  return M.nest(out, shape)
+end
+
+local function plain_sum(row)
+  local s = 0
+  for i = 1, #row do s = s + row[i] end
+  return s
+end
+
+--- Sum (plain float64 sum: for float32 inputs and up to 2^20 values its error is below
+-- 1e-10 of sum(|x|)). NaN, or +inf with -inf, gives NaN; +-inf, or a sum beyond
+-- float32's range, +-inf.
+function M.sum(t, opts) return (reduce("sum", t, opts, function(row) return f32_range(plain_sum(row)) end)) end
+
+--- Mean: the sum (as M.sum, so +-inf where it overflows float32) over the count.
+function M.mean(t, opts) return (reduce("mean", t, opts, function(row) return f32_range(plain_sum(row)) / #row end)) end
+
+--- Variance: sum((x - mean)^2) / max(0, n - correction), opts.correction 1 by default
+-- (PyTorch's unbiased estimate). NaN or an infinity gives NaN; n <= correction divides
+-- by 0 (NaN for a single value).
+function M.var(t, opts)
+  local correction = (opts and opts.correction) or 1
+  return (reduce("var", t, opts, function(row)
+    local m = plain_sum(row) / #row
+    local s = 0
+    for i = 1, #row do s = s + (row[i] - m) ^ 2 end
+    local d = #row - correction
+    if d < 0 then d = 0 end
+    return f32_range(s / d)
+  end))
+end
+
+-- The index of the max (better = >) or min (<) of a list: the first NaN if any (NaN
+-- counts as beyond every number, as in PyTorch), else the first of equal extremes.
+local function extreme_index(row, better)
+  local best = 1
+  for i = 1, #row do
+    if row[i] ~= row[i] then return i end
+    if better(row[i], row[best]) then best = i end
+  end
+  return best
+end
+local function gt(a, b) return a > b end
+local function lt(a, b) return a < b end
+
+--- max(t [, {dim =, keepdim =}]): with dim, the values and the 1-based indices along
+-- dim; without, the max of all elements ({v}). NaN wins; ties go to the first index.
+function M.max(t, opts)
+  local v, i = reduce("max", t, opts, function(row) local k = extreme_index(row, gt) return row[k], k end)
+  if opts and opts.dim then return v, i end
+  return v
+end
+function M.min(t, opts)
+  local v, i = reduce("min", t, opts, function(row) local k = extreme_index(row, lt) return row[k], k end)
+  if opts and opts.dim then return v, i end
+  return v
+end
+--- argmax/argmin: the 1-based indices only (over the flattened t without dim).
+function M.argmax(t, opts) return (select(2, reduce("argmax", t, opts, function(row) local k = extreme_index(row, gt) return row[k], k end))) end
+function M.argmin(t, opts) return (select(2, reduce("argmin", t, opts, function(row) local k = extreme_index(row, lt) return row[k], k end))) end
+
+local function column_max(row)
+  local m = -huge
+  for i = 1, #row do if row[i] > m then m = row[i] end end
+  return m
+end
+
+--- Softmax over opts.dim (default the last): exp(x - max) / sum(exp(x - max)). As
+-- PyTorch: -inf entries give 0; a column with NaN or +inf (exp(inf - inf)), or of only
+-- -inf, is all NaN.
+function M.softmax(t, opts)
+  return along("softmax", t, opts, function(row)
+    local m = column_max(row)
     local e, s = {}, 0
     for i = 1, #row do e[i] = math.exp(row[i] - m); s = s + e[i] end
     for i = 1, #row do e[i] = e[i] / s end
@@ -497,20 +611,53 @@ function M.softmax(t)
   end)
 end
 
-local function row_sum(row)
-  local s = 0
-  for i = 1, #row do s = s + row[i] end
-  return f32_range(s)
+--- log_softmax over opts.dim (default the last): (x - max) - log(sum(exp(x - max))).
+-- -inf entries give -inf; a column with NaN or +inf, or of only -inf, is all NaN.
+function M.log_softmax(t, opts)
+  return along("log_softmax", t, opts, function(row)
+    local m = column_max(row)
+    local s = 0
+    for i = 1, #row do s = s + math.exp(row[i] - m) end
+    local ls, y = math.log(s), {}
+    for i = 1, #row do y[i] = (row[i] - m) - ls end
+    return y
+  end)
 end
 
---- Sum over the last dimension (plain float64 sum: for float32 inputs and rows up to
--- 2^20 its error is below 1e-10 of sum(|x|)). A row with NaN, or with +inf and -inf,
--- sums to NaN; one with +-inf, or whose sum is beyond float32's range, to +-inf.
-function M.sum(t) return per_row(t, row_sum) end
-
---- Mean over the last dimension: the sum (as M.sum, so +-inf where it overflows
--- float32) over the row's length.
-function M.mean(t) return per_row(t, function(row) return row_sum(row) / #row end) end
+--- topk(t, k [, {dim = -1, largest = true}]) -> values, indices (1-based): the k largest
+-- (smallest) along dim, best first; NaN counts as the largest value; ties go to the
+-- lower index.
+function M.topk(t, k, opts)
+  opts = opts or {}
+  local largest = opts.largest ~= false
+  local flat, outer, r, inner, _, shape, dim = dim_view("topk", t, opts, -1)
+  if k < 1 or k > r then error(("reference.topk: k = %d out of 1..%d"):format(k, r), 2) end
+  local vals, idx = {}, {}
+  local kr = {}
+  for i = 1, #shape do kr[i] = shape[i] end
+  kr[dim] = k
+  for o = 0, outer - 1 do
+    for c = 1, inner do
+      local col, order = {}, {}
+      for i = 0, r - 1 do col[i + 1] = flat[(o * r + i) * inner + c]; order[i + 1] = i + 1 end
+      table.sort(order, function(a, b)
+        local x, y = col[a], col[b]
+        local nx, ny = x ~= x, y ~= y
+        if nx or ny then
+          if nx and ny then return a < b end
+          return nx == largest     -- NaN first for largest, last for smallest
+        end
+        if x ~= y then if largest then return x > y end return x < y end
+        return a < b
+      end)
+      for j = 0, k - 1 do
+        vals[(o * k + j) * inner + c] = col[order[j + 1]]
+        idx[(o * k + j) * inner + c] = order[j + 1]
+      end
+    end
+  end
+  return M.nest(vals, kr), M.nest(idx, kr)
+end
 
 ---------------------------------------------------------------------------------------
 -- Random numbers and arange (what lumus.rand, randn, multinomial, uniform_, normal_ and

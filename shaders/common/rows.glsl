@@ -10,16 +10,68 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
+// DT (0 when not defined): the element type in memory, float32, float16 (1) or bfloat16
+// (2, the top half of a float32; stores round to nearest even); rows are read into and
+// written from float32 (VT) through row_load and row_store.
+#if DT == 1 || DT == 2
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#endif
+#if DT == 1
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 #if VEC == 4
 #define VT vec4
-#define ROW_ARRAY Vec4Array
 float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 float hmax(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
 #else
 #define VT float
-#define ROW_ARRAY FloatArray
 float hsum(float v) { return v; }
 float hmax(float v) { return v; }
+#endif
+
+#if VEC == 4
+#define UVT uvec4
+#define HVT f16vec4
+#define BVT u16vec4
+#define ROW_UNIT_ALIGN 8
+#else
+#define UVT uint
+#define HVT float16_t
+#define BVT uint16_t
+#define ROW_UNIT_ALIGN 2
+#endif
+#if DT == 1
+const uint ROW_ELEM_BYTES = 2;
+layout(buffer_reference, std430, buffer_reference_align = ROW_UNIT_ALIGN) buffer RowArray { HVT v[]; };
+#define ROW_ARRAY RowArray
+VT row_load(ROW_ARRAY a, uint i) { return VT(a.v[i]); }
+void row_store(ROW_ARRAY a, uint i, VT v) { a.v[i] = HVT(v); }
+#elif DT == 2
+const uint ROW_ELEM_BYTES = 2;
+layout(buffer_reference, std430, buffer_reference_align = ROW_UNIT_ALIGN) buffer RowArray { BVT v[]; };
+#define ROW_ARRAY RowArray
+VT row_load(ROW_ARRAY a, uint i) { return uintBitsToFloat(UVT(a.v[i]) << 16); }
+void row_store(ROW_ARRAY a, uint i, VT v) {
+    UVT b = floatBitsToUint(v);
+    UVT r = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;              // nearest even
+    UVT q = (b >> 16) | 0x40u;                                  // NaN stays a quiet NaN
+#if VEC == 4
+    r = mix(r, q, greaterThan(b & 0x7fffffffu, uvec4(0x7f800000u)));
+#else
+    r = (b & 0x7fffffffu) > 0x7f800000u ? q : r;
+#endif
+    a.v[i] = BVT(r);
+}
+#else
+const uint ROW_ELEM_BYTES = 4;
+#if VEC == 4
+#define ROW_ARRAY Vec4Array
+#else
+#define ROW_ARRAY FloatArray
+#endif
+VT row_load(ROW_ARRAY a, uint i) { return a.v[i]; }
+void row_store(ROW_ARRAY a, uint i, VT v) { a.v[i] = v; }
 #endif
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
@@ -33,7 +85,7 @@ uint64_t row_index(uint groups_x) {
 }
 
 ROW_ARRAY row_ptr(uint64_t base, uint64_t row, uint d) {
-    return ROW_ARRAY(base + row * uint64_t(d) * 4ul);
+    return ROW_ARRAY(base + row * uint64_t(d) * ROW_ELEM_BYTES);
 }
 
 // Reductions over the workgroup, for any subgroup size: a subgroup operation, then the

@@ -97,6 +97,10 @@ int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L);
 /* The unary elementwise ops (unary.c's table), NULL-terminated. */
 extern const luaL_Reg lm_unary_ops[];
 int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);
+/* Reductions over any dimension (reduce.c), log_softmax (softmax.c), topk (topk.c). */
+int lm_op_log_softmax(lua_State *L); int lm_op_var(lua_State *L);
+int lm_op_max(lua_State *L); int lm_op_min(lua_State *L);
+int lm_op_argmax(lua_State *L); int lm_op_argmin(lua_State *L); int lm_op_topk(lua_State *L);
 int lm_op_row_config(lua_State *L);
 int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
 

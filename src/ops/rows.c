@@ -2,23 +2,98 @@
 #include "rows.h"
 #include <lauxlib.h>
 
-void lm_rows_of(lua_State *L, const lm_tensor *x, int64_t *d, int64_t *rows) {
-    *d = x->shape[x->ndim - 1];
-    *rows = x->numel / *d;
-    if (*d > 0x7fffffff) lm_argerror(L, 1, "last dimension too large (at most 2^31-1)");
+void lm_check_float_input(lua_State *L, const lm_tensor *x, const lm_context *ctx) {
+    if (x->dtype != LM_FLOAT32 && x->dtype != LM_FLOAT16 && x->dtype != LM_BFLOAT16)
+        lm_argerror(L, 1, "x must be float32, float16 or bfloat16, got %s", lm_dtype_name(x->dtype));
+    if (x->dtype != LM_FLOAT32 && !ctx->narrow_storage)
+        luaL_error(L, "%s: this device lacks 8/16-bit storage", lm_fname(L));
 }
 
-int lm_rows_options(lua_State *L, int arg, const lm_tensor *x, int reduce) {
-    static const char *const reduce_keys[] = { "dim", "keepdim", "out", NULL };
-    static const char *const keys[] = { "dim", "out", NULL };
-    if (!lm_check_options(L, arg, reduce ? reduce_keys : keys)) return 0;
+lm_tensor *lm_push_result(lua_State *L, int argn, const char *key, lm_context *ctx, lm_dtype dtype,
+                          int ndim, const int64_t *shape, const lm_tensor *x, int in_place) {
+    lm_push_option(L, argn, key);
+    lm_tensor *out = lm_check_out(L, -1, argn, key, ndim, shape);
+    if (!out) {
+        lua_pop(L, 1);
+        return lm_push_tensor_dtype(L, ctx, dtype, ndim, shape);
+    }
+    if (out->dtype != dtype)
+        lm_argerror(L, argn, "%s must be %s, got %s", key, lm_dtype_name(dtype), lm_dtype_name(out->dtype));
+    if (out->storage->ctx != ctx) lm_argerror(L, argn, "%s belongs to a different device", key);
+    if (x->storage && lm_tensors_overlap(out, x) && !(in_place && lm_tensors_same_memory(x, out)))
+        lm_argerror(L, argn, in_place ? "%s overlaps x without being the same elements" : "%s overlaps x (an input of this op)", key);
+    return out;
+}
+
+static uint32_t pow2_at_least(uint64_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
+
+int lm_dim_option(lua_State *L, int arg, const lm_tensor *x, int absent) {
+    lm_push_option(L, arg, "dim");
+    int given = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (!given) return absent;
     lua_Integer dim = lm_option_integer(L, arg, "dim", -1);
     if (dim == 0 || dim > x->ndim || dim < -x->ndim)
         lm_argerror(L, arg, "dim %I is out of range for a %d-D tensor (dims are 1-based; -1 is the last)",
                     (LUAI_UACINT)dim, x->ndim);
-    if (dim != -1 && dim != x->ndim)
-        lm_argerror(L, arg, "dim %I: only the last dimension is supported (%d or -1)", (LUAI_UACINT)dim, x->ndim);
-    return reduce ? lm_option_boolean(L, arg, "keepdim", 0) : 0;
+    return (int)(dim < 0 ? dim + x->ndim : dim - 1);
+}
+
+lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim) {
+    int64_t outer = 1, r = x->numel, inner = 1;
+    if (dim >= 0) {
+        r = x->shape[dim];
+        for (int i = 0; i < dim; i++) outer *= x->shape[i];
+        for (int i = dim + 1; i < x->ndim; i++) inner *= x->shape[i];
+    }
+    if (r > 0x7fffffff) lm_argerror(L, 1, "the reduced dimension is too large (at most 2^31-1 elements)");
+    if (outer > 0xffffffffLL || inner > 0xffffffffLL)
+        lm_argerror(L, 1, "the dimensions outside the reduced one are too large (at most 2^32-1 elements)");
+    return (lm_dim_view){ (uint32_t)outer, (uint32_t)r, (uint32_t)inner };
+}
+
+/* Workgroups per SM (or per CPU worker) the column kernels aim for. */
+#define COL_GROUPS_PER_SM 8
+#define COL_GROUPS_GPU 1024
+#define COL_GROUPS_CPU 8
+#define COL_WG 256
+
+uint64_t lm_groups_wanted(const lm_context *ctx) {
+    if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return COL_GROUPS_CPU;
+    return ctx->sm_count ? (uint64_t)ctx->sm_count * COL_GROUPS_PER_SM : COL_GROUPS_GPU;
+}
+
+
+/* Loaded units (elements or vec4s) per lane to aim for over a short last dimension
+ * (GPU, CPU device), before rows share a workgroup. */
+#define COL_UNITS_PER_LANE 8
+#define COL_UNITS_PER_LANE_CPU 64
+
+lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units,
+                          unsigned min_bytes) {
+    lm_col_plan c;
+    uint32_t wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (wg > ctx->props.limits.maxComputeWorkGroupSize[0]) wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    c.wg = wg < COL_WG ? pow2_at_least(wg + 1) / 2 : COL_WG;
+    uint64_t columns = (uint64_t)v.outer * v.inner;
+    uint64_t want = lm_groups_wanted(ctx);
+    if (v.inner == 1) {
+        /* Rows: lanes enough for the row, the rest of the workgroup takes more rows. */
+        uint32_t per_lane = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? COL_UNITS_PER_LANE_CPU : COL_UNITS_PER_LANE;
+        uint32_t lanes = pow2_at_least(((uint64_t)units + per_lane - 1) / per_lane);
+        if (lanes > c.wg) lanes = c.wg;
+        c.cols = c.wg / lanes;
+        /* Not so many rows per workgroup that the grid is smaller than wanted. */
+        while (c.cols > 1 && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
+    } else {
+        c.cols = v.inner >= c.wg ? c.wg : pow2_at_least(v.inner);
+        uint32_t min_cols = min_bytes / elem_bytes;
+        if (min_cols < 1) min_cols = 1;
+        while (c.cols > min_cols && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
+    }
+    c.groups = (columns + c.cols - 1) / c.cols;
+    c.col_groups = (uint32_t)c.groups;
+    return c;
 }
 
 /* The subgroup form: a 256-thread workgroup of whole subgroups, rows of up to 4 vectors
@@ -32,12 +107,7 @@ int lm_rows_options(lua_State *L, int arg, const lm_tensor *x, int reduce) {
 #define SOFTMAX_ITEMS 4
 #define SOFTMAX_ITEMS_CPU 16
 #define SOFTMAX_MAX_ITEMS 8
-/* Sums: vectors per thread to aim for (GPU, CPU device); rows longer than that use every
- * thread of the largest workgroup and more vectors each. */
-#define SUM_ITEMS 8
-#define SUM_ITEMS_CPU 32
 
-static uint32_t pow2_at_least(uint64_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 
 /* Threads per row aiming at `target` vectors each, at most `max_items` held; rows of at
  * most 4 vectors per lane of the smallest subgroup take a subgroup each. */
@@ -75,11 +145,6 @@ lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d) {
     return plan_rows(ctx, d, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_ITEMS, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_MAX_ITEMS);
 }
 
-lm_row_plan lm_plan_sum(const lm_context *ctx, int64_t d) {
-    uint32_t target = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? SUM_ITEMS_CPU : SUM_ITEMS;
-    return plan_rows(ctx, d, target, target);
-}
-
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,
                     int64_t rows, void *push, uint32_t push_bytes, uint32_t *groups_x,
                     lm_tensor *x, lm_tensor *y) {
@@ -87,7 +152,7 @@ void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_
     uint32_t gy;
     *groups_x = lm_grid(L, ctx, ((uint64_t)rows + c->rows_per_group - 1) / c->rows_per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group },
+        .op = op, .any_dtype = 1, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group },
         .full_subgroups = c->rows_per_group > 1,
         .push = push, .push_bytes = push_bytes, .groups_x = *groups_x, .groups_y = gy,
         .reads = { x }, .writes = { y },

@@ -1,22 +1,70 @@
-/* lumus.softmax(x [, {dim =, out =}]): softmax over the last dimension
- * (shaders/softmax.comp). */
+/* lumus.softmax(x [, {dim = -1, out =}]) and lumus.log_softmax (same): over any
+ * dimension. Over the last dimension (of size > 1) the row kernel (shaders/softmax.comp,
+ * a workgroup or subgroup per row, any float dtype); over any other the column kernel (shaders/softmax_cols.comp, coalesced along the dimensions inside
+ * the softmax one). out may be x itself (in place). */
 #include "rows.h"
 
-int lm_op_softmax(lua_State *L) {
-    lm_contiguous_inputs(L, 1, 1);
-    lm_tensor *x = lm_check_tensor(L, 1);
-    lm_rows_options(L, 2, x, 0);
-    int64_t d, rows;
-    lm_rows_of(L, x, &d, &rows);
-    lm_context *ctx = x->storage->ctx;
-    lm_operands in = { { x }, { "x" } };
-    lm_tensor *y = lm_push_out(L, 2, ctx, x->ndim, x->shape, &in, 1);
-    lm_row_plan c = lm_plan_softmax(ctx, d);
+static const char *const keys[] = { "dim", "out", NULL };
+
+static const lm_shader_id cols_shaders[2][3] = {
+    { LM_SH_SOFTMAX_COLS_F32, LM_SH_SOFTMAX_COLS_F16, LM_SH_SOFTMAX_COLS_BF16 },
+    { LM_SH_LOG_SOFTMAX_COLS_F32, LM_SH_LOG_SOFTMAX_COLS_F16, LM_SH_LOG_SOFTMAX_COLS_BF16 },
+};
+
+/* [log][dtype: float32, float16, bfloat16][vec4] */
+static const lm_shader_id row_shaders[2][3][2] = {
+    { { LM_SH_SOFTMAX_VEC1, LM_SH_SOFTMAX_VEC4 }, { LM_SH_SOFTMAX_F16_VEC1, LM_SH_SOFTMAX_F16_VEC4 },
+      { LM_SH_SOFTMAX_BF16_VEC1, LM_SH_SOFTMAX_BF16_VEC4 } },
+    { { LM_SH_LOG_SOFTMAX_VEC1, LM_SH_LOG_SOFTMAX_VEC4 }, { LM_SH_LOG_SOFTMAX_F16_VEC1, LM_SH_LOG_SOFTMAX_F16_VEC4 },
+      { LM_SH_LOG_SOFTMAX_BF16_VEC1, LM_SH_LOG_SOFTMAX_BF16_VEC4 } },
+};
+
+/* Rows of d = v.r contiguous elements (inner == 1: the dimension is the last one that is
+ * not of size 1). */
+static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
+    int64_t d = v.r, rows = v.outer;
+    lm_row_plan c = lm_plan_softmax(x->storage->ctx, d);
     struct { uint64_t x, y, rows; uint32_t n, d, groups_x, pad; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
         .n = c.n, .d = (uint32_t)d,
     };
-    lm_record_rows(L, "softmax", c.vec == 4 ? LM_SH_SOFTMAX_VEC4 : LM_SH_SOFTMAX_VEC1, &c, rows,
-                   &pc, sizeof pc, &pc.groups_x, x, y);
+    int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
+    lm_record_rows(L, name, row_shaders[log][form][c.vec == 4], &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
+}
+
+static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
+    lm_context *ctx = x->storage->ctx;
+    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_SOFTMAX);
+    struct { uint64_t x, y; uint32_t outer, r, inner, col_groups, groups_x; } pc = {
+        .x = lm_tensor_address(x), .y = lm_tensor_address(y),
+        .outer = v.outer, .r = v.r, .inner = v.inner, .col_groups = c.col_groups,
+    };
+    int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = name, .any_dtype = 1, .shader = cols_shaders[log][form], .spec = { c.wg, c.cols },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x }, .writes = { y },
+    });
+}
+
+static int softmax(lua_State *L, const char *name, int log) {
+    lm_check_tensor(L, 1);
+    lm_check_options(L, 2, keys);
+    lm_contiguous_inputs(L, 1, 1);
+    lm_tensor *x = lm_check_tensor(L, 1);
+    lm_context *ctx = x->storage->ctx;
+    lm_check_float_input(L, x, ctx);
+    int dim = lm_dim_option(L, 2, x, x->ndim - 1);
+    lm_dim_view v = lm_dim_view_of(L, x, dim);
+    lua_settop(L, 2);
+    lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, x->ndim, x->shape, x, 1);
+    x = lm_check_tensor(L, 1);
+    if (v.inner == 1) record_row_form(L, name, log, x, v, y);
+    else record_cols_form(L, name, log, x, v, y);
     return 1;
 }
+
+int lm_op_softmax(lua_State *L) { return softmax(L, "softmax", 0); }
+int lm_op_log_softmax(lua_State *L) { return softmax(L, "log_softmax", 1); }

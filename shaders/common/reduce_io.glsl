@@ -1,0 +1,28 @@
+// Loads and stores of one element in the tensor's dtype, converted to and from float32
+// (the reduction and softmax kernels). DT: 0 float32, 1 float16, 2 bfloat16 (the top 16
+// bits of a float32; stores round to nearest even). Addresses are in elements.
+#if DT == 1 || DT == 2
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#endif
+#if DT == 1
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer ElemArray { float16_t v[]; };
+float load_elem(uint64_t base, uint64_t i) { return float(ElemArray(base + i * 2ul).v[0]); }
+void store_elem(uint64_t base, uint64_t i, float v) { ElemArray(base + i * 2ul).v[0] = float16_t(v); }
+const uint ELEM_BYTES = 2;
+#elif DT == 2
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer ElemArray { uint16_t v[]; };
+float load_elem(uint64_t base, uint64_t i) { return uintBitsToFloat(uint(ElemArray(base + i * 2ul).v[0]) << 16); }
+void store_elem(uint64_t base, uint64_t i, float v) {
+    uint b = floatBitsToUint(v);
+    // NaN stays a (quiet) NaN; others round to nearest even.
+    uint r = (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    ElemArray(base + i * 2ul).v[0] = uint16_t(r);
+}
+const uint ELEM_BYTES = 2;
+#else
+float load_elem(uint64_t base, uint64_t i) { return FloatArray(base + i * 4ul).v[0]; }
+void store_elem(uint64_t base, uint64_t i, float v) { FloatArray(base + i * 4ul).v[0] = v; }
+const uint ELEM_BYTES = 4;
+#endif

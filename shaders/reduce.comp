@@ -1,0 +1,237 @@
+#version 450
+// Reductions over one dimension of a tensor read as [outer, r, inner] (row-major): sum
+// (and mean), var, max and min with their indices (OP). The reduced dimension is the
+// middle one; inner == 1 is a reduction over the last dimension (or over everything).
+//
+// Layout of the work: the columns (o, c), flattened as q = o * inner + c, are taken COLS
+// at a time by a workgroup, with one chunk of r (a split); its WG threads are COLS
+// columns by LANES = WG / COLS lanes. Thread (column, lane) walks rows lane,
+// lane + LANES, ... of its chunk, so each step of the COLS threads of a lane reads COLS
+// adjacent elements when inner >= COLS, and for inner == 1 the lanes of a column read
+// adjacent elements (vec4s when VEC == 4), COLS short rows per workgroup. The lanes of a
+// column then meet in a fixed tree in shared memory. When the grid would be
+// too small for the device, r is split into chunks (splits > 1): the first dispatch
+// writes each chunk's state (STATE_OUT), the second reduces those states over the splits
+// (STATE_IN) into the result. Every order is fixed by the shape: results are
+// deterministic.
+//
+// States: sum  a = compensated sum (b its negated low part while a thread adds);
+//         var  a = mean, b = sum of squared deviations, i = count (Welford; lanes and
+//              splits combine by Chan's formula);
+//         max/min  a = value, i = its index along r (0-based; EMPTY when none yet).
+// Sum accuracy: per-thread Kahan summation, then a tree; a
+// thread whose compensated sum is not finite (an inf entry, overflow: the compensation
+// is then inf - inf) adds its share again plainly, so +-inf entries and overflow give
+// +-inf, inf with -inf or any NaN gives NaN, as PyTorch.
+// max/min as PyTorch: NaN counts as beyond every number (max, min and both indices pick
+// the first NaN); ties go to the lowest index.
+#include "common/buffers.glsl"
+#include "common/reduce_io.glsl"
+
+#define OP_SUM 0
+#define OP_VAR 1
+#define OP_MAX 2
+#define OP_MIN 3
+
+#define STATE_IN 1u
+#define STATE_OUT 2u
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint COLS = 1;   // columns per workgroup, a power of two dividing WG
+const uint WG = gl_WorkGroupSize.x;
+const uint LANES = WG / COLS;
+const uint EMPTY = 0xffffffffu;
+const uint UNROLL = 4;   // loads in flight per thread
+
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer WordArray { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer IntArray { int v[]; };
+
+layout(push_constant) uniform Params {
+    uint64_t x;          // input elements, or the states of a first dispatch (STATE_IN)
+    uint64_t y;          // values out (0: none), or the states (STATE_OUT)
+    uint64_t idx;        // int32 1-based indices out (max/min; 0: none)
+    uint outer, r, inner;
+    uint chunk;          // rows of r per split (in vec4s when VEC == 4, as r is)
+    uint splits;
+    uint flags;
+    float divisor;       // sum: 1; mean: the count; var: max(0, count - correction)
+    uint col_groups;     // ceil(outer * inner / COLS)
+    uint groups_x;       // width of the grid, for 2-D folding
+} p;
+
+struct St { float a; float b; uint i; };
+
+bool is_nan(float v) { return (floatBitsToUint(v) & 0x7fffffffu) > 0x7f800000u; }
+
+// max/min: does (v, i) win over (w, j)?
+bool beats(float v, uint i, float w, uint j) {
+    if (i == EMPTY) return false;
+    if (j == EMPTY) return true;
+    bool nv = is_nan(v), nw = is_nan(w);
+    if (nv || nw) return nv && (!nw || i < j);
+#if OP == OP_MAX
+    if (v != w) return v > w;
+#else
+    if (v != w) return v < w;
+#endif
+    return i < j;
+}
+
+St identity() {
+#if OP == OP_MAX || OP == OP_MIN
+    return St(0.0, 0.0, EMPTY);
+#else
+    return St(0.0, 0.0, 0u);
+#endif
+}
+
+// One element v at index i into a thread's state.
+void take(inout St s, float v, uint i) {
+#if OP == OP_SUM
+    precise float yv = v - s.b;
+    precise float t = s.a + yv;
+    precise float c = (t - s.a) - yv;
+    s.b = c;
+    s.a = t;
+#elif OP == OP_VAR
+    s.i += 1u;
+    float d = v - s.a;
+    s.a += d / float(s.i);
+    s.b += d * (v - s.a);
+#else
+    if (beats(v, i, s.a, s.i)) { s.a = v; s.i = i; }
+#endif
+}
+
+// Another state o into s (sums: finished values, added plainly).
+void merge(inout St s, St o) {
+#if OP == OP_SUM
+    s.a += o.a;
+#elif OP == OP_VAR
+    if (o.i == 0u) return;
+    if (s.i == 0u) { s = o; return; }
+    float n = float(s.i) + float(o.i);
+    float fo = float(o.i) / n;
+    float d = o.a - s.a;
+    s.a += d * fo;
+    s.b += o.b + d * d * float(s.i) * fo;
+    s.i += o.i;
+#else
+    if (beats(o.a, o.i, s.a, s.i)) s = o;
+#endif
+}
+
+St load_state(uint64_t at) {
+    WordArray w = WordArray(p.x + at * 12ul);
+    return St(uintBitsToFloat(w.v[0]), uintBitsToFloat(w.v[1]), w.v[2]);
+}
+
+#if VEC == 4
+#define VT vec4
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Half4Array { f16vec4 v[]; };
+VT load_unit(uint64_t at) { return vec4(Half4Array(p.x + at * 8ul).v[0]); }
+#elif DT == 2
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Bf4Array { u16vec4 v[]; };
+VT load_unit(uint64_t at) { return uintBitsToFloat(uvec4(Bf4Array(p.x + at * 8ul).v[0]) << 16); }
+#else
+VT load_unit(uint64_t at) { return Vec4Array(p.x + at * 16ul).v[0]; }
+#endif
+void take_unit(inout St s, VT u, uint r) {
+    for (uint k = 0; k < 4; ++k) take(s, u[k], r * 4 + k);
+}
+#else
+#define VT float
+VT load_unit(uint64_t at) { return load_elem(p.x, at); }
+void take_unit(inout St s, VT u, uint r) { take(s, u, r); }
+#endif
+
+shared float sh_a[WG];
+shared float sh_b[WG];
+shared uint sh_i[WG];
+
+void main() {
+    uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
+    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
+    uint split = uint(g % p.splits);
+    uint cg = uint(g / p.splits);
+    uint t = gl_LocalInvocationID.x;
+    uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
+    uint lane = t / COLS;
+    bool valid = q < uint64_t(p.outer) * p.inner;
+    uint o = valid ? uint(q / p.inner) : 0u;
+    uint c = valid ? uint(q % p.inner) : 0u;
+    uint r0 = split * p.chunk;
+    uint r1 = min(r0 + p.chunk, p.r);
+    uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
+
+    St s = identity();
+    if (valid && (p.flags & STATE_IN) != 0u) {
+        for (uint r = r0 + lane; r < r1; r += LANES) {
+            St st = load_state(col + uint64_t(r) * p.inner);
+#if OP == OP_SUM
+            take(s, st.a, 0u);
+#else
+            merge(s, st);
+#endif
+        }
+    } else if (valid) {
+        for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
+            VT u[UNROLL];
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                u[k] = rk < r1 ? load_unit(col + uint64_t(rk) * p.inner) : VT(0.0);
+            }
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                if (rk < r1) take_unit(s, u[k], rk);
+            }
+        }
+    }
+#if OP == OP_SUM
+    float v = s.a - s.b;
+    if (valid && (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN: cold
+        v = 0.0;
+        bool states = (p.flags & STATE_IN) != 0u;
+        for (uint r = r0 + lane; r < r1; r += LANES) {
+            uint64_t at = col + uint64_t(r) * p.inner;
+#if VEC == 4
+            VT u = states ? VT(0.0) : load_unit(at);
+            v += states ? load_state(at).a : (u.x + u.y) + (u.z + u.w);
+#else
+            v += states ? load_state(at).a : load_unit(at);
+#endif
+        }
+    }
+    s = St(v, 0.0, 0u);
+#endif
+
+    sh_a[t] = s.a; sh_b[t] = s.b; sh_i[t] = s.i;
+    for (uint step = LANES / 2; step > 0; step >>= 1) {
+        barrier();
+        if (lane < step) {
+            uint u = t + step * COLS;
+            merge(s, St(sh_a[u], sh_b[u], sh_i[u]));
+            sh_a[t] = s.a; sh_b[t] = s.b; sh_i[t] = s.i;
+        }
+    }
+    if (lane != 0 || !valid) return;
+
+    if ((p.flags & STATE_OUT) != 0u) {
+        uint64_t at = (uint64_t(o) * p.splits + split) * p.inner + c;
+        WordArray w = WordArray(p.y + at * 12ul);
+        w.v[0] = floatBitsToUint(s.a);
+        w.v[1] = floatBitsToUint(s.b);
+        w.v[2] = s.i;
+        return;
+    }
+    uint64_t at = uint64_t(o) * p.inner + c;
+#if OP == OP_SUM
+    store_elem(p.y, at, s.a / p.divisor);
+#elif OP == OP_VAR
+    store_elem(p.y, at, s.b / p.divisor);
+#else
+    if (p.y != 0ul) store_elem(p.y, at, s.a);
+    if (p.idx != 0ul) IntArray(p.idx + at * 4ul).v[0] = int(s.i + 1u);
+#endif
+}

@@ -1,0 +1,178 @@
+/* Reductions over one dimension or over everything (shaders/reduce.comp):
+ *   lumus.sum(x [, {dim =, keepdim =, out =}]), lumus.mean (same),
+ *   lumus.var(x [, {dim =, keepdim =, correction = 1, out =}]),
+ *   lumus.max(x [, {dim =, keepdim =, out =, indices =}]), lumus.min (same),
+ *   lumus.argmax(x [, {dim =, keepdim =, out =}]), lumus.argmin (same).
+ * Without dim: over all elements, to shape {1} (keepdim: every dimension 1). With dim:
+ * x's shape without it ({1} for a 1-D x), or with it as 1 (keepdim). max/min with dim
+ * return values and int32 1-based indices; argmax/argmin return the indices only (over
+ * the flattened x without dim). Values keep x's dtype (float32, float16, bfloat16; the
+ * kernels accumulate in float32). */
+#include "rows.h"
+#include <string.h>
+
+enum { OP_SUM, OP_VAR, OP_MAX, OP_MIN };
+/* Kernel forms: [dtype][vec4 loads] (vec4: inner == 1, r a multiple of 4). */
+enum { FORM_F32, FORM_F16, FORM_BF16 };
+
+static const lm_shader_id shaders[4][3][2] = {
+    { { LM_SH_REDUCE_SUM_F32, LM_SH_REDUCE_SUM_F32_VEC4 }, { LM_SH_REDUCE_SUM_F16, LM_SH_REDUCE_SUM_F16_VEC4 },
+      { LM_SH_REDUCE_SUM_BF16, LM_SH_REDUCE_SUM_BF16_VEC4 } },
+    { { LM_SH_REDUCE_VAR_F32, LM_SH_REDUCE_VAR_F32_VEC4 }, { LM_SH_REDUCE_VAR_F16, LM_SH_REDUCE_VAR_F16_VEC4 },
+      { LM_SH_REDUCE_VAR_BF16, LM_SH_REDUCE_VAR_BF16_VEC4 } },
+    { { LM_SH_REDUCE_MAX_F32, LM_SH_REDUCE_MAX_F32_VEC4 }, { LM_SH_REDUCE_MAX_F16, LM_SH_REDUCE_MAX_F16_VEC4 },
+      { LM_SH_REDUCE_MAX_BF16, LM_SH_REDUCE_MAX_BF16_VEC4 } },
+    { { LM_SH_REDUCE_MIN_F32, LM_SH_REDUCE_MIN_F32_VEC4 }, { LM_SH_REDUCE_MIN_F16, LM_SH_REDUCE_MIN_F16_VEC4 },
+      { LM_SH_REDUCE_MIN_BF16, LM_SH_REDUCE_MIN_BF16_VEC4 } },
+};
+
+/* Rows of r (in loaded units) each thread should at least take before r is split. */
+#define MIN_ROWS_PER_THREAD 16
+#define STATE_IN 1u
+#define STATE_OUT 2u
+#define STATE_WORDS 3
+
+typedef struct reduce_push {
+    uint64_t x, y, idx;
+    uint32_t outer, r, inner, chunk, splits, flags;
+    float divisor;
+    uint32_t col_groups, groups_x;
+} reduce_push;
+
+/* The result's shape: x's without dim (or with it as 1 when keepdim); {1} or all ones
+ * over everything (dim < 0). */
+static int result_shape(const lm_tensor *x, int dim, int keepdim, int64_t *shape) {
+    if (dim < 0) {
+        int n = keepdim ? x->ndim : 1;
+        for (int i = 0; i < n; i++) shape[i] = 1;
+        return n;
+    }
+    int n = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i != dim) shape[n++] = x->shape[i];
+        else if (keepdim) shape[n++] = 1;
+    }
+    if (n == 0) { shape[0] = 1; n = 1; }
+    return n;
+}
+
+/* Records the reduction of x (read as v) into values y and/or indices idx (NULL: not
+ * written): one dispatch, or two through per-split states when the grid would be small. */
+static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, lm_dim_view v,
+                          float divisor, lm_tensor *y, lm_tensor *idx) {
+    lm_context *ctx = x->storage->ctx;
+    int form = x->dtype == LM_FLOAT16 ? FORM_F16 : x->dtype == LM_BFLOAT16 ? FORM_BF16 : FORM_F32;
+    int vec4 = v.inner == 1 && v.r % 4 == 0;   /* rows start 4-element aligned (plain x: 16-byte) */
+    uint32_t units = vec4 ? v.r / 4 : v.r;
+    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), units, LM_COL_MIN_BYTES_REDUCE);
+    uint32_t lanes = c.wg / c.cols;
+    uint64_t want = lm_groups_wanted(ctx);
+    uint64_t splits = 1;
+    if (c.groups < want) {
+        uint64_t most = (uint64_t)units / ((uint64_t)lanes * MIN_ROWS_PER_THREAD);
+        splits = (want + c.groups - 1) / c.groups;
+        if (splits > most) splits = most ? most : 1;
+    }
+    uint32_t chunk = (uint32_t)(((uint64_t)units + splits - 1) / splits);
+    splits = ((uint64_t)units + chunk - 1) / chunk;
+
+    reduce_push pc = {
+        .x = lm_tensor_address(x), .outer = v.outer, .r = units, .inner = v.inner,
+        .chunk = chunk, .splits = (uint32_t)splits, .divisor = divisor, .col_groups = c.col_groups,
+    };
+    lm_tensor *states = NULL;
+    if (splits > 1) {
+        int64_t n = (int64_t)v.outer * (int64_t)splits * v.inner * STATE_WORDS;
+        states = lm_push_tensor(L, ctx, 1, &n);   /* float32 words holding the states' bits */
+        pc.y = lm_tensor_address(states);
+        pc.flags = STATE_OUT;
+    } else {
+        pc.y = y ? lm_tensor_address(y) : 0;
+        pc.idx = idx ? lm_tensor_address(idx) : 0;
+    }
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, c.groups * splits, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .any_dtype = 1, .shader = shaders[kind][form][vec4], .spec = { c.wg, c.cols },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x }, .writes = { states ? states : y, states ? NULL : idx },
+    });
+    if (!states) return;
+    reduce_push p2 = {
+        .x = lm_tensor_address(states), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
+        .outer = v.outer, .r = (uint32_t)splits, .inner = v.inner, .chunk = (uint32_t)splits, .splits = 1,
+        .flags = STATE_IN, .divisor = divisor, .col_groups = c.col_groups,
+    };
+    p2.groups_x = lm_grid(L, ctx, c.groups, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .any_dtype = 1, .shader = shaders[kind][form][0], .spec = { c.wg, c.cols },
+        .push = &p2, .push_bytes = sizeof p2, .groups_x = p2.groups_x, .groups_y = gy,
+        .reads = { states }, .writes = { y, idx },
+    });
+    lua_pop(L, 1);   /* the states: collected once the stream is done with them */
+}
+
+static const char *const sum_keys[] = { "dim", "keepdim", "out", NULL };
+static const char *const var_keys[] = { "dim", "keepdim", "correction", "out", NULL };
+static const char *const max_keys[] = { "dim", "keepdim", "out", "indices", NULL };
+
+/* sum, mean, var: the values only. */
+static int reduce_values(lua_State *L, const char *name, int kind, int mean) {
+    lm_check_tensor(L, 1);
+    lm_check_options(L, 2, kind == OP_VAR ? var_keys : sum_keys);
+    lm_contiguous_inputs(L, 1, 1);
+    lm_tensor *x = lm_check_tensor(L, 1);
+    lm_context *ctx = x->storage->ctx;
+    lm_check_float_input(L, x, ctx);
+    int dim = lm_dim_option(L, 2, x, -1);
+    int keepdim = lm_option_boolean(L, 2, "keepdim", 0);
+    lua_Integer correction = kind == OP_VAR ? lm_option_integer(L, 2, "correction", 1) : 0;
+    if (correction < 0) lm_argerror(L, 2, "correction must be >= 0, got %I", (LUAI_UACINT)correction);
+    lm_dim_view v = lm_dim_view_of(L, x, dim);
+    int64_t shape[LM_MAX_DIMS];
+    int ndim = result_shape(x, dim, keepdim, shape);
+    lua_settop(L, 2);
+    lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, ndim, shape, x, 0);
+    x = lm_check_tensor(L, 1);
+    float divisor = 1.0f;
+    if (mean) divisor = (float)v.r;
+    if (kind == OP_VAR) divisor = correction >= (lua_Integer)v.r ? 0.0f : (float)((lua_Integer)v.r - correction);
+    record_reduce(L, name, kind, x, v, divisor, y, NULL);
+    return 1;
+}
+
+/* max, min (values, and indices with dim), argmax, argmin (indices). */
+static int reduce_extreme(lua_State *L, const char *name, int kind, int arg) {
+    lm_check_tensor(L, 1);
+    lm_check_options(L, 2, arg ? sum_keys : max_keys);
+    lm_contiguous_inputs(L, 1, 1);
+    lm_tensor *x = lm_check_tensor(L, 1);
+    lm_context *ctx = x->storage->ctx;
+    lm_check_float_input(L, x, ctx);
+    int dim = lm_dim_option(L, 2, x, -1);
+    int keepdim = lm_option_boolean(L, 2, "keepdim", 0);
+    lm_dim_view v = lm_dim_view_of(L, x, dim);
+    int64_t shape[LM_MAX_DIMS];
+    int ndim = result_shape(x, dim, keepdim, shape);
+    lua_settop(L, 2);
+    int values = !arg, indices = arg || dim >= 0;
+    if (!arg && dim < 0) {
+        lm_push_option(L, 2, "indices");
+        if (!lua_isnil(L, -1)) lm_argerror(L, 2, "indices is only given with dim (the max of all elements has no indices)");
+        lua_pop(L, 1);
+    }
+    lm_tensor *y = values ? lm_push_result(L, 2, "out", ctx, x->dtype, ndim, shape, x, 0) : NULL;
+    lm_tensor *idx = indices ? lm_push_result(L, 2, arg ? "out" : "indices", ctx, LM_INT32, ndim, shape, x, 0) : NULL;
+    if (y && idx && lm_tensors_overlap(y, idx)) lm_argerror(L, 2, "indices overlaps out");
+    x = lm_check_tensor(L, 1);
+    record_reduce(L, name, kind, x, v, 1.0f, y, idx);
+    return values + indices;
+}
+
+int lm_op_sum(lua_State *L) { return reduce_values(L, "sum", OP_SUM, 0); }
+int lm_op_mean(lua_State *L) { return reduce_values(L, "mean", OP_SUM, 1); }
+int lm_op_var(lua_State *L) { return reduce_values(L, "var", OP_VAR, 0); }
+int lm_op_max(lua_State *L) { return reduce_extreme(L, "max", OP_MAX, 0); }
+int lm_op_min(lua_State *L) { return reduce_extreme(L, "min", OP_MIN, 0); }
+int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); }
+int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
