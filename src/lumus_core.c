@@ -102,6 +102,9 @@ static const luaL_Reg tensor_ops[] = {
     {"matmul", lm_op_matmul}, {"linear", lm_op_linear},
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale},
+    {"pow", lm_op_pow}, {"maximum", lm_op_maximum}, {"minimum", lm_op_minimum},
+    {"eq", lm_op_eq}, {"ne", lm_op_ne}, {"lt", lm_op_lt}, {"le", lm_op_le}, {"gt", lm_op_gt}, {"ge", lm_op_ge},
+    {"where", lm_op_where},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
     {NULL, NULL}
 };
