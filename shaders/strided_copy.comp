@@ -13,7 +13,30 @@
 // through shared memory: it reads columns of the tile along src's contiguous R and writes
 // rows along dst's contiguous C, so both sides are coalesced. The tile has 33 columns so
 // that the column reads of shared memory fall in different banks.
+//
+// ELEM_BYTES (4, 2 or 1) is the element size of every dtype of that size: elements move
+// as bits (32-bit words, or through 8/16-bit storage), never as floats.
 #include "common/buffers.glsl"
+
+#ifndef ELEM_BYTES
+#define ELEM_BYTES 4
+#endif
+#if ELEM_BYTES == 4
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer ElemArray { uint v[]; };
+#define LOAD(addr) ElemArray(addr).v[0]
+#define STORE(addr, x) ElemArray(addr).v[0] = (x)
+#elif ELEM_BYTES == 2
+#extension GL_EXT_shader_16bit_storage : require
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer ElemArray { uint16_t v[]; };
+#define LOAD(addr) uint(ElemArray(addr).v[0])
+#define STORE(addr, x) ElemArray(addr).v[0] = uint16_t(x)
+#else
+#extension GL_EXT_shader_8bit_storage : require
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer ElemArray { uint8_t v[]; };
+#define LOAD(addr) uint(ElemArray(addr).v[0])
+#define STORE(addr, x) ElemArray(addr).v[0] = uint8_t(x)
+#endif
+#define ESIZE uint64_t(ELEM_BYTES)
 
 #ifndef TRANSPOSE
 #define TRANSPOSE 0
@@ -34,7 +57,7 @@ layout(push_constant) uniform Params {
     uint groups_x;
 } p;
 
-shared float tile[TILE][TILE + 1];
+shared uint tile[TILE][TILE + 1];
 
 void main() {
     uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
@@ -44,18 +67,18 @@ void main() {
     uint t = uint(group % per_matrix);
     uint r0 = (t / p.tiles_c) * TILE, c0 = (t % p.tiles_c) * TILE;
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-    uint64_t src_base = p.src + uint64_t(b) * p.src_b * 4ul;
-    uint64_t dst_base = p.dst + uint64_t(b) * p.dst_b * 4ul;
+    uint64_t src_base = p.src + uint64_t(b) * p.src_b * ESIZE;
+    uint64_t dst_base = p.dst + uint64_t(b) * p.dst_b * ESIZE;
     for (uint j = ty; j < TILE; j += ROWS) {
         uint r = r0 + tx, c = c0 + j;
         if (r < p.r && c < p.c)
-            tile[j][tx] = FloatArray(src_base + (uint64_t(c) * p.src_c + r) * 4ul).v[0];
+            tile[j][tx] = LOAD(src_base + (uint64_t(c) * p.src_c + r) * ESIZE);
     }
     barrier();
     for (uint j = ty; j < TILE; j += ROWS) {
         uint r = r0 + j, c = c0 + tx;
         if (r < p.r && c < p.c)
-            FloatArray(dst_base + (uint64_t(r) * p.dst_r + c) * 4ul).v[0] = tile[tx][j];
+            STORE(dst_base + (uint64_t(r) * p.dst_r + c) * ESIZE, tile[tx][j]);
     }
 }
 
@@ -67,7 +90,7 @@ layout(constant_id = 1) const uint ELEMS = 4;
 const uint FILL_FLAG = 0x100u;   // in ndim_flags above the dimension count
 
 layout(push_constant) uniform Params {
-    uint64_t src;      // with FILL_FLAG: the value's bits in the low word
+    uint64_t src;      // with FILL_FLAG: the value's bits in the low bits
     uint64_t dst;
     uint64_t n;        // elements
     uint ndim_flags;
@@ -103,10 +126,10 @@ void main() {
                 d += c * p.dst_stride[k];
             }
         }
-        float v;
-        if (fill) v = uintBitsToFloat(uint(p.src));
-        else v = FloatArray(p.src + s * 4ul).v[0];
-        FloatArray(p.dst + d * 4ul).v[0] = v;
+        uint v;
+        if (fill) v = uint(p.src);
+        else v = LOAD(p.src + s * ESIZE);
+        STORE(p.dst + d * ESIZE, v);
     }
 }
 

@@ -188,8 +188,8 @@ describe("softmax, sum and mean take {dim =, keepdim =, out =}", function()
   end)
 end)
 
-describe("factories take {dtype = \"float32\"}", function()
-  it("accept float32 and raise for any other dtype, naming it", function()
+describe("factories take {dtype = ...}", function()
+  it("accept the five dtypes and raise for any other, naming it", function()
     assert.are.same({ 0, 0 }, lumus.zeros({ 2 }, { dtype = "float32" }):to_table())
     assert.are.same({ 1 }, lumus.ones(1, { dtype = "float32" }):to_table())
     assert.are.same({ 7, 7 }, lumus.full({ 2 }, 7, { dtype = "float32" }):to_table())
@@ -197,18 +197,19 @@ describe("factories take {dtype = \"float32\"}", function()
     assert.are.same({ 1, 2 }, lumus.tensor({ 1, 2 }, { dtype = "float32" }):to_table())
     assert.are.same({ 3 }, lumus.from_bytes(string.pack("<f", 3), { 1 }, { dtype = "float32" }):to_table())
     local cases = {
-      { "zeros", function() return lumus.zeros({ 2 }, { dtype = "int32" }) end, 2 },
+      { "zeros", function() return lumus.zeros({ 2 }, { dtype = "int64" }) end, 2 },
       { "ones", function() return lumus.ones({ 2 }, { dtype = "float64" }) end, 2 },
-      { "full", function() return lumus.full({ 2 }, 1, { dtype = "float16" }) end, 3 },
+      { "full", function() return lumus.full({ 2 }, 1, { dtype = "half" }) end, 3 },
       { "empty", function() return lumus.empty({ 2 }, { dtype = "int8" }) end, 2 },
       { "tensor", function() return lumus.tensor({ 1 }, { dtype = "int64" }) end, 2 },
       { "from_bytes", function() return lumus.from_bytes("abcd", { 1 }, { dtype = "uint8" }) end, 3 },
     }
     for _, c in ipairs(cases) do
-      assert.matches(("bad argument #%d to '%s' %%(dtype '[%%w]+' is not supported %%(only 'float32'%%)%%)"):format(c[3], c[1]),
+      assert.matches(("bad argument #%d to '%s' %%(dtype '[%%w]+' is not supported %%(float32, float16, bfloat16, int32 or bool%%)%%)"):format(c[3], c[1]),
         error_of(c[2]))
     end
-    assert.matches("dtype must be a string, got number", error_of(function() lumus.zeros({ 2 }, { dtype = 32 }) end))
+    assert.are.equal("int32", lumus.zeros({ 2 }, { dtype = "int32" }):dtype())
+    assert.matches("dtype must be a string %(float32, float16, bfloat16, int32 or bool%), got number", error_of(function() lumus.zeros({ 2 }, { dtype = 32 }) end))
     assert.matches("unknown option 'device'", error_of(function() lumus.zeros({ 2 }, { device = 1 }) end))
   end)
 

@@ -69,7 +69,7 @@ static int do_push_buffer(lua_State *L) {
     const lumus_buffer *b = a->buf;
     if (!b || !b->buffer) return luaL_error(L, "lumus_push_buffer: no buffer given");
     int64_t numel = checked_numel(L, "lumus_push_buffer", a->ndim, a->shape);
-    VkDeviceSize bytes = (VkDeviceSize)numel * 4u;
+    VkDeviceSize bytes = (VkDeviceSize)numel * lm_dtype_size(LM_FLOAT32);   /* wrapped buffers hold float32 */
     if (b->size < bytes)
         return luaL_error(L, "lumus_push_buffer: the shape needs %I bytes, the buffer range has %I",
                           (LUAI_UACINT)bytes, (LUAI_UACINT)b->size);
@@ -186,16 +186,17 @@ static void fill_info(const lm_tensor *t, lumus_tensor_info *info) {
     for (int i = 0; i < t->ndim; i++) info->shape[i] = t->shape[i];
     info->numel = t->numel;
     info->buffer = t->storage->buffer;
-    info->offset = t->storage->buffer_offset + (VkDeviceSize)t->offset * 4u;
+    info->offset = t->storage->buffer_offset + (VkDeviceSize)t->offset * lm_dtype_size(t->dtype);
     info->size = lm_tensor_bytes(t);
     info->address = lm_tensor_address(t);
-    info->mapped = t->storage->mapped ? t->storage->mapped + (size_t)t->offset * 4u : NULL;
+    info->mapped = t->storage->mapped ? t->storage->mapped + (size_t)t->offset * lm_dtype_size(t->dtype) : NULL;
     info->wrapped = t->storage->external;
 }
 
 int lumus_to_tensor(lua_State *L, int idx, lumus_tensor_info *info) {
     lm_tensor *t = luaL_testudata(L, idx, LM_TENSOR_MT);
-    if (!t || !t->storage || !t->storage->ctx || !lm_tensor_is_contiguous(t)) return 0;
+    /* lumus_tensor_info has no dtype: it describes float32 tensors only. */
+    if (!t || !t->storage || !t->storage->ctx || !lm_tensor_is_contiguous(t) || t->dtype != LM_FLOAT32) return 0;
     if (info) fill_info(t, info);
     return 1;
 }
@@ -204,6 +205,9 @@ void lumus_check_tensor(lua_State *L, int idx, lumus_tensor_info *info) {
     lm_tensor *t = lm_check_tensor(L, idx);
     /* The info describes contiguous elements only (it has no strides). */
     if (!lm_tensor_is_contiguous(t)) lm_argerror(L, idx, "tensor must be contiguous (a view with strides: pass t:contiguous())");
+    if (t->dtype != LM_FLOAT32)
+        lm_argerror(L, idx, "tensor must be float32 (the C API's tensor info has no dtype), got %s: pass t:float()",
+                    lm_dtype_name(t->dtype));
     if (info) fill_info(t, info);
 }
 

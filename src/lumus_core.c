@@ -106,6 +106,7 @@ static const luaL_Reg tensor_ops[] = {
     {"eq", lm_op_eq}, {"ne", lm_op_ne}, {"lt", lm_op_lt}, {"le", lm_op_le}, {"gt", lm_op_gt}, {"ge", lm_op_ge},
     {"where", lm_op_where},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},
+    {"to", lm_op_to},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
@@ -139,6 +140,8 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     lua_getfield(L, -1, "Tensor");
     lua_getfield(L, -1, "methods");
     set_tensor_ops(L);
+    luaL_setfuncs(L, lm_convert_methods, 0);
+    lm_register_names(L, lm_convert_methods, "lumus.Tensor");
     lua_pop(L, 2);
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");

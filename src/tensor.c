@@ -2,6 +2,7 @@
 #include "tensor.h"
 #include "storage.h"
 #include <lauxlib.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,6 +51,30 @@ lm_tensor *lm_option_tensor(lua_State *L, int arg, const char *key) {
     return t;
 }
 
+/* "float32, float16, bfloat16, int32, bool", for messages. */
+static const char *dtype_list(void) { return "float32, float16, bfloat16, int32 or bool"; }
+
+static lm_dtype dtype_of_value(lua_State *L, int idx, int arg, const char *what) {
+    if (lua_type(L, idx) != LUA_TSTRING)
+        lm_argerror(L, arg, "%s must be a string (%s), got %s", what, dtype_list(), luaL_typename(L, idx));
+    int d = lm_dtype_from_name(lua_tostring(L, idx));
+    if (d < 0) lm_argerror(L, arg, "%s '%s' is not supported (%s)", what, lua_tostring(L, idx), dtype_list());
+    return (lm_dtype)d;
+}
+
+lm_dtype lm_check_dtype(lua_State *L, int arg) {
+    return dtype_of_value(L, arg, arg, "dtype");
+}
+
+lm_dtype lm_check_factory_dtype(lua_State *L, int arg) {
+    static const char *const known[] = { "dtype", NULL };
+    if (!lm_check_options(L, arg, known)) return LM_FLOAT32;
+    lm_push_option(L, arg, "dtype");
+    lm_dtype d = lua_isnil(L, -1) ? LM_FLOAT32 : dtype_of_value(L, -1, arg, "dtype");
+    lua_pop(L, 1);
+    return d;
+}
+
 void lm_check_factory_options(lua_State *L, int arg) {
     static const char *const known[] = { "dtype", NULL };
     if (!lm_check_options(L, arg, known)) return;
@@ -60,6 +85,109 @@ void lm_check_factory_options(lua_State *L, int arg) {
     }
     if (lua_type(L, -1) != LUA_TSTRING) lm_argerror(L, arg, "dtype must be a string, got %s", luaL_typename(L, -1));
     lm_argerror(L, arg, "dtype '%s' is not supported (only 'float32')", lua_tostring(L, -1));
+}
+
+/* ---- element conversions on the host ---- */
+
+static uint32_t float_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+static float bits_float(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+
+/* v >> sh rounded to nearest even (1 <= sh <= 31). */
+static uint32_t shift_round(uint32_t v, unsigned sh) {
+    uint32_t q = v >> sh, rem = v & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+    return q + (rem > half || (rem == half && (q & 1u)));
+}
+
+uint16_t lm_float_to_half(float f) {
+    uint32_t u = float_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));   /* NaN */
+    if (a >= 0x47800000u) return (uint16_t)(sign | 0x7c00u);                          /* >= 2^16 */
+    if (a >= 0x38800000u) return (uint16_t)(sign | shift_round(a - 0x38000000u, 13));
+    if (a <= 0x33000000u) return (uint16_t)sign;                                      /* <= 2^-25 */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    return (uint16_t)(sign | shift_round(m, 126u - e));
+}
+
+float lm_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31u) return bits_float(sign | 0x7f800000u | (m << 13));
+    if (e != 0u) return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+    float v = ldexpf((float)m, -24);   /* a subnormal (or zero): exact */
+    return sign ? -v : v;
+}
+
+uint16_t lm_float_to_bfloat16(float f) {
+    uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float lm_bfloat16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+/* Lua numbers beyond float32's range become +-inf (IEEE conversion, as PyTorch's). */
+static float to_float32(lua_Number v) {
+    if (v != v) return (float)v;
+    if (v > FLT_MAX || v < -FLT_MAX) {
+        /* Values within half an ulp of FLT_MAX still round to it. */
+        double limit = (double)FLT_MAX + ldexp(1.0, 103);
+        if (v < limit && v > -limit) return v > 0 ? FLT_MAX : -FLT_MAX;
+        return v > 0 ? INFINITY : -INFINITY;
+    }
+    return (float)v;
+}
+
+const char *lm_dtype_store(lua_State *L, int idx, lm_dtype d, void *dst) {
+    int type = lua_type(L, idx);
+    if (type != LUA_TNUMBER && type != LUA_TBOOLEAN) {
+        lua_pushfstring(L, "is %s, number%s expected", luaL_typename(L, idx), d == LM_BOOL ? " or boolean" : "");
+        return lua_tostring(L, -1);   /* left on the stack for the caller's message */
+    }
+    if (d == LM_BOOL) {
+        uint8_t b = type == LUA_TBOOLEAN ? (uint8_t)lua_toboolean(L, idx) : (uint8_t)(lua_tonumber(L, idx) != 0);
+        memcpy(dst, &b, 1);
+        return NULL;
+    }
+    if (d == LM_INT32) {
+        lua_Integer i;
+        if (type == LUA_TBOOLEAN) i = lua_toboolean(L, idx);
+        else if (lua_isinteger(L, idx)) i = lua_tointeger(L, idx);
+        else {
+            lua_Number v = lua_tonumber(L, idx);
+            if (v != v || v == HUGE_VAL || v == -HUGE_VAL) return "is NaN or inf (int32 holds integers)";
+            if (floor(v) != v) return "is a fraction (int32 holds integers; convert a float tensor with :int() to truncate)";
+            if (v < -2147483648.0 || v > 2147483647.0) return "is out of the int32 range";
+            i = (lua_Integer)v;
+        }
+        if (i < INT32_MIN || i > INT32_MAX) return "is out of the int32 range";
+        int32_t v32 = (int32_t)i;
+        memcpy(dst, &v32, 4);
+        return NULL;
+    }
+    float f = type == LUA_TBOOLEAN ? (float)lua_toboolean(L, idx) : to_float32(lua_tonumber(L, idx));
+    if (d == LM_FLOAT32) { memcpy(dst, &f, 4); return NULL; }
+    uint16_t h = d == LM_FLOAT16 ? lm_float_to_half(f) : lm_float_to_bfloat16(f);
+    memcpy(dst, &h, 2);
+    return NULL;
+}
+
+void lm_dtype_push(lua_State *L, lm_dtype d, const void *src) {
+    switch (d) {
+    case LM_FLOAT32: { float f; memcpy(&f, src, 4); lua_pushnumber(L, f); break; }
+    case LM_FLOAT16: { uint16_t h; memcpy(&h, src, 2); lua_pushnumber(L, lm_half_to_float(h)); break; }
+    case LM_BFLOAT16: { uint16_t h; memcpy(&h, src, 2); lua_pushnumber(L, lm_bfloat16_to_float(h)); break; }
+    case LM_INT32: { int32_t i; memcpy(&i, src, 4); lua_pushinteger(L, i); break; }
+    default: lua_pushboolean(L, *(const uint8_t *)src != 0); break;
+    }
+}
+
+/* lumus.promote_types(a, b): PyTorch's result dtype for these: bool < int32 < the
+ * floats; float16 and bfloat16 together give float32. */
+static int l_promote_types(lua_State *L) {
+    static const int rank[LM_NDTYPES] = { 3, 2, 2, 1, 0 };
+    lm_dtype a = lm_check_dtype(L, 1), b = lm_check_dtype(L, 2);
+    lm_dtype r = rank[a] > rank[b] ? a : rank[b] > rank[a] ? b : a == b ? a : LM_FLOAT32;
+    lua_pushstring(L, lm_dtype_name(r));
+    return 1;
 }
 
 /* Byte range of a tensor in its VkBuffer: storages of host buffers may alias, so
@@ -188,12 +316,27 @@ static lm_tensor *new_from_shape(lua_State *L, int idx) {
     int64_t shape[LM_MAX_DIMS];
     int ndim;
     lm_check_shape(L, idx, shape, &ndim, 0);
-    lm_check_factory_options(L, idx + 1);
+    lm_dtype d = lm_check_factory_dtype(L, idx + 1);
     lm_context *ctx = lm_context_get(L);
-    return lm_push_tensor(L, ctx, ndim, shape);
+    return lm_push_tensor_dtype(L, ctx, d, ndim, shape);
 }
 
 static int l_empty(lua_State *L) { new_from_shape(L, 1); return 1; }
+
+/* Bool tensors hold 0 or 1 in each byte: returns the 0-based position of the first other
+ * byte, or -1. */
+static int64_t bad_bool_byte(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] > 1) return (int64_t)i;
+    return -1;
+}
+
+static void check_bool_bytes(lua_State *L, int arg, const char *s, size_t len) {
+    int64_t bad = bad_bool_byte(s, len);
+    if (bad >= 0)
+        lm_argerror(L, arg, "byte %I is %d: bool elements are the bytes 0 and 1", (LUAI_UACINT)(bad + 1),
+                    (int)(unsigned char)s[bad]);
+}
 
 static int l_from_bytes(lua_State *L) {
     size_t len;
@@ -201,15 +344,17 @@ static int l_from_bytes(lua_State *L) {
     int64_t shape[LM_MAX_DIMS];
     int ndim;
     int64_t numel = lm_check_shape(L, 2, shape, &ndim, 0);
-    lm_check_factory_options(L, 3);
-    if ((uint64_t)len != (uint64_t)numel * 4u) {
+    lm_dtype d = lm_check_factory_dtype(L, 3);
+    unsigned es = lm_dtype_size(d);
+    if ((uint64_t)len != (uint64_t)numel * es) {
         char sh[128];
         lm_shape_string(shape, ndim, sh, sizeof sh);
-        lm_argerror(L, 1, "expected %I bytes (4 per float32) for shape %s, got %I",
-                        (LUAI_UACINT)(numel * 4), sh, (LUAI_UACINT)len);
+        lm_argerror(L, 1, "expected %I bytes (%d per %s) for shape %s, got %I",
+                    (LUAI_UACINT)(numel * es), (int)es, lm_dtype_name(d), sh, (LUAI_UACINT)len);
     }
+    if (d == LM_BOOL) check_bool_bytes(L, 1, s, len);
     lm_context *ctx = lm_context_get(L);
-    lm_tensor *t = lm_push_tensor(L, ctx, ndim, shape);
+    lm_tensor *t = lm_push_tensor_dtype(L, ctx, d, ndim, shape);
     lm_storage_write(L, t->storage, 0, s, len);
     return 1;
 }
@@ -234,7 +379,9 @@ static int infer_nested_shape(lua_State *L, int idx, int64_t *shape) {
     return ndim;
 }
 
-typedef struct fill_state { float *out; int64_t at; const int64_t *shape; int ndim; int64_t path[LM_MAX_DIMS]; } fill_state;
+typedef struct fill_state {
+    unsigned char *out; lm_dtype dtype; int64_t at; const int64_t *shape; int ndim; int64_t path[LM_MAX_DIMS];
+} fill_state;
 
 static void element_error(lua_State *L, fill_state *f, int depth, const char *what) {
     luaL_Buffer b;
@@ -260,17 +407,15 @@ static void fill_nested(lua_State *L, fill_state *f, int depth) {
         element_error(L, f, depth - 1 < 0 ? 0 : depth - 1, msg);
     }
     if (depth == f->ndim - 1) {
-        float *out = f->out + f->at;
+        unsigned es = lm_dtype_size(f->dtype);
+        unsigned char *out = f->out + f->at * es;
         for (int64_t i = 0; i < n; i++) {
-            int isnum = 0;
             lua_rawgeti(L, -1, (lua_Integer)i + 1);
-            lua_Number v = lua_tonumberx(L, -1, &isnum);
-            if (!isnum || lua_type(L, -1) != LUA_TNUMBER) {
+            const char *bad = lm_dtype_store(L, -1, f->dtype, out + i * es);
+            if (bad) {
                 f->path[depth] = i;
-                lua_pushfstring(L, "is %s, number expected", luaL_typename(L, -1));
-                element_error(L, f, depth, lua_tostring(L, -1));
+                element_error(L, f, depth, bad);
             }
-            out[i] = (float)v;
             lua_pop(L, 1);
         }
         f->at += n;
@@ -290,7 +435,7 @@ static void fill_nested(lua_State *L, fill_state *f, int depth) {
 
 static int l_tensor(lua_State *L) {
     lm_check_type(L, 1, LUA_TTABLE);
-    lm_check_factory_options(L, 2);
+    lm_dtype d = lm_check_factory_dtype(L, 2);
     int64_t shape[LM_MAX_DIMS];
     int ndim = infer_nested_shape(L, 1, shape);
     int64_t numel = 1;
@@ -299,17 +444,18 @@ static int l_tensor(lua_State *L) {
         numel *= shape[i];
     }
     lm_context *ctx = lm_context_get(L);
-    lm_tensor *t = lm_push_tensor(L, ctx, ndim, shape);
+    lm_tensor *t = lm_push_tensor_dtype(L, ctx, d, ndim, shape);
+    size_t bytes = (size_t)lm_tensor_bytes(t);
     unsigned char *direct = lm_storage_direct(t->storage);
-    float *host = (float *)direct;
-    if (!host) host = lua_newuserdatauv(L, (size_t)numel * 4u, 0);   /* GC'd if we raise */
-    fill_state f = { .out = host, .at = 0, .shape = shape, .ndim = ndim };
+    unsigned char *host = direct;
+    if (!host) host = lua_newuserdatauv(L, bytes, 0);   /* GC'd if we raise */
+    fill_state f = { .out = host, .dtype = d, .at = 0, .shape = shape, .ndim = ndim };
     if (direct) lm_stream_wait(L, ctx, t->storage->last_serial);
     lua_pushvalue(L, 1);
     fill_nested(L, &f, 0);
     lua_pop(L, 1);
     if (!direct) {
-        lm_storage_write(L, t->storage, 0, host, (VkDeviceSize)numel * 4u);
+        lm_storage_write(L, t->storage, 0, host, (VkDeviceSize)bytes);
         lua_pop(L, 1);
     }
     return 1;
@@ -361,12 +507,14 @@ static int64_t element_index(const lm_tensor *t, int64_t k) {
 }
 
 /* Reads elements [first, first + count) of t in row-major order into out: at once when
- * contiguous, else the storage range they lie in (into `span`, of `span_len` floats, a
- * buffer the caller allocated before its last liveness check) gathered by strides. */
-static void read_elements(lua_State *L, const lm_tensor *t, int64_t first, int64_t count, float *out,
-                          float *span, int64_t lo) {
+ * contiguous, else the storage range they lie in (into `span`, of the bytes
+ * gather_bytes gave, a buffer the caller allocated before its last liveness check)
+ * gathered by strides. */
+static void read_elements(lua_State *L, const lm_tensor *t, int64_t first, int64_t count, unsigned char *out,
+                          unsigned char *span, int64_t lo) {
+    size_t es = lm_dtype_size(t->dtype);
     if (lm_tensor_is_contiguous(t)) {
-        lm_storage_read(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, out, (VkDeviceSize)count * 4u);
+        lm_storage_read(L, t->storage, (VkDeviceSize)(t->offset + first) * es, out, (VkDeviceSize)count * es);
         return;
     }
     int64_t hi = lo;
@@ -374,13 +522,14 @@ static void read_elements(lua_State *L, const lm_tensor *t, int64_t first, int64
         int64_t at = element_index(t, k);
         if (at > hi) hi = at;
     }
-    lm_storage_read(L, t->storage, (VkDeviceSize)lo * 4u, span, (VkDeviceSize)(hi - lo + 1) * 4u);
-    for (int64_t k = 0; k < count; k++) out[k] = span[element_index(t, first + k) - lo];
+    lm_storage_read(L, t->storage, (VkDeviceSize)lo * es, span, (VkDeviceSize)(hi - lo + 1) * es);
+    for (int64_t k = 0; k < count; k++)
+        memcpy(out + (size_t)k * es, span + (size_t)(element_index(t, first + k) - lo) * es, es);
 }
 
-/* The lowest storage element of t's elements [first, first + count), and the floats a
+/* The lowest storage element of t's elements [first, first + count), and the bytes a
  * gather buffer needs for them (0 for a contiguous tensor). */
-static int64_t gather_floats(const lm_tensor *t, int64_t first, int64_t count, int64_t *lo) {
+static int64_t gather_bytes(const lm_tensor *t, int64_t first, int64_t count, int64_t *lo) {
     *lo = element_index(t, first);
     if (lm_tensor_is_contiguous(t)) return 0;
     int64_t hi = *lo;
@@ -389,31 +538,63 @@ static int64_t gather_floats(const lm_tensor *t, int64_t first, int64_t count, i
         if (at < *lo) *lo = at;
         if (at > hi) hi = at;
     }
-    return hi - *lo + 1;
+    return (hi - *lo + 1) * (int64_t)lm_dtype_size(t->dtype);
 }
 
 static int m_to_bytes(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
     int64_t first, count;
     check_range(L, t, 2, &first, &count);
-    int64_t lo, span_len = count ? gather_floats(t, first, count, &lo) : 0;
-    size_t n = (size_t)count * 4u;
+    size_t es = lm_dtype_size(t->dtype);
+    int64_t lo, span_len = count ? gather_bytes(t, first, count, &lo) : 0;
+    size_t n = (size_t)count * es;
     if (lm_tensor_is_contiguous(t) &&
-        lm_storage_push_bytes(L, t->storage, (VkDeviceSize)(t->offset + first) * 4u, n)) return 1;
-    float *span = span_len ? lua_newuserdatauv(L, (size_t)span_len * 4u, 0) : NULL;
+        lm_storage_push_bytes(L, t->storage, (VkDeviceSize)(t->offset + first) * es, n)) return 1;
+    unsigned char *span = span_len ? lua_newuserdatauv(L, (size_t)span_len, 0) : NULL;
     luaL_Buffer b;
     char *p = luaL_buffinitsize(L, &b, n ? n : 1);
     t = lm_check_tensor(L, 1);   /* the allocations may have run a finalizer that freed it */
-    if (n) read_elements(L, t, first, count, (float *)(void *)p, span, lo);
+    if (n) read_elements(L, t, first, count, (unsigned char *)p, span, lo);
     luaL_pushresultsize(&b, n);
     return 1;
 }
 
-static void push_nested(lua_State *L, const lm_tensor *t, const float *data, int depth, int64_t *at) {
+/* t:write_bytes(s [, first]): host bytes (the dtype's little-endian layout) into t's
+ * elements first.. (1-based) in place, with no new device allocation. t must be
+ * contiguous: a strided view raises (write into a contiguous tensor, then copy). */
+static int m_write_bytes(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    size_t len;
+    const char *s = lm_check_lstring(L, 2, &len);
+    lua_Integer first = lm_opt_integer(L, 3, 1);
+    size_t es = lm_dtype_size(t->dtype);
+    if (!lm_tensor_is_contiguous(t))
+        lm_argerror(L, 1, "tensor must be contiguous (a strided view: write into a contiguous tensor, then "
+                    "view:copy(it))");
+    if (first < 1 || first > t->numel)
+        lm_argerror(L, 3, "first element %I out of range (1 to %I; 1-based)", (LUAI_UACINT)first, (LUAI_UACINT)t->numel);
+    if (len % es != 0)
+        lm_argerror(L, 2, "%I bytes is not a whole number of %s elements (%d bytes each)", (LUAI_UACINT)len,
+                    lm_dtype_name(t->dtype), (int)es);
+    int64_t count = (int64_t)(len / es);
+    if (count > t->numel - (first - 1))
+        lm_argerror(L, 2, "%I elements from element %I do not fit a tensor of %I", (LUAI_UACINT)count,
+                    (LUAI_UACINT)first, (LUAI_UACINT)t->numel);
+    if (t->dtype == LM_BOOL) check_bool_bytes(L, 2, s, len);
+    lua_settop(L, 1);
+    if (len) lm_storage_write(L, t->storage, (VkDeviceSize)(t->offset + first - 1) * es, s, len);
+    return 1;
+}
+
+static void push_nested(lua_State *L, const lm_tensor *t, const unsigned char *data, int depth, int64_t *at) {
+    size_t es = lm_dtype_size(t->dtype);
     int64_t n = t->shape[depth];
     lua_createtable(L, (int)(n > 0x7fffffff ? 0x7fffffff : n), 0);
     if (depth == t->ndim - 1) {
-        for (int64_t i = 0; i < n; i++) { lua_pushnumber(L, data[*at + i]); lua_rawseti(L, -2, (lua_Integer)i + 1); }
+        for (int64_t i = 0; i < n; i++) {
+            lm_dtype_push(L, t->dtype, data + (size_t)(*at + i) * es);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
         *at += n;
         return;
     }
@@ -428,13 +609,24 @@ static int m_to_table(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);
     /* Copy out first: building the tables runs the GC, whose finalizers may free the
      * tensor and hand its memory to another one. */
-    int64_t lo, span_len = gather_floats(t, 0, t->numel, &lo);
-    float *span = span_len ? lua_newuserdatauv(L, (size_t)span_len * 4u, 0) : NULL;
-    float *data = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
+    int64_t lo, span_len = gather_bytes(t, 0, t->numel, &lo);
+    unsigned char *span = span_len ? lua_newuserdatauv(L, (size_t)span_len, 0) : NULL;
+    unsigned char *data = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
     t = lm_check_tensor(L, 1);
     read_elements(L, t, 0, t->numel, data, span, lo);
     int64_t at = 0;
     push_nested(L, t, data, 0, &at);
+    return 1;
+}
+
+/* t:item(): the value of a one-element tensor (as to_table's elements). */
+static int m_item(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    if (t->numel != 1)
+        lm_argerror(L, 1, "tensor has %I elements (item needs exactly one)", (LUAI_UACINT)t->numel);
+    unsigned char data[4];
+    read_elements(L, t, 0, 1, data, NULL, 0);   /* one element is contiguous */
+    lm_dtype_push(L, t->dtype, data);
     return 1;
 }
 
@@ -759,10 +951,10 @@ static int m_is_freed(lua_State *L) {
 static int m_describe(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
     if (!t) lm_typeerror(L, 1, "tensor");
-    if (!t->storage) { lua_pushliteral(L, "[lumus.Tensor float32, freed]"); return 1; }
+    if (!t->storage) { lua_pushfstring(L, "[lumus.Tensor %s, freed]", lm_dtype_name(t->dtype)); return 1; }
     char sh[256];
     lm_shape_string(t->shape, t->ndim, sh, sizeof sh);
-    lua_pushfstring(L, "[lumus.Tensor float32 of size %s]", sh);
+    lua_pushfstring(L, "[lumus.Tensor %s of size %s]", lm_dtype_name(t->dtype), sh);
     return 1;
 }
 
@@ -773,12 +965,13 @@ static const luaL_Reg tensor_methods[] = {
     {"expand", m_expand}, {"unsqueeze", m_unsqueeze}, {"squeeze", m_squeeze},
     {"stride", m_stride}, {"is_contiguous", m_is_contiguous}, {"free", m_free},
     {"is_freed", m_is_freed}, {"describe", m_describe},
+    {"item", m_item}, {"write_bytes", m_write_bytes},
     {NULL, NULL}
 };
 
 static const luaL_Reg tensor_functions[] = {
     {"tensor", l_tensor}, {"empty", l_empty},
-    {"from_bytes", l_from_bytes},
+    {"from_bytes", l_from_bytes}, {"promote_types", l_promote_types},
     {NULL, NULL}
 };
 

@@ -27,6 +27,25 @@ const char *lm_dtype_name(lm_dtype d);
 /* The dtype of this name, or -1. */
 int lm_dtype_from_name(const char *name);
 
+/* Host conversions (tensor.c), the same as the device's (shaders/convert.comp): float32
+ * to float16/bfloat16 rounds to nearest even, overflow gives inf, a NaN stays a quiet NaN
+ * with its sign; the widenings are exact. */
+uint16_t lm_float_to_half(float f);
+float lm_half_to_float(uint16_t h);
+uint16_t lm_float_to_bfloat16(float f);
+float lm_bfloat16_to_float(uint16_t b);
+/* Stores the Lua value at idx (a number or a boolean) as one element of dtype d at dst.
+ * Floats round through float32 (as PyTorch); int32 takes integers in range only (a
+ * fraction, NaN or inf is refused); bool is true for any nonzero number (NaN included).
+ * Returns NULL, or what is wrong with the value ("is a fraction (int32 holds integers)"),
+ * for the caller's message. */
+const char *lm_dtype_store(lua_State *L, int idx, lm_dtype d, void *dst);
+/* Pushes the element of dtype d at src: a number (its exact value) for the floats, an
+ * integer for int32, a boolean for bool. */
+void lm_dtype_push(lua_State *L, lm_dtype d, const void *src);
+/* The dtype named by the string at argument arg; raises naming the value otherwise. */
+lm_dtype lm_check_dtype(lua_State *L, int arg);
+
 typedef struct lm_tensor {
     lm_storage *storage;        /* NULL once freed */
     lm_dtype dtype;
@@ -52,6 +71,8 @@ int64_t lm_check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int all
 /* The options of a factory at argument arg: nil or {dtype = "float32"}; any other dtype
  * raises naming it as unsupported. */
 void lm_check_factory_options(lua_State *L, int arg);
+/* The same for factories that make every dtype: returns {dtype=}'s (float32 when absent). */
+lm_dtype lm_check_factory_dtype(lua_State *L, int arg);
 
 /* Pushes a new float32 tensor of this shape with fresh (uninitialized) device memory. */
 lm_tensor *lm_push_tensor(lua_State *L, lm_context *ctx, int ndim, const int64_t *shape);

@@ -19,6 +19,8 @@ package.loaded["lumus.Tensor"] = methods
 local MAX_SHOWN = 6                 -- per dimension before eliding with "..."
 
 local function fmt(v)
+  if type(v) == "boolean" then return ("%10s"):format(tostring(v)) end
+  if math.type(v) == "integer" then return ("%10d"):format(v) end
   if v ~= v then return "nan" end
   if v == math.huge then return "inf" end
   if v == -math.huge then return "-inf" end
@@ -40,11 +42,15 @@ local function shown(n)
 end
 
 -- Reads one row (the last dimension) starting at flat element `first` (1-based).
+-- (float16 and bfloat16 tensors are printed from t:float(), which holds them exactly.)
+local ROW_FORMAT = { float32 = "<f", int32 = "<i4", bool = "B" }
 local function read_row(t, first, n)
   local bytes = t:to_bytes(first, n)
   local row = {}
   local pos = 1
-  for i = 1, n do row[i], pos = string.unpack("<f", bytes, pos) end
+  local f = ROW_FORMAT[t:dtype()]
+  for i = 1, n do row[i], pos = string.unpack(f, bytes, pos) end
+  if f == "B" then for i = 1, n do row[i] = row[i] ~= 0 end end
   return row
 end
 
@@ -53,6 +59,8 @@ local function tensor_tostring(t)
     error(("bad argument #1 to '__tostring' (tensor expected, got %s)"):format(type(t)), 2)
   end
   if t:is_freed() then return t:describe() end
+  local described = t:describe()
+  if not ROW_FORMAT[t:dtype()] then t = t:float() end
   local shape = t:shape()
   local nd = #shape
   local strides = {}
@@ -89,7 +97,7 @@ local function tensor_tostring(t)
     end
   end
   walk(1, 0, "")
-  lines[#lines + 1] = t:describe()
+  lines[#lines + 1] = described
   return table.concat(lines, "\n")
 end
 Tensor.__tostring = tensor_tostring

@@ -715,8 +715,128 @@ function M.ge(a, b) return broadcast_n("ge", function(x, y) return x >= y end, a
 --- where(mask, a, b): a where mask is true (or a nonzero number), else b; all three
 -- broadcast.
 function M.where(mask, a, b)
-  local m01 = M.map(mask, function(m) return (m == true or (type(m) == "number" and m ~= 0)) and 1 or 0 end)
+  local function m01_of(m)
+    if type(m) == "table" then
+      local out = {}
+      for i = 1, #m do out[i] = m01_of(m[i]) end
+      return out
+    end
+    return (m == true or (type(m) == "number" and m ~= 0)) and 1 or 0
+  end
+  local m01 = m01_of(mask)
   return broadcast_n("where", function(m, x, y) if m == 1 then return x end return y end, m01, a, b)
+end
+
+-- ---- dtypes: conversions (float64 counterparts of t:to(), lumus.tensor with {dtype=}) ----
+--
+--   round_float32(x), round_float16(x), round_bfloat16(x)   x (any double) rounded to the
+--                         nearest value of that format, ties to even; overflow gives +-inf
+--                         (IEEE), subnormals kept, -0 and NaN stay
+--   trunc_int32(x)        x truncated toward zero; NaN gives 0, beyond the range saturates
+--                         to -2^31 / 2^31 - 1 (lumus's rule: docs/semantics.md)
+--   to_dtype(v, dtype)    v (a number or boolean) as an element of dtype, as lumus stores
+--                         it: numbers round through float32 first (as PyTorch and t:to do:
+--                         an int32 or float32 element goes to float16 through float32);
+--                         int32 truncates; bool is v ~= 0 (NaN is true); a boolean is 0/1
+--   dtype_bytes(list, dtype)  the little-endian bytes of a flat list of values converted
+--                         with to_dtype, as t:to_bytes() gives them (NaN: the quiet NaN a
+--                         float32 NaN of that sign converts to), for bitwise comparisons
+
+-- The exponent e with 2^e <= a < 2^(e+1), for a > 0 (exact, also for subnormal doubles).
+local function exponent_of(a)
+  local e = math.floor(math.log(a, 2))
+  if 2.0 ^ e > a then e = e - 1 elseif 2.0 ^ (e + 1) <= a then e = e + 1 end
+  return e
+end
+
+-- x rounded to a binary format with `frac` fraction bits and normal exponents emin..emax.
+local function round_format(x, frac, emin, emax)
+  if x ~= x or x == 0 or x == huge or x == -huge then return x end
+  local a = math.abs(x)
+  local e = exponent_of(a)
+  if e > emax then return x < 0 and -huge or huge end
+  if e < emin then e = emin end                 -- subnormal: the least normal's spacing
+  local ulp = 2.0 ^ (e - frac)
+  local q = a / ulp                             -- exact: a power-of-two scaling
+  local r = math.floor(q)
+  local rest = q - r
+  if rest > 0.5 or (rest == 0.5 and r % 2 == 1) then r = r + 1 end
+  local v = r * ulp
+  if v >= 2.0 ^ (emax + 1) then v = huge end
+  if x < 0 or (x == 0 and 1 / x < 0) then v = -v end
+  return v
+end
+
+function M.round_float32(x) return round_format(x, 23, -126, 127) end
+function M.round_float16(x) return round_format(x, 10, -14, 15) end
+function M.round_bfloat16(x) return round_format(x, 7, -126, 127) end
+
+function M.trunc_int32(x)
+  if x ~= x then return 0 end
+  if x >= 2147483647 then return 2147483647 end
+  if x <= -2147483648 then return -2147483648 end
+  local t = x < 0 and math.ceil(x) or math.floor(x)
+  return math.tointeger(t)
+end
+
+local DTYPES = { float32 = true, float16 = true, bfloat16 = true, int32 = true, bool = true }
+
+function M.to_dtype(v, dtype)
+  if not DTYPES[dtype] then error("reference.to_dtype: unknown dtype " .. tostring(dtype), 2) end
+  if type(v) == "boolean" then
+    if dtype == "bool" then return v end
+    v = v and 1 or 0
+  elseif type(v) ~= "number" then
+    error("reference.to_dtype: a number or boolean expected, got " .. type(v), 2)
+  end
+  if dtype == "bool" then return v ~= 0 end
+  if dtype == "int32" then return M.trunc_int32(v) end
+  local f = M.round_float32(v)
+  if dtype == "float16" then return M.round_float16(f) end
+  if dtype == "bfloat16" then return M.round_bfloat16(f) end
+  return f
+end
+
+-- The bits of a value already in a format with `frac` fraction bits, `ebits` exponent bits.
+local function format_bits(v, frac, ebits)
+  local bias = (1 << (ebits - 1)) - 1
+  local sign = (v < 0 or (v == 0 and 1 / v < 0)) and (1 << (frac + ebits)) or 0
+  local a = math.abs(v)
+  if a == huge then return sign | (((1 << ebits) - 1) << frac) end
+  if a == 0 then return sign end
+  local e = exponent_of(a)
+  if e < 1 - bias then                          -- subnormal
+    return sign | math.tointeger(a / 2.0 ^ (1 - bias - frac))
+  end
+  local m = math.tointeger(a / 2.0 ^ (e - frac)) - (1 << frac)
+  return sign | ((e + bias) << frac) | m
+end
+
+function M.dtype_bytes(list, dtype)
+  local out = {}
+  for i = 1, #list do
+    local x = list[i]
+    local v = M.to_dtype(x, dtype)
+    local s
+    if dtype == "bool" then
+      s = string.char(v and 1 or 0)
+    elseif dtype == "int32" then
+      s = string.pack("<i4", v)
+    elseif v ~= v then
+      local bits = string.unpack("<I4", string.pack("<f", x))   -- the float32 NaN's sign
+      if dtype == "float32" then s = string.pack("<I4", bits)
+      elseif dtype == "float16" then s = string.pack("<I2", ((bits >> 16) & 0x8000) | 0x7e00 | ((bits >> 13) & 0x3ff))
+      else s = string.pack("<I2", (bits >> 16) | 0x40) end
+    elseif dtype == "float32" then
+      s = string.pack("<f", v)
+    elseif dtype == "float16" then
+      s = string.pack("<I2", format_bits(v, 10, 5))
+    else
+      s = string.pack("<I2", format_bits(v, 7, 8))
+    end
+    out[i] = s
+  end
+  return table.concat(out)
 end
 
 return M

@@ -37,6 +37,27 @@ void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
  * stride 0 where it broadcasts), and t = v over a strided t (strided.c). */
 void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
 void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v);
+
+/* dtypes (copy.c, fill.c, strided.c, convert.c). Raises "<op>: this device lacks
+ * 8/16-bit storage (needed for <dtype> tensors here)" without ctx->narrow_storage. */
+void lm_require_narrow_storage(lua_State *L, lm_context *ctx, const char *op, lm_dtype d);
+/* t = the element (t's dtype, little-endian bytes), any writable view. */
+void lm_record_fill_element(lua_State *L, lm_tensor *t, const void *elem);
+void lm_record_strided_fill_element(lua_State *L, lm_tensor *t, const void *elem);
+/* dst = src of the same dtype and shape, any strides (the vec4 kernel when both plain). */
+void lm_record_any_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
+/* src as a view of dst's shape (stride 0 where it broadcasts, as copy); 0 when it does
+ * not fit. */
+int lm_broadcast_view(const lm_tensor *src, const lm_tensor *dst, lm_tensor *view);
+/* dst = src converted to dst's dtype, both plain with the same element count. */
+void lm_record_convert(lua_State *L, lm_tensor *src, lm_tensor *dst);
+/* The tensor at slot dst_idx (any writable view) = the one at src_idx (its shape, or
+ * broadcasting to it) converted, through contiguous temporaries for strided sides;
+ * checks both again after allocating. The caller has checked shapes and overlap. */
+void lm_convert_into(lua_State *L, int dst_idx, int src_idx);
+int lm_op_to(lua_State *L);            /* lumus.to(t, dtype [, {out=}]) */
+/* t:float(), t:half(), t:bfloat16(), t:int(), t:bool() (methods only), NULL-terminated. */
+extern const luaL_Reg lm_convert_methods[];
 /* Replaces each live tensor among arguments first..last that is not plain (tensor.h:
  * contiguous and aligned, what the kernels read) by a contiguous copy: the ops that do
  * not read strides call it first (every op but copy and fill). */

@@ -33,6 +33,20 @@ static int collapse(int ndim, const int64_t *shape, const int64_t *ss, const int
 #define TRANSPOSE_TILE 32
 #define FILL_FLAG 0x100u   /* shaders/strided_copy.comp */
 
+void lm_require_narrow_storage(lua_State *L, lm_context *ctx, const char *op, lm_dtype d) {
+    if (!ctx->narrow_storage)
+        luaL_error(L, "%s: this device lacks 8/16-bit storage (needed for %s tensors here)", op, lm_dtype_name(d));
+}
+
+/* The variant of each element size: 4-byte, 2-byte (16-bit storage), 1-byte (8-bit). */
+static lm_shader_id sized(lua_State *L, lm_context *ctx, const char *op, lm_dtype d, lm_shader_id s4,
+                          lm_shader_id s2, lm_shader_id s1) {
+    unsigned es = lm_dtype_size(d);
+    if (es == 4) return s4;
+    lm_require_narrow_storage(L, ctx, op, d);
+    return es == 2 ? s2 : s1;
+}
+
 static void check_u32(lua_State *L, const char *op, int64_t v) {
     if (v > U32_MAX)
         luaL_error(L, "%s: a view with a dimension or stride of 2^32 elements or more (after merging "
@@ -57,22 +71,29 @@ static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
         .tiles_c = (uint32_t)((size[n - 1] + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE),
     };
     lm_context *ctx = dst->storage->ctx;
+    lm_shader_id shader = sized(L, ctx, "copy", dst->dtype, LM_SH_STRIDED_TRANSPOSE, LM_SH_STRIDED_TRANSPOSE16,
+                                LM_SH_STRIDED_TRANSPOSE8);
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (uint64_t)pc.tiles_r * pc.tiles_c * (uint64_t)batch, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "copy", .shader = LM_SH_STRIDED_TRANSPOSE, .spec = { TRANSPOSE_TILE * 8, 0, 0 },
+        .op = "copy", .any_dtype = 1, .shader = shader, .spec = { TRANSPOSE_TILE * 8, 0, 0 },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { src }, .writes = { dst },
     });
     return 1;
 }
 
-/* dst = src element by element over dst's shape (src has the same shape, possibly with
- * stride-0 dimensions), or dst = value when src is NULL. */
-static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, float value) {
+/* dst = src element by element over dst's shape (src has the same shape and dtype,
+ * possibly with stride-0 dimensions), or dst = the element `value` (dst's dtype) when
+ * src is NULL. Elements move as bits. */
+static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, const void *value) {
     static const int64_t zeros[LM_MAX_DIMS] = { 0 };
     const char *op = src ? "copy" : "fill";
     lm_context *ctx = dst->storage->ctx;
+    if (src && src->dtype != dst->dtype)
+        luaL_error(L, "%s: dtypes %s and %s differ (internal: a strided copy does not convert)", op,
+                   lm_dtype_name(src->dtype), lm_dtype_name(dst->dtype));
+    lm_shader_id shader = sized(L, ctx, op, dst->dtype, LM_SH_STRIDED_COPY, LM_SH_STRIDED_COPY16, LM_SH_STRIDED_COPY8);
     int64_t size[LM_MAX_DIMS], s[LM_MAX_DIMS], d[LM_MAX_DIMS];
     int n = collapse(dst->ndim, dst->shape, src ? src->strides : zeros, dst->strides, size, s, d);
     for (int i = 0; i < n; i++) { check_u32(L, op, size[i]); check_u32(L, op, s[i]); check_u32(L, op, d[i]); }
@@ -86,8 +107,8 @@ static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, float v
     if (src) {
         pc.src = lm_tensor_address(src);
     } else {
-        uint32_t bits;
-        memcpy(&bits, &value, sizeof bits);
+        uint32_t bits = 0;
+        memcpy(&bits, value, lm_dtype_size(dst->dtype));   /* little-endian: the low bits */
         pc.src = bits;
         pc.ndim_flags |= FILL_FLAG;
     }
@@ -100,19 +121,23 @@ static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, float v
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, ((uint64_t)dst->numel + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .shader = LM_SH_STRIDED_COPY, .spec = { STRIDED_WG, STRIDED_ELEMS, 0 },
+        .op = op, .any_dtype = 1, .shader = shader, .spec = { STRIDED_WG, STRIDED_ELEMS, 0 },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { src }, .writes = { dst },
     });
 }
 
-void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) { record_strided(L, src, dst, 0.0f); }
-void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v) { record_strided(L, NULL, t, v); }
+void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) { record_strided(L, src, dst, NULL); }
+void lm_record_strided_fill_element(lua_State *L, lm_tensor *t, const void *elem) { record_strided(L, NULL, t, elem); }
+void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v) {
+    if (t->dtype != LM_FLOAT32) luaL_error(L, "fill: a float value for a %s tensor (internal)", lm_dtype_name(t->dtype));
+    record_strided(L, NULL, t, &v);
+}
 
 /* Pushes a contiguous copy of the tensor at slot idx (checked live). */
 static void push_contiguous(lua_State *L, int idx) {
     lm_tensor *t = lm_check_tensor(L, idx);
-    lm_tensor *dst = lm_push_tensor(L, t->storage->ctx, t->ndim, t->shape);
+    lm_tensor *dst = lm_push_tensor_dtype(L, t->storage->ctx, t->dtype, t->ndim, t->shape);
     lm_tensor *src = lm_check_tensor(L, idx);   /* the allocation may have run a finalizer */
     lm_record_strided_copy(L, src, dst);
 }
