@@ -160,7 +160,9 @@ VT exp_poly(VT r) {
     q = fma(q, r, VT(1.0 / 24.0));
     q = fma(q, r, VT(1.0 / 6.0));
     q = fma(q, r, VT(0.5));
-    return VT(1.0) + fma(r * r, q, r);
+    precise VT s = fma(r * r, q, r);
+    precise VT e = VT(1.0) + s;
+    return e;
 }
 
 // p * 2^k for integral k in [-160, 140]: two exact scalings, so a subnormal result is
@@ -170,12 +172,21 @@ VT scale2(VT p, VT k) {
     return p * pow2(k1) * pow2(k - k1);
 }
 
+// exp(x) = p 2^k, p in [0.7, 1.42], for x within [-120, 89] (clamped: 0 and inf beyond).
+void exp_parts(VT x, out VT p, out VT k) {
+    VT xc = clamp(x, VT(-120.0), VT(89.0));
+    k = roundEven(xc * 1.44269504088896341);
+    // ln 2 in two parts (k * hi is exact); `precise` and no fma, or a compiler may
+    // merge the two products back into one (Mesa does).
+    precise VT r1 = xc - k * 0.693145751953125;
+    precise VT r = r1 - k * 1.428606765330187e-6;
+    p = exp_poly(r);
+}
+
 VT exp_(VT x) {
-    VT xc = clamp(x, VT(-104.0), VT(89.0));             // beyond: 0 and inf through scale2
-    VT k = roundEven(xc * 1.44269504088896341);
-    VT r = fma(k, VT(-0.693145751953125), xc);         // ln 2 in two parts: k * hi is exact
-    r = fma(k, VT(-1.428606765330187e-6), r);
-    return SELECT(is_nan(x), x, scale2(exp_poly(r), k));
+    VT p, k;
+    exp_parts(x, p, k);
+    return SELECT(is_nan(x), x, scale2(p, k));
 }
 
 // expm1 for x >= 0: Taylor to degree 11 below 0.7, else exp(x) - 1 (>= 1, no cancellation).
@@ -190,7 +201,9 @@ VT expm1_pos(VT x) {
     q = fma(q, x, VT(1.0 / 24.0));
     q = fma(q, x, VT(1.0 / 6.0));
     q = fma(q, x, VT(0.5));
-    return SELECT(LESS(x, VT(0.7)), fma(x * x, q, x), exp_(x) - VT(1.0));
+    precise VT small = fma(x * x, q, x);
+    precise VT large = exp_(x) - VT(1.0);
+    return SELECT(LESS(x, VT(0.7)), small, large);
 }
 
 // log(1 + f) pieces for m = 1 + f in [sqrt(1/2), sqrt(2)): s = f / (2 + f) and
@@ -221,11 +234,11 @@ void split_log(VT x, out VT m, out VT e) {
 VT log_(VT x) {
     VT m, e;
     split_log(x, m, e);
-    VT f = m - VT(1.0);                          // exact
+    precise VT f = m - VT(1.0);                  // exact
     VT s = f / (VT(2.0) + f);
-    VT hfsq = 0.5 * f * f;
-    VT r = s * (hfsq + atanh_tail(s * s));
-    VT y = fma(e, VT(0.693145751953125), (f - hfsq) + fma(e, VT(1.428606765330187e-6), r));
+    precise VT hfsq = 0.5 * f * f;
+    precise VT r = s * (hfsq + atanh_tail(s * s));
+    precise VT y = e * 0.693145751953125 + ((f - hfsq) + (e * 1.428606765330187e-6 + r));
     y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
     y = SELECT(EQUAL(x, VT(INF)), x, y);
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
@@ -247,10 +260,10 @@ void two_prod(VT a, VT b, out VT p, out VT e) {
 // corrected from its residual (fma), as layer_norm does for invstd.
 VT rsqrt_(VT x) {
     VT r = inversesqrt(x);
-    VT refined = r * fma(-0.5 * (x * r), r, VT(1.5));
-    // 0, inf, NaN and negative x keep what inversesqrt gives: +-inf (1/+-0), 0, NaN.
-    return SELECT(is_finite(refined), SELECT(LESS_EQ(x, VT(0.0)), SELECT(LESS(x, VT(0.0)), VT(NAN), VT(1.0) / x), refined),
-                  SELECT(EQUAL(x, VT(INF)), VT(0.0), VT(1.0) / x));
+    precise VT refined = r * fma(-0.5 * (x * r), r, VT(1.5));
+    VT y = SELECT(EQUAL(x, VT(INF)), VT(0.0), refined);
+    y = SELECT(EQUAL(x, VT(0.0)), VT(1.0) / x, y);                  // 1 / +-0 = +-inf
+    return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
 }
 
 VT sqrt_(VT x) {
@@ -270,7 +283,7 @@ VT sqrt_(VT x) {
 VT tanh_(VT x) {
     VT a = abs(x);
     VT t = expm1_pos(2.0 * min(a, VT(9.5)));
-    VT y = t / (t + VT(2.0));
+    precise VT y = t / (t + VT(2.0));
     y = SELECT(LESS(VT(9.1), a), VT(1.0), y);
     return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(y) | (floatBitsToUint(x) & UT(0x80000000u))));
 }
@@ -279,12 +292,20 @@ VT tanh_(VT x) {
 // subnormal results that PyTorch's float32 1 / (1 + inf) flushes to 0).
 VT sigmoid_(VT x) {
     VT e = exp_(-abs(x));
-    VT neg = e / (VT(1.0) + e);
-    return SELECT(is_nan(x), x, SELECT(LESS(x, VT(0.0)), neg, VT(1.0) / (VT(1.0) + e)));
+    precise VT d = VT(1.0) + e;
+    VT neg = e / d;
+    return SELECT(is_nan(x), x, SELECT(LESS(x, VT(0.0)), neg, VT(1.0) / d));
 }
 
-// silu: x sigmoid(x); -inf gives -inf * 0 = NaN, as in PyTorch.
-VT silu_(VT x) { return x * sigmoid_(x); }
+// silu: x sigmoid(x); -inf gives -inf * 0 = NaN, as in PyTorch. Below -80, where
+// sigmoid(x) = e^x is subnormal (or nearly), x e^x is taken as (x p) 2^k from e^x = p 2^k,
+// rounded once.
+VT silu_(VT x) {
+    VT p, k;
+    exp_parts(x, p, k);
+    VT deep = scale2(x * p, k);
+    return SELECT(LESS(x, VT(-80.0)), SELECT(is_finite(x), deep, VT(NAN)), x * sigmoid_(x));
+}
 
 // pow(x, y) with C's special cases: 1 for y = 0 or x = 1 (NaN included); NaN for a
 // negative finite x and a finite non-integral y; the sign of x kept for odd integral y.

@@ -230,13 +230,14 @@ void lm_record_ew(lua_State *L, const lm_ew_call *c) {
     }
     if (vec_ok && arity == 2 && lm_tensor_is_plain(t[1]) && is_trailing(t[1], out)) {
         int vec = t[1]->numel % 4 ? 1 : 4;
-        if (vec == 4 || c->dtype == LM_FLOAT32) {
+        if (vec == 4 || (c->dtype == LM_FLOAT32 && out->dtype == LM_FLOAT32)) {   /* vec 1: floats only */
             record_vec(L, c, op, t[0], t[1], 0.0f, s[2], LM_EW_BCAST, vec);
             return;
         }
     }
     nd_plan plan;
     plan_nd(arity, t, out, &plan);
+    int top = lua_gettop(L);
     if (plan.ndim > nd_max_dims(arity)) {
         /* Too many dimensions for the push constants: each tensor operand that is not
          * contiguous over the result becomes a contiguous copy of its broadcast view (a
@@ -249,9 +250,10 @@ void lm_record_ew(lua_State *L, const lm_ew_call *c) {
             nd_plan one;
             plan_nd(1, &src, copy, &one);
             record_nd(L, c->name, LM_EW_COPY, (uint32_t)src->dtype, 1, &src, s, copy, &one);
-            t[k] = copy;     /* stays on the stack until the op returns */
+            t[k] = copy;     /* on the stack until recorded (the stream keeps its memory after) */
         }
         plan_nd(arity, t, out, &plan);
     }
     record_nd(L, c->name, op, (uint32_t)c->dtype, arity, t, s, out, &plan);
+    lua_settop(L, top);      /* the op's result on top again */
 }
