@@ -10,6 +10,7 @@
 #   layer_norm.md / .csv / .svg / layer_norm_small.csv   bench/layer_norm.lua
 #   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy)
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
+#   dtypes.md                   bench/dtypes.lua (float16/bool copies, to() conversions vs copy)
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   summary.md                  the Markdown of all steps, in order
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
@@ -88,6 +89,7 @@ step layer_norm 200 lua5.4 bench/layer_norm.lua --iters 100 --warmup 10 ${baseli
 step elementwise 120 lua5.4 bench/elementwise.lua --csv "$out/elementwise.csv"
 step async 45 lua5.4 bench/async.lua
 step transfer 60 lua5.4 bench/transfer.lua
+step dtypes 60 lua5.4 bench/dtypes.lua
 
 step torch_matmul 90 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv"
 mm_baseline=()

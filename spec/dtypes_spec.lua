@@ -171,3 +171,211 @@ describe("conversions", function()
     assert.matches("unknown option 'outt'", error_of(x.half, x, { outt = 1 }))
   end)
 end)
+
+-- ---- views and copies ----
+
+-- Value of element (i, j) of the test matrices, as each dtype holds it.
+local function value(d, k)
+  if d == "bool" then return k % 3 == 0 end
+  if d == "int32" then return k * 7 - 100 end
+  return (k % 50) * 0.5 - 12   -- exact in every float dtype
+end
+
+-- An R x C nested table of value(d, k), k = (i - 1) * C + j, and its tensor.
+local function matrix(d, R, C)
+  local t = {}
+  for i = 1, R do
+    t[i] = {}
+    for j = 1, C do t[i][j] = value(d, (i - 1) * C + j) end
+  end
+  return t, lumus.tensor(t, { dtype = d })
+end
+
+local function transposed(t)
+  local r = {}
+  for j = 1, #t[1] do
+    r[j] = {}
+    for i = 1, #t do r[j][i] = t[i][j] end
+  end
+  return r
+end
+
+describe("views and copies in every dtype", function()
+  it("transpose():contiguous() (tiled and generic forms), narrow, select and views of views", function()
+    for _, d in ipairs(DTYPES) do
+      for _, rc in ipairs { { 3, 5 }, { 37, 70 } } do   -- 37 x 70: several tiles with edges
+        local t, x = matrix(d, rc[1], rc[2])
+        local y = x:transpose(1, 2):contiguous()
+        assert.are.equal(d, y:dtype())
+        assert.is_true(y:is_contiguous())
+        assert.are.same(transposed(t), y:to_table(), d)
+        -- a view of a view: rows 2..3 of the transpose's columns 2.., then its transpose
+        local v = x:transpose(1, 2):narrow(1, 2, 2):narrow(2, 2, rc[1] - 1)
+        local want = {}
+        for a = 1, 2 do
+          want[a] = {}
+          for b = 1, rc[1] - 1 do want[a][b] = t[b + 1][a + 1] end
+        end
+        assert.are.same(want, v:to_table(), d)
+        assert.are.same(want, v:contiguous():to_table(), d)
+        assert.are.same(transposed(want), v:transpose(1, 2):contiguous():to_table(), d)
+        assert.are.same(t[2], x:select(1, 2):contiguous():to_table(), d)
+        -- an odd-length contiguous view not 16-byte aligned (the strided kernel's path)
+        local flat = x:view({ rc[1] * rc[2] }):narrow(1, 2, 5)
+        local all = {}
+        for k = 2, 6 do all[#all + 1] = value(d, k) end
+        assert.are.same(all, lumus.copy(flat):to_table(), d)
+      end
+    end
+  end)
+
+  it("narrow(...):copy(x) and fill write only the view", function()
+    for _, d in ipairs(DTYPES) do
+      local t, x = matrix(d, 4, 5)
+      local _, row = matrix(d, 1, 5)
+      x:narrow(1, 3, 1):copy(row)   -- a KV-cache style row update
+      t[3] = { table.unpack(row:to_table()[1]) }
+      assert.are.same(t, x:to_table(), d)
+      local v = value(d, 11)
+      x:narrow(2, 2, 2):fill(v)     -- a strided view
+      for i = 1, 4 do t[i][2], t[i][3] = v, v end
+      assert.are.same(t, x:to_table(), d)
+      x:narrow(1, 2, 1):narrow(2, 1, 3):fill(value(d, 12))   -- contiguous, unaligned
+      for j = 1, 3 do t[2][j] = value(d, 12) end
+      assert.are.same(t, x:to_table(), d)
+      -- a broadcast source (a row into every row)
+      local _, r1 = matrix(d, 1, 5)
+      x:copy(r1)
+      for i = 1, 4 do t[i] = { table.unpack(r1:to_table()[1]) } end
+      assert.are.same(t, x:to_table(), d)
+    end
+  end)
+
+  it("copy between dtypes converts, into views and from broadcast or strided sources", function()
+    local x = lumus.tensor({ { 1.5, -2.5, 70000 }, { 0.1, 3e9, -0.0 } })
+    local h = lumus.zeros({ 2, 3 }, { dtype = "float16" })
+    h:copy(x)
+    same_bytes(ref.dtype_bytes({ 1.5, -2.5, 70000, ref.round_float32(0.1), 3e9, -0.0 }, "float16"), h:to_bytes(), "copy")
+    local i = lumus.zeros({ 3, 2 }, { dtype = "int32" })
+    i:copy(x:transpose(1, 2))   -- a strided source
+    assert.are.same({ { 1, 0 }, { -2, 2147483647 }, { 70000, 0 } }, i:to_table())
+    local b = lumus.zeros({ 2, 4 }, { dtype = "bool" })
+    b:narrow(2, 2, 3):copy(lumus.tensor({ 0, 2, 0 }))   -- a broadcast source into a strided view
+    assert.are.same({ { false, false, true, false }, { false, false, true, false } }, b:to_table())
+    local f = lumus.zeros({ 2, 3 })
+    lumus.copy(h, { out = f })
+    assert.are.same({ { 1.5, -2.5, math.huge }, { 0.0999755859375, math.huge, -0.0 } }, f:to_table())
+  end)
+
+  it("to() of views and of expanded views", function()
+    local x = lumus.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+    assert.are.same({ { 1, 4 }, { 2, 5 }, { 3, 6 } }, x:transpose(1, 2):int():to_table())
+    assert.are.same({ { 2, 2 }, { 5, 5 } }, x:narrow(2, 2, 1):expand({ 2, 2 }):half():to_table())
+    local o = lumus.zeros({ 2, 5 }, { dtype = "bfloat16" })
+    x:to("bfloat16", { out = o:narrow(2, 2, 3) })
+    assert.are.same({ { 0, 1, 2, 3, 0 }, { 0, 4, 5, 6, 0 } }, o:to_table())
+  end)
+end)
+
+describe("write_bytes", function()
+  it("writes host bytes into part of a tensor in place, in every dtype", function()
+    for _, d in ipairs(DTYPES) do
+      local _, x = matrix(d, 3, 4)
+      local before = x:to_bytes()
+      local vals = { value(d, 40), value(d, 41), value(d, 42) }
+      local s = ref.dtype_bytes(vals, d)
+      assert.are.equal(x, x:write_bytes(s, 6))
+      local want = before:sub(1, 5 * SIZE[d]) .. s .. before:sub(8 * SIZE[d] + 1)
+      same_bytes(want, x:to_bytes(), d)
+      x:write_bytes(s:sub(1, SIZE[d]))   -- first defaults to 1
+      same_bytes(s:sub(1, SIZE[d]) .. want:sub(SIZE[d] + 1), x:to_bytes(), d)
+      -- into a contiguous view: its own element numbering
+      x:select(1, 3):write_bytes(s, 2)
+      same_bytes(s, x:to_bytes(10, 3), d .. " view")
+    end
+  end)
+
+  it("allocates no device memory", function()
+    local x = lumus.zeros({ 1024 })
+    lumus.synchronize()
+    local before = lumus.memory().allocated or lumus.memory().in_use
+    for i = 1, 20 do x:write_bytes(string.pack("<ff", i, -i), 2 * i - 1) end
+    lumus.synchronize()
+    assert.are.equal(before, lumus.memory().allocated or lumus.memory().in_use)
+    assert.are.same({ 20, -20 }, x:narrow(1, 39, 2):to_table())
+  end)
+
+  it("raises for wrong lengths, ranges and strided targets", function()
+    local x = lumus.zeros({ 2, 3 }, { dtype = "float16" })
+    assert.matches("bad argument #2 to 'lumus.Tensor.write_bytes' %(3 bytes is not a whole number of float16 elements %(2 bytes each%)%)",
+      error_of(x.write_bytes, x, "abc"))
+    assert.matches("3 elements from element 5 do not fit a tensor of 6", error_of(x.write_bytes, x, ("\0"):rep(6), 5))
+    assert.matches("first element 7 out of range %(1 to 6; 1%-based%)", error_of(x.write_bytes, x, "", 7))
+    assert.matches("first element 0 out of range", error_of(x.write_bytes, x, "\0\0", 0))
+    assert.matches("tensor must be contiguous", error_of(function() x:transpose(1, 2):write_bytes("\0\0") end))
+    assert.matches("byte 1 is 7: bool elements", error_of(function() lumus.zeros({ 2 }, { dtype = "bool" }):write_bytes("\7") end))
+    assert.matches("string expected, got table", error_of(x.write_bytes, x, {}))
+  end)
+end)
+
+describe("dtype rules", function()
+  it("promote_types follows PyTorch for these dtypes", function()
+    local P = lumus.promote_types
+    assert.are.equal("float32", P("float16", "bfloat16"))
+    assert.are.equal("float16", P("int32", "float16"))
+    assert.are.equal("int32", P("bool", "int32"))
+    assert.are.equal("bfloat16", P("bfloat16", "bool"))
+    assert.are.equal("float32", P("float32", "float16"))
+    assert.are.equal("bool", P("bool", "bool"))
+    assert.matches("dtype 'int8' is not supported", error_of(P, "int8", "bool"))
+  end)
+
+  it("ops written for float32 refuse other dtypes rather than reinterpret them", function()
+    local i = lumus.ones({ 4 }, { dtype = "int32" })
+    assert.matches("int32", error_of(lumus.add, i, lumus.ones({ 4 })))
+    assert.matches("float16", error_of(lumus.matmul, lumus.ones({ 2, 2 }, { dtype = "float16" }), lumus.ones({ 2, 2 })))
+  end)
+
+  it("tostring and describe name the dtype", function()
+    assert.matches("%[lumus.Tensor float16 of size 2%]", tostring(lumus.ones({ 2 }, { dtype = "float16" })))
+    assert.matches("true.*false", tostring(lumus.tensor({ true, false }, { dtype = "bool" })))
+    assert.matches("%-7", tostring(lumus.tensor({ -7 }, { dtype = "int32" })))
+    local t = lumus.ones({ 1 }, { dtype = "int32" }); t:free()
+    assert.are.equal("[lumus.Tensor int32, freed]", t:describe())
+  end)
+end)
+
+describe("lumus.reference conversions", function()
+  it("round doubles to float16, bfloat16 and float32 exactly", function()
+    local r16, rb, r32 = ref.round_float16, ref.round_bfloat16, ref.round_float32
+    assert.are.equal(65504, r16(65519.99))
+    assert.are.equal(math.huge, r16(65520))
+    assert.are.equal(-math.huge, r16(-1e10))
+    assert.are.equal(0, r16(2 ^ -25))
+    assert.are.equal(2 ^ -24, r16(2 ^ -25 + 2 ^ -60))
+    assert.are.equal(2 * 2 ^ -24, r16(3 * 2 ^ -25))   -- a tie between subnormals, to even
+    assert.are.equal(1, r16(1 + 2 ^ -11))
+    assert.are.equal(1 + 2 ^ -9, r16(1 + 3 * 2 ^ -11))
+    assert.are.equal(1, rb(1 + 2 ^ -8))
+    assert.are.equal(1 + 2 ^ -6, rb(1 + 3 * 2 ^ -8))
+    assert.are.equal(2 ^ -149, r32(2 ^ -150 + 2 ^ -170))
+    assert.are.equal(0, r32(2 ^ -150))
+    assert.are.equal(math.huge, r32(2 ^ 128 - 2 ^ 103))
+    assert.are.equal(3.4028234663852886e38, r32(2 ^ 128 - 2 ^ 103 - 2 ^ 80))
+    assert.is_true(1 / r16(-0.0) < 0)
+    local nan = r16(0 / 0)
+    assert.is_true(nan ~= nan)
+  end)
+
+  it("truncate to int32 with lumus's NaN and range rules", function()
+    assert.are.equal(2, ref.trunc_int32(2.9))
+    assert.are.equal(-2, ref.trunc_int32(-2.9))
+    assert.are.equal(0, ref.trunc_int32(0 / 0))
+    assert.are.equal(2147483647, ref.trunc_int32(1e300))
+    assert.are.equal(-2147483648, ref.trunc_int32(-math.huge))
+    assert.are.equal("integer", math.type(ref.trunc_int32(5.0)))
+    assert.are.equal(16777216, ref.to_dtype(16777217, "float32"))
+    assert.are.equal(true, ref.to_dtype(0 / 0, "bool"))
+    assert.are.equal(1, ref.to_dtype(true, "int32"))
+  end)
+end)

@@ -23,7 +23,7 @@ local MAX_CALL_S = tonumber(os.getenv("LUMUS_FUZZ_MAX_CALL_S") or "") or 10
 local SEPARATE = { set_memory_limit = true }
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
 -- does any name ending in "_", the Torch convention for in-place ops).
-local WRITES_FIRST = { fill = true }
+local WRITES_FIRST = { fill = true, write_bytes = true }
 local function writes_first(name) return WRITES_FIRST[name] or name:sub(-1) == "_" end
 -- Output-style keys an options table may carry (any table argument is fair game).
 local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "dim", "alpha", "beta", "x" }
@@ -452,11 +452,35 @@ local function floats(bytes)
   return out
 end
 
--- The value of a tensor argument before the call: {shape =, flat =, nested =}, nil when
--- it cannot be read (freed). A clean group's bytes are known without a read.
-local function snapshot_of(shape, bytes)
-  local flat = floats(bytes)
-  return { shape = shape, flat = flat, nested = ref.nest(flat, shape), bytes = bytes }
+-- The elements of bytes in a dtype as numbers (bool: 0 or 1; float16/bfloat16 exactly).
+local function elements(bytes, dtype)
+  if dtype == nil or dtype == "float32" then return floats(bytes) end
+  local out = {}
+  if dtype == "int32" then
+    for i = 1, #bytes // 4 do out[i] = (string.unpack("<i4", bytes, 4 * i - 3)) end
+  elseif dtype == "bool" then
+    for i = 1, #bytes do out[i] = bytes:byte(i) end
+  else
+    for i = 1, #bytes // 2 do
+      local h = string.unpack("<I2", bytes, 2 * i - 1)
+      local bits = h << 16                       -- bfloat16: the top half of a float32
+      if dtype == "float16" then
+        local e, m = (h >> 10) & 31, h & 1023
+        local v = e == 31 and (m == 0 and huge or 0 / 0) or e == 0 and m * 2.0 ^ -24 or (1024 + m) * 2.0 ^ (e - 25)
+        out[i] = (h >> 15) == 1 and -v or v
+      else
+        out[i] = (string.unpack("<f", string.pack("<I4", bits)))
+      end
+    end
+  end
+  return out
+end
+
+-- The value of a tensor argument before the call: {shape =, flat =, nested =, dtype =},
+-- nil when it cannot be read (freed). A clean group's bytes are known without a read.
+local function snapshot_of(shape, bytes, dtype)
+  local flat = elements(bytes, dtype)
+  return { shape = shape, flat = flat, nested = ref.nest(flat, shape), bytes = bytes, dtype = dtype or "float32" }
 end
 
 -- t's value now: a snapshot where its bytes are known, else {shape =, copy =} (a copy
@@ -465,11 +489,12 @@ local function capture(t, group_of, current)
   -- (a finalizer of the fuzzer's may free t meanwhile)
   local ok, shape = pcall(t.shape, t)
   if not ok or t:numel() > 4096 then return nil end
+  local dtype = t:dtype()
   local grp = group_of and group_of[t]
   if grp and not grp.dirty and current(grp) then return snapshot_of(shape, grp.bytes) end
   local okc, c = pcall(lumus.copy, t)
   if not okc then return nil end
-  return { shape = shape, copy = c }
+  return { shape = shape, copy = c, dtype = dtype }
 end
 
 -- A captured value as a snapshot (reading its copy), or nil.
@@ -478,7 +503,7 @@ local function realize(v)
   local ok, bytes = pcall(v.copy.to_bytes, v.copy)
   pcall(v.copy.free, v.copy)
   if not ok then return nil end
-  return snapshot_of(v.shape, bytes)
+  return snapshot_of(v.shape, bytes, v.dtype)
 end
 
 local function subnormal(v) return v ~= 0 and abs(v) < FLT_MIN end
@@ -731,10 +756,16 @@ end
 ORACLES.zeros = factory(function() return 0 end)
 ORACLES.ones = factory(function() return 1 end)
 ORACLES.full = factory(function(inp) return inp[2] end)
+-- v as an element of dtype d holds it, as a number (bool: 0 or 1).
+local function as_dtype(v, d)
+  local w = ref.to_dtype(v, d or "float32")
+  if type(w) == "boolean" then return w and 1 or 0 end
+  return w
+end
 ORACLES.fill = function(inp, args, res)
   if type(inp[2]) ~= "number" or type(inp[1]) ~= "table" or not res.same_as_first then return nil end
   local n = #inp[1].flat
-  return { { want = constant(inp[2], n), tol = constant(0, n), shape = inp[1].shape } }
+  return { { want = constant(as_dtype(inp[2], inp[1].dtype), n), tol = constant(0, n), shape = inp[1].shape } }
 end
 -- copy(t [, opts]) clones t; copy(dst, src) writes src (broadcast to dst's shape by
 -- NumPy's rules) into dst and returns dst.
@@ -765,6 +796,7 @@ ORACLES.copy = function(inp, args)
     local src = inp[2]
     if type(src) ~= "table" or not src.flat then return nil end
     local want = broadcast_to(src, x.shape)
+    for i = 1, #want do want[i] = as_dtype(want[i], x.dtype) end   -- copy between dtypes converts
     return { { want = want, tol = constant(0, #want), shape = x.shape } }
   end
   return { { want = x.flat, tol = constant(0, #x.flat), shape = x.shape, bytes = x.bytes } }
@@ -773,6 +805,30 @@ ORACLES.from_bytes = function(inp, args)
   if type(args[1]) ~= "string" then return nil end
   local want = floats(args[1])
   return { { want = want, tol = constant(0, #want), bytes = args[1] } }
+end
+
+-- Conversions (t:to(dtype), t:half(), ...): every element as lumus.reference converts it.
+local function conversion(dtype_of)
+  return function(inp, args)
+    local x, d = inp[1], dtype_of(args)
+    if type(x) ~= "table" or not x.flat or type(d) ~= "string" then return nil end
+    local want = {}
+    for i = 1, #x.flat do want[i] = as_dtype(x.flat[i], d) end
+    return { { want = want, tol = constant(0, #want), shape = x.shape } }
+  end
+end
+ORACLES.to = conversion(function(args) return args[2] end)
+for name, d in pairs { float = "float32", half = "float16", bfloat16 = "bfloat16", int = "int32", bool = "bool" } do
+  ORACLES[name] = conversion(function() return d end)
+end
+-- t:write_bytes(s [, first]): t's bytes with s at element first (1-based).
+ORACLES.write_bytes = function(inp, args, res)
+  local x, s, first = inp[1], args[2], args[3] or 1
+  if type(x) ~= "table" or not x.bytes or type(s) ~= "string" or math.type(first) ~= "integer" or not res.same_as_first then
+    return nil
+  end
+  local at = (first - 1) * #x.bytes // #x.flat
+  return { { bytes = x.bytes:sub(1, at) .. s .. x.bytes:sub(at + #s + 1), shape = x.shape } }
 end
 
 local function describe_value(v, inp)
@@ -844,7 +900,7 @@ local function check_values(name, args, nargs, inp, results)
     if out.bytes then
       if bytes ~= out.bytes then return ("result %d: bytes differ from the input's"):format(k) end
     else
-      local got = floats(bytes)
+      local got = t.flat
       if #got ~= #out.want then return ("result %d has %d elements, want %d"):format(k, #got, #out.want) end
       for i = 1, #got do
         if not element_ok(got[i], out.want[i], out.tol[i])

@@ -11,7 +11,8 @@ void lm_record_convert(lua_State *L, lm_tensor *src, lm_tensor *dst) {
     lm_context *ctx = dst->storage->ctx;
     /* The last numel % 4 elements move one by one: 8/16-bit storage for narrow dtypes. */
     int narrow = src->numel % 4 != 0 && (lm_dtype_size(src->dtype) < 4 || lm_dtype_size(dst->dtype) < 4);
-    if (narrow) lm_require_narrow_storage(L, ctx, "to", lm_dtype_size(src->dtype) < 4 ? src->dtype : dst->dtype);
+    const char *op = lm_fname(L);   /* to, half, copy, ...: the caller's name */
+    if (narrow) lm_require_narrow_storage(L, ctx, op, lm_dtype_size(src->dtype) < 4 ? src->dtype : dst->dtype);
     struct { uint64_t src, dst, n; uint32_t groups_x, pad; } pc = {
         .src = lm_tensor_address(src), .dst = lm_tensor_address(dst), .n = (uint64_t)src->numel,
     };
@@ -20,7 +21,7 @@ void lm_record_convert(lua_State *L, lm_tensor *src, lm_tensor *dst) {
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "to", .any_dtype = 1, .shader = narrow ? LM_SH_CONVERT_NARROW : LM_SH_CONVERT,
+        .op = op, .any_dtype = 1, .shader = narrow ? LM_SH_CONVERT_NARROW : LM_SH_CONVERT,
         .spec = { CONVERT_WG, CONVERT_UNROLL, (uint32_t)src->dtype, (uint32_t)dst->dtype },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { src }, .writes = { dst },
