@@ -339,7 +339,8 @@ VT pow_(VT x, VT y) {
     precise VT t_lo = t_err + yc * lo;
     VT tc = clamp(t_hi, VT(-160.0), VT(140.0));
     VT k = roundEven(tc);
-    precise VT frac = (tc - k) + t_lo;          // |frac| <= 0.5 + tiny
+    precise VT frac0 = (tc - k) + t_lo;         // |frac| <= 0.5 + tiny
+    VT frac = SELECT(LESS(abs(t_hi), VT(150.0)), frac0, VT(0.0));   // else 0 or inf by k alone
     VT r = exp_poly(frac * 0.693147180559945309);
     VT mag = scale2(r, k);
     // Zeros and infinities of x or y, which the logarithm above does not see.

@@ -179,7 +179,7 @@ describe("pow", function()
       { -inf, 3, -inf }, { -inf, 2, inf }, { -inf, -1, -0.0 }, { inf, -1, 0 }, { -inf, 0.5, inf },
       { 0.5, inf, 0 }, { 2, inf, inf }, { -1, inf, 1 }, { -1, -inf, 1 }, { 0.5, -inf, inf }, { 2, -inf, 0 },
       { -0.5, inf, 0 }, { nan, 1.5, nan }, { 2, nan, nan }, { 2, 128, inf }, { 2, -149, 2 ^ -149 }, { 2, -150, 0 },
-      { 10, 38.6, inf }, { 10, 38.5, ref.f32(10 ^ ref.f32(38.5)) }, { 3, 20, ref.f32(3 ^ 20) },
+      { 10, 38.6, inf }, { -0.41, 4.6e18, 0 }, { -0.0253, 2 ^ 31, 0 }, { -7, 2 ^ 31, inf }, { 0.07, -2 ^ 31, inf }, { 10, 38.5, ref.f32(10 ^ ref.f32(38.5)) }, { 3, 20, ref.f32(3 ^ 20) },
     }
     local xs, ys, want = {}, {}, {}
     for i, c in ipairs(cases) do xs[i], ys[i], want[i] = c[1], c[2], c[3] end
