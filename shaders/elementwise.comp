@@ -8,7 +8,8 @@
 //   LM_EW_BCAST   b has `period` vectors (its shape is a trailing part of a's) and repeats:
 //                 b[k mod period]
 //   LM_EW_SCALAR  b is the number p.scalar (unary ops ignore it)
-//   c is always the number p.scalar2 (clamp's upper bound).
+//   c is the number p.scalar2 (clamp's upper bound), or (C_TENSOR) a third operand
+//   like b in LM_EW_SAME (where's b).
 // VEC = 4 moves 4 elements at a time and leaves the n % 4 tail to the first thread; VEC =
 // 1 moves floats, for float32 broadcasts whose period is not a multiple of 4 (a's rows
 // then start unaligned). Each thread handles UNROLL vectors a workgroup apart (loads
@@ -554,13 +555,16 @@ void main() {
 
 #else
 
+layout(constant_id = 5) const uint C_TENSOR = 0;   // 1: c is a tensor like b in LM_EW_SAME (where)
+
 layout(push_constant) uniform Params {
     uint64_t a, b, dst;   // device addresses
     uint64_t n;           // elements of a and dst
     uint64_t period;      // LM_EW_BCAST: vectors of b, the length of its repeat
     uint64_t wg_mod;      // WG mod period
+    uint64_t c;           // C_TENSOR: c's address
     float scalar;         // b when MODE is LM_EW_SCALAR
-    float scalar2;        // c
+    float scalar2;        // c unless C_TENSOR
     uint groups_x;        // width of the grid, for 2-D folding
 } p;
 
@@ -581,7 +585,7 @@ void main() {
     uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul;
-    VT va[UNROLL], vb[UNROLL];
+    VT va[UNROLL], vb[UNROLL], vc[UNROLL];
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < nv) {
@@ -589,15 +593,16 @@ void main() {
             if (MODE == LM_EW_SAME) vb[i] = load(p.b, k, DT);
             else if (MODE == LM_EW_BCAST) vb[i] = load(p.b, j, DT);
             else vb[i] = VT(p.scalar);
+            vc[i] = C_TENSOR != 0u ? load(p.c, k, DT) : VT(p.scalar2);
         }
         if (MODE == LM_EW_BCAST) j = wrap(j + p.wg_mod);
     }
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
 #if VEC == 4
-        if (k < nv) store4(p.dst, k, apply(va[i], vb[i], VT(p.scalar2)), 4u, DT_OUT);
+        if (k < nv) store4(p.dst, k, apply(va[i], vb[i], vc[i]), 4u, DT_OUT);
 #else
-        if (k < nv) FloatArray(p.dst + k * 4ul).v[0] = apply(va[i], vb[i], VT(p.scalar2));
+        if (k < nv) FloatArray(p.dst + k * 4ul).v[0] = apply(va[i], vb[i], vc[i]);
 #endif
     }
 #if VEC == 4
@@ -605,12 +610,13 @@ void main() {
     // is a multiple of 4 here).
     uint count = uint(p.n - nv * 4ul);
     if (group == 0ul && gl_LocalInvocationID.x == 0u && count != 0u) {
-        vec4 a4 = vec4(0.0), b4 = vec4(p.scalar);
+        vec4 a4 = vec4(0.0), b4 = vec4(p.scalar), c4 = vec4(p.scalar2);
         for (uint e = 0u; e < count; ++e) {
             a4[e] = load1(p.a, nv * 4ul + e, DT_A);
             if (MODE == LM_EW_SAME) b4[e] = load1(p.b, nv * 4ul + e, DT);
+            if (C_TENSOR != 0u) c4[e] = load1(p.c, nv * 4ul + e, DT);
         }
-        store4(p.dst, nv, apply(a4, b4, vec4(p.scalar2)), count, DT_OUT);
+        store4(p.dst, nv, apply(a4, b4, c4), count, DT_OUT);
     }
 #endif
 }

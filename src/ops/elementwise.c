@@ -74,31 +74,33 @@ static uint32_t unroll_for(lm_dtype d) { return d == LM_FLOAT32 ? 4u : 8u; }
 
 /* The vec4 (vec = 4) or float (vec = 1, float32 only) form: a plain of the result's
  * shape; b plain of the same (LM_EW_SAME), plain and repeated (LM_EW_BCAST), or the
- * number `scalar` (LM_EW_SCALAR); c the number scalar2. */
+ * number `scalar` (LM_EW_SCALAR); c `third` (plain, of the result's shape) or the number
+ * scalar2. */
 static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor *a, lm_tensor *b,
-                       float scalar, float scalar2, uint32_t mode, int vec) {
+                       lm_tensor *third, float scalar, float scalar2, uint32_t mode, int vec) {
     lm_context *ctx = c->out->storage->ctx;
     uint32_t unroll = unroll_for(c->dtype);
     uint64_t nv = (uint64_t)c->out->numel / (uint64_t)vec;
     uint64_t per_group = (uint64_t)EW_WG * unroll;
     uint64_t period = mode == LM_EW_BCAST ? (uint64_t)b->numel / (uint64_t)vec : 1;
     struct {
-        uint64_t a, b, dst, n, period, wg_mod;
+        uint64_t a, b, dst, n, period, wg_mod, c;
         float scalar, scalar2;
         uint32_t groups_x, pad;
     } pc = {
         .a = lm_tensor_address(a),
         .b = b ? lm_tensor_address(b) : lm_tensor_address(a),   /* never read without b */
         .dst = lm_tensor_address(c->out), .n = (uint64_t)c->out->numel, .period = period,
-        .wg_mod = EW_WG % period, .scalar = scalar, .scalar2 = scalar2,
+        .wg_mod = EW_WG % period, .c = third ? lm_tensor_address(third) : lm_tensor_address(a),
+        .scalar = scalar, .scalar2 = scalar2,
     };
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (nv + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = c->name, .any_dtype = 1, .shader = vec == 4 ? LM_SH_EW_VEC4 : LM_SH_EW_VEC1,
-        .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll },
+        .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { a, b }, .writes = { c->out },
+        .reads = { a, b, third }, .writes = { c->out },
     });
 }
 
@@ -223,15 +225,18 @@ void lm_record_ew(lua_State *L, const lm_ew_call *c) {
         float ss = s[0]; s[0] = s[1]; s[1] = ss;
         op = c->reversed;
     }
-    int vec_ok = op != LM_EW_WHERE && plain_full(t[0], out) && (arity < 3 || !t[2]);
+    /* The vec4 form: every tensor operand plain and of the result's shape (b may also be
+     * a repeated trailing part, below). */
+    int vec_ok = plain_full(t[0], out) && (arity < 3 || !t[2] || plain_full(t[2], out));
+    lm_tensor *third = arity > 2 ? t[2] : NULL;
     if (vec_ok && (arity < 2 || !t[1] || plain_full(t[1], out))) {
-        record_vec(L, c, op, t[0], arity > 1 ? t[1] : NULL, s[1], s[2], t[1] ? LM_EW_SAME : LM_EW_SCALAR, 4);
+        record_vec(L, c, op, t[0], arity > 1 ? t[1] : NULL, third, s[1], s[2], t[1] ? LM_EW_SAME : LM_EW_SCALAR, 4);
         return;
     }
     if (vec_ok && arity == 2 && lm_tensor_is_plain(t[1]) && is_trailing(t[1], out)) {
         int vec = t[1]->numel % 4 ? 1 : 4;
         if (vec == 4 || (c->dtype == LM_FLOAT32 && out->dtype == LM_FLOAT32)) {   /* vec 1: floats only */
-            record_vec(L, c, op, t[0], t[1], 0.0f, s[2], LM_EW_BCAST, vec);
+            record_vec(L, c, op, t[0], t[1], NULL, 0.0f, s[2], LM_EW_BCAST, vec);
             return;
         }
     }
