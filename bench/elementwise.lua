@@ -9,7 +9,12 @@
 -- sample elements (first and last rows or 4096 elements) against lumus.reference.
 --
 --   lua5.4 bench/elementwise.lua [--preset h200|lavapipe] [--n FLOATS] [--rows-d RxD]
---       [--softmax RxD,...] [--iters N] [--warmup N] [--csv FILE]
+--       [--softmax RxD,...] [--iters N] [--warmup N] [--csv FILE] [--baseline FILE]
+--
+-- Then exp, log, tanh, sigmoid, silu, pow, maximum, clamp, gt, where, a column broadcast
+-- and a length that is not a multiple of 4, in float32 and float16, each against the
+-- copy of its own dtype, with PyTorch's GB/s from --baseline (bench/torch_elementwise.py's
+-- CSV of the same run) beside them.
 --
 -- Presets (explicit options override them): h200 (64M floats, softmax 8192x4096 and
 -- more; well under a minute there) is the default on a GPU, lavapipe (8M floats, rows of
@@ -24,10 +29,10 @@ local fmt = common.fmt
 
 local USAGE = [==[
 usage: lua5.4 bench/elementwise.lua [--preset h200|lavapipe] [--n FLOATS] [--rows-d RxD]
-  [--softmax RxD,...] [--iters N] [--warmup N] [--csv FILE]]==]
+  [--softmax RxD,...] [--iters N] [--warmup N] [--csv FILE] [--baseline torch_elementwise.csv]]==]
 
 local known = {}
-for name in ("preset n rows-d softmax iters warmup csv seed"):gmatch("%S+") do known[name] = true end
+for name in ("preset n rows-d softmax iters warmup csv seed baseline"):gmatch("%S+") do known[name] = true end
 local opt = common.parse_args(arg, known, {}, USAGE)
 
 local lumus = common.load_lumus()
@@ -114,6 +119,76 @@ t_copy = math.min(t_copy, copy_time())
 local copy_gbs = 2 * 4 * N / t_copy / 1e9
 table.insert(results, 1, { op = "copy (ceiling)", shape = R .. "x" .. D, us = t_copy * 1e6, gbs = copy_gbs,
                            err = max_err(read_row(cp, D, R - 1), xrow(R - 1)) })
+
+-- The elementwise ops of issue 15 in float32 and float16, each against the copy of its
+-- own dtype (timed before and after, the faster kept), on positive inputs (log, pow):
+-- GB/s counts inputs and the output once (a bool element as one byte).
+local baseline = {}
+if opt.baseline then
+  local f = assert(io.open(opt.baseline))
+  f:read("l")
+  for line in f:lines() do
+    local op, dtype, _, gbs = line:match("^([^,]*),([^,]*),([^,]*),([^,]*)")
+    if op then baseline[op .. "|" .. dtype] = tonumber(gbs) end
+  end
+  f:close()
+end
+local ew_rows, ew_csv = {}, {}
+do
+  local xa = lumus.add(lumus.abs(x), 0.1)
+  for _, dtype in ipairs { "float32", "float16" } do
+    local es = dtype == "float32" and 4 or 2
+    local xd = dtype == "float32" and xa or xa:half()
+    local yd = dtype == "float32" and y or y:half()
+    local od = lumus.empty({ R, D }, { dtype = dtype })
+    local cpd = lumus.empty({ R, D }, { dtype = dtype })
+    local bout = lumus.empty({ R, D }, { dtype = "bool" })
+    local mask = lumus.gt(yd, 0)
+    local col = xd:narrow(2, 1, 1):contiguous()                     -- [R, 1]
+    local flat_n = N - 3                                             -- the vec4 body and a 1-3 tail
+    local xflat, oflat = xd:view({ N }):narrow(1, 1, flat_n), od:view({ N }):narrow(1, 1, flat_n)
+    local function ceiling() return device_time(function() lumus.copy(xd, { out = cpd }) end) end
+    local t_c = ceiling()
+    local cases = {
+      { "add", 3, function() lumus.add(xd, yd, { out = od }) end },
+      { "exp", 2, function() lumus.exp(xd, { out = od }) end },
+      { "log", 2, function() lumus.log(xd, { out = od }) end },
+      { "tanh", 2, function() lumus.tanh(xd, { out = od }) end },
+      { "sigmoid", 2, function() lumus.sigmoid(xd, { out = od }) end },
+      { "silu", 2, function() lumus.silu(xd, { out = od }) end },
+      { "pow 1.7", 2, function() lumus.pow(xd, 1.7, { out = od }) end },
+      { "maximum", 3, function() lumus.maximum(xd, yd, { out = od }) end },
+      { "clamp", 2, function() lumus.clamp(xd, -1, 1, { out = od }) end },
+      { "gt (bool out)", 2 + 1 / es, function() lumus.gt(xd, yd, { out = bout }) end },
+      { "where", 3 + 1 / es, function() lumus.where(mask, xd, yd, { out = od }) end },
+      { "add [R,1] column", 2, function() lumus.add(xd, col, { out = od }) end },
+      { "mul, n - 3 elements", 2, function() lumus.mul(xflat, 1.5, { out = oflat }) end },
+    }
+    local timed = {}
+    for i, c in ipairs(cases) do timed[i] = device_time(c[3]) end
+    t_c = math.min(t_c, ceiling())
+    local copy_d = 2 * es * N / t_c / 1e9
+    ew_rows[#ew_rows + 1] = { "copy (ceiling)", dtype, fmt(t_c * 1e6), fmt(copy_d), "100.0",
+                              baseline["copy (ceiling)|" .. dtype] and fmt(baseline["copy (ceiling)|" .. dtype]) or "-" }
+    for i, c in ipairs(cases) do
+      local gbs = c[2] * es * N / timed[i] / 1e9
+      local tb = baseline[c[1] .. "|" .. dtype]
+      ew_rows[#ew_rows + 1] = { c[1], dtype, fmt(timed[i] * 1e6), fmt(gbs), fmt(100 * gbs / copy_d, 1), tb and fmt(tb) or "-" }
+      ew_csv[#ew_csv + 1] = ("%s,%s,%.3f,%.1f,%.1f,%s\n"):format(c[1], dtype, timed[i] * 1e6, gbs, 100 * gbs / copy_d,
+                                                                 tb and ("%.1f"):format(tb) or "")
+    end
+    -- a sample check: the last row of exp against the reference on the values used
+    lumus.exp(xd, { out = od })
+    local xs = xd:narrow(1, R, 1):to_table()[1]
+    local got = od:narrow(1, R, 1):to_table()[1]
+    local e = max_err(got, ref and ref.exp(xs) or got)
+    ew_rows[#ew_rows + 1] = { "(exp, last row)", dtype, "-", "-", "-", ("max err %.1e"):format(e) }
+    for _, t in ipairs { od, cpd, bout, mask, col } do t:free() end
+    if dtype == "float16" then xd:free(); yd:free() end
+  end
+  xa:free()
+end
+
 x:free(); y:free(); out:free(); cp:free()
 
 -- Bias add: [R, D] + [D] (the bias read once from memory, then from cache).
@@ -168,6 +243,12 @@ for _, r in ipairs(results) do
 end
 print(common.markdown_table({ "op", "shape", "softmax form x vectors/thread", "µs", "GB/s", "% of copy", "max err" }, rows,
   { "l", "l", "l", "r", "r", "r", "r" }))
+print()
+print("Elementwise ops in float32 and float16 (" .. (N / 2 ^ 20) .. "M elements); % of the copy of the same dtype in this run; "
+  .. "PyTorch from --baseline (same run).")
+print()
+print(common.markdown_table({ "op", "dtype", "µs", "GB/s", "% of copy", "PyTorch GB/s" }, ew_rows,
+  { "l", "l", "r", "r", "r", "r" }))
 if preset_name == "h200" then
   print()
   print("PyTorch 2.11 on the same H200 (shared/gpu/FACTS.md, 2026-12-02, not this run): x + y over 64M floats 4171 GB/s, "
@@ -181,5 +262,7 @@ if opt.csv then
     f:write(("%s,%s,%s,%.3f,%.1f,%.1f,%s\n"):format(r.op, r.shape, r.variant or "", r.us, r.gbs,
       100 * r.gbs / copy_gbs, r.err and string.format("%.3g", r.err) or ""))
   end
+  f:write("\nop,dtype,us,gbs,pct_of_own_copy,torch_gbs\n")
+  for _, line in ipairs(ew_csv) do f:write(line) end
   f:close()
 end

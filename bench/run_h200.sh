@@ -8,7 +8,9 @@
 #   run.log                     everything below, with nvidia-smi and timings per step
 #   torch.md / torch.csv / torch_small.csv      bench/torch_layer_norm.py (PyTorch baseline)
 #   layer_norm.md / .csv / .svg / layer_norm_small.csv   bench/layer_norm.lua
-#   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy)
+#   torch_elementwise.md / .csv bench/torch_elementwise.py (PyTorch's elementwise ops, float32/float16)
+#   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy; the ops of
+#                               issue 15 in float32 and float16 vs copy and PyTorch)
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   dtypes.md                   bench/dtypes.lua (float16/bool copies, to() conversions vs copy)
 #   torch_reductions.md / .csv, reductions.md / .csv   bench/torch_reductions.py, bench/reductions.lua
@@ -90,7 +92,10 @@ baseline=()
 step layer_norm 200 lua5.4 bench/layer_norm.lua --iters 100 --warmup 10 ${baseline[@]+"${baseline[@]}"} \
   --csv "$out/layer_norm.csv" --svg "$out/layer_norm.svg" --small-csv "$out/layer_norm_small.csv"
 
-step elementwise 120 lua5.4 bench/elementwise.lua --csv "$out/elementwise.csv"
+step torch_elementwise 90 python3 bench/torch_elementwise.py --csv "$out/torch_elementwise.csv"
+ew_baseline=()
+[ -s "$out/torch_elementwise.csv" ] && ew_baseline+=(--baseline "$out/torch_elementwise.csv")
+step elementwise 180 lua5.4 bench/elementwise.lua ${ew_baseline[@]+"${ew_baseline[@]}"} --csv "$out/elementwise.csv"
 step async 45 lua5.4 bench/async.lua
 step transfer 60 lua5.4 bench/transfer.lua
 step dtypes 60 lua5.4 bench/dtypes.lua
@@ -117,7 +122,7 @@ step index 90 lua5.4 bench/index.lua ${ix_baseline[@]+"${ix_baseline[@]}"} --csv
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

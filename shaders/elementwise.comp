@@ -1,49 +1,94 @@
 #version 450
-// Elementwise ops, one shader for all: out[k] = f(a[k], b) over n floats. The op (OP) and
-// where b comes from (MODE) are specialization constants, so each pipeline is one
-// straight-line kernel:
+// Elementwise ops, one shader for all: out[k] = f(a[k], b, c) over n elements. The op
+// (OP), where b comes from (MODE) and the element type (DT) are specialization
+// constants, so each pipeline is one straight-line kernel. Two forms:
+//
+// VEC = 4 or 1 (contiguous operands of the result's shape, or numbers):
 //   LM_EW_SAME    b has n elements and b[k] pairs with a[k]
 //   LM_EW_BCAST   b has `period` vectors (its shape is a trailing part of a's) and repeats:
 //                 b[k mod period]
 //   LM_EW_SCALAR  b is the number p.scalar (unary ops ignore it)
-// VEC = 4 moves vec4s and leaves the n % 4 tail to the first workgroup; VEC = 1 moves
-// floats, for broadcasts whose period is not a multiple of 4 (a's rows then start
-// unaligned).
-// Each thread handles UNROLL vectors a workgroup apart (loads first, then stores), as
-// copy.comp does; groups past maxComputeWorkGroupCount[0] arrive on a 2-D grid. Indices
-// are 64-bit, so tensors past 2^32 elements address correctly. The broadcast index
-// k mod period takes one division per thread (32-bit when both fit), then adds and
-// compares.
-// out may be a or b itself: each element is read, then written, by the same thread.
+//   c is the number p.scalar2 (clamp's upper bound), or (C_TENSOR) a third operand
+//   like b in LM_EW_SAME (where's b).
+// VEC = 4 moves 4 elements at a time and leaves the n % 4 tail to the first thread; VEC =
+// 1 moves floats, for float32 broadcasts whose period is not a multiple of 4 (a's rows
+// then start unaligned). Each thread handles UNROLL vectors a workgroup apart (loads
+// first, then stores), as copy.comp does. The broadcast index k mod period takes one
+// division per thread (32-bit when both fit), then adds and compares.
+//
+// ND = 1 (any operands): the result is contiguous; each operand is read through its own
+// strides over the result's shape (0 where it broadcasts; the host merges dimensions
+// first: see p.dims), or is a number. Each thread makes 4 consecutive
+// results: one division chain per thread for the coordinates of the first, then a
+// carry for the next three.
+//
+// Element types: float32, float16 and bfloat16 data (DT), bool for the results of
+// comparisons and the mask of where. Arithmetic is float32; float16 and bfloat16 results
+// are rounded once, to nearest even, on store. Loads of 16- and 8-bit elements read the
+// aligned 32-bit word holding them; stores write whole words (2 halves, 4 bools) of the
+// result, whose start is 16-byte aligned, and the last, partial word through atomics that
+// leave its other bytes alone. So no 8/16-bit storage feature is needed.
+//
+// Groups past maxComputeWorkGroupCount[0] arrive on a 2-D grid. Indices are 64-bit, so
+// tensors past 2^32 elements address correctly.
+// out may be an input itself (the same elements): each element is read, then written,
+// by the same thread.
 #include "common/buffers.glsl"
-#include "common/elementwise_ops.h"   // LM_EW_*: the op and mode codes, shared with C
+#include "common/elementwise_ops.h"   // LM_EW_*: the op, mode and type codes, shared with C
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OP = LM_EW_ADD;
 layout(constant_id = 2) const uint MODE = LM_EW_SAME;
+layout(constant_id = 3) const uint DT = LM_EW_F32;
+layout(constant_id = 4) const uint UNROLL = 4;   // src/ops/elementwise.c sizes the grid with it
 const uint WG = gl_WorkGroupSize.x;
-const uint UNROLL = 4;   // src/ops/elementwise.c sizes the grid with the same number
 
-layout(push_constant) uniform Params {
-    uint64_t a, b, dst;   // device addresses
-    uint64_t n;           // elements of a and dst
-    uint64_t period;      // LM_EW_BCAST: vectors of b, the length of its repeat
-    uint64_t wg_mod;      // WG mod period
-    float scalar;
-    uint groups_x;        // width of the grid, for 2-D folding
-} p;
+const bool COMPARE = OP >= LM_EW_EQ && OP <= LM_EW_GE;
+const uint DT_A = OP == LM_EW_WHERE ? LM_EW_BOOL : DT;   // a's type
+const uint DT_OUT = COMPARE ? LM_EW_BOOL : DT;
 
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer UintArray { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Uvec2Array { uvec2 v[]; };
+
+#ifdef ND
+#define VT float
+#else
 #if VEC == 4
 #define VT vec4
-#define ARRAY Vec4Array
-#define LESS(x, y) lessThan(x, y)
 #else
 #define VT float
-#define ARRAY FloatArray
+#endif
+#endif
+
+#if defined(VEC) && VEC == 4
+#define BT bvec4
+#define UT uvec4
+#define LESS(x, y) lessThan(x, y)
+#define LESS_EQ(x, y) lessThanEqual(x, y)
+#define EQUAL(x, y) equal(x, y)
+#define OR(x, y) bvec4(uvec4(x) | uvec4(y))
+#define AND(x, y) bvec4(uvec4(x) & uvec4(y))
+#define NOT(x) not(x)
+#else
+#define BT bool
+#define UT uint
 #define LESS(x, y) ((x) < (y))
+#define LESS_EQ(x, y) ((x) <= (y))
+#define EQUAL(x, y) ((x) == (y))
+#define OR(x, y) ((x) || (y))
+#define AND(x, y) ((x) && (y))
+#define NOT(x) (!(x))
 #endif
 // Per-component choice (a select, so the branch not taken may hold inf or NaN).
 #define SELECT(cond, yes, no) mix(no, yes, cond)
+
+#define INF uintBitsToFloat(0x7f800000u)
+#define NAN uintBitsToFloat(0x7fc00000u)
+
+BT is_nan(VT x) { return LESS(UT(0x7f800000u), floatBitsToUint(x) & UT(0x7fffffffu)); }
+BT is_finite(VT x) { return LESS(floatBitsToUint(x) & UT(0x7fffffffu), UT(0x7f800000u)); }
+// 2^e for integral e in [-126, 127], exact.
+VT pow2(VT e) { return uintBitsToFloat(UT(e + VT(127.0)) << 23); }
 
 VT relu(VT x) { return SELECT(LESS(x, VT(0.0)), VT(0.0), x); }   // NaN stays NaN
 
@@ -106,7 +151,220 @@ VT gelu_erf(VT x) {
     return 0.5 * x * one_plus;
 }
 
-VT apply(VT a, VT b) {
+// ---- exp, log, sqrt, tanh, sigmoid, pow to a few ulps (GLSL's exp and log are bounded
+// only loosely by Vulkan: 3 + 2|x| ulp, and log absolutely near 1).
+
+// exp(r) for |r| <= 0.35: Taylor to degree 7 (truncation below 0.05 ulp).
+VT exp_poly(VT r) {
+    VT q = fma(r, VT(1.0 / 5040.0), VT(1.0 / 720.0));
+    q = fma(q, r, VT(1.0 / 120.0));
+    q = fma(q, r, VT(1.0 / 24.0));
+    q = fma(q, r, VT(1.0 / 6.0));
+    q = fma(q, r, VT(0.5));
+    precise VT s = fma(r * r, q, r);
+    precise VT e = VT(1.0) + s;
+    return e;
+}
+
+// p * 2^k for integral k in [-160, 140]: two exact scalings, so a subnormal result is
+// rounded once.
+VT scale2(VT p, VT k) {
+    VT k1 = floor(k * 0.5);
+    return p * pow2(k1) * pow2(k - k1);
+}
+
+// exp(x) = p 2^k, p in [0.7, 1.42], for x within [-120, 89] (clamped: 0 and inf beyond).
+void exp_parts(VT x, out VT p, out VT k) {
+    VT xc = clamp(x, VT(-120.0), VT(89.0));
+    k = roundEven(xc * 1.44269504088896341);
+    // ln 2 in two parts (k * hi is exact); `precise` and no fma, or a compiler may
+    // merge the two products back into one (Mesa does).
+    precise VT r1 = xc - k * 0.693145751953125;
+    precise VT r = r1 - k * 1.428606765330187e-6;
+    p = exp_poly(r);
+}
+
+VT exp_(VT x) {
+    VT p, k;
+    exp_parts(x, p, k);
+    return SELECT(is_nan(x), x, scale2(p, k));
+}
+
+// expm1 for x >= 0: Taylor to degree 11 below 0.7, else exp(x) - 1 (>= 1, no cancellation).
+VT expm1_pos(VT x) {
+    VT q = VT(1.0 / 39916800.0);
+    q = fma(q, x, VT(1.0 / 3628800.0));
+    q = fma(q, x, VT(1.0 / 362880.0));
+    q = fma(q, x, VT(1.0 / 40320.0));
+    q = fma(q, x, VT(1.0 / 5040.0));
+    q = fma(q, x, VT(1.0 / 720.0));
+    q = fma(q, x, VT(1.0 / 120.0));
+    q = fma(q, x, VT(1.0 / 24.0));
+    q = fma(q, x, VT(1.0 / 6.0));
+    q = fma(q, x, VT(0.5));
+    precise VT small = fma(x * x, q, x);
+    precise VT large = exp_(x) - VT(1.0);
+    return SELECT(LESS(x, VT(0.7)), small, large);
+}
+
+// log(1 + f) pieces for m = 1 + f in [sqrt(1/2), sqrt(2)): s = f / (2 + f) and
+// log(1 + f) = 2 atanh(s) = 2s + s R(s^2); R below.
+VT atanh_tail(VT z) {          // R(z) = 2/3 z + 2/5 z^2 + ..., z = s^2 <= 0.0295
+    VT q = fma(z, VT(2.0 / 13.0), VT(2.0 / 11.0));
+    q = fma(q, z, VT(2.0 / 9.0));
+    q = fma(q, z, VT(2.0 / 7.0));
+    q = fma(q, z, VT(2.0 / 5.0));
+    q = fma(q, z, VT(2.0 / 3.0));
+    return q * z;
+}
+
+// x = m 2^e with m in [sqrt(1/2), sqrt(2)), for finite x > 0 (subnormals scaled first).
+void split_log(VT x, out VT m, out VT e) {
+    BT sub = LESS(x, VT(1.17549435e-38));
+    VT xs = SELECT(sub, x * 8388608.0, x);
+    UT bits = floatBitsToUint(xs);
+    e = VT((bits >> 23) & UT(0xffu)) - SELECT(sub, VT(150.0), VT(127.0));
+    m = uintBitsToFloat((bits & UT(0x7fffffu)) | UT(0x3f800000u));
+    BT big = LESS(VT(1.41421356), m);
+    m = SELECT(big, m * 0.5, m);
+    e = SELECT(big, e + VT(1.0), e);
+}
+
+// log: log(1 + f) = f - f^2/2 + s (f^2/2 + R), so the division's rounding only touches
+// a small correction, then e ln 2 in two parts.
+VT log_(VT x) {
+    VT m, e;
+    split_log(x, m, e);
+    precise VT f = m - VT(1.0);                  // exact
+    VT s = f / (VT(2.0) + f);
+    precise VT hfsq = 0.5 * f * f;
+    precise VT r = s * (hfsq + atanh_tail(s * s));
+    precise VT y = e * 0.693145751953125 + ((f - hfsq) + (e * 1.428606765330187e-6 + r));
+    y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
+    y = SELECT(EQUAL(x, VT(INF)), x, y);
+    return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
+}
+
+// a b = p + e exactly (Dekker's product with Veltkamp's split: Vulkan does not promise
+// that fma is fused, and lavapipe's is not). |a|, |b| < 2^100.
+void two_prod(VT a, VT b, out VT p, out VT e) {
+    precise VT ca = 4097.0 * a, cb = 4097.0 * b;
+    precise VT ah = ca - (ca - a), bh = cb - (cb - b);
+    precise VT al = a - ah, bl = b - bh;
+    precise VT pp = a * b;
+    precise VT ee = ((ah * bh - pp) + ah * bl + al * bh) + al * bl;
+    p = pp;
+    e = ee;
+}
+
+// sqrt and 1/sqrt: inversesqrt (2 ulp in Vulkan) refined by a Newton step, and sqrt
+// corrected from its residual (fma), as layer_norm does for invstd.
+VT rsqrt_(VT x) {
+    VT r = inversesqrt(x);
+    precise VT refined = r * fma(-0.5 * (x * r), r, VT(1.5));
+    VT y = SELECT(EQUAL(x, VT(INF)), VT(0.0), refined);
+    y = SELECT(EQUAL(x, VT(0.0)), VT(1.0) / x, y);                  // 1 / +-0 = +-inf
+    return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
+}
+
+VT sqrt_(VT x) {
+    VT r = inversesqrt(x);
+    r = r * fma(-0.5 * (x * r), r, VT(1.5));
+    VT s = x * r, sq, sq_err;
+    two_prod(s, s, sq, sq_err);
+    precise VT resid = (x - sq) - sq_err;       // x - s^2, exact
+    VT corrected = fma(0.5 * r, resid, s);
+    // 0 and -0 keep their sign, inf stays inf, negatives and NaN give NaN.
+    BT plain = OR(EQUAL(x, VT(0.0)), EQUAL(x, VT(INF)));
+    return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), SELECT(plain, x, corrected));
+}
+
+// tanh(x) = sign(x) t / (t + 2), t = expm1(2|x|); +-1 past |x| = 9.1, where the float32
+// value is 1.
+VT tanh_(VT x) {
+    VT a = abs(x);
+    VT t = expm1_pos(2.0 * min(a, VT(9.5)));
+    precise VT y = t / (t + VT(2.0));
+    y = SELECT(LESS(VT(9.1), a), VT(1.0), y);
+    return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(y) | (floatBitsToUint(x) & UT(0x80000000u))));
+}
+
+// sigmoid: 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below (accurate down to the
+// subnormal results that PyTorch's float32 1 / (1 + inf) flushes to 0).
+VT sigmoid_(VT x) {
+    VT e = exp_(-abs(x));
+    precise VT d = VT(1.0) + e;
+    VT neg = e / d;
+    return SELECT(is_nan(x), x, SELECT(LESS(x, VT(0.0)), neg, VT(1.0) / d));
+}
+
+// silu: x sigmoid(x); -inf gives -inf * 0 = NaN, as in PyTorch. Below -80, where
+// sigmoid(x) = e^x is subnormal (or nearly), x e^x is taken as (x p) 2^k from e^x = p 2^k,
+// rounded once.
+VT silu_(VT x) {
+    VT p, k;
+    exp_parts(x, p, k);
+    VT deep = scale2(x * p, k);
+    return SELECT(LESS(x, VT(-80.0)), SELECT(is_finite(x), deep, VT(NAN)), x * sigmoid_(x));
+}
+
+// pow(x, y) with C's special cases: 1 for y = 0 or x = 1 (NaN included); NaN for a
+// negative finite x and a finite non-integral y; the sign of x kept for odd integral y.
+// |x|^y = 2^(y log2 |x|), with log2 |x| as an unevaluated sum hi + lo (about 2^-40
+// relative) and exact products, so large exponents stay accurate.
+const float LOG2E_HI = 1.44269502162933349609375, LOG2E_LO = 1.925963033500011e-8;
+VT pow_(VT x, VT y) {
+    VT ax = abs(x);
+    VT m, e;
+    split_log(SELECT(is_finite(ax), max(ax, VT(1e-45)), VT(1.0)), m, e);
+    precise VT f = m - VT(1.0);
+    precise VT sh = VT(2.0) + f;
+    precise VT sl = f - (sh - VT(2.0));        // 2 + f = sh + sl exactly
+    VT u = f / sh;
+    VT q_hi, q_lo;
+    two_prod(u, sh, q_hi, q_lo);
+    precise VT ul = (((f - q_hi) - q_lo) - u * sl) / sh;   // f / (2 + f) = u + ul
+    // log(m) = 2u + (2ul + u R(u^2)); times log2(e) as hi + lo, the leading product exact.
+    precise VT lm_lo = 2.0 * ul + u * atanh_tail(u * u);
+    VT p_hi, p_err;
+    two_prod(2.0 * u, VT(LOG2E_HI), p_hi, p_err);
+    precise VT p_lo = p_err + ((2.0 * u) * LOG2E_LO + lm_lo * LOG2E_HI);
+    precise VT hi0 = e + p_hi;                   // |p_hi| < 0.51 <= |e| unless e = 0
+    precise VT lo0 = ((e - hi0) + p_hi) + p_lo;
+    precise VT hi = hi0 + lo0;                   // renormalized: |lo| <= ulp(hi)
+    precise VT lo = lo0 - (hi - hi0);
+    // y (hi + lo), the product exact; y beyond 2^100 saturates the same way.
+    VT yc = clamp(y, VT(-1.0e30), VT(1.0e30));
+    VT t_hi, t_err;
+    two_prod(yc, hi, t_hi, t_err);
+    precise VT t_lo = t_err + yc * lo;
+    VT tc = clamp(t_hi, VT(-160.0), VT(140.0));
+    VT k = roundEven(tc);
+    precise VT frac0 = (tc - k) + t_lo;         // |frac| <= 0.5 + tiny
+    VT frac = SELECT(LESS(abs(t_hi), VT(150.0)), frac0, VT(0.0));   // else 0 or inf by k alone
+    VT r = exp_poly(frac * 0.693147180559945309);
+    VT mag = scale2(r, k);
+    // Zeros and infinities of x or y, which the logarithm above does not see.
+    mag = SELECT(EQUAL(ax, VT(0.0)), SELECT(LESS(y, VT(0.0)), VT(INF), VT(0.0)), mag);
+    mag = SELECT(EQUAL(ax, VT(INF)), SELECT(LESS(y, VT(0.0)), VT(0.0), VT(INF)), mag);
+    BT yinf = EQUAL(abs(y), VT(INF));
+    mag = SELECT(yinf, SELECT(EQUAL(LESS(VT(1.0), ax), LESS(VT(0.0), y)), VT(INF), VT(0.0)), mag);
+    mag = SELECT(EQUAL(ax, VT(1.0)), VT(1.0), mag);
+    // Sign and domain: a negative x (or -0) with an odd integral y flips the sign; a
+    // negative finite x with a finite non-integral y is NaN.
+    BT integral = EQUAL(floor(y), y);                      // infinities too
+    BT odd = EQUAL(y - 2.0 * floor(0.5 * y), VT(1.0));    // exact; false for |y| >= 2^24 and inf
+    BT negx = LESS(UT(0x7fffffffu), floatBitsToUint(x));  // sign bit: -0 too
+    VT res = SELECT(negx, SELECT(odd, -mag, mag), mag);
+    BT bad = AND(AND(LESS(x, VT(0.0)), is_finite(x)), AND(is_finite(y), NOT(integral)));
+    res = SELECT(OR(bad, OR(is_nan(x), is_nan(y))), VT(NAN), res);
+    return SELECT(OR(EQUAL(y, VT(0.0)), EQUAL(x, VT(1.0))), VT(1.0), res);
+}
+
+VT maximum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, max(a, b)); }
+VT minimum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, min(a, b)); }
+
+VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_ADD) return a + b;
     if (OP == LM_EW_SUB) return a - b;
     if (OP == LM_EW_MUL) return a * b;
@@ -117,11 +375,205 @@ VT apply(VT a, VT b) {
     if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
     if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
     if (OP == LM_EW_ABS) return abs(a);
+    if (OP == LM_EW_EXP) return exp_(a);
+    if (OP == LM_EW_LOG) return log_(a);
+    if (OP == LM_EW_SQRT) return sqrt_(a);
+    if (OP == LM_EW_RSQRT) return rsqrt_(a);
+    if (OP == LM_EW_TANH) return tanh_(a);
+    if (OP == LM_EW_SIGMOID) return sigmoid_(a);
+    if (OP == LM_EW_SILU) return silu_(a);
+    if (OP == LM_EW_POW) return pow_(a, b);
+    if (OP == LM_EW_RPOW) return pow_(b, a);
+    if (OP == LM_EW_SQUARE) return a * a;
+    if (OP == LM_EW_CUBE) return a * a * a;
+    if (OP == LM_EW_RSQUARE) return VT(1.0) / (a * a);
+    if (OP == LM_EW_MAXIMUM) return maximum_(a, b);
+    if (OP == LM_EW_MINIMUM) return minimum_(a, b);
+    if (OP == LM_EW_CLAMP) return minimum_(maximum_(a, b), c);
+    if (OP == LM_EW_EQ) return VT(EQUAL(a, b));
+    if (OP == LM_EW_NE) return VT(1.0) - VT(EQUAL(a, b));
+    if (OP == LM_EW_LT) return VT(LESS(a, b));
+    if (OP == LM_EW_LE) return VT(LESS_EQ(a, b));
+    if (OP == LM_EW_GT) return VT(LESS(b, a));
+    if (OP == LM_EW_GE) return VT(LESS_EQ(b, a));
+    if (OP == LM_EW_WHERE) return SELECT(EQUAL(a, VT(0.0)), c, b);
+    if (OP == LM_EW_COPY) return a;
     return erf_(a);
 }
 
-VT load(uint64_t base, uint64_t k) { return ARRAY(base + k * uint64_t(VEC * 4)).v[0]; }
-void store(uint64_t base, uint64_t k, VT v) { ARRAY(base + k * uint64_t(VEC * 4)).v[0] = v; }
+// ---- Loads and stores by element type.
+
+// float32 -> float16 bits, rounded to nearest even (overflow to inf, subnormals, NaN).
+uint half_bits(float v) {
+    uint x = floatBitsToUint(v);
+    uint s = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return s | 0x7e00u;
+    if (ax >= 0x477ff000u) return s | 0x7c00u;              // 65520 and up round to inf
+    if (ax >= 0x38800000u) {                                 // a normal half
+        uint r = ax - 0x38000000u;
+        return s | ((r + 0x0fffu + ((r >> 13) & 1u)) >> 13);
+    }
+    return s | uint(roundEven(uintBitsToFloat(ax) * 16777216.0));   // subnormal (exact product)
+}
+// float32 -> bfloat16 bits, rounded to nearest even; NaN stays a (quiet) NaN.
+uint bf16_bits(float v) {
+    uint x = floatBitsToUint(v);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+    return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+uint narrow_bits(float v, uint dt) {
+    if (dt == LM_EW_BOOL) return v != 0.0 ? 1u : 0u;
+    return dt == LM_EW_F16 ? half_bits(v) : bf16_bits(v);
+}
+float widen(uint h, uint dt) {
+    if (dt == LM_EW_BOOL) return (h & 0xffu) != 0u ? 1.0 : 0.0;
+    return dt == LM_EW_F16 ? unpackHalf2x16(h).x : uintBitsToFloat(h << 16);
+}
+uint elem_bytes(uint dt) { return dt == LM_EW_F32 ? 4u : dt == LM_EW_BOOL ? 1u : 2u; }
+
+// Element i of a tensor at base.
+float load1(uint64_t base, uint64_t i, uint dt) {
+    if (dt == LM_EW_F32) return FloatArray(base + i * 4ul).v[0];
+    uint64_t addr = base + i * uint64_t(elem_bytes(dt));
+    uint w = UintArray(addr & ~3ul).v[0];
+    return widen(w >> (uint(addr & 3ul) * 8u), dt);
+}
+
+// Elements 4q..4q+3 of a tensor at base (16-byte aligned).
+vec4 load4(uint64_t base, uint64_t q, uint dt) {
+    if (dt == LM_EW_F32) return Vec4Array(base + q * 16ul).v[0];
+    if (dt == LM_EW_BOOL) {
+        uint w = UintArray(base + q * 4ul).v[0];
+        return vec4(notEqual(uvec4(w, w >> 8, w >> 16, w >> 24) & 0xffu, uvec4(0u)));
+    }
+    uvec2 w = Uvec2Array(base + q * 8ul).v[0];
+    if (dt == LM_EW_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u),
+                uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xffff0000u));
+}
+
+// The bits of `value` under `mask` into the word at addr; the other bits stay (another
+// tensor's or another view's bytes may share the word).
+void store_masked(uint64_t addr, uint value, uint mask) {
+    atomicAnd(UintArray(addr).v[0], ~mask);
+    atomicOr(UintArray(addr).v[0], value & mask);
+}
+
+// Elements 4q..4q+count-1 (count 1 to 4) of a result at base (16-byte aligned): whole
+// words where all their elements are written, masked atomics for a last partial word.
+void store4(uint64_t base, uint64_t q, vec4 v, uint count, uint dt) {
+    if (dt == LM_EW_F32) {
+        if (count == 4u) Vec4Array(base + q * 16ul).v[0] = v;
+        else for (uint i = 0u; i < count; ++i) FloatArray(base + (q * 4ul + i) * 4ul).v[0] = v[i];
+        return;
+    }
+    if (dt == LM_EW_BOOL) {
+        uint w = narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 8) | (narrow_bits(v.z, dt) << 16)
+                 | (narrow_bits(v.w, dt) << 24);
+        if (count == 4u) UintArray(base + q * 4ul).v[0] = w;
+        else store_masked(base + q * 4ul, w, (1u << (8u * count)) - 1u);
+        return;
+    }
+    uvec2 w = uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16),
+                    narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
+    if (count == 4u) { Uvec2Array(base + q * 8ul).v[0] = w; return; }
+    uint64_t a0 = base + q * 8ul;
+    if (count >= 2u) UintArray(a0).v[0] = w.x; else store_masked(a0, w.x, 0xffffu);
+    if (count == 3u) store_masked(a0 + 4ul, w.y, 0xffffu);
+}
+
+#ifdef ND
+
+// Per dimension (outermost first), 1 + ARITY words: the size, then each operand's stride
+// in elements. 20 words hold 8 dimensions of unary ops, 6 of binary ones and 5 of
+// ternary ones (the host collapses dimensions first, and copies operands to contiguous
+// ones when more remain).
+const uint ARITY = OP == LM_EW_WHERE || OP == LM_EW_CLAMP ? 3u
+                 : (OP == LM_EW_ADD || OP == LM_EW_SUB || OP == LM_EW_MUL || OP == LM_EW_DIV
+                    || OP == LM_EW_RSUB || OP == LM_EW_RDIV || OP == LM_EW_POW || OP == LM_EW_RPOW
+                    || OP == LM_EW_MAXIMUM || OP == LM_EW_MINIMUM || COMPARE) ? 2u : 1u;
+const uint SCALAR_FLAG = 0x100u;   // ndim_flags bit 8 + k: operand k is the number in its address word
+
+layout(push_constant) uniform Params {
+    uint64_t operand[3];   // addresses (element offsets folded in), or a number's bits
+    uint64_t dst;
+    uint64_t n;            // elements of the result
+    uint ndim_flags;       // dimensions in the low byte, SCALAR_FLAG << k above
+    uint groups_x;
+    uint dims[20];
+} p;
+
+void main() {
+    uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
+    uint64_t q = group * uint64_t(WG) + gl_LocalInvocationID.x;
+    uint64_t first = q * 4ul;
+    if (first >= p.n) return;
+    int ndim = int(p.ndim_flags & 0xffu);
+    const uint W = 1u + ARITY;
+    uint coord[8];
+    uint64_t off[3] = uint64_t[3](0ul, 0ul, 0ul);
+    // Coordinates of the first element, innermost dimension fastest.
+    if (p.n <= 0xfffffffful) {
+        uint r = uint(first);
+        for (int d = ndim - 1; d >= 0; --d) {
+            uint size = p.dims[uint(d) * W];
+            coord[d] = r % size;
+            r /= size;
+        }
+    } else {
+        uint64_t r = first;
+        for (int d = ndim - 1; d >= 0; --d) {
+            uint64_t size = uint64_t(p.dims[uint(d) * W]);
+            coord[d] = uint(r % size);
+            r /= size;
+        }
+    }
+    for (int d = 0; d < ndim; ++d)
+        for (uint k = 0u; k < ARITY; ++k) off[k] += uint64_t(coord[d]) * p.dims[uint(d) * W + 1u + k];
+    uint count = uint(min(p.n - first, 4ul));
+    vec4 res = vec4(0.0);
+    for (uint e = 0u; e < count; ++e) {
+        float v[3];
+        for (uint k = 0u; k < 3u; ++k) {
+            uint dt = k == 0u ? DT_A : DT;
+            if (k >= ARITY) v[k] = 0.0;
+            else if ((p.ndim_flags & (SCALAR_FLAG << k)) != 0u) v[k] = uintBitsToFloat(uint(p.operand[k]));
+            else v[k] = load1(p.operand[k], off[k], dt);
+        }
+        res[e] = apply(v[0], v[1], v[2]);
+        // The next element: a carry from the innermost dimension out.
+        for (int d = ndim - 1; d >= 0; --d) {
+            uint base = uint(d) * W;
+            for (uint k = 0u; k < ARITY; ++k) off[k] += uint64_t(p.dims[base + 1u + k]);
+            if (++coord[d] < p.dims[base]) break;
+            for (uint k = 0u; k < ARITY; ++k) off[k] -= uint64_t(p.dims[base]) * p.dims[base + 1u + k];
+            coord[d] = 0u;
+        }
+    }
+    store4(p.dst, q, res, count, DT_OUT);
+}
+
+#else
+
+layout(constant_id = 5) const uint C_TENSOR = 0;   // 1: c is a tensor like b in LM_EW_SAME (where)
+
+layout(push_constant) uniform Params {
+    uint64_t a, b, dst;   // device addresses
+    uint64_t n;           // elements of a and dst
+    uint64_t period;      // LM_EW_BCAST: vectors of b, the length of its repeat
+    uint64_t wg_mod;      // WG mod period
+    uint64_t c;           // C_TENSOR: c's address
+    float scalar;         // b when MODE is LM_EW_SCALAR
+    float scalar2;        // c unless C_TENSOR
+    uint groups_x;        // width of the grid, for 2-D folding
+} p;
+
+#if VEC == 4
+VT load(uint64_t base, uint64_t k, uint dt) { return load4(base, k, dt); }
+#else
+VT load(uint64_t base, uint64_t k, uint dt) { return FloatArray(base + k * 4ul).v[0]; }   // float32 only
+#endif
+
 uint64_t wrap(uint64_t j) { return j >= p.period ? j - p.period : j; }
 
 uint64_t mod_period(uint64_t k) {
@@ -133,29 +585,40 @@ void main() {
     uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul;
-    VT va[UNROLL], vb[UNROLL];
+    VT va[UNROLL], vb[UNROLL], vc[UNROLL];
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < nv) {
-            va[i] = load(p.a, k);
-            if (MODE == LM_EW_SAME) vb[i] = load(p.b, k);
-            else if (MODE == LM_EW_BCAST) vb[i] = load(p.b, j);
+            va[i] = load(p.a, k, DT_A);
+            if (MODE == LM_EW_SAME) vb[i] = load(p.b, k, DT);
+            else if (MODE == LM_EW_BCAST) vb[i] = load(p.b, j, DT);
             else vb[i] = VT(p.scalar);
+            vc[i] = C_TENSOR != 0u ? load(p.c, k, DT) : VT(p.scalar2);
         }
         if (MODE == LM_EW_BCAST) j = wrap(j + p.wg_mod);
     }
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
-        if (k < nv) store(p.dst, k, apply(va[i], vb[i]));
+#if VEC == 4
+        if (k < nv) store4(p.dst, k, apply(va[i], vb[i], vc[i]), 4u, DT_OUT);
+#else
+        if (k < nv) FloatArray(p.dst + k * 4ul).v[0] = apply(va[i], vb[i], vc[i]);
+#endif
     }
 #if VEC == 4
-    // The last n % 4 elements (never in LM_EW_BCAST, whose period is a multiple of 4 here).
-    uint64_t e = nv * 4ul + gl_LocalInvocationID.x;
-    if (group == 0ul && e < p.n) {
-        float ae = FloatArray(p.a + e * 4ul).v[0];
-        float be = p.scalar;
-        if (MODE == LM_EW_SAME) be = FloatArray(p.b + e * 4ul).v[0];
-        FloatArray(p.dst + e * 4ul).v[0] = apply(VT(ae), VT(be)).x;
+    // The last n % 4 elements, by the first thread (never in LM_EW_BCAST, whose period
+    // is a multiple of 4 here).
+    uint count = uint(p.n - nv * 4ul);
+    if (group == 0ul && gl_LocalInvocationID.x == 0u && count != 0u) {
+        vec4 a4 = vec4(0.0), b4 = vec4(p.scalar), c4 = vec4(p.scalar2);
+        for (uint e = 0u; e < count; ++e) {
+            a4[e] = load1(p.a, nv * 4ul + e, DT_A);
+            if (MODE == LM_EW_SAME) b4[e] = load1(p.b, nv * 4ul + e, DT);
+            if (C_TENSOR != 0u) c4[e] = load1(p.c, nv * 4ul + e, DT);
+        }
+        store4(p.dst, nv, apply(a4, b4, c4), count, DT_OUT);
     }
 #endif
 }
+
+#endif

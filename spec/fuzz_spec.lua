@@ -426,6 +426,9 @@ end
 --   neg, relu, copy, fill, factories: exact;  add, sub, mul, scale: 2 ulp;  div: 3 ulp
 --   (divisors beyond 2^+-126, where Vulkan does not bound div, are not checked);
 --   erf, gelu*: 1e-6 max(1, |want|);  softmax: 1e-5 |want| + 1e-6;
+--   exp, log, sqrt, rsqrt: 2 ulp; tanh, sigmoid: 3; silu, pow: 4; maximum, minimum, clamp,
+--   where, comparisons (0/1): exact; float16/bfloat16 results: the reference rounded to
+--   the format, within one of its ulps;
 --   sum, mean: 1e-6 sum|x| (/ D) over the row's finite entries;  matmul, linear:
 --   1e-6 sum|a||b| (+ 1e-6 |bias|);  layer_norm_forward y: 1e-4 (|w| or 1) max(1, |y0|)
 --   + 1e-6 |bias|, mean: 1e-6 max|x|, invstd: 1e-4 relative.
@@ -553,12 +556,27 @@ local function opts_at(args, i) local o = args[i] if type(o) == "table" and not 
 -- for a number, else the value itself.
 local ORACLES = {}
 
+-- A float16 or bfloat16 result is the float32 one rounded once: the reference rounded to
+-- that format, within the bound or one ulp of the format (the double rounding).
+local FORMAT = { float16 = { ref.round_float16, 2 ^ -10, 2 ^ -24 }, bfloat16 = { ref.round_bfloat16, 2 ^ -7, FLT_MIN } }
+local function in_format(want, tol, dtype)
+  local f = FORMAT[dtype]
+  if not f then return want, tol end
+  for i = 1, #want do
+    want[i] = f[1](want[i])
+    tol[i] = math.max(tol[i], f[2] * abs(want[i]) + f[3])
+  end
+  return want, tol
+end
+
 local function unary(f, tolf)
   return function(inp)
     local x = inp[1]
     if type(x) ~= "table" or not x.flat then return nil end
     local want = ref.flatten(f(x.nested))
-    return { { want = want, tol = tolf(want), shape = x.shape } }
+    local tol
+    want, tol = in_format(want, tolf(want), x.dtype)
+    return { { want = want, tol = tol, shape = x.shape } }
   end
 end
 local function exact(want) return elementwise_bounds(want, 0, 0) end
@@ -583,24 +601,34 @@ ORACLES.scale = function(inp)
   return unary(function(t) return ref.scale(t, inp[2]) end, function(w) return elementwise_bounds(w, 2 * ULP, FLT_MIN) end)(inp)
 end
 
-local function binary(name, rel)
+-- Binary ops broadcast (NumPy rules); `rel` bounds the float32 result, `bool` results
+-- are 0/1.
+local function binary(name, rel, bool)
   return function(inp)
     local a, b = inp[1], inp[2]
     local va = type(a) == "table" and a.nested or a
     local vb = type(b) == "table" and b.nested or b
     if type(va) ~= "number" and type(va) ~= "table" or type(vb) ~= "number" and type(vb) ~= "table" then return nil end
-    local shape = (type(a) == "table" and type(b) == "table") and (#a.shape >= #b.shape and a.shape or b.shape)
-                  or (type(a) == "table" and a.shape or b.shape)
     local r = ref[name](va, vb)
-    local want = type(r) == "table" and ref.flatten(r) or { r }
+    if type(r) ~= "table" then return nil end
+    local shape, level = {}, r            -- (booleans for comparisons: ref.shape wants numbers)
+    while type(level) == "table" do shape[#shape + 1] = #level; level = level[1] end
+    local want = {}
+    local function flat_into(t) for i = 1, #t do if type(t[i]) == "table" then flat_into(t[i]) else want[#want + 1] = t[i] end end end
+    flat_into(r)
+    if bool then
+      for i = 1, #want do want[i] = want[i] and 1 or 0 end
+      return { { want = want, tol = elementwise_bounds(want, 0, 0), shape = shape } }
+    end
     local tol = elementwise_bounds(want, rel, FLT_MIN)
     if name == "div" then   -- Vulkan bounds div only for divisors in 2^-126..2^126
-      local nb = type(b) == "table" and #b.flat or 1
+      local db = type(b) == "table" and ref.flatten(ref.add(ref.mul(va, 0), vb)) or nil
       for i = 1, #want do
-        local d = type(b) == "table" and b.flat[(i - 1) % nb + 1] or b
+        local d = db and db[i] or b
         if d ~= 0 and (abs(d) < FLT_MIN or abs(d) > 2 ^ 126) then tol[i] = huge end
       end
     end
+    want, tol = in_format(want, tol, (type(a) == "table" and a or b).dtype)
     return { { want = want, tol = tol, shape = shape } }
   end
 end
@@ -608,6 +636,34 @@ ORACLES.add = binary("add", 2 * ULP)
 ORACLES.sub = binary("sub", 2 * ULP)
 ORACLES.mul = binary("mul", 2 * ULP)
 ORACLES.div = binary("div", 3 * ULP)
+-- The elementwise math and comparisons (bounds as spec/elementwise_ops_spec.lua's, in
+-- ulps taken relatively; exact where the op rounds once).
+ORACLES.pow = binary("pow", 4 * ULP)
+ORACLES.maximum = binary("maximum", 0)
+ORACLES.minimum = binary("minimum", 0)
+for _, op in ipairs { "eq", "ne", "lt", "le", "gt", "ge" } do ORACLES[op] = binary(op, 0, true) end
+for op, ulps in pairs { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4 } do
+  ORACLES[op] = unary(function(t) return ref[op](t) end, function(w) return elementwise_bounds(w, ulps * ULP, FLT_MIN) end)
+end
+ORACLES.clamp = function(inp, args)
+  local lo, hi = inp[2], inp[3]
+  if (lo ~= nil and type(lo) ~= "number") or (hi ~= nil and type(hi) ~= "number") or (lo == nil and hi == nil) then return nil end
+  return unary(function(t) return ref.clamp(t, lo, hi) end, exact)(inp)
+end
+ORACLES.where = function(inp)
+  local m, a, b = inp[1], inp[2], inp[3]
+  if type(m) ~= "table" or not m.flat or m.dtype ~= "bool" then return nil end
+  local va = type(a) == "table" and a.nested or a
+  local vb = type(b) == "table" and b.nested or b
+  if type(va) ~= "number" and type(va) ~= "table" or type(vb) ~= "number" and type(vb) ~= "table" then return nil end
+  local r = ref.where(m.nested, va, vb)
+  local shape = ref.shape(r)
+  local want = ref.flatten(r)
+  local dtype = (type(a) == "table" and a.dtype) or (type(b) == "table" and b.dtype) or "float32"
+  local tol
+  want, tol = in_format(want, elementwise_bounds(want, 0, 0), dtype)
+  return { { want = want, tol = tol, shape = shape } }
+end
 
 -- Reductions, softmax and topk over opts.dim (the reference takes the same options):
 -- sum, mean: 1e-6 sum|x| (/ count) over the finite entries of each output's column;

@@ -421,8 +421,8 @@ describe("op argument errors", function()
       error_of(function() lumus.sub(v, x) end))
     assert.matches("shapes 2x3 and 3x2 do not match",
       error_of(function() lumus.mul(x, lumus.tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } })) end))
-    assert.matches("'div' %(shapes 2x3 and 1x3 do not match",
-      error_of(function() return x / lumus.tensor({ { 1, 2, 3 } }) end))
+    assert.matches("'div' %(shapes 2x3 and 3x3 do not match",
+      error_of(function() return x / lumus.tensor({ { 1, 2, 3 }, { 4, 5, 6 }, { 7, 8, 9 } }) end))
   end)
 
   it("reject wrong operand types", function()

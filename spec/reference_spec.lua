@@ -288,8 +288,8 @@ describe("reference elementwise ops", function()
 
   it("reject shapes that do not broadcast, naming both", function()
     assert.matches("reference.add: shapes 2 and 3 do not match", error_of(function() ref.add({ 1, 2 }, { 1, 2, 3 }) end))
-    assert.matches("shapes 2x2 and 2x1 do not match",
-      error_of(function() ref.mul({ { 1, 2 }, { 3, 4 } }, { { 1 }, { 2 } }) end))
+    assert.matches("shapes 2x2 and 3x1 do not match",
+      error_of(function() ref.mul({ { 1, 2 }, { 3, 4 } }, { { 1 }, { 2 }, { 3 } }) end))
   end)
 
   it("scale, neg, relu", function()

@@ -14,6 +14,15 @@ local OPS = {
   { "erf", function(t) return ref.map(t, ref.erf) end, { abs = 2e-7 }, 6 },
   { "gelu_erf", function(t) return ref.gelu(t, "none") end, { mixed = 2e-6 }, 10 },
   { "gelu_tanh", function(t) return ref.gelu(t, "tanh") end, { mixed = 2e-6 }, 10 },
+  -- n ulp of float32 as a relative bound (n * 2^-23 >= n ulp); spec/elementwise_ops_spec
+  -- checks these in ulps on wider sweeps, with NaN/inf tables.
+  { "exp", ref.exp, { rel = 2 * 2 ^ -23 }, 80 },
+  { "log", ref.log, { rel = 2 * 2 ^ -23 }, 100 },
+  { "sqrt", ref.sqrt, { rel = 2 * 2 ^ -23 }, 100 },
+  { "rsqrt", ref.rsqrt, { rel = 2 * 2 ^ -23 }, 100 },
+  { "tanh", ref.tanh, { rel = 3 * 2 ^ -23 }, 10 },
+  { "sigmoid", ref.sigmoid, { rel = 3 * 2 ^ -23 }, 20 },
+  { "silu", ref.silu, { rel = 4 * 2 ^ -23 }, 20 },
 }
 
 -- Seeded inputs in [-range, range], float32-rounded, with zeros and both signs.

@@ -32,7 +32,8 @@
 --   f32(v)                            v rounded to the nearest float32
 --   random_table(shape, f)            nested table of f() values, rounded to float32
 --   map(t, f)                         f applied to every number of a nested table
---   add, sub, mul, div(a, b)          elementwise, numbers or broadcast trailing shapes
+--   add, sub, mul, div(a, b)          elementwise, numbers or shapes that broadcast
+--                                     (NumPy/PyTorch rules: sizes equal or 1)
 --   scale(t, s), neg(t), relu(t)      t * s, -t, max(t, 0)
 --   erf(x), erfc(x)                   the error function and 1 - erf(x), numbers
 --   gelu(t, approximate)              "none" (erf form, the default) or "tanh"
@@ -54,6 +55,10 @@
 --   argmax, argmin(t, opts)           1-based indices
 --   softmax, log_softmax(t, opts)     over opts.dim (default the last)
 --   topk(t, k, opts)                  values, 1-based indices ({dim=, largest=})
+--   exp log sqrt rsqrt tanh sigmoid silu expm1 (t)      elementwise, PyTorch's NaN/inf
+--   pow(a, b), maximum(a, b), minimum(a, b), clamp(t, min, max)
+--   eq ne lt le gt ge (a, b)          booleans (true/false), NaN compares false but in ne
+--   where(mask, a, b)                 a where mask (booleans, or nonzero numbers), else b
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -365,44 +370,79 @@ function M.map(t, f)
   return out
 end
 
--- f(x, y) over a and b: numbers, tables of one shape, or a table whose shape is a
--- trailing part of the other's, which then repeats over the other's leading levels.
-local function broadcast(name, a, b, f)
-  if type(a) == "number" and type(b) == "number" then return f(a, b) end
-  if type(a) == "number" then return M.map(b, function(y) return f(a, y) end) end
-  if type(b) == "number" then return M.map(a, function(x) return f(x, b) end) end
-  local sa, sb = M.shape(a), M.shape(b)
-  local small, big = sb, sa
-  if #sa < #sb then small, big = sa, sb end
-  for i = 1, #small do
-    if small[#small - i + 1] ~= big[#big - i + 1] then
-      error(("reference.%s: shapes %s and %s do not match"):format(name,
-        table.concat(sa, "x"), table.concat(sb, "x")), 3)
+-- f(x, y, ...) over operands that broadcast by NumPy/PyTorch rules: numbers, or nested
+-- tables whose shapes, aligned from the last dimension, have equal sizes or 1 (a
+-- missing dimension counts as 1); the result has the larger size of each pair. Numbers
+-- only give a number.
+local function broadcast_n(name, f, ...)
+  local args = table.pack(...)
+  local shapes, flats, nd = {}, {}, 0
+  for k = 1, args.n do
+    if type(args[k]) == "table" then
+      shapes[k] = M.shape(args[k])
+      flats[k] = flatten_into(args[k], {})
+      if #shapes[k] > nd then nd = #shapes[k] end
     end
   end
-  local extra = #big - #small   -- leading levels where the smaller operand repeats
-  local function walk(x, y, depth)
-    if type(x) == "number" then return f(x, y) end
-    local out = {}
-    for i = 1, #x do
-      if depth < extra then
-        if #sa >= #sb then out[i] = walk(x[i], y, depth + 1) else out[i] = walk(x, y[i], depth + 1) end
+  if nd == 0 then return f(...) end
+  local out_shape = {}
+  for i = 1, nd do out_shape[i] = 1 end
+  local first
+  for k = 1, args.n do
+    local s = shapes[k]
+    if s then
+      for i = 1, #s do
+        local j = nd - #s + i
+        if s[i] ~= out_shape[j] and s[i] ~= 1 then
+          if out_shape[j] ~= 1 then
+            error(("reference.%s: shapes %s and %s do not match"):format(name,
+              table.concat(shapes[first], "x"), table.concat(s, "x")), 3)
+          end
+          out_shape[j] = s[i]
+        end
+      end
+      first = first or k
+    end
+  end
+  -- Row-major strides of each operand over the result's shape (0 where it repeats).
+  local strides = {}
+  for k = 1, args.n do
+    local s = shapes[k]
+    if s then
+      local st, step = {}, 1
+      for i = nd, 1, -1 do
+        local j = i - (nd - #s)
+        if j >= 1 and s[j] == out_shape[i] and s[j] ~= 1 then st[i] = step else st[i] = 0 end
+        if j >= 1 then step = step * s[j] end
+      end
+      strides[k] = st
+    end
+  end
+  local n = 1
+  for i = 1, nd do n = n * out_shape[i] end
+  local out, idx, vals = {}, {}, {}
+  for i = 1, nd do idx[i] = 0 end
+  for e = 1, n do
+    for k = 1, args.n do
+      if shapes[k] then
+        local off = 0
+        for i = 1, nd do off = off + idx[i] * strides[k][i] end
+        vals[k] = flats[k][off + 1]
       else
-        out[i] = walk(x[i], y[i], depth + 1)
+        vals[k] = args[k]
       end
     end
-    return out
+    out[e] = f(table.unpack(vals, 1, args.n))
+    for i = nd, 1, -1 do
+      idx[i] = idx[i] + 1
+      if idx[i] < out_shape[i] then break end
+      idx[i] = 0
+    end
   end
-  if #sa >= #sb then return walk(a, b, 0) end
-  -- b is the larger: walk its leading levels, pairing every part with all of a.
-  local function walk_b(y, depth)
-    if depth == extra then return walk(a, y, extra) end
-    local out = {}
-    for i = 1, #y do out[i] = walk_b(y[i], depth + 1) end
-    return out
-  end
-  return walk_b(b, 0)
+  return M.nest(out, out_shape)
 end
+
+local function broadcast(name, a, b, f) return broadcast_n(name, f, a, b) end
 
 -- v, or +-inf where v is beyond float32's range: values from 2^128 - 2^103 (halfway between
 -- the largest float32 and 2^128) up round to infinity in float32.
@@ -963,6 +1003,135 @@ function M.arange(start, stop, step, dtype)
     else out[i + 1] = f32(start + i * step) end
   end
   return out
+end
+
+---------------------------------------------------------------------------------------
+-- Elementwise math, comparisons and where (lumus.exp, ..., lumus.where), float64 with
+-- PyTorch's float32 semantics for NaN, infinities and overflow (docs/semantics.md).
+
+local exp, log = math.exp, math.log
+
+--- expm1(x) = e^x - 1, accurate also for tiny x (Kahan's form (u - 1) x / log u).
+function M.expm1(x)
+  local u = exp(x)
+  if u == 1 then return x end               -- |x| below 2^-53 (and -0)
+  local um = u - 1
+  if um == -1 then return -1 end
+  if u == huge then return huge end
+  return um * x / log(u)
+end
+
+local function tanh1(x)
+  if x ~= x then return x end
+  if x > 20 then return 1 elseif x < -20 then return -1 end
+  local t = M.expm1(2 * x)
+  return t / (t + 2)
+end
+
+local function sigmoid1(x)
+  if x ~= x then return x end
+  if x >= 0 then return 1 / (1 + exp(-x)) end
+  local e = exp(x)
+  return e / (1 + e)
+end
+
+local function sqrt1(x)
+  if x < 0 then return 0 / 0 end            -- NaN (math.sqrt's sign of NaN varies)
+  return sqrt(x)
+end
+
+local function rsqrt1(x)
+  if x < 0 then return 0 / 0 end
+  return 1 / sqrt(x)                         -- 1 / +-0 = +-inf, as PyTorch
+end
+
+local function log1(x)
+  if x < 0 then return 0 / 0 end
+  if x == 0 then return -huge end
+  return log(x)
+end
+
+function M.exp(t) return M.map(t, function(x) return f32_range(exp(x)) end) end
+function M.log(t) return M.map(t, log1) end
+function M.sqrt(t) return M.map(t, sqrt1) end
+function M.rsqrt(t) return M.map(t, rsqrt1) end
+function M.tanh(t) return M.map(t, tanh1) end
+function M.sigmoid(t) return M.map(t, sigmoid1) end
+--- x sigmoid(x): silu(-inf) is -inf * 0 = NaN, as PyTorch's.
+function M.silu(t) return M.map(t, function(x) return x * sigmoid1(x) end) end
+
+-- C's pow (Lua's ^): pow(x, 0) = pow(1, y) = 1 even for NaN; a negative base with a
+-- non-integral exponent gives NaN.
+local function pow1(x, y)
+  if y == 0 or x == 1 then return 1 end
+  if x ~= x or y ~= y then return 0 / 0 end
+  if x < 0 and y ~= math.floor(y) and x > -huge and y > -huge and y < huge then return 0 / 0 end
+  return f32_range(x ^ y)
+end
+
+-- PyTorch computes pow(t, y) for these numbers y otherwise (sqrt for 0.5: pow(-0, 0.5)
+-- is -0 and pow(-inf, 0.5) NaN there).
+local POW_SPECIAL = {
+  [2] = function(x) return f32_range(x * x) end,
+  [3] = function(x) return f32_range(x * x * x) end,
+  [0.5] = sqrt1,
+  [-0.5] = rsqrt1,
+  [-1] = function(x) return 1 / x end,
+  [-2] = function(x) return 1 / (x * x) end,
+  [1] = function(x) return x end,
+}
+
+--- pow(a, b): a, b numbers or broadcasting tables; a number b in {2, 3, 0.5, -0.5, -1,
+-- -2, 1} takes PyTorch's special forms, the rest C's pow.
+function M.pow(a, b)
+  if type(b) == "number" and type(a) == "table" then
+    local special = POW_SPECIAL[b]
+    if special then return M.map(a, special) end
+  end
+  return broadcast_n("pow", pow1, a, b)
+end
+
+local function maximum1(x, y)
+  if x ~= x or y ~= y then return 0 / 0 end
+  return x > y and x or y
+end
+local function minimum1(x, y)
+  if x ~= x or y ~= y then return 0 / 0 end
+  return x < y and x or y
+end
+--- maximum, minimum: NaN if either operand is NaN.
+function M.maximum(a, b) return broadcast_n("maximum", maximum1, a, b) end
+function M.minimum(a, b) return broadcast_n("minimum", minimum1, a, b) end
+
+--- clamp(t, min, max): minimum(maximum(t, min), max); a nil bound is none.
+function M.clamp(t, lo, hi)
+  return M.map(t, function(x)
+    if lo ~= nil then x = maximum1(x, lo) end
+    if hi ~= nil then x = minimum1(x, hi) end
+    return x
+  end)
+end
+
+function M.eq(a, b) return broadcast_n("eq", function(x, y) return x == y end, a, b) end
+function M.ne(a, b) return broadcast_n("ne", function(x, y) return x ~= y end, a, b) end
+function M.lt(a, b) return broadcast_n("lt", function(x, y) return x < y end, a, b) end
+function M.le(a, b) return broadcast_n("le", function(x, y) return x <= y end, a, b) end
+function M.gt(a, b) return broadcast_n("gt", function(x, y) return x > y end, a, b) end
+function M.ge(a, b) return broadcast_n("ge", function(x, y) return x >= y end, a, b) end
+
+--- where(mask, a, b): a where mask is true (or a nonzero number), else b; all three
+-- broadcast.
+function M.where(mask, a, b)
+  local function m01_of(m)
+    if type(m) == "table" then
+      local out = {}
+      for i = 1, #m do out[i] = m01_of(m[i]) end
+      return out
+    end
+    return (m == true or (type(m) == "number" and m ~= 0)) and 1 or 0
+  end
+  local m01 = m01_of(mask)
+  return broadcast_n("where", function(m, x, y) if m == 1 then return x end return y end, m01, a, b)
 end
 
 -- ---- dtypes: conversions (float64 counterparts of t:to(), lumus.tensor with {dtype=}) ----

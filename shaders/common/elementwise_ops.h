@@ -15,10 +15,42 @@
 #define LM_EW_GELU_ERF 8
 #define LM_EW_ERF 9
 #define LM_EW_ABS 10
+#define LM_EW_EXP 11
+#define LM_EW_LOG 12
+#define LM_EW_SQRT 13
+#define LM_EW_RSQRT 14
+#define LM_EW_TANH 15
+#define LM_EW_SIGMOID 16
+#define LM_EW_SILU 17
+#define LM_EW_POW 18        /* a^b with C's pow special cases */
+#define LM_EW_RPOW 19       /* b^a (a number base: 2^t) */
+#define LM_EW_SQUARE 20     /* a * a (pow by the number 2, as PyTorch) */
+#define LM_EW_CUBE 21       /* a * a * a (pow by 3) */
+#define LM_EW_RSQUARE 22    /* 1 / (a * a) (pow by -2) */
+#define LM_EW_MAXIMUM 23    /* NaN if either is NaN */
+#define LM_EW_MINIMUM 24
+#define LM_EW_CLAMP 25      /* minimum(maximum(a, b), c): b, c the bounds */
+#define LM_EW_EQ 26         /* comparisons: a bool result, false for NaN (ne: true) */
+#define LM_EW_NE 27
+#define LM_EW_LT 28
+#define LM_EW_LE 29
+#define LM_EW_GT 30
+#define LM_EW_GE 31
+#define LM_EW_WHERE 32      /* a (a bool mask) ? b : c */
+#define LM_EW_COPY 33       /* a */
+
+/* Operand and result types, specialization constant 3 (the float dtype of the data;
+ * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */
+#define LM_EW_F32 0
+#define LM_EW_F16 1
+#define LM_EW_BF16 2
+#define LM_EW_BOOL 4
 
 /* Where b comes from, specialization constant 2. */
 #define LM_EW_SAME 0        /* b has a's element count; b[k] pairs with a[k] */
 #define LM_EW_BCAST 1       /* b is a trailing part of a's shape, repeated */
 #define LM_EW_SCALAR 2      /* b is the number p.scalar (unary ops ignore it) */
+/* The general kernel (VEC undefined, ND=1) takes each operand through its own strides
+ * over the collapsed result shape, or as a number; it has no modes. */
 
 #endif

@@ -1,19 +1,20 @@
-/* lumus.add, sub, mul, div and scale: argument checks, broadcasting and the result.
+/* The binary elementwise ops: add, sub, mul, div, pow, maximum, minimum (and the
+ * comparisons of compare.c through lm_ew_binary), and scale.
  *
- * Operands are tensors or numbers (at least one tensor). Two tensors must have the same
- * shape, or one's shape must equal a trailing part of the other's (a [R, D] + b [D]);
- * the result has the larger shape and the smaller operand repeats over its leading
- * dimensions. A number, or the smaller tensor, may come first: the kernel then runs the
- * reversed op (2 - t is RSUB(t, 2)). */
+ * Operands are tensors or numbers (at least one a tensor). Tensors broadcast by
+ * NumPy/PyTorch rules (broadcast.h) and must have the same float dtype; the result has
+ * the broadcast shape and their dtype (bool for comparisons). Numbers are float32
+ * operands of the float32 arithmetic, whatever the tensor's dtype. */
 #include "elementwise.h"
 #include <lauxlib.h>
 
-typedef struct binary_op { const char *name; lm_ew_op op, reversed; } binary_op;
-
-static const binary_op ADD = { "add", LM_EW_ADD, LM_EW_ADD };
-static const binary_op SUB = { "sub", LM_EW_SUB, LM_EW_RSUB };
-static const binary_op MUL = { "mul", LM_EW_MUL, LM_EW_MUL };
-static const binary_op DIV = { "div", LM_EW_DIV, LM_EW_RDIV };
+static const lm_binary_op ADD = { "add", LM_EW_ADD, LM_EW_ADD, 0 };
+static const lm_binary_op SUB = { "sub", LM_EW_SUB, LM_EW_RSUB, 0 };
+static const lm_binary_op MUL = { "mul", LM_EW_MUL, LM_EW_MUL, 0 };
+static const lm_binary_op DIV = { "div", LM_EW_DIV, LM_EW_RDIV, 0 };
+static const lm_binary_op POW = { "pow", LM_EW_POW, LM_EW_RPOW, 0 };
+static const lm_binary_op MAXIMUM = { "maximum", LM_EW_MAXIMUM, LM_EW_MAXIMUM, 0 };
+static const lm_binary_op MINIMUM = { "minimum", LM_EW_MINIMUM, LM_EW_MINIMUM, 0 };
 
 /* The tensor at idx, or NULL for a number; anything else raises. */
 static lm_tensor *tensor_or_number(lua_State *L, int idx) {
@@ -22,56 +23,71 @@ static lm_tensor *tensor_or_number(lua_State *L, int idx) {
     return lm_check_tensor(L, idx);
 }
 
-/* Is small's shape a trailing part of big's (or equal to it)? */
-static int is_trailing(const lm_tensor *small, const lm_tensor *big) {
-    if (small->ndim > big->ndim) return 0;
-    for (int i = 1; i <= small->ndim; i++)
-        if (small->shape[small->ndim - i] != big->shape[big->ndim - i]) return 0;
-    return 1;
+/* pow(t, y) for the numbers y that PyTorch computes otherwise than by pow (so that,
+ * e.g., pow(-8, 0.5) is sqrt's NaN and pow(-0, 0.5) is -0, as there): the op, with
+ * *scalar set where it takes one; 0 for the general pow. */
+static lm_ew_op pow_special(float y, float *scalar) {
+    if (y == 2.0f) return LM_EW_SQUARE;
+    if (y == 3.0f) return LM_EW_CUBE;
+    if (y == 0.5f) return LM_EW_SQRT;
+    if (y == -0.5f) return LM_EW_RSQRT;
+    if (y == -2.0f) return LM_EW_RSQUARE;
+    if (y == 1.0f) return LM_EW_COPY;
+    if (y == -1.0f) { *scalar = 1.0f; return LM_EW_RDIV; }
+    return 0;
 }
 
-static int binary(lua_State *L, const binary_op *o) {
-    lm_contiguous_inputs(L, 1, 2);
+int lm_ew_binary(lua_State *L, const lm_binary_op *o) {
     lm_tensor *a = tensor_or_number(L, 1);
     lm_tensor *b = tensor_or_number(L, 2);
     if (!a && !b) lm_argerror(L, 1, "tensor expected (both operands are numbers)");
     lm_check_options(L, 3, lm_out_option);
-    lm_ew_op op = o->op;
-    lm_tensor *big = a, *small = b;
-    int small_arg = 2;
-    if (!a || (b && b->ndim > a->ndim)) {
-        big = b; small = a; small_arg = 1;
-        op = o->reversed;
-    }
-    if (small && !is_trailing(small, big)) {
-        char sa[256], sb[256];
-        lm_shape_string(a->shape, a->ndim, sa, sizeof sa);
-        lm_shape_string(b->shape, b->ndim, sb, sizeof sb);
-        /* argument 2: never "bad self" for t:add(u) */
-        lm_argerror(L, 2, "shapes %s and %s do not match (one must equal the other or a trailing part of it)", sa, sb);
-    }
-    lm_context *ctx = big->storage->ctx;
-    if (small && small->storage->ctx != ctx) luaL_error(L, "%s: tensors belong to different devices", o->name);
-    float scalar = small ? 0.0f : (float)lua_tonumber(L, small_arg);
+    if (a) lm_ew_check_float(L, 1, a);
+    if (b) lm_ew_check_float(L, 2, b);
+    if (a && b) lm_ew_check_same_dtype(L, 2, a, b);
+    const lm_tensor *both[2] = { a, b };
+    int ndim;
+    int64_t shape[LM_MAX_DIMS];
+    if (lm_broadcast_shape(2, both, &ndim, shape) >= 0) lm_broadcast_error(L, 2, a, b);
+    lm_tensor *any = a ? a : b;
+    lm_context *ctx = any->storage->ctx;
+    if (a && b && b->storage->ctx != ctx) luaL_error(L, "%s: tensors belong to different devices", o->name);
+    lm_dtype dtype = any->dtype;
     lm_operands in = { { a, b }, { "a", "b" } };
-    lm_tensor *out = lm_push_out(L, 3, ctx, big->ndim, big->shape, &in, 1);
-    lm_record_elementwise(L, o->name, op, big, small, scalar, out);
+    lm_tensor *out = lm_ew_push_result(L, 3, ctx, o->compare ? LM_BOOL : dtype, ndim, shape, &in);
+    lm_ew_call c = {
+        .name = o->name, .op = o->op, .reversed = o->reversed, .dtype = dtype,
+        .t = { a, b }, .out = out,
+    };
+    if (!a) c.scalar[0] = lm_ew_float(lua_tonumber(L, 1));
+    if (!b) c.scalar[1] = lm_ew_float(lua_tonumber(L, 2));
+    if (o->op == LM_EW_POW && !b) {
+        lm_ew_op special = pow_special(c.scalar[1], &c.scalar[1]);
+        if (special) c.op = special;
+    }
+    lm_record_ew(L, &c);
     return 1;
 }
 
-int lm_op_add(lua_State *L) { return binary(L, &ADD); }
-int lm_op_sub(lua_State *L) { return binary(L, &SUB); }
-int lm_op_mul(lua_State *L) { return binary(L, &MUL); }
-int lm_op_div(lua_State *L) { return binary(L, &DIV); }
+int lm_op_add(lua_State *L) { return lm_ew_binary(L, &ADD); }
+int lm_op_sub(lua_State *L) { return lm_ew_binary(L, &SUB); }
+int lm_op_mul(lua_State *L) { return lm_ew_binary(L, &MUL); }
+int lm_op_div(lua_State *L) { return lm_ew_binary(L, &DIV); }
+int lm_op_pow(lua_State *L) { return lm_ew_binary(L, &POW); }
+int lm_op_maximum(lua_State *L) { return lm_ew_binary(L, &MAXIMUM); }
+int lm_op_minimum(lua_State *L) { return lm_ew_binary(L, &MINIMUM); }
 
 /* lumus.scale(t, s [, opts]): t * s for a number s. */
 int lm_op_scale(lua_State *L) {
-    lm_contiguous_inputs(L, 1, 1);
     lm_tensor *t = lm_check_tensor(L, 1);
-    float s = (float)lm_check_number(L, 2);
+    float s = lm_ew_float(lm_check_number(L, 2));
     lm_check_options(L, 3, lm_out_option);
+    lm_ew_check_float(L, 1, t);
     lm_operands in = { { t }, { "t" } };
-    lm_tensor *out = lm_push_out(L, 3, t->storage->ctx, t->ndim, t->shape, &in, 1);
-    lm_record_elementwise(L, "scale", LM_EW_MUL, t, NULL, s, out);
+    lm_tensor *out = lm_ew_push_result(L, 3, t->storage->ctx, t->dtype, t->ndim, t->shape, &in);
+    lm_record_ew(L, &(lm_ew_call){
+        .name = "scale", .op = LM_EW_MUL, .reversed = LM_EW_MUL, .dtype = t->dtype,
+        .t = { t, NULL }, .scalar = { 0.0f, s }, .out = out,
+    });
     return 1;
 }

@@ -1,35 +1,264 @@
-/* Recording of the elementwise kernel: variant (vec4 or float), mode, grid. */
+/* Recording of the elementwise kernel (shaders/elementwise.comp): which form runs (vec4
+ * over plain operands, the repeated-row form, or the strided form), its grid, and the
+ * argument helpers the elementwise ops share. */
 #include "elementwise.h"
 #include <lauxlib.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
 
 #define EW_WG 256
-#define EW_UNROLL 4            /* vectors per thread: UNROLL in the shader */
+#define EW_ND_WORDS 20          /* p.dims of the strided form */
+#define U32_MAX 0xffffffffLL
 
-void lm_record_elementwise(lua_State *L, const char *name, lm_ew_op op, lm_tensor *a,
-                           lm_tensor *b, float scalar, lm_tensor *out) {
-    lm_context *ctx = a->storage->ctx;
-    uint32_t mode = !b ? LM_EW_SCALAR : b->numel == a->numel ? LM_EW_SAME : LM_EW_BCAST;
-    /* A broadcast row that is not a whole number of vec4s would misalign a's rows. */
-    int vec = mode == LM_EW_BCAST && b->numel % 4 ? 1 : 4;
-    uint64_t nv = (uint64_t)a->numel / (uint64_t)vec;
-    uint64_t per_group = (uint64_t)EW_WG * EW_UNROLL;
+_Static_assert(LM_EW_F32 == LM_FLOAT32 && LM_EW_F16 == LM_FLOAT16 && LM_EW_BF16 == LM_BFLOAT16
+               && LM_EW_BOOL == LM_BOOL, "the shader's type codes are lm_dtype's");
+
+int lm_ew_float_dtype(lm_dtype d) { return d == LM_FLOAT32 || d == LM_FLOAT16 || d == LM_BFLOAT16; }
+
+float lm_ew_float(double v) {
+    /* Converting a double beyond float's range is undefined in C: round by hand there
+     * (values from 2^128 - 2^103 up round to infinity). */
+    const double overflow = ldexp(1.0, 128) - ldexp(1.0, 103);
+    if (v >= overflow) return INFINITY;
+    if (v <= -overflow) return -INFINITY;
+    if (v > FLT_MAX) return FLT_MAX;
+    if (v < -FLT_MAX) return -FLT_MAX;
+    return (float)v;
+}
+
+void lm_ew_check_float(lua_State *L, int argn, const lm_tensor *t) {
+    if (!lm_ew_float_dtype(t->dtype))
+        lm_argerror(L, argn, "dtype %s is not supported (float32, float16 or bfloat16)", lm_dtype_name(t->dtype));
+}
+
+void lm_ew_check_same_dtype(lua_State *L, int argn, const lm_tensor *a, const lm_tensor *b) {
+    if (a->dtype != b->dtype)
+        lm_argerror(L, argn, "dtypes %s and %s differ (convert with :to())", lm_dtype_name(a->dtype),
+                    lm_dtype_name(b->dtype));
+}
+
+lm_tensor *lm_ew_push_result(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
+                             const int64_t *shape, const lm_operands *in) {
+    if (!lua_isnoneornil(L, argn) && !lua_istable(L, argn)) lm_typeerror(L, argn, "options table");
+    lm_push_option(L, argn, "out");
+    int given = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    lm_tensor *out;
+    if (given) {
+        out = lm_push_out(L, argn, ctx, ndim, shape, in, 1);
+        if (out->dtype != dtype)
+            lm_argerror(L, argn, "out must be %s, got %s", lm_dtype_name(dtype), lm_dtype_name(out->dtype));
+        return out;
+    }
+    out = lm_push_tensor_dtype(L, ctx, dtype, ndim, shape);
+    for (int i = 0; i < LM_LAUNCH_TENSORS; i++)
+        if (in->t[i] && !in->t[i]->storage)
+            luaL_error(L, "%s: %s has been freed during the call", lm_fname(L), in->name[i]);
+    return out;
+}
+
+/* The operands an op reads: 1, 2 or 3 (the shader's ARITY, the same rule). */
+static int op_arity(lm_ew_op op) {
+    switch (op) {
+    case LM_EW_WHERE: case LM_EW_CLAMP: return 3;
+    case LM_EW_ADD: case LM_EW_SUB: case LM_EW_MUL: case LM_EW_DIV: case LM_EW_RSUB: case LM_EW_RDIV:
+    case LM_EW_POW: case LM_EW_RPOW: case LM_EW_MAXIMUM: case LM_EW_MINIMUM:
+    case LM_EW_EQ: case LM_EW_NE: case LM_EW_LT: case LM_EW_LE: case LM_EW_GT: case LM_EW_GE:
+        return 2;
+    default: return 1;
+    }
+}
+
+static uint32_t unroll_for(lm_dtype d) { return d == LM_FLOAT32 ? 4u : 8u; }
+
+/* The vec4 (vec = 4) or float (vec = 1, float32 only) form: a plain of the result's
+ * shape; b plain of the same (LM_EW_SAME), plain and repeated (LM_EW_BCAST), or the
+ * number `scalar` (LM_EW_SCALAR); c `third` (plain, of the result's shape) or the number
+ * scalar2. */
+static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor *a, lm_tensor *b,
+                       lm_tensor *third, float scalar, float scalar2, uint32_t mode, int vec) {
+    lm_context *ctx = c->out->storage->ctx;
+    uint32_t unroll = unroll_for(c->dtype);
+    uint64_t nv = (uint64_t)c->out->numel / (uint64_t)vec;
+    uint64_t per_group = (uint64_t)EW_WG * unroll;
     uint64_t period = mode == LM_EW_BCAST ? (uint64_t)b->numel / (uint64_t)vec : 1;
     struct {
-        uint64_t a, b, dst, n, period, wg_mod;
-        float scalar;
-        uint32_t groups_x;
+        uint64_t a, b, dst, n, period, wg_mod, c;
+        float scalar, scalar2;
+        uint32_t groups_x, pad;
     } pc = {
         .a = lm_tensor_address(a),
         .b = b ? lm_tensor_address(b) : lm_tensor_address(a),   /* never read without b */
-        .dst = lm_tensor_address(out), .n = (uint64_t)a->numel, .period = period,
-        .wg_mod = EW_WG % period, .scalar = scalar,
+        .dst = lm_tensor_address(c->out), .n = (uint64_t)c->out->numel, .period = period,
+        .wg_mod = EW_WG % period, .c = third ? lm_tensor_address(third) : lm_tensor_address(a),
+        .scalar = scalar, .scalar2 = scalar2,
     };
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (nv + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .shader = vec == 4 ? LM_SH_EW_VEC4 : LM_SH_EW_VEC1,
-        .spec = { EW_WG, (uint32_t)op, mode },
+        .op = c->name, .any_dtype = 1, .shader = vec == 4 ? LM_SH_EW_VEC4 : LM_SH_EW_VEC1,
+        .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { a, b }, .writes = { out },
+        .reads = { a, b, third }, .writes = { c->out },
     });
+}
+
+/* The strided form's view of the operands: the result's shape with size-1 dimensions
+ * dropped and neighbours merged where every operand steps over them as one (outer
+ * stride = inner stride * inner size; the contiguous result always does). */
+typedef struct nd_plan {
+    int ndim;
+    int64_t size[LM_MAX_DIMS];
+    int64_t stride[3][LM_MAX_DIMS];
+} nd_plan;
+
+static void plan_nd(int arity, lm_tensor *const *t, const lm_tensor *out, nd_plan *p) {
+    int64_t bs[3][LM_MAX_DIMS] = { { 0 } };
+    for (int k = 0; k < arity; k++)
+        if (t[k]) lm_broadcast_strides(t[k], out->ndim, out->shape, bs[k]);
+    int n = 0;
+    for (int i = 0; i < out->ndim; i++) {
+        int64_t s = out->shape[i];
+        if (s == 1) continue;
+        int merge = n > 0;
+        for (int k = 0; merge && k < arity; k++) merge = p->stride[k][n - 1] == bs[k][i] * s;
+        if (merge) {
+            p->size[n - 1] *= s;
+            for (int k = 0; k < arity; k++) p->stride[k][n - 1] = bs[k][i];
+            continue;
+        }
+        p->size[n] = s;
+        for (int k = 0; k < 3; k++) p->stride[k][n] = k < arity ? bs[k][i] : 0;
+        n++;
+    }
+    if (n == 0) {
+        p->size[0] = 1;
+        for (int k = 0; k < 3; k++) p->stride[k][0] = 0;
+        n = 1;
+    }
+    p->ndim = n;
+}
+
+static int nd_max_dims(int arity) {
+    int d = EW_ND_WORDS / (1 + arity);
+    return d < LM_MAX_DIMS ? d : LM_MAX_DIMS;
+}
+
+/* The strided form: out (plain) = op(operands) with `dtype` as the shader's DT. */
+static void record_nd(lua_State *L, const char *name, lm_ew_op op, uint32_t dtype, int arity,
+                      lm_tensor *const *t, const float *scalar, lm_tensor *out, const nd_plan *plan) {
+    lm_context *ctx = out->storage->ctx;
+    struct {
+        uint64_t operand[3], dst, n;
+        uint32_t ndim_flags, groups_x;
+        uint32_t dims[EW_ND_WORDS];
+    } pc = { .dst = lm_tensor_address(out), .n = (uint64_t)out->numel, .ndim_flags = (uint32_t)plan->ndim };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "elementwise push constants");
+    for (int k = 0; k < arity; k++) {
+        if (t[k]) {
+            pc.operand[k] = lm_tensor_address(t[k]);
+        } else {
+            uint32_t bits;
+            memcpy(&bits, &scalar[k], sizeof bits);
+            pc.operand[k] = bits;
+            pc.ndim_flags |= 0x100u << k;
+        }
+    }
+    int w = 1 + arity;
+    for (int d = 0; d < plan->ndim; d++) {
+        if (plan->size[d] > U32_MAX)
+            luaL_error(L, "%s: a dimension of 2^32 elements or more that cannot be merged with its neighbours is not "
+                       "supported", name);
+        pc.dims[d * w] = (uint32_t)plan->size[d];
+        for (int k = 0; k < arity; k++) {
+            if (plan->stride[k][d] > U32_MAX)
+                luaL_error(L, "%s: a view with a stride of 2^32 elements or more is not supported", name);
+            pc.dims[d * w + 1 + k] = (uint32_t)plan->stride[k][d];
+        }
+    }
+    uint64_t quads = ((uint64_t)out->numel + 3) / 4;
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, (quads + EW_WG - 1) / EW_WG, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = name, .any_dtype = 1, .shader = LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { t[0], arity > 1 ? t[1] : NULL, arity > 2 ? t[2] : NULL }, .writes = { out },
+    });
+}
+
+/* Is t contiguous over the result's shape in the plan (the strides of a contiguous
+ * tensor of that shape)? */
+static int plan_contiguous(const nd_plan *p, int k) {
+    int64_t step = 1;
+    for (int d = p->ndim - 1; d >= 0; d--) {
+        if (p->stride[k][d] != step) return 0;
+        step *= p->size[d];
+    }
+    return 1;
+}
+
+static int plain_full(const lm_tensor *t, const lm_tensor *out) {
+    return t && t->numel == out->numel && lm_tensor_is_plain(t);
+}
+
+/* Is t's shape, without leading size-1 dimensions, a trailing part of out's? */
+static int is_trailing(const lm_tensor *t, const lm_tensor *out) {
+    int first = 0;
+    while (first < t->ndim - 1 && t->shape[first] == 1) first++;
+    int n = t->ndim - first;
+    if (n > out->ndim) return 0;
+    for (int i = 1; i <= n; i++)
+        if (t->shape[t->ndim - i] != out->shape[out->ndim - i]) return 0;
+    return 1;
+}
+
+void lm_record_ew(lua_State *L, const lm_ew_call *c) {
+    lm_tensor *t[3] = { c->t[0], c->t[1], c->t[2] };
+    float s[3] = { c->scalar[0], c->scalar[1], c->scalar[2] };
+    lm_tensor *out = c->out;
+    lm_ew_op op = c->op;
+    int arity = op_arity(op);
+    /* A full-shape tensor first, where the op can be swapped (a number - t, bias + x). */
+    if (arity == 2 && t[1] && (!t[0] || (t[1]->numel == out->numel && t[0]->numel != out->numel))) {
+        lm_tensor *tt = t[0]; t[0] = t[1]; t[1] = tt;
+        float ss = s[0]; s[0] = s[1]; s[1] = ss;
+        op = c->reversed;
+    }
+    /* The vec4 form: every tensor operand plain and of the result's shape (b may also be
+     * a repeated trailing part, below). */
+    int vec_ok = plain_full(t[0], out) && (arity < 3 || !t[2] || plain_full(t[2], out));
+    lm_tensor *third = arity > 2 ? t[2] : NULL;
+    if (vec_ok && (arity < 2 || !t[1] || plain_full(t[1], out))) {
+        record_vec(L, c, op, t[0], arity > 1 ? t[1] : NULL, third, s[1], s[2], t[1] ? LM_EW_SAME : LM_EW_SCALAR, 4);
+        return;
+    }
+    if (vec_ok && arity == 2 && lm_tensor_is_plain(t[1]) && is_trailing(t[1], out)) {
+        int vec = t[1]->numel % 4 ? 1 : 4;
+        if (vec == 4 || (c->dtype == LM_FLOAT32 && out->dtype == LM_FLOAT32)) {   /* vec 1: floats only */
+            record_vec(L, c, op, t[0], t[1], NULL, 0.0f, s[2], LM_EW_BCAST, vec);
+            return;
+        }
+    }
+    nd_plan plan;
+    plan_nd(arity, t, out, &plan);
+    int top = lua_gettop(L);
+    if (plan.ndim > nd_max_dims(arity)) {
+        /* Too many dimensions for the push constants: each tensor operand that is not
+         * contiguous over the result becomes a contiguous copy of its broadcast view (a
+         * unary copy fits every rank), then everything merges into one dimension. */
+        for (int k = 0; k < arity; k++) {
+            if (!t[k] || plan_contiguous(&plan, k)) continue;
+            lm_tensor *src = t[k];
+            luaL_checkstack(L, 2, "elementwise copies");
+            lm_tensor *copy = lm_push_tensor_dtype(L, out->storage->ctx, src->dtype, out->ndim, out->shape);
+            nd_plan one;
+            plan_nd(1, &src, copy, &one);
+            record_nd(L, c->name, LM_EW_COPY, (uint32_t)src->dtype, 1, &src, s, copy, &one);
+            t[k] = copy;     /* on the stack until recorded (the stream keeps its memory after) */
+        }
+        plan_nd(arity, t, out, &plan);
+    }
+    record_nd(L, c->name, op, (uint32_t)c->dtype, arity, t, s, out, &plan);
+    lua_settop(L, top);      /* the op's result on top again */
 }

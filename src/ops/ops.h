@@ -94,6 +94,10 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
 /* Elementwise (binary.c, unary.c) and row ops (softmax.c, sum.c); README "Ops". */
 int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);
 int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L);
+int lm_op_pow(lua_State *L); int lm_op_maximum(lua_State *L); int lm_op_minimum(lua_State *L);
+int lm_op_eq(lua_State *L); int lm_op_ne(lua_State *L); int lm_op_lt(lua_State *L);   /* compare.c */
+int lm_op_le(lua_State *L); int lm_op_gt(lua_State *L); int lm_op_ge(lua_State *L);
+int lm_op_where(lua_State *L);         /* lumus.where(mask, a, b [, opts]) */
 /* The unary elementwise ops (unary.c's table), NULL-terminated. */
 extern const luaL_Reg lm_unary_ops[];
 int lm_op_softmax(lua_State *L); int lm_op_sum(lua_State *L); int lm_op_mean(lua_State *L);

@@ -1,8 +1,11 @@
-/* The unary elementwise ops: t -> f(t). Each is one line of UNARY_OPS (name, kernel op
+/* The unary elementwise ops: t -> f(t), same shape and dtype (float32, float16 or
+ * bfloat16; views read by their strides). Each is one line of UNARY_OPS (name, kernel op
  * code from shaders/common/elementwise_ops.h, the number the kernel gets as b); the
- * table registers it as lumus.<name> and as a Tensor method (lm_unary_ops). */
+ * table registers it as lumus.<name> and as a Tensor method (lm_unary_ops). clamp takes
+ * its bounds as numbers. */
 #include "elementwise.h"
 #include <lauxlib.h>
+#include <math.h>
 
 /* -t as t * -1, which IEEE arithmetic makes exact (signed zeros included). */
 #define UNARY_OPS(X)                              \
@@ -11,23 +14,33 @@
     X(erf,       LM_EW_ERF,       0.0f)           \
     X(gelu_tanh, LM_EW_GELU_TANH, 0.0f)           \
     X(gelu_erf,  LM_EW_GELU_ERF,  0.0f)           \
-    X(abs,       LM_EW_ABS,       0.0f)
+    X(abs,       LM_EW_ABS,       0.0f)           \
+    X(exp,       LM_EW_EXP,       0.0f)           \
+    X(log,       LM_EW_LOG,       0.0f)           \
+    X(sqrt,      LM_EW_SQRT,      0.0f)           \
+    X(rsqrt,     LM_EW_RSQRT,     0.0f)           \
+    X(tanh,      LM_EW_TANH,      0.0f)           \
+    X(sigmoid,   LM_EW_SIGMOID,   0.0f)           \
+    X(silu,      LM_EW_SILU,      0.0f)
 
-/* Records f(t) into opts.out (argument 2, options already checked) or a new tensor, and
- * returns it. */
-static int unary_checked(lua_State *L, const char *name, lm_ew_op op, float scalar) {
-    lm_contiguous_inputs(L, 1, 1);
+/* Records f(t) (with the numbers b, c) into opts.out (argument argn, options already
+ * checked) or a new tensor, and returns it. */
+static int unary_checked(lua_State *L, int argn, const char *name, lm_ew_op op, float b, float c) {
     lm_tensor *t = lm_check_tensor(L, 1);
+    lm_ew_check_float(L, 1, t);
     lm_operands in = { { t }, { "t" } };
-    lm_tensor *out = lm_push_out(L, 2, t->storage->ctx, t->ndim, t->shape, &in, 1);
-    lm_record_elementwise(L, name, op, t, NULL, scalar, out);
+    lm_tensor *out = lm_ew_push_result(L, argn, t->storage->ctx, t->dtype, t->ndim, t->shape, &in);
+    lm_record_ew(L, &(lm_ew_call){
+        .name = name, .op = op, .reversed = op, .dtype = t->dtype,
+        .t = { t }, .scalar = { 0.0f, b, c }, .out = out,
+    });
     return 1;
 }
 
 static int unary(lua_State *L, const char *name, lm_ew_op op, float scalar) {
     lm_check_tensor(L, 1);
     lm_check_options(L, 2, lm_out_option);
-    return unary_checked(L, name, op, scalar);
+    return unary_checked(L, 2, name, op, scalar, 0.0f);
 }
 
 #define UNARY_FUNCTION(name, op, scalar) \
@@ -42,13 +55,32 @@ static int l_gelu(lua_State *L) {
     lm_check_tensor(L, 1);
     lm_check_options(L, 2, known);
     int tanh_form = lm_option_choice(L, 2, "approximate", forms, 0) == 1;
-    return tanh_form ? unary_checked(L, "gelu_tanh", LM_EW_GELU_TANH, 0.0f)
-                     : unary_checked(L, "gelu_erf", LM_EW_GELU_ERF, 0.0f);
+    return tanh_form ? unary_checked(L, 2, "gelu_tanh", LM_EW_GELU_TANH, 0.0f, 0.0f)
+                     : unary_checked(L, 2, "gelu_erf", LM_EW_GELU_ERF, 0.0f, 0.0f);
+}
+
+/* A bound of clamp at argument idx: a number, or nil for none (-inf or +inf). */
+static float clamp_bound(lua_State *L, int idx, float none) {
+    if (lua_isnoneornil(L, idx)) return none;
+    if (lua_type(L, idx) != LUA_TNUMBER) lm_typeerror(L, idx, "number or nil");
+    return lm_ew_float(lua_tonumber(L, idx));
+}
+
+/* lumus.clamp(t, min, max [, opts]): minimum(maximum(t, min), max), a nil bound being
+ * none; NaN in t or a NaN bound gives NaN, and min > max gives max, as in PyTorch. */
+static int l_clamp(lua_State *L) {
+    lm_check_tensor(L, 1);
+    float lo = clamp_bound(L, 2, -INFINITY), hi = clamp_bound(L, 3, INFINITY);
+    lm_check_options(L, 4, lm_out_option);
+    if (lua_isnoneornil(L, 2) && lua_isnoneornil(L, 3))
+        lm_argerror(L, 2, "at least one of min and max must be a number");
+    return unary_checked(L, 4, "clamp", LM_EW_CLAMP, lo, hi);
 }
 
 #define UNARY_ENTRY(name, op, scalar) { #name, l_##name },
 const luaL_Reg lm_unary_ops[] = {
     UNARY_OPS(UNARY_ENTRY)
     { "gelu", l_gelu },
+    { "clamp", l_clamp },
     { NULL, NULL }
 };
