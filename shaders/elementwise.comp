@@ -300,11 +300,11 @@ VT sigmoid_(VT x) {
 
 // silu: x sigmoid(x); -inf gives -inf * 0 = NaN, as in PyTorch. Below -80, where
 // sigmoid(x) = e^x is subnormal (or nearly), x e^x is taken as (x p) 2^k from e^x = p 2^k,
-// rounded once.
+// rounded once; below -120 (where exp_parts clamps) |x e^x| < 2^-160 rounds to -0.
 VT silu_(VT x) {
     VT p, k;
     exp_parts(x, p, k);
-    VT deep = scale2(x * p, k);
+    VT deep = SELECT(LESS(x, VT(-120.0)), VT(-0.0), scale2(x * p, k));
     return SELECT(LESS(x, VT(-80.0)), SELECT(is_finite(x), deep, VT(NAN)), x * sigmoid_(x));
 }
 

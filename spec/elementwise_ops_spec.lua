@@ -146,6 +146,14 @@ describe("elementwise math", function()
     assert.are.equal(-inf, 1 / lumus.tanh(z):to_table()[1])
     assert.are.equal(-inf, lumus.rsqrt(z):to_table()[1])
   end)
+
+  it("silu is -0 far below the range of exp (x e^x underflows), not x times a clamped e^x", function()
+    local got = lumus.silu(lumus.tensor { -121, -1e10, -8.30324518e+18, -3e38 }):to_table()
+    for i, v in ipairs(got) do
+      assert.are.equal(0, v)
+      assert.are.equal(-inf, 1 / v)   -- the sign of -0
+    end
+  end)
 end)
 
 describe("pow", function()
