@@ -341,6 +341,17 @@ describe("lumus.multinomial", function()
     assert.are.same(ref.multinomial({ 0, 2, 0, 1 }, 6, true, state), ints(got))
   end)
 
+  it("into {out=}: an int32 tensor of the result's shape, reused across calls", function()
+    local p = lumus.tensor { { 1, 2, 3, 0 }, { 0, 0, 5, 1 } }
+    local out = lumus.full({ 2, 3 }, -7, { dtype = "int32" })
+    for _, repl in ipairs { true, false } do
+      local state = lumus.get_rng_state()
+      assert.are.equal(out, lumus.multinomial(p, 3, { replacement = repl, out = out }))
+      local want = ref.flatten(ref.multinomial(p:to_table(), 3, repl, state))
+      assert.are.same(want, ints(out))
+    end
+  end)
+
   it("without replacement: distinct categories of weight > 0, all of them when n is their count", function()
     local p = { 0, 5, 0, 1, 2, 0, 0.5 }
     for _ = 1, 20 do
@@ -413,7 +424,11 @@ describe("lumus.multinomial", function()
     checks.errors(lumus.multinomial, "#2 to 'lumus.multinomial'", p, 1.5)
     checks.errors(lumus.multinomial, "probs must be 1%-D or 2%-D, got 3 dimensions", lumus.ones { 2, 2, 2 }, 1)
     checks.errors(lumus.multinomial, "probs must be float32, float16 or bfloat16, got int32", lumus.arange(3), 1)
-    checks.errors(lumus.multinomial, "unknown option 'out'", p, 1, { out = p })
+    checks.errors(lumus.multinomial, "unknown option 'dim'", p, 1, { dim = 1 })
+    checks.errors(lumus.multinomial, "out must be int32, got float32", p, 2, { out = lumus.zeros { 1, 2 } })
+    checks.errors(lumus.multinomial, "out must have shape 1x2, got 1x3", p, 2, { out = lumus.zeros({ 1, 3 }, { dtype = "int32" }) })
+    checks.errors(lumus.multinomial, "out must be contiguous and 16%-byte aligned", p, 2,
+                  { out = lumus.zeros({ 2, 4 }, { dtype = "int32" }):narrow(1, 1, 1):narrow(2, 2, 2) })
     checks.errors(lumus.multinomial, "replacement must be a boolean", p, 1, { replacement = 1 })
     if lumus.device().kind == "cpu" then
       checks.errors(lumus.multinomial, "exceed what a CPU device %(lavapipe%) runs", lumus.ones { 1, 100000 }, 5000)

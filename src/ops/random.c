@@ -187,10 +187,11 @@ int lm_op_normal_(lua_State *L) {
     return fill_random(L, 1, std, mean, INFINITY, "normal_");
 }
 
-/* lumus.multinomial(probs, n [, {replacement = false}]) -> int32 1-based categories:
- * [n] for a 1-D probs, [rows, n] for 2-D. Rows the kernel finds invalid give 0s. */
+/* lumus.multinomial(probs, n [, {replacement = false, out =}]) -> int32 1-based
+ * categories: [n] for a 1-D probs, [rows, n] for 2-D (into opts.out, an int32 tensor of
+ * that shape, when given). Rows the kernel finds invalid give 0s. */
 int lm_op_multinomial(lua_State *L) {
-    static const char *const known[] = { "replacement", NULL };
+    static const char *const known[] = { "out", "replacement", NULL };
     lua_settop(L, 3);
     lm_contiguous_inputs(L, 1, 1);
     lm_tensor *probs = lm_check_tensor(L, 1);
@@ -220,7 +221,16 @@ int lm_op_multinomial(lua_State *L) {
     int64_t shape[2] = { rows, n };
     int ndim = probs->ndim;
     if (ndim == 1) shape[0] = n;
-    lm_tensor *out = lm_push_tensor_dtype(L, ctx, LM_INT32, ndim, shape);       /* slot 4 */
+    lm_push_option(L, 3, "out");                                                /* slot 4 */
+    lm_tensor *out;
+    if (lua_isnil(L, 4)) {
+        lua_pop(L, 1);
+        out = lm_push_tensor_dtype(L, ctx, LM_INT32, ndim, shape);
+    } else {
+        out = lm_check_out(L, 4, 3, "out", ndim, shape);
+        if (out->dtype != LM_INT32) lm_argerror(L, 3, "out must be int32, got %s", lm_dtype_name(out->dtype));
+        if (lm_tensors_overlap(out, lm_check_tensor(L, 1))) lm_argerror(L, 3, "out shares memory with probs");
+    }
     /* The weights the kernel reads: probs itself, or a float32 copy that it may change
      * (without replacement) or that converts a 16-bit probs. */
     lm_tensor *work = NULL;
@@ -229,7 +239,7 @@ int lm_op_multinomial(lua_State *L) {
         if (probs->dtype == LM_FLOAT32) lm_record_copy(L, lm_check_tensor(L, 1), work);
         else lm_convert_into(L, 5, 1);
         work = lm_check_tensor(L, 5);
-        out = lm_check_tensor(L, 4);
+        out = lm_check_out(L, 4, 3, "out", ndim, shape);
     }
     probs = lm_check_tensor(L, 1);   /* the allocations may have run a finalizer */
     rng_state g = take_rng(L);
