@@ -379,3 +379,57 @@ describe("lumus.reference conversions", function()
     assert.are.equal(1, ref.to_dtype(true, "int32"))
   end)
 end)
+
+describe("conversions over whole bit-pattern ranges", function()
+  -- The exact value of float16 bits h.
+  local function half_value(h)
+    local e, m = (h >> 10) & 31, h & 1023
+    local v = e == 31 and (m == 0 and math.huge or 0 / 0) or e == 0 and m * 2.0 ^ -24 or (1024 + m) * 2.0 ^ (e - 25)
+    return (h >> 15) == 1 and -v or v
+  end
+
+  it("float16 and bfloat16 widen exactly and narrow back to the same bits (NaNs quieted), all 65536 patterns", function()
+    local parts = {}
+    for h = 0, 65535 do parts[#parts + 1] = string.pack("<I2", h) end
+    local all = table.concat(parts)
+    for _, d in ipairs { "float16", "bfloat16" } do
+      local t = lumus.from_bytes(all, { 65536 }, { dtype = d })
+      local f = t:float()
+      local bytes = f:to_bytes()
+      local back = f:to(d):to_bytes()
+      for h = 0, 65535 do
+        local bits = string.unpack("<I4", bytes, 4 * h + 1)
+        local want_bits
+        if d == "bfloat16" then
+          want_bits = h << 16
+        else
+          local v = half_value(h)
+          if v ~= v then want_bits = ((h & 0x8000) << 16) | 0x7f800000 | ((h & 0x3ff) << 13)
+          else want_bits = string.unpack("<I4", string.pack("<f", v)) end
+        end
+        if bits ~= want_bits then error(("%s %04x -> float32 %08x, want %08x"):format(d, h, bits, want_bits)) end
+        local nan = d == "float16" and (h & 0x7c00) == 0x7c00 and (h & 0x3ff) ~= 0
+                    or d == "bfloat16" and (h & 0x7f80) == 0x7f80 and (h & 0x7f) ~= 0
+        local want_back = nan and (h | (d == "float16" and 0x200 or 0x40)) or h
+        local got_back = string.unpack("<I2", back, 2 * h + 1)
+        if got_back ~= want_back then error(("%s %04x -> float32 -> %04x, want %04x"):format(d, h, got_back, want_back)) end
+      end
+    end
+  end)
+
+  it("random float32 bit patterns to every dtype, bitwise against the reference", function()
+    local g = ref.rng(77)
+    local n = 8192
+    local parts, values = {}, {}
+    for i = 1, n do
+      local bits = math.floor(g.uniform() * 2 ^ 32) & 0xffffffff
+      if i % 4 == 0 then bits = (bits & 0x807fffff) | ((100 + i % 60) << 23) end   -- near float16's range
+      parts[i] = string.pack("<I4", bits)
+      values[i] = (string.unpack("<f", parts[i]))
+    end
+    local x = lumus.from_bytes(table.concat(parts), { n })
+    for _, d in ipairs { "float16", "bfloat16", "int32", "bool" } do
+      same_bytes(ref.dtype_bytes(values, d), x:to(d):to_bytes(), "random float32 -> " .. d)
+    end
+  end)
+end)

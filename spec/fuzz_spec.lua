@@ -22,9 +22,8 @@ local MAX_CALL_S = tonumber(os.getenv("LUMUS_FUZZ_MAX_CALL_S") or "") or 10
 -- (so are the tuning hooks, the functions of lumus.tune).
 local SEPARATE = { set_memory_limit = true }
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
--- does any name ending in "_", the Torch convention for in-place ops); copy(dst, src)
--- writes dst.
-local WRITES_FIRST = { fill = true, write_bytes = true, copy = true }
+-- does any name ending in "_", the Torch convention for in-place ops).
+local WRITES_FIRST = { fill = true, write_bytes = true, copy = true }   -- copy(dst, src) writes dst
 local function writes_first(name) return WRITES_FIRST[name] or name:sub(-1) == "_" end
 -- Output-style keys an options table may carry (any table argument is fair game).
 local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "dim", "alpha", "beta", "x" }

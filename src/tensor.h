@@ -68,8 +68,8 @@ lm_tensor *lm_option_tensor(lua_State *L, int arg, const char *key);
  * are allowed once when `allow_infer` (reshape; returned negated, for the caller to
  * resolve). Returns the element count. */
 int64_t lm_check_shape(lua_State *L, int idx, int64_t *shape, int *ndim, int allow_infer);
-/* The options of a factory at argument arg: nil or {dtype = "float32"}; any other dtype
- * raises naming it as unsupported. */
+/* The options of a factory that makes float32 only, at argument arg: nil or
+ * {dtype = "float32"}; any other dtype raises naming it as unsupported. */
 void lm_check_factory_options(lua_State *L, int arg);
 /* The same for factories that make every dtype: returns {dtype=}'s (float32 when absent). */
 lm_dtype lm_check_factory_dtype(lua_State *L, int arg);

@@ -59,7 +59,7 @@ void lm_convert_into(lua_State *L, int dst_idx, int src_idx) {
         lm_record_strided_copy(L, &view, from);
     }
     if (dst_tmp) to = lua_touserdata(L, dst_tmp);
-    if (from->dtype == to->dtype) lm_record_copy(L, from, to);
+    if (from->dtype == to->dtype) lm_record_strided_copy(L, from, to);   /* (only to() with out) */
     else lm_record_convert(L, from, to);
     if (dst_tmp) lm_record_strided_copy(L, to, dst);
     lua_settop(L, top);   /* the temporaries' memory is freed after the work that uses it */

@@ -34,22 +34,6 @@ void lm_record_any_copy(lua_State *L, lm_tensor *src, lm_tensor *dst) {
     else lm_record_strided_copy(L, src, dst);
 }
 
-int lm_broadcast_view(const lm_tensor *src, const lm_tensor *dst, lm_tensor *view) {
-    *view = *src;
-    int lead = dst->ndim - src->ndim;
-    if (lead < 0) return 0;
-    for (int i = 0; i < dst->ndim; i++) {
-        int k = i - lead;
-        int64_t size = k < 0 ? 1 : src->shape[k];
-        if (size != dst->shape[i] && size != 1) return 0;
-        view->shape[i] = dst->shape[i];
-        view->strides[i] = k < 0 || size != dst->shape[i] ? 0 : src->strides[k];
-    }
-    view->ndim = dst->ndim;
-    view->numel = dst->numel;
-    return 1;
-}
-
 static void check_no_partial_overlap(lua_State *L, int argn, const lm_tensor *src, const lm_tensor *dst, const char *what) {
     if (lm_tensors_overlap(src, dst) && !lm_tensors_same_memory(src, dst))
         lm_argerror(L, argn, "%s overlaps the source tensor without being the same elements "

@@ -15,7 +15,8 @@ void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
         const lm_tensor *used[2] = { d->reads[i], d->writes[i] };
         for (int j = 0; j < 2; j++)
             if (used[j] && used[j]->dtype != LM_FLOAT32)
-                luaL_error(L, "%s: dtype %s is not supported (float32 only)", lm_fname(L), lm_dtype_name(used[j]->dtype));
+                luaL_error(L, "%s: dtype %s is not supported (float32 only; convert with :float())", lm_fname(L),
+                           lm_dtype_name(used[j]->dtype));
     }
     VkPipeline p = lm_pipeline(L, ctx, d->shader, d->spec, d->full_subgroups);
     VkCommandBuffer cb = lm_stream_cmd(L, ctx, d->op);

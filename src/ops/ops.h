@@ -38,7 +38,8 @@ void lm_record_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
 void lm_record_strided_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
 void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v);
 
-/* dtypes (copy.c, fill.c, strided.c, convert.c). Raises "<op>: this device lacks
+/* dtypes (copy.c, fill.c, strided.c, convert.c; convert.c calls no copy.c function, so
+ * copy.c may call it). Raises "<op>: this device lacks
  * 8/16-bit storage (needed for <dtype> tensors here)" without ctx->narrow_storage. */
 void lm_require_narrow_storage(lua_State *L, lm_context *ctx, const char *op, lm_dtype d);
 /* t = the element (t's dtype, little-endian bytes), any writable view. */
@@ -47,7 +48,7 @@ void lm_record_strided_fill_element(lua_State *L, lm_tensor *t, const void *elem
 /* dst = src of the same dtype and shape, any strides (the vec4 kernel when both plain). */
 void lm_record_any_copy(lua_State *L, lm_tensor *src, lm_tensor *dst);
 /* src as a view of dst's shape (stride 0 where it broadcasts, as copy); 0 when it does
- * not fit. */
+ * not fit (strided.c). */
 int lm_broadcast_view(const lm_tensor *src, const lm_tensor *dst, lm_tensor *view);
 /* dst = src converted to dst's dtype, both plain with the same element count. */
 void lm_record_convert(lua_State *L, lm_tensor *src, lm_tensor *dst);

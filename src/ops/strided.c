@@ -134,6 +134,22 @@ void lm_record_strided_fill(lua_State *L, lm_tensor *t, float v) {
     record_strided(L, NULL, t, &v);
 }
 
+int lm_broadcast_view(const lm_tensor *src, const lm_tensor *dst, lm_tensor *view) {
+    *view = *src;
+    int lead = dst->ndim - src->ndim;
+    if (lead < 0) return 0;
+    for (int i = 0; i < dst->ndim; i++) {
+        int k = i - lead;
+        int64_t size = k < 0 ? 1 : src->shape[k];
+        if (size != dst->shape[i] && size != 1) return 0;
+        view->shape[i] = dst->shape[i];
+        view->strides[i] = k < 0 || size != dst->shape[i] ? 0 : src->strides[k];
+    }
+    view->ndim = dst->ndim;
+    view->numel = dst->numel;
+    return 1;
+}
+
 /* Pushes a contiguous copy of the tensor at slot idx (checked live). */
 static void push_contiguous(lua_State *L, int idx) {
     lm_tensor *t = lm_check_tensor(L, idx);
