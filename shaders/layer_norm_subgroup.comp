@@ -13,33 +13,31 @@ void main() {
     for (uint r = gl_SubgroupID; r < ROWS; r += gl_NumSubgroups) {
         uint row = first + r;
         if (row >= p.rows) break;   // uniform over the subgroup
-        ROW_ARRAY xr = row_ptr(p.x, row);
         VT v[ITEMS];
         float s = 0.0;
         for (uint i = 0; i < ITEMS; ++i) {
             uint idx = lane + i * width;
-            v[i] = idx < p.n ? xr.v[idx] : VT(0.0);
+            v[i] = idx < p.n ? ln_load(p.x, row, idx) : VT(0.0);
             s += hsum(v[i]);
         }
         float m0 = subgroupAdd(s) / float(p.d);
         vec2 q = vec2(0.0);
         for (uint i = 0; i < ITEMS; ++i) {
             uint idx = lane + i * width;
-            v[i] = idx < p.n ? v[i] - m0 : VT(0.0);
+            v[i] = idx < p.n ? ln_keep(row, idx, v[i] - m0) : VT(0.0);
             q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
         }
         q = subgroupAdd(q);
         if (!is_finite(q.y)) {   // uniform over the subgroup: NaN, inf or overflow
             ScaledStats z = scaled_stats(row, lane, width);
-            for (uint idx = lane; idx < p.n; idx += width) row_ptr(p.y, row).v[idx] = scaled_y(z, row, idx);
+            for (uint idx = lane; idx < p.n; idx += width) ln_store(row, idx, scaled_y(z, row, idx));
             if (subgroupElect()) store_stats(row, z.mean, z.invstd);
             continue;
         }
         vec2 st = finish_stats(q);
-        ROW_ARRAY yr = row_ptr(p.y, row);
         for (uint i = 0; i < ITEMS; ++i) {
             uint idx = lane + i * width;
-            if (idx < p.n) yr.v[idx] = fma((v[i] - st.x) * st.y, load_weight(idx), load_bias(idx));
+            if (idx < p.n) ln_store(row, idx, fma((v[i] - st.x) * st.y, load_weight(row, idx), load_bias(row, idx)));
         }
         if (subgroupElect()) store_stats(row, m0 + st.x, st.y);
     }
