@@ -11,6 +11,9 @@
 #   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy)
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
+#   sweep_shapes.csv, torch_sweep.md / .csv, sweep.md / .csv / .svg   the random shape
+#                               sweep (bench/sweep.lua, bench/torch_sweep.py; SWEEP_SEED=N
+#                               repeats a run's shapes)
 #   summary.md                  the Markdown of all steps, in order
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
@@ -94,10 +97,23 @@ mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
 step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
 
+# The random shape sweep (bench/sweep.lua): the shapes drawn once (SWEEP_SEED, default a
+# new one per run, printed), PyTorch over the same list, then lumus against the same-run
+# copy with PyTorch's figures beside it (sweep.md / .csv / .svg).
+sweep_seed=${SWEEP_SEED:-$(( $(date +%s) % 1000000 ))}
+step sweep_shapes 60 lua5.4 bench/sweep.lua --seed "$sweep_seed" --write-shapes "$out/sweep_shapes.csv" --shapes-only
+if [ -s "$out/sweep_shapes.csv" ]; then
+  step torch_sweep 300 python3 bench/torch_sweep.py --shapes "$out/sweep_shapes.csv" --csv "$out/torch_sweep.csv"
+  sweep_baseline=()
+  [ -s "$out/torch_sweep.csv" ] && sweep_baseline+=(--baseline "$out/torch_sweep.csv")
+  step sweep 420 lua5.4 bench/sweep.lua --shapes "$out/sweep_shapes.csv" ${sweep_baseline[@]+"${sweep_baseline[@]}"} \
+    --csv "$out/sweep.csv" --svg "$out/sweep.svg"
+fi
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm elementwise async transfer torch_matmul matmul; do
+  for name in torch layer_norm elementwise async transfer torch_matmul matmul sweep_shapes torch_sweep sweep; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"
