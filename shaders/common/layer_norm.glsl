@@ -209,7 +209,8 @@ vec2 group_sum(vec2 v) {
 }
 
 // Reductions for scaled_stats, by how a form shares a row (define LN_SHARE before the
-// include): 0 the workgroup, 1 the subgroup, 2 nobody (one invocation per row).
+// include): 0 the workgroup, 2 nobody (one invocation per row), 3 a segment of SEG
+// lanes of a subgroup (the subgroup form).
 #ifndef LN_SHARE
 #define LN_SHARE 0
 #endif
@@ -225,9 +226,38 @@ float group_max(float v) {
 #if LN_SHARE == 0
 float share_sum(float v) { return group_sum(vec2(v, 0.0)).x; }
 float share_max(float v) { return group_max(v); }
-#elif LN_SHARE == 1
-float share_sum(float v) { return subgroupAdd(v); }
-float share_max(float v) { return subgroupMax(v); }
+#elif LN_SHARE == 3
+// Segments of SEG = WG / ROWS lanes (a power of two dividing the subgroup) share a row.
+// A segment as wide as the subgroup reduces with subgroup operations; narrower ones
+// through `partials`, each lane adding its segment's values in the same order, so
+// every lane of a segment gets the identical result. Called by whole subgroups.
+const uint SEG = WG / ROWS;
+uint seg_slot() { return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID; }
+vec2 share_sum2(vec2 v) {
+    if (SEG == gl_SubgroupSize) return subgroupAdd(v);
+    if (SEG == 1u) return v;
+    uint at = seg_slot();
+    partials[at] = v;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    vec2 t = vec2(0.0);
+    for (uint i = at - at % SEG, end = i + SEG; i < end; ++i) t += partials[i];
+    subgroupBarrier();   // every lane has read before `partials` is written again
+    return t;
+}
+float share_sum(float v) { return share_sum2(vec2(v, 0.0)).x; }
+float share_max(float v) {
+    if (SEG == gl_SubgroupSize) return subgroupMax(v);
+    if (SEG == 1u) return v;
+    uint at = seg_slot();
+    partials[at] = vec2(v, 0.0);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    float t = 0.0;
+    for (uint i = at - at % SEG, end = i + SEG; i < end; ++i) t = max(t, partials[i].x);
+    subgroupBarrier();
+    return t;
+}
 #else
 float share_sum(float v) { return v; }
 float share_max(float v) { return v; }

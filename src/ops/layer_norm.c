@@ -23,6 +23,9 @@
 #define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
+/* Subgroup form: vectors per lane it aims for (2: two loads in flight per lane, and a
+ * segment of 8+ lanes reads whole 128-byte lines, as the group form's short rows). */
+#define LN_SEGMENT_ITEMS 2
 /* Row form (one invocation per row, for CPU devices): 8 rows per workgroup fill one
  * 256-bit SIMD group on lavapipe. Its three loops run once per vector, and llvmpipe
  * cuts an invocation's loops short past 65535 iterations in all (3 x 32768 failed,
@@ -45,7 +48,6 @@
 #define LN_MAX_PARTS_CPU 8
 #define LN_SPLIT_ITEMS 8
 #define LN_SPLIT_WG 256
-#define LN_SMALL_WG_PARTS 8    /* rows that this many LN_SPLIT_WG workgroups hold take those */
 #define LN_SPREAD_CHUNK 1024u
 #define LN_SPREAD_WAVES 2u
 #define LN_SPREAD_ITEMS 4u
@@ -178,14 +180,18 @@ static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
     return c;
 }
 
-/* Subgroup form: one subgroup per row; a row's vectors spread over the smallest
- * subgroup's lanes (larger subgroups loop over the workgroup's rows). */
-static ln_plan plan_subgroup(const ln_shape *s) {
+/* Subgroup form: a row per segment of `seg` lanes of a subgroup, seg the power of two
+ * (at most the smallest subgroup) that gives each lane about `target` vectors, so short
+ * rows share a subgroup instead of idling its lanes; workgroup / seg rows per workgroup. */
+static ln_plan plan_subgroup(const lm_context *ctx, const ln_shape *s) {
     ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "subgroup", .full_subgroups = 1 };
     c.shader = by_vec(s, LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_ANY, LM_SH_LN_SUBGROUP_VEC1);
+    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : LN_SEGMENT_ITEMS;
+    uint32_t seg = pow2_at_least(ceil_div(s->n, target));
+    if (seg > s->sg) seg = s->sg;
     c.wg = LN_SUBGROUP_WG;
-    c.rows_per_group = LN_SUBGROUP_WG / s->sg;
-    c.items = ceil_div(s->n, s->sg);
+    c.rows_per_group = LN_SUBGROUP_WG / seg;
+    c.items = ceil_div(s->n, seg);
     return c;
 }
 
@@ -243,7 +249,8 @@ static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
 
 /* Split form: `parts` workgroups per row, each holding a slice in registers. Small
  * workgroups overlap one part's wait for its partners with other parts' loads, so
- * rows that LN_SMALL_WG_PARTS small workgroups hold take those; longer ones take the
+ * rows that max_parts small workgroups hold take those (a large workgroup also leaves
+ * each thread fewer registers for its slice); longer ones take the
  * largest. A split that would hold more than LN_FORCED_MAX_ITEMS per thread streams.
  * `affine`: the call has weight or bias, the only case where SM classes pay. */
 static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) {
@@ -261,7 +268,7 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
         c.wg = wg < small_wg ? small_wg : wg > s->max_wg ? s->max_wg : wg;
     } else {
         c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
-             : s->n <= small_wg * items * LN_SMALL_WG_PARTS ? small_wg : s->max_wg;
+             : s->n <= small_wg * items * max_parts(s) ? small_wg : s->max_wg;
         parts = ctx->ln_parts ? ctx->ln_parts : ceil_div(s->n, c.wg * items);
     }
     /* Parts spin-wait for their partners: never more than max_parts unless forced (a
@@ -275,8 +282,8 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     c.parts = ceil_div(s->n, chunk);
     /* Thread i of a part collects part i's record, so a workgroup needs a thread per
      * part; it stays a power of two, a whole number of subgroups (a workgroup of 9..63
-     * threads gave wrong rows on lavapipe). parts <= 64 < the 128 threads Vulkan
-     * guarantees; more parts take a workgroup of at least as many threads. */
+     * threads gave wrong rows on lavapipe). parts <= 128, the threads Vulkan
+     * guarantees. */
     if (c.wg < c.parts) c.wg = pow2_at_least(c.parts);
     /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the row
      * (half of it) and the polls for partners (the other half: the spin limit). */
@@ -305,7 +312,7 @@ static ln_plan plan(const lm_context *ctx, int64_t d, uint32_t rows, int in_plac
     ln_shape row_shape = shape_of(ctx, d, rows, 0);
     switch (choose_form(ctx, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
-    case LM_LN_SUBGROUP: return plan_subgroup(&s);
+    case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
     case LM_LN_GROUP: return plan_group(ctx, &s);
     case LM_LN_SPLIT: return plan_split(ctx, &s, affine);
     default: return plan_stream(ctx, &s);
@@ -475,9 +482,10 @@ int lm_op_layer_norm_forward(lua_State *L) {
 
 /* tune.layer_norm(D [, tune [, rows]]) -> the plan for `rows` rows of D (default: many;
  * for a call with weight or bias, not in place): {variant, workgroup, items, vec, masked,
- * epoch} and rows_per_group, or for the split form parts, records and classes. `tune` ({items_target=, wg=, ...}) changes the plan
- * of later calls (for bench/ sweeps and specs); the planners keep whatever it forces
- * valid (a power-of-two workgroup, no empty part). */
+ * vectors, epoch} and rows_per_group, or for the split form parts, records and classes.
+ * `tune` ({items_target=, wg=, scalar=, ...}) changes the plan of later calls (for
+ * bench/ sweeps and specs); the planners keep whatever it forces valid (a whole number
+ * of subgroups per workgroup, no empty part). */
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
