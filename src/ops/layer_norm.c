@@ -92,7 +92,8 @@ typedef struct ln_plan {
     uint32_t vec;
     int masked;                 /* see ln_shape */
     uint32_t n;                 /* vectors per row, as ln_shape */
-    uint32_t wg;                /* threads per workgroup, a power of two */
+    uint32_t wg;                /* threads per workgroup: a power of two, or (a GPU's
+                                 * group form) a multiple of the largest subgroup */
     uint32_t items;             /* vectors per thread held in registers */
     uint32_t rows_per_group;    /* group, subgroup, stream, row forms: rows per workgroup */
     uint32_t parts;             /* split form: workgroups per row, none of them empty */
@@ -141,7 +142,7 @@ static int subgroup_fits(const lm_context *ctx, const ln_shape *s) {
            LN_SUBGROUP_WG <= s->max_wg && LN_SUBGROUP_WG % ctx->max_subgroup == 0;
 }
 
-/* Parts the split form needs to hold a row in registers, and how many it may have. */
+/* The most parts per row the split form takes unless the tuning hook forces more. */
 static uint32_t max_parts(const ln_shape *s) { return s->cpu ? LN_MAX_PARTS_CPU : LN_MAX_PARTS; }
 
 /* Workgroups per row that spread `rows` rows over the multiprocessors (1: no need). */
@@ -260,9 +261,11 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     uint32_t spread = ctx->ln_parts || ctx->ln_wg_override || ctx->ln_items_target ? 1 : spread_parts(s);
     uint32_t parts;
     if (spread > 1) {
-        /* Few rows: at least `spread` parts (and enough to hold the row), each thread
+        /* Few rows: at least `spread` parts, and as many as small workgroups need to
+         * hold the row where max_parts of them can (else large ones); each thread about
          * LN_SPREAD_ITEMS vectors. */
-        uint32_t hold = ceil_div(s->n, s->max_wg * LN_SPLIT_ITEMS);
+        uint32_t hold = ceil_div(s->n, small_wg * LN_SPLIT_ITEMS);
+        if (hold > max_parts(s)) hold = ceil_div(s->n, s->max_wg * LN_SPLIT_ITEMS);
         parts = spread > hold ? spread : hold;
         uint32_t wg = pow2_at_least(ceil_div(ceil_div(s->n, parts), LN_SPREAD_ITEMS));
         c.wg = wg < small_wg ? small_wg : wg > s->max_wg ? s->max_wg : wg;
