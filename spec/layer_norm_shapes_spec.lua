@@ -1,11 +1,13 @@
 -- lumus.layer_norm_forward on every row length: every D in 1..80 and a seeded random set
 -- of (rows, D) with odd and prime D up to 70000, under every form forced through
--- lumus.tune.layer_norm (row, group, subgroup, stream, split, the automatic choice, and
--- the float kernels that `scalar = true` selects), in place (out = x) and out of place,
--- with and without weight and bias, against the float64 reference (lumus.reference).
+-- lumus.tune.layer_norm (row, group, subgroup, stream, split, the automatic choice),
+-- in place (out = x) and out of place, with and without weight and bias, against the
+-- float64 reference (lumus.reference); and rows of NaN, inf and huge values beside
+-- ordinary ones.
 --
--- Rows whose D is not a multiple of 4 are read by the GPU forms as the aligned vec4s of
--- the flattened tensor that cover them ("masked"): adjacent rows share the vec4 at their
+-- Rows whose D is not a multiple of 4 are read by a GPU's forms as the aligned vec4s of
+-- the flattened tensor that cover them ("masked"; lavapipe reads floats unless the hook
+-- asks for them with scalar = false, as here): adjacent rows share the vec4 at their
 -- boundary, so these rows are where a kernel could read or write a neighbour's elements;
 -- row counts are odd so every skew (row * D mod 4) occurs, outputs out of place start
 -- as NaN so an element left unwritten shows, and in place any write into a neighbour's
@@ -60,11 +62,11 @@ end
 local settings = {
   {},
   { form = "row" },
-  { form = "group" },
-  { form = "subgroup" },
-  { form = "stream" },
-  { form = "split", parts = 2 },
-  { form = "split", parts = 3 },
+  { form = "group", scalar = false },
+  { form = "subgroup", scalar = false },
+  { form = "stream", scalar = false },
+  { form = "split", parts = 2, scalar = false },
+  { form = "split", parts = 3, scalar = false },
   { form = "group", scalar = true },
 }
 
@@ -78,9 +80,9 @@ describe("layer_norm_forward on every row length", function()
       local bad = {}
       for d = 1, 80 do
         local c = config(d, tune)
-        -- The GPU forms read a D that is not a multiple of 4 as masked vec4s unless
-        -- scalar is asked for; the row form reads floats.
-        if d % 4 ~= 0 and c.variant ~= "row" then
+        -- scalar = false reads a D that is not a multiple of 4 as masked vec4s (but in
+        -- the row form, which reads floats); scalar = true as floats.
+        if d % 4 ~= 0 and tune.scalar ~= nil and c.variant ~= "row" then
           assert.are.equal(not tune.scalar, c.masked, ("%s D=%d: masked"):format(label, d))
         end
         if tune.form and tune.form ~= "row" then assert.are.equal(tune.form, c.variant) end
@@ -101,7 +103,7 @@ describe("layer_norm_forward on every row length", function()
   it("matches the reference for many short rows in the subgroup form, in place and not", function()
     local rng = ref.rng(11)
     for _, d in ipairs { 1, 2, 3, 5, 7, 13, 31, 64 } do
-      config(d, { form = "subgroup" })
+      config(d, { form = "subgroup", scalar = false })
       for _, in_place in ipairs { false, true } do
         local why = mismatch(301, d, rng, { in_place = in_place, affine = d % 2 == 1 })
         assert(why == nil, ("D=%d, 301 rows%s: %s"):format(d, in_place and " in place" or "", why))
@@ -127,7 +129,8 @@ describe("layer_norm_forward on every row length", function()
     local bad = {}
     for k, s in ipairs(shapes) do   -- weight and bias on every other shape
       local rows, d = s[1], s[2]
-      for _, tune in ipairs { {}, { form = "group" }, { form = "stream" }, { form = "split", parts = 3 } } do
+      for _, tune in ipairs { {}, { form = "group", scalar = false }, { form = "stream", scalar = false },
+                              { form = "split", parts = 3, scalar = false } } do
         config(d, tune)
         for _, in_place in ipairs { false, true } do
           local why = mismatch(rows, d, g, { in_place = in_place, affine = k % 2 == 1 })
@@ -140,11 +143,62 @@ describe("layer_norm_forward on every row length", function()
     assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
+  -- Non-finite and huge rows take the scaled statistics, which read the row again from
+  -- memory: masked, beside ordinary rows (whose statistics must not change), in every
+  -- form that has them. Expectations as spec/layer_norm_semantics_spec.lua states them.
+  it("keeps NaN, inf and huge rows to themselves with masked vec4 rows", function()
+    local INF = math.huge
+    local kinds = {
+      function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[1] = NAN return r, "nan" end,
+      function(d, g) local r = {} for i = 1, d do r[i] = 2 + g.normal() end return r end,
+      function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[d] = INF return r, "inf" end,
+      function(d, g) local r = {} for i = 1, d do r[i] = (i % 2 == 0 and 3e38 or -2e38) * g.uniform() end return r end,
+      function(d, g) local r = {} for i = 1, d do r[i] = 1e4 + g.normal() end return r end,
+    }
+    local bad = {}
+    for _, tune in ipairs { { form = "group" }, { form = "subgroup" }, { form = "stream" }, { form = "split", parts = 2 } } do
+      tune.scalar = false
+      for _, d in ipairs { 5, 7, 37, 4099 } do
+        config(d, tune)
+        local g = ref.rng(d)
+        local xt, nonfinite = {}, {}
+        for i = 1, 11 do
+          local row, what = kinds[(i - 1) % #kinds + 1](d, g)
+          for j = 1, d do row[j] = ref.f32(row[j]) end
+          xt[i], nonfinite[i] = row, what
+        end
+        local x = lumus.tensor(xt)
+        local y, m, r = lumus.layer_norm_forward(x, nil, nil, 1e-5)
+        local gy, gm, gr = y:to_table(), m:to_table(), r:to_table()
+        for _, t in ipairs { x, y, m, r } do t:free() end
+        local wy, wm, wr = ref.layer_norm_forward(xt, nil, nil, 1e-5)
+        for i = 1, #xt do
+          local what = ("%s D=%d row %d"):format(label_of(tune), d, i)
+          if nonfinite[i] then
+            local ok = gr[i] ~= gr[i] and (nonfinite[i] == "nan" and gm[i] ~= gm[i] or gm[i] == INF)
+            for j = 1, d do ok = ok and gy[i][j] ~= gy[i][j] end
+            if not ok then bad[#bad + 1] = what .. ": not NaN / inf as PyTorch" end
+          else
+            local cy = ref.compare({ gy[i] }, { wy[i] })
+            local amax = 0
+            for j = 1, d do amax = math.max(amax, math.abs(xt[i][j])) end
+            if not (cy.max_rel <= Y_MAX) then bad[#bad + 1] = ("%s: y max error %.3g"):format(what, cy.max_rel) end
+            if not (math.abs(gm[i] - wm[i]) <= 1e-5 * math.max(1, amax)) then bad[#bad + 1] = what .. ": mean" end
+            -- an invstd below the smallest normal float32 may be flushed to 0
+            local flushed = wr[i] < 2.0 ^ -126 and gr[i] == 0
+            if not flushed and not (math.abs(gr[i] / wr[i] - 1) <= INVSTD_REL) then bad[#bad + 1] = what .. ": invstd" end
+          end
+        end
+      end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
   it("plans for a row count given to the tuning hook, and refuses a bad one", function()
     local c = config(1000, nil, 5)
     assert.is_string(c.variant)
     assert.are.equal(250, c.vectors)
-    assert.are.equal(251, config(1001, { form = "group" }).vectors)   -- ceil((1001 + 3) / 4)
+    assert.are.equal(251, config(1001, { form = "group", scalar = false }).vectors)   -- ceil((1001 + 3) / 4)
     assert.are.equal(1001, config(1001, { form = "group", scalar = true }).vectors)
     local ok, err = pcall(config, 1000, nil, 0)
     assert.is_false(ok)

@@ -54,6 +54,8 @@
 /* Multiprocessors of a device that does not say (only VK_NV_shader_sm_builtins does):
  * it decides only when few rows are split. */
 #define LN_GUESS_SMS 64u
+/* lm_context.ln_scalar: how rows of D % 4 != 0 are read (tune.layer_norm's `scalar`). */
+enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 /* Most vectors per thread a forced form may hold: each is a register of a specialized
  * shader; past this a forced group or split form streams instead. */
 #define LN_FORCED_MAX_ITEMS 64
@@ -107,13 +109,17 @@ static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 
 static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 /* `masked_ok`: rows whose D is not a multiple of 4 may be read as masked vec4s (every
- * form but the row form, unless the tuning hook asked for floats). */
+ * form but the row form). They are on a GPU, where memory hides the masking's extra
+ * instructions; a CPU device (lavapipe) pays for each, so there they are read as floats;
+ * the tuning hook's `scalar` decides either way. */
 static ln_shape shape_of(const lm_context *ctx, int64_t d, uint32_t rows, int masked_ok) {
     ln_shape s;
+    int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     s.d = (uint32_t)d;
     s.rows = rows;
     s.sms = ctx->sm_count ? ctx->sm_count : LN_GUESS_SMS;
-    s.masked = d % 4 != 0 && masked_ok;
+    s.masked = d % 4 != 0 && masked_ok &&
+               (ctx->ln_scalar == LN_SCALAR_AUTO ? !cpu : ctx->ln_scalar == LN_SCALAR_MASKED);
     s.vec = d % 4 == 0 || s.masked ? 4 : 1;
     s.n = s.masked ? (uint32_t)((d + 6) / 4) : (uint32_t)(d / s.vec);
     s.max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
@@ -311,7 +317,7 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
 /* The plan for `rows` rows of D. `in_place`: y is x. `affine`: the call has weight or
  * bias. */
 static ln_plan plan(const lm_context *ctx, int64_t d, uint32_t rows, int in_place, int affine) {
-    ln_shape s = shape_of(ctx, d, rows, !ctx->ln_scalar);
+    ln_shape s = shape_of(ctx, d, rows, 1);
     ln_shape row_shape = shape_of(ctx, d, rows, 0);
     switch (choose_form(ctx, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
@@ -522,7 +528,7 @@ int lm_op_layer_norm_config(lua_State *L) {
             lm_argerror(L, 2, "spin_limit must be in 0..%d, got %I", (int)LN_SPIN_MAX, (LUAI_UACINT)spin);
         int no_tickets = !lm_option_boolean(L, 2, "tickets", 1);
         int return_scratch = lm_option_boolean(L, 2, "return_scratch", 0);
-        int scalar = lm_option_boolean(L, 2, "scalar", 0);
+        int scalar = lm_option_boolean(L, 2, "scalar", -1);
         static const char *const records[] = { "tagged", "fenced", NULL };
         int fenced = lm_option_choice(L, 2, "records", records, 0) == 1;
         /* The split scratch's epoch may only move forward: a tag from the past could
@@ -539,7 +545,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_spin_limit = (uint32_t)(spin + 1);
         ctx->ln_no_tickets = no_tickets;
         ctx->ln_return_scratch = return_scratch;
-        ctx->ln_scalar = scalar;
+        ctx->ln_scalar = scalar < 0 ? LN_SCALAR_AUTO : scalar ? LN_SCALAR_FLOATS : LN_SCALAR_MASKED;
         ctx->ln_fenced_records = fenced;
         ctx->ln_classes = (uint32_t)classes;
         ctx->ln_epoch = (uint32_t)epoch;
