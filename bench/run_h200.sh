@@ -18,6 +18,9 @@
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   torch_random.md / .csv, random.md / .csv   bench/torch_random.py, bench/random.lua
 #   torch_index.md / .csv, index.md / .csv     bench/torch_index.py, bench/index.lua
+#   sweep_shapes.csv, torch_sweep.md / .csv, sweep.md / .csv / .svg   the random shape
+#                               sweep (bench/sweep.lua, bench/torch_sweep.py; SWEEP_SEED=N
+#                               repeats a run's shapes)
 #   summary.md                  the Markdown of all steps, in order
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
@@ -118,11 +121,23 @@ step torch_index 60 python3 bench/torch_index.py --csv "$out/torch_index.csv"
 ix_baseline=()
 [ -s "$out/torch_index.csv" ] && ix_baseline+=(--baseline "$out/torch_index.csv")
 step index 90 lua5.4 bench/index.lua ${ix_baseline[@]+"${ix_baseline[@]}"} --csv "$out/index.csv"
+# The random shape sweep (bench/sweep.lua): the shapes drawn once (SWEEP_SEED, default a
+# new one per run, printed), PyTorch over the same list, then lumus against the same-run
+# copy with PyTorch's figures beside it (sweep.md / .csv / .svg).
+sweep_seed=${SWEEP_SEED:-$(( $(date +%s) % 1000000 ))}
+step sweep_shapes 60 lua5.4 bench/sweep.lua --seed "$sweep_seed" --write-shapes "$out/sweep_shapes.csv" --shapes-only
+if [ -s "$out/sweep_shapes.csv" ]; then
+  step torch_sweep 300 python3 bench/torch_sweep.py --shapes "$out/sweep_shapes.csv" --csv "$out/torch_sweep.csv"
+  sweep_baseline=()
+  [ -s "$out/torch_sweep.csv" ] && sweep_baseline+=(--baseline "$out/torch_sweep.csv")
+  step sweep 420 lua5.4 bench/sweep.lua --shapes "$out/sweep_shapes.csv" ${sweep_baseline[@]+"${sweep_baseline[@]}"} \
+    --csv "$out/sweep.csv" --svg "$out/sweep.svg"
+fi
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

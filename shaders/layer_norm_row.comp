@@ -45,13 +45,13 @@ void main() {
     vec2 sums = vec2(hsum4(q1), hsum4(q2));
     if (!is_finite(sums.y)) {   // NaN, inf or overflow in the row
         ScaledStats z = scaled_stats(row, 0u, 1u);
-        for (uint i = 0u; i < p.n; ++i) row_ptr(p.y, row).v[i] = scaled_y(z, row, i);
+        for (uint i = 0u; i < p.n; ++i) ln_store(row, i, scaled_y(z, row, i));
         store_stats(row, z.mean, z.invstd);
         return;
     }
     vec2 st = finish_stats(sums);
     ROW_ARRAY yr = row_ptr(p.y, row);
     for (uint i = 0u; i < p.n; ++i)
-        yr.v[i] = fma((xr.v[i] - m0 - st.x) * st.y, load_weight(i), load_bias(i));
+        yr.v[i] = fma((xr.v[i] - m0 - st.x) * st.y, load_weight(row, i), load_bias(row, i));
     store_stats(row, m0 + st.x, st.y);
 }

@@ -55,7 +55,7 @@ shared bool partners_missing;
 vec2 row_sums(uint row, float shift) {
     vec2 q = vec2(0.0);
     for (uint idx = gl_LocalInvocationID.x; idx < p.n; idx += WG) {
-        VT r = row_ptr(p.x, row).v[idx] - shift;
+        VT r = ln_keep(row, idx, ln_load(p.x, row, idx) - shift);
         q += vec2(hsum(r), hsum(r * r));
     }
     return group_sum(q);
@@ -124,25 +124,27 @@ void main() {
     }
     uint first = part * p.chunk;
     uint end = min(first + p.chunk, p.n);
-    float count = float(end - first) * float(VEC);
+    // Elements in the slice: 0 only where ANY_D's last vectors lie past this row's end.
+    float count = slice_count(row, first, end);
 
     // This slice's statistics, two-pass from registers: shift = its float32 mean.
     VT v[ITEMS];
     float s = 0.0;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        v[i] = idx < end ? row_ptr(p.x, row).v[idx] : VT(0.0);
+        v[i] = idx < end ? ln_load(p.x, row, idx) : VT(0.0);
         s += hsum(v[i]);
     }
-    float shift = group_sum(vec2(s, 0.0)).x / count;
+    float total = group_sum(vec2(s, 0.0)).x;
+    float shift = count > 0.0 ? total / count : 0.0;
     vec2 q = vec2(0.0);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        v[i] = idx < end ? v[i] - shift : VT(0.0);
+        v[i] = idx < end ? ln_keep(row, idx, v[i] - shift) : VT(0.0);
         q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
     }
     q = group_sum(q);
-    float offset = q.x / count;                    // slice mean = shift + offset
+    float offset = count > 0.0 ? q.x / count : 0.0;                    // slice mean = shift + offset
     float m2 = max(q.y - q.x * offset, 0.0);       // sum of squared deviations
 
 #if TAGGED_RECORDS
@@ -215,13 +217,13 @@ void main() {
         float n_total = float(p.d);
         float delta = 0.0;
         for (uint i = 0; i < PARTS; ++i) {
-            float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC);
+            float n_i = slice_count(row, min(i * p.chunk, p.n), min((i + 1u) * p.chunk, p.n));
             delta += n_i * ((records[i].x - base) + records[i].y);
         }
         delta /= n_total;
         float m2_total = 0.0;
         for (uint i = 0; i < PARTS; ++i) {
-            float n_i = float(min((i + 1u) * p.chunk, p.n) - min(i * p.chunk, p.n)) * float(VEC);
+            float n_i = slice_count(row, min(i * p.chunk, p.n), min((i + 1u) * p.chunk, p.n));
             float d = (records[i].x - base) + records[i].y - delta;
             m2_total += records[i].z + n_i * d * d;
         }
@@ -245,14 +247,14 @@ void main() {
         // NaN, inf or overflow in the row (a slice's sums, or their combination): every
         // part takes the row's statistics scaled, from memory, and writes its slice.
         ScaledStats z = scaled_stats(row, tid, WG);
-        for (uint idx = first + tid; idx < end; idx += WG) row_ptr(p.y, row).v[idx] = scaled_y(z, row, idx);
+        for (uint idx = first + tid; idx < end; idx += WG) ln_store(row, idx, scaled_y(z, row, idx));
         if (part == 0u && tid == 0u) store_stats(row, z.mean, z.invstd);
         finish_classes();
         return;
     }
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        if (idx < end) row_ptr(p.y, row).v[idx] = fma((v[i] + adjust) * invstd, load_weight(idx), load_bias(idx));
+        if (idx < end) ln_store(row, idx, fma((v[i] + adjust) * invstd, load_weight(row, idx), load_bias(row, idx)));
     }
     if (part == 0u && tid == 0u) store_stats(row, mean, invstd);
     finish_classes();

@@ -137,7 +137,7 @@ describe("tune.layer_norm options", function()
       { { stream = 1 }, "stream must be a boolean, got number" },
       { { return_scratch = "yes" }, "return_scratch must be a boolean, got string" },
       { { records = true }, "records must be \"tagged\" or \"fenced\", got boolean" },
-      { { parts = 65 }, "parts must be in 0..64 %(0: automatic%), got 65" },
+      { { parts = 129 }, "parts must be in 0..128 %(0: automatic%), got 129" },
       { { classes = 14 }, "classes must be in 0..13 .* got 14" },
       { { spin_limit = -2 }, "spin_limit must be in 0..50000, got %-2" },
       { { wg = 48 }, "wg must be a power of two up to 1024 %(0: default%), got 48" },

@@ -277,7 +277,7 @@ describe("layer_norm_forward", function()
           protocols[c.records] = true
           local ok, err = pcall(function()
             assert.are.equal("split", c.variant)
-            assert.are.equal(math.min(case.parts, case.d // c.vec), c.parts)
+            assert.are.equal(math.min(case.parts, c.vectors), c.parts)
             if records == "fenced" then assert.are.equal("fenced", c.records) end
             run_case({ 3, case.d }, { seed = 90 + k, weight = true, bias = k % 2 == 0, default_alloc = spin == 0 })
             run_case({ 2, case.d }, { seed = 100 + k, offset = 1e4 })
@@ -423,9 +423,9 @@ describe("layer_norm_forward", function()
   it("refuses bad split tuning values", function()
     local config = lumus.tune.layer_norm
     if not config then pending("no lumus.tune.layer_norm hook"); return end
-    local ok, err = pcall(config, 1000, { parts = 65 })
+    local ok, err = pcall(config, 1000, { parts = 129 })
     assert.is_false(ok)
-    assert.matches("parts must be in 0..64", err, 1, true)
+    assert.matches("parts must be in 0..128", err, 1, true)
     ok, err = pcall(config, 1000, { spin_limit = 60000 })
     assert.is_false(ok)
     assert.matches("spin_limit must be in 0..50000", err, 1, true)

@@ -69,6 +69,7 @@ struct lm_context {
     int ln_return_scratch;        /* split form: also return the scratch (for tuning) */
     int ln_fenced_records;        /* split form: the 32-bit fenced protocol even with int64 atomics */
     uint32_t ln_classes;          /* split form: SM classes (0 = automatic, 1 = off) */
+    int ln_scalar;                /* layer_norm, D % 4 != 0: 0 device default, 1 floats, 2 masked vec4s */
     lm_storage *scratch[LM_SCRATCH_SLOTS];
     lm_storage *storages;         /* every live storage of the context (orphaned at teardown) */
     /* The split LayerNorm scratch's state (slot LM_SCRATCH_SPLIT_LN). */

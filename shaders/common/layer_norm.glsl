@@ -1,8 +1,9 @@
 // Shared by the LayerNorm forward kernels (shaders/layer_norm_<form>.comp):
 // y = (x - mean) * invstd * weight + bias over the last dimension, saving mean and
 // invstd per row (what backward needs). Each form is one file; src/ops/layer_norm.c
-// plans which runs. Every form is built in two widths: VEC = 4 (vec4 loads, rows a
-// multiple of 4) and VEC = 1 (any D).
+// plans which runs. Every form is built in widths: VEC = 4 (vec4 loads, rows a multiple
+// of 4), VEC = 4 with ANY_D = 1 (vec4 loads, any D: see "Row access" below) and VEC = 1
+// (floats, any D).
 // Rows past maxComputeWorkGroupCount[0] arrive on a 2-D grid (groups_x wide).
 // Every form reads all of a row before writing it, so out == x (in place) is safe
 // (the split form only where the host allows it: see layer_norm_split.comp).
@@ -43,11 +44,17 @@ float hsum(float v) { return v; }
 #else
 #error "define VEC as 4 or 1"
 #endif
+#ifndef ANY_D
+#define ANY_D 0
+#endif
+#if ANY_D && VEC != 4
+#error "ANY_D needs VEC = 4"
+#endif
 
 layout(push_constant) uniform Params {
     uint64_t x, y, weight, bias, mean, invstd;   // device addresses (0 = absent)
     uint rows;       // number of rows
-    uint n;          // vectors per row (D / VEC)
+    uint n;          // vectors per row: D / VEC; with ANY_D the most that cover a row
     uint d;          // elements per row
     float eps;
     uint groups_x;   // width of the dispatch grid, for 2-D folding
@@ -83,17 +90,94 @@ uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
 
 // weight and bias are only read, and never alias y (the host refuses that), so they are
 // declared readonly restrict.
-#if VEC == 4
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer ParamArray { vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer ParamVec4 { vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer ParamFloat { float v[]; };
+
+// Row access: ln_load(base, row, idx) reads vector idx of a row of x (base p.x),
+// ln_store(row, idx, v) writes it to y, ln_keep(row, idx, v) zeroes v's lanes outside
+// the row, load_weight/load_bias(row, idx) give the matching weight and bias lanes.
+// Callers keep idx < p.n.
+#if ANY_D
+// Rows of any D read as the 16-byte aligned vec4s of the flattened tensor that cover
+// them: vector idx of a row is vec4 number floor(row*D / 4) + idx of the buffer, and its
+// lane k holds element 4*idx + k - o of the row, o = (row*D) mod 4 (the row's skew).
+// Lanes outside the row read as 0 and are never written. A vector wholly inside the row
+// is one vec4 access; the partial ones (at most two per row) take one float access per
+// lane inside the row, so no access touches a neighbouring row's elements (in place,
+// adjacent rows' workgroups run at once and share those vec4s) nor bytes past the
+// tensor's end. Element indices are unsigned: 4*idx - o wraps to a huge value below the
+// row's start, which every "< p.d" test then rejects (p.d < 2^31).
+uint row_skew(uint row) { return uint((uint64_t(row) * uint64_t(p.d)) & 3ul); }
+// The address of the vec4 holding the row's first element.
+uint64_t row_base(uint64_t base, uint row) { return base + ((uint64_t(row) * uint64_t(p.d)) >> 2) * 16ul; }
+uint first_elem(uint row, uint idx) { return 4u * idx - row_skew(row); }
+bool whole_vector(uint e0) { return e0 < p.d && p.d - e0 >= 4u; }
+
+vec4 ln_load(uint64_t base, uint row, uint idx) {
+    uint e0 = first_elem(row, idx);
+    uint64_t at = row_base(base, row);
+    if (whole_vector(e0)) return Vec4Array(at).v[idx];
+    vec4 r = vec4(0.0);
+    for (uint k = 0u; k < 4u; ++k)
+        if (e0 + k < p.d) r[k] = FloatArray(at).v[4u * idx + k];
+    return r;
+}
+void ln_store(uint row, uint idx, vec4 v) {
+    uint e0 = first_elem(row, idx);
+    uint64_t at = row_base(p.y, row);
+    if (whole_vector(e0)) { Vec4Array(at).v[idx] = v; return; }
+    for (uint k = 0u; k < 4u; ++k)
+        if (e0 + k < p.d) FloatArray(at).v[4u * idx + k] = v[k];
+}
+vec4 ln_keep(uint row, uint idx, vec4 v) {
+    uvec4 e = uvec4(first_elem(row, idx)) + uvec4(0u, 1u, 2u, 3u);
+    return mix(vec4(0.0), v, lessThan(e, uvec4(p.d)));
+}
+// Lanes of weight or bias for vector idx: elements 4*idx - o .. 4*idx - o + 3, from the
+// aligned vec4s idx - 1 and idx of the parameter (o is uniform over the row), or per
+// element at the row's ends.
+vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
+    if (addr == 0ul) return vec4(absent);
+    uint o = row_skew(row);
+    if (4u * idx + 4u <= p.d) {
+        vec4 b = ParamVec4(addr).v[idx];
+        if (o == 0u) return b;
+        if (idx > 0u) {
+            vec4 a = ParamVec4(addr).v[idx - 1u];
+            return o == 1u ? vec4(a.w, b.xyz) : o == 2u ? vec4(a.zw, b.xy) : vec4(a.yzw, b.x);
+        }
+    }
+    vec4 r = vec4(absent);
+    uint e0 = 4u * idx - o;
+    for (uint k = 0u; k < 4u; ++k)
+        if (e0 + k < p.d) r[k] = ParamFloat(addr).v[e0 + k];
+    return r;
+}
+vec4 load_weight(uint row, uint idx) { return load_param(p.weight, 1.0, row, idx); }
+vec4 load_bias(uint row, uint idx) { return load_param(p.bias, 0.0, row, idx); }
+// Elements of the row in its vectors [a, b).
+float slice_count(uint row, uint a, uint b) {
+    uint o = row_skew(row);
+    uint lo = max(4u * a, o) - o, hi = min(4u * b, p.d + o) - o;
+    return hi > lo ? float(hi - lo) : 0.0;
+}
 #else
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer ParamArray { float v[]; };
+VT ln_load(uint64_t base, uint row, uint idx) { return row_ptr(base, row).v[idx]; }
+void ln_store(uint row, uint idx, VT v) { row_ptr(p.y, row).v[idx] = v; }
+VT ln_keep(uint row, uint idx, VT v) { return v; }
+#if VEC == 4
+#define ParamArray ParamVec4
+#else
+#define ParamArray ParamFloat
 #endif
-VT load_weight(uint idx) {
+VT load_weight(uint row, uint idx) {
     return p.weight != 0ul ? ParamArray(p.weight).v[idx] : VT(1.0);
 }
-VT load_bias(uint idx) {
+VT load_bias(uint row, uint idx) {
     return p.bias != 0ul ? ParamArray(p.bias).v[idx] : VT(0.0);
 }
+float slice_count(uint row, uint a, uint b) { return float(b - a) * float(VEC); }
+#endif
 
 bool is_finite(float v) { return (floatBitsToUint(v) & 0x7f800000u) != 0x7f800000u; }
 
@@ -125,7 +209,8 @@ vec2 group_sum(vec2 v) {
 }
 
 // Reductions for scaled_stats, by how a form shares a row (define LN_SHARE before the
-// include): 0 the workgroup, 1 the subgroup, 2 nobody (one invocation per row).
+// include): 0 the workgroup, 2 nobody (one invocation per row), 3 a segment of SEG
+// lanes of a subgroup (the subgroup form).
 #ifndef LN_SHARE
 #define LN_SHARE 0
 #endif
@@ -141,9 +226,38 @@ float group_max(float v) {
 #if LN_SHARE == 0
 float share_sum(float v) { return group_sum(vec2(v, 0.0)).x; }
 float share_max(float v) { return group_max(v); }
-#elif LN_SHARE == 1
-float share_sum(float v) { return subgroupAdd(v); }
-float share_max(float v) { return subgroupMax(v); }
+#elif LN_SHARE == 3
+// Segments of SEG = WG / ROWS lanes (a power of two dividing the subgroup) share a row.
+// A segment as wide as the subgroup reduces with subgroup operations; narrower ones
+// through `partials`, each lane adding its segment's values in the same order, so
+// every lane of a segment gets the identical result. Called by whole subgroups.
+const uint SEG = WG / ROWS;
+uint seg_slot() { return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID; }
+vec2 share_sum2(vec2 v) {
+    if (SEG == gl_SubgroupSize) return subgroupAdd(v);
+    if (SEG == 1u) return v;
+    uint at = seg_slot();
+    partials[at] = v;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    vec2 t = vec2(0.0);
+    for (uint i = at - at % SEG, end = i + SEG; i < end; ++i) t += partials[i];
+    subgroupBarrier();   // every lane has read before `partials` is written again
+    return t;
+}
+float share_sum(float v) { return share_sum2(vec2(v, 0.0)).x; }
+float share_max(float v) {
+    if (SEG == gl_SubgroupSize) return subgroupMax(v);
+    if (SEG == 1u) return v;
+    uint at = seg_slot();
+    partials[at] = vec2(v, 0.0);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    float t = 0.0;
+    for (uint i = at - at % SEG, end = i + SEG; i < end; ++i) t = max(t, partials[i].x);
+    subgroupBarrier();
+    return t;
+}
 #else
 float share_sum(float v) { return v; }
 float share_max(float v) { return v; }
@@ -174,14 +288,14 @@ float exponent_field(VT v) {
 // (x.x + x.y) * s (Mesa does), which overflows exactly where the scale was for.
 struct ScaledStats { float scale, mean_s, a, b, mean, invstd; };
 VT scaled_x(uint row, uint idx, float scale) {
-    precise VT xs = row_ptr(p.x, row).v[idx] * scale;
+    precise VT xs = ln_load(p.x, row, idx) * scale;
     return xs;
 }
 #define LN_XS(row, idx) scaled_x(row, idx, z.scale)
 ScaledStats scaled_stats(uint row, uint start, uint stride) {
     ScaledStats z;
     float em = 0.0;
-    for (uint idx = start; idx < p.n; idx += stride) em = max(em, exponent_field(row_ptr(p.x, row).v[idx]));
+    for (uint idx = start; idx < p.n; idx += stride) em = max(em, exponent_field(ln_load(p.x, row, idx)));
     int e = clamp(int(share_max(em)) - 127, 0, 126);
     z.scale = pow2(-e);
     float s = 0.0;
@@ -194,10 +308,10 @@ ScaledStats scaled_stats(uint row, uint start, uint stride) {
         return z;
     }
     float c = 0.0;
-    for (uint idx = start; idx < p.n; idx += stride) c += hsum(LN_XS(row, idx) - m0);
+    for (uint idx = start; idx < p.n; idx += stride) c += hsum(ln_keep(row, idx, LN_XS(row, idx) - m0));
     z.mean_s = m0 + share_sum(c) / float(p.d);
     float q = 0.0;
-    for (uint idx = start; idx < p.n; idx += stride) { VT r = LN_XS(row, idx) - z.mean_s; q += hsum(r * r); }
+    for (uint idx = start; idx < p.n; idx += stride) { VT r = ln_keep(row, idx, LN_XS(row, idx) - z.mean_s); q += hsum(r * r); }
     float var_s = share_sum(q) / float(p.d);
     z.mean = z.mean_s * pow2(e);
     float ve = var_s * pow2(e) * pow2(e) + p.eps;
@@ -213,5 +327,5 @@ ScaledStats scaled_stats(uint row, uint start, uint stride) {
 // y for vector idx of a row that took scaled_stats.
 VT scaled_y(ScaledStats z, uint row, uint idx) {
     precise VT y = ((LN_XS(row, idx) - z.mean_s) * z.a) * z.b;
-    return fma(y, load_weight(idx), load_bias(idx));
+    return fma(y, load_weight(row, idx), load_bias(row, idx));
 }

@@ -23,6 +23,9 @@
 #define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
+/* Subgroup form: vectors per lane it aims for (2: two loads in flight per lane, and a
+ * segment of 8+ lanes reads whole 128-byte lines, as the group form's short rows). */
+#define LN_SEGMENT_ITEMS 2
 /* Row form (one invocation per row, for CPU devices): 8 rows per workgroup fill one
  * 256-bit SIMD group on lavapipe. Its three loops run once per vector, and llvmpipe
  * cuts an invocation's loops short past 65535 iterations in all (3 x 32768 failed,
@@ -35,15 +38,29 @@
  * sum, correction, deviations; its y pass replaces the normal one). */
 #define LN_SCALED_PASSES 4u
 /* Split form: rows longer than one workgroup's registers are shared by up to
- * LN_MAX_PARTS workgroups, each keeping LN_SPLIT_ITEMS vectors per thread; longer rows
- * stream. */
-#define LN_MAX_PARTS 8
+ * LN_MAX_PARTS workgroups (LN_MAX_PARTS_CPU on a CPU device, which runs workgroups a
+ * few at a time), each keeping LN_SPLIT_ITEMS vectors per thread; longer rows stream.
+ * Fewer rows than multiprocessors (which one workgroup per row would leave idle) are
+ * split too, where not in place: into parts of at least LN_SPREAD_CHUNK vectors, enough
+ * that the call has LN_SPREAD_WAVES workgroups per multiprocessor, LN_SPREAD_ITEMS
+ * vectors per thread. */
+#define LN_MAX_PARTS 128
+#define LN_MAX_PARTS_CPU 8
 #define LN_SPLIT_ITEMS 8
 #define LN_SPLIT_WG 256
+#define LN_SPREAD_CHUNK 1024u
+#define LN_SPREAD_WAVES 2u
+#define LN_SPREAD_ITEMS 4u
+/* Multiprocessors of a device that does not say (only VK_NV_shader_sm_builtins does):
+ * it decides only when few rows are split. */
+#define LN_GUESS_SMS 64u
+/* lm_context.ln_scalar: how rows of D % 4 != 0 are read (tune.layer_norm's `scalar`). */
+enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 /* Most vectors per thread a forced form may hold: each is a register of a specialized
  * shader; past this a forced group or split form streams instead. */
 #define LN_FORCED_MAX_ITEMS 64
 #define LN_MAX_CLASSES 13      /* SM classes: their counters are scratch words 3..15 */
+#define LN_MAX_FORCED_PARTS 128  /* the tuning hook's parts (a thread per part collects it) */
 /* llvmpipe ends an invocation's loops after 65535 iterations in all: on CPU devices a
  * tuned-down workgroup is widened until each thread's passes over a row stay below. */
 #define LN_CPU_LOOP_BUDGET 60000u
@@ -56,8 +73,14 @@
 
 /* What the device and the row length allow, shared by the planners. */
 typedef struct ln_shape {
-    uint32_t vec;       /* 4: rows read as vec4 (D a multiple of 4); else 1 */
-    uint32_t n;         /* vectors per row, D / vec */
+    uint32_t vec;       /* 4: rows read as vec4; else 1 (floats) */
+    int masked;         /* vec4 over D not a multiple of 4: the aligned vec4s covering a
+                         * row, lanes outside it masked (common/layer_norm.glsl) */
+    uint32_t n;         /* vectors per row: D / vec, or with `masked` the most vec4s
+                         * that cover a row, ceil((D + 3) / 4) */
+    uint32_t d;         /* elements per row */
+    uint32_t rows;      /* rows of the call (UINT32_MAX: many) */
+    uint32_t sms;       /* multiprocessors: the device's count, else LN_GUESS_SMS */
     uint32_t max_wg;    /* largest workgroup: the device's limits, at most 1024 */
     uint32_t sg;        /* smallest subgroup size (1 where unknown) */
     int cpu;            /* a CPU device (lavapipe) */
@@ -69,7 +92,10 @@ typedef struct ln_plan {
     int form;                   /* lm_ln_form, never LM_LN_AUTO */
     lm_shader_id shader;
     uint32_t vec;
-    uint32_t wg;                /* threads per workgroup, a power of two */
+    int masked;                 /* see ln_shape */
+    uint32_t n;                 /* vectors per row, as ln_shape */
+    uint32_t wg;                /* threads per workgroup: a power of two, or (a GPU's
+                                 * group form) a multiple of the largest subgroup */
     uint32_t items;             /* vectors per thread held in registers */
     uint32_t rows_per_group;    /* group, subgroup, stream, row forms: rows per workgroup */
     uint32_t parts;             /* split form: workgroups per row, none of them empty */
@@ -82,10 +108,20 @@ typedef struct ln_plan {
 static uint32_t pow2_at_least(uint32_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
 static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
-static ln_shape shape_of(const lm_context *ctx, int64_t d) {
+/* `masked_ok`: rows whose D is not a multiple of 4 may be read as masked vec4s (every
+ * form but the row form). They are on a GPU, where memory hides the masking's extra
+ * instructions; a CPU device (lavapipe) pays for each, so there they are read as floats;
+ * the tuning hook's `scalar` decides either way. */
+static ln_shape shape_of(const lm_context *ctx, int64_t d, uint32_t rows, int masked_ok) {
     ln_shape s;
-    s.vec = d % 4 == 0 ? 4 : 1;
-    s.n = (uint32_t)(d / s.vec);
+    int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    s.d = (uint32_t)d;
+    s.rows = rows;
+    s.sms = ctx->sm_count ? ctx->sm_count : LN_GUESS_SMS;
+    s.masked = d % 4 != 0 && masked_ok &&
+               (ctx->ln_scalar == LN_SCALAR_AUTO ? !cpu : ctx->ln_scalar == LN_SCALAR_MASKED);
+    s.vec = d % 4 == 0 || s.masked ? 4 : 1;
+    s.n = s.masked ? (uint32_t)((d + 6) / 4) : (uint32_t)(d / s.vec);
     s.max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
     if (s.max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) s.max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     if (s.max_wg > 1024) s.max_wg = 1024;
@@ -102,8 +138,8 @@ static uint32_t cpu_loop_wg(const ln_shape *s, uint32_t wg, uint32_t passes, uin
     return wg > s->max_wg ? s->max_wg : wg;
 }
 
-static lm_shader_id by_vec(const ln_shape *s, lm_shader_id vec4, lm_shader_id vec1) {
-    return s->vec == 4 ? vec4 : vec1;
+static lm_shader_id by_vec(const ln_shape *s, lm_shader_id vec4, lm_shader_id masked, lm_shader_id vec1) {
+    return s->masked ? masked : s->vec == 4 ? vec4 : vec1;
 }
 
 static int subgroup_fits(const lm_context *ctx, const ln_shape *s) {
@@ -112,17 +148,31 @@ static int subgroup_fits(const lm_context *ctx, const ln_shape *s) {
            LN_SUBGROUP_WG <= s->max_wg && LN_SUBGROUP_WG % ctx->max_subgroup == 0;
 }
 
+/* The most parts per row the split form takes unless the tuning hook forces more. */
+static uint32_t max_parts(const ln_shape *s) { return s->cpu ? LN_MAX_PARTS_CPU : LN_MAX_PARTS; }
+
+/* Workgroups per row that spread `rows` rows over the multiprocessors (1: no need). */
+static uint32_t spread_parts(const ln_shape *s) {
+    if (s->cpu || s->rows >= s->sms || s->n < 2 * LN_SPREAD_CHUNK) return 1;
+    uint32_t want = ceil_div(LN_SPREAD_WAVES * s->sms, s->rows);
+    uint32_t most = s->n / LN_SPREAD_CHUNK;
+    if (want > most) want = most;
+    return want < max_parts(s) ? want : max_parts(s);
+}
+
 /* The form for rows of this shape: the tuning hook's, where it can run, else the
- * device's. `in_place` (y is x) rules out the split form, whose fallback rereads x. */
-static int choose_form(const lm_context *ctx, const ln_shape *s, int in_place) {
+ * device's. `in_place` (y is x) rules out the split form, whose fallback rereads x.
+ * `row_shape` is the row form's (never masked). */
+static int choose_form(const lm_context *ctx, const ln_shape *s, const ln_shape *row_shape, int in_place) {
     int form = ctx->ln_form;
     if (form == LM_LN_AUTO && ctx->ln_parts && !in_place) form = LM_LN_SPLIT;   /* parts forced */
-    if (form == LM_LN_AUTO && s->cpu && s->n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
-    if (form == LM_LN_ROW && s->n > LN_ROW_MAX_VECTORS) form = LM_LN_AUTO;
+    if (form == LM_LN_AUTO && s->cpu && row_shape->n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
+    if (form == LM_LN_ROW && row_shape->n > LN_ROW_MAX_VECTORS) form = LM_LN_AUTO;
     if (form == LM_LN_SPLIT && in_place) form = LM_LN_STREAM;
     if (form == LM_LN_STREAM || form == LM_LN_SPLIT || form == LM_LN_ROW || form == LM_LN_GROUP) return form;
     /* Automatic, or a forced subgroup form, which only runs where it fits. */
     if (subgroup_fits(ctx, s)) return LM_LN_SUBGROUP;
+    if (!in_place && spread_parts(s) > 1) return LM_LN_SPLIT;
     if (s->n <= s->max_wg * LN_MAX_ITEMS) return LM_LN_GROUP;
     if (!in_place && !s->cpu && s->n <= s->max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) return LM_LN_SPLIT;
     return LM_LN_STREAM;
@@ -130,28 +180,32 @@ static int choose_form(const lm_context *ctx, const ln_shape *s, int in_place) {
 
 /* Row form: one invocation per row, wg rows per workgroup. */
 static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_ROW, .vec = s->vec, .variant = "row", .items = 1 };
-    c.shader = by_vec(s, LM_SH_LN_ROW_VEC4, LM_SH_LN_ROW_VEC1);
+    ln_plan c = { .form = LM_LN_ROW, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "row", .items = 1 };
+    c.shader = s->vec == 4 ? LM_SH_LN_ROW_VEC4 : LM_SH_LN_ROW_VEC1;   /* never masked */
     c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_ROW_WG;
     c.rows_per_group = c.wg;
     return c;
 }
 
-/* Subgroup form: one subgroup per row; a row's vectors spread over the smallest
- * subgroup's lanes (larger subgroups loop over the workgroup's rows). */
-static ln_plan plan_subgroup(const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .variant = "subgroup", .full_subgroups = 1 };
-    c.shader = by_vec(s, LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_VEC1);
+/* Subgroup form: a row per segment of `seg` lanes of a subgroup, seg the power of two
+ * (at most the smallest subgroup) that gives each lane about `target` vectors, so short
+ * rows share a subgroup instead of idling its lanes; workgroup / seg rows per workgroup. */
+static ln_plan plan_subgroup(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "subgroup", .full_subgroups = 1 };
+    c.shader = by_vec(s, LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_ANY, LM_SH_LN_SUBGROUP_VEC1);
+    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : LN_SEGMENT_ITEMS;
+    uint32_t seg = pow2_at_least(ceil_div(s->n, target));
+    if (seg > s->sg) seg = s->sg;
     c.wg = LN_SUBGROUP_WG;
-    c.rows_per_group = LN_SUBGROUP_WG / s->sg;
-    c.items = ceil_div(s->n, s->sg);
+    c.rows_per_group = LN_SUBGROUP_WG / seg;
+    c.items = ceil_div(s->n, seg);
     return c;
 }
 
 /* Streaming form: one workgroup per row, `items` vectors per thread in registers. */
 static ln_plan plan_stream(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_STREAM, .vec = s->vec, .variant = "stream", .rows_per_group = 1 };
-    c.shader = by_vec(s, LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_VEC1);
+    ln_plan c = { .form = LM_LN_STREAM, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "stream", .rows_per_group = 1 };
+    c.shader = by_vec(s, LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_ANY, LM_SH_LN_STREAM_VEC1);
     c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
     c.wg = cpu_loop_wg(s, ctx->ln_wg_override ? ctx->ln_wg_override : s->max_wg, 3, c.items);
     return c;
@@ -160,16 +214,26 @@ static ln_plan plan_stream(const lm_context *ctx, const ln_shape *s) {
 /* Group form: one workgroup per row holding all of it in registers; `target` vectors
  * per thread where the workgroup allows, at least a subgroup (and 32) threads. A forced
  * group form whose row needs more than LN_FORCED_MAX_ITEMS per thread streams. */
+/* A workgroup of at least `threads`: the next multiple of `unit`, or with unit 0 the
+ * next power of two. */
+static uint32_t group_width(uint32_t threads, uint32_t unit) {
+    return unit ? ceil_div(threads, unit) * unit : pow2_at_least(threads);
+}
+
 static ln_plan plan_group(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .variant = "group", .rows_per_group = 1 };
-    c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_VEC1);
+    ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "group", .rows_per_group = 1 };
+    c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_ANY, LM_SH_LN_GROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
                     : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
-    uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : pow2_at_least(ceil_div(s->n, target));
+    /* A GPU takes any whole number of its largest subgroups, so a row of n vectors idles
+     * fewer than a subgroup's lanes in each of its `items` loads (a power of two idled
+     * up to half of them, e.g. 1280 vectors on 512 x 3); a CPU, powers of two. */
+    uint32_t unit = s->cpu || !ctx->max_subgroup ? 0 : ctx->max_subgroup;
+    uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : group_width(ceil_div(s->n, target), unit);
     uint32_t lo = s->sg > 32 ? s->sg : 32;
     if (wg < lo) wg = lo;
     if (wg > s->max_wg) wg = s->max_wg;
-    if (wg * LN_MAX_ITEMS < s->n) wg = pow2_at_least(ceil_div(s->n, LN_MAX_ITEMS));
+    if (wg * LN_MAX_ITEMS < s->n) wg = group_width(ceil_div(s->n, LN_MAX_ITEMS), unit);
     if (wg > s->max_wg) wg = s->max_wg;
     c.wg = wg;
     c.items = ceil_div(s->n, wg);
@@ -192,19 +256,33 @@ static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
 
 /* Split form: `parts` workgroups per row, each holding a slice in registers. Small
  * workgroups overlap one part's wait for its partners with other parts' loads, so
- * rows that LN_MAX_PARTS small workgroups hold take those; longer ones take the
+ * rows that max_parts small workgroups hold take those (a large workgroup also leaves
+ * each thread fewer registers for its slice); longer ones take the
  * largest. A split that would hold more than LN_FORCED_MAX_ITEMS per thread streams.
  * `affine`: the call has weight or bias, the only case where SM classes pay. */
 static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) {
-    ln_plan c = { .form = LM_LN_SPLIT, .vec = s->vec, .variant = "split" };
+    ln_plan c = { .form = LM_LN_SPLIT, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "split" };
     uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
     uint32_t small_wg = LN_SPLIT_WG <= s->max_wg ? LN_SPLIT_WG : s->max_wg;
-    c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
-         : s->n <= small_wg * items * LN_MAX_PARTS ? small_wg : s->max_wg;
-    uint32_t parts = ctx->ln_parts ? ctx->ln_parts : ceil_div(s->n, c.wg * items);
-    /* Parts spin-wait for their partners: never more than LN_MAX_PARTS unless forced (a
+    uint32_t spread = ctx->ln_parts || ctx->ln_wg_override || ctx->ln_items_target ? 1 : spread_parts(s);
+    uint32_t parts;
+    if (spread > 1) {
+        /* Few rows: at least `spread` parts, and as many as small workgroups need to
+         * hold the row where max_parts of them can (else large ones); each thread about
+         * LN_SPREAD_ITEMS vectors. */
+        uint32_t hold = ceil_div(s->n, small_wg * LN_SPLIT_ITEMS);
+        if (hold > max_parts(s)) hold = ceil_div(s->n, s->max_wg * LN_SPLIT_ITEMS);
+        parts = spread > hold ? spread : hold;
+        uint32_t wg = pow2_at_least(ceil_div(ceil_div(s->n, parts), LN_SPREAD_ITEMS));
+        c.wg = wg < small_wg ? small_wg : wg > s->max_wg ? s->max_wg : wg;
+    } else {
+        c.wg = ctx->ln_wg_override ? ctx->ln_wg_override
+             : s->n <= small_wg * items * max_parts(s) ? small_wg : s->max_wg;
+        parts = ctx->ln_parts ? ctx->ln_parts : ceil_div(s->n, c.wg * items);
+    }
+    /* Parts spin-wait for their partners: never more than max_parts unless forced (a
      * small tuned wg made thousands, which lavapipe ran one after another). */
-    if (!ctx->ln_parts && parts > LN_MAX_PARTS) parts = LN_MAX_PARTS;
+    if (!ctx->ln_parts && parts > max_parts(s)) parts = max_parts(s);
     if (parts > s->n) parts = s->n;
     if (parts > s->max_wg) parts = s->max_wg;
     /* No empty part (its statistics would be 0/0): as many parts as slices of
@@ -213,7 +291,7 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     c.parts = ceil_div(s->n, chunk);
     /* Thread i of a part collects part i's record, so a workgroup needs a thread per
      * part; it stays a power of two, a whole number of subgroups (a workgroup of 9..63
-     * threads gave wrong rows on lavapipe). parts <= 64 < the 128 threads Vulkan
+     * threads gave wrong rows on lavapipe). parts <= 128, the threads Vulkan
      * guarantees. */
     if (c.wg < c.parts) c.wg = pow2_at_least(c.parts);
     /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the row
@@ -228,20 +306,22 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     int want = ctx->ln_classes > 1 || (!ctx->ln_classes && c.tagged_records && affine);
     c.classes = want ? split_classes(ctx, c.parts) : 1;
     if (c.tagged_records && c.classes > 1 && ctx->sm_count)
-        c.shader = by_vec(s, LM_SH_LN_SPLIT64SM_VEC4, LM_SH_LN_SPLIT64SM_VEC1);
+        c.shader = by_vec(s, LM_SH_LN_SPLIT64SM_VEC4, LM_SH_LN_SPLIT64SM_ANY, LM_SH_LN_SPLIT64SM_VEC1);
     else if (c.tagged_records)
-        c.shader = by_vec(s, LM_SH_LN_SPLIT64_VEC4, LM_SH_LN_SPLIT64_VEC1);
+        c.shader = by_vec(s, LM_SH_LN_SPLIT64_VEC4, LM_SH_LN_SPLIT64_ANY, LM_SH_LN_SPLIT64_VEC1);
     else
-        c.shader = by_vec(s, LM_SH_LN_SPLIT_VEC4, LM_SH_LN_SPLIT_VEC1);
+        c.shader = by_vec(s, LM_SH_LN_SPLIT_VEC4, LM_SH_LN_SPLIT_ANY, LM_SH_LN_SPLIT_VEC1);
     return c;
 }
 
-/* The plan for rows of D. `in_place`: y is x. `affine`: the call has weight or bias. */
-static ln_plan plan(const lm_context *ctx, int64_t d, int in_place, int affine) {
-    ln_shape s = shape_of(ctx, d);
-    switch (choose_form(ctx, &s, in_place)) {
-    case LM_LN_ROW: return plan_row(ctx, &s);
-    case LM_LN_SUBGROUP: return plan_subgroup(&s);
+/* The plan for `rows` rows of D. `in_place`: y is x. `affine`: the call has weight or
+ * bias. */
+static ln_plan plan(const lm_context *ctx, int64_t d, uint32_t rows, int in_place, int affine) {
+    ln_shape s = shape_of(ctx, d, rows, 1);
+    ln_shape row_shape = shape_of(ctx, d, rows, 0);
+    switch (choose_form(ctx, &s, &row_shape, in_place)) {
+    case LM_LN_ROW: return plan_row(ctx, &row_shape);
+    case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
     case LM_LN_GROUP: return plan_group(ctx, &s);
     case LM_LN_SPLIT: return plan_split(ctx, &s, affine);
     default: return plan_stream(ctx, &s);
@@ -343,7 +423,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
     int in_place = lm_tensors_overlap(x, y);
-    ln_plan c = plan(ctx, d, in_place, w || b);
+    ln_plan c = plan(ctx, d, (uint32_t)rows, in_place, w || b);
     int split = c.form == LM_LN_SPLIT;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
@@ -356,7 +436,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
         .weight = w ? lm_tensor_address(w) : 0, .bias = b ? lm_tensor_address(b) : 0,
         .mean = lm_tensor_address(mean), .invstd = lm_tensor_address(invstd),
-        .rows = (uint32_t)rows, .n = (uint32_t)(d / c.vec), .d = (uint32_t)d, .eps = eps,
+        .rows = (uint32_t)rows, .n = c.n, .d = (uint32_t)d, .eps = eps,
     };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "layer_norm's push constants outgrew the layout");
     uint64_t groups = split ? (uint64_t)rows * c.parts
@@ -364,7 +444,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     /* The split form's jobs are counted in 32 bits: more rows take another form. */
     if (split && groups > 0xffffffffu) {
         split = 0;
-        c = plan(ctx, d, 1, w || b);
+        c = plan(ctx, d, (uint32_t)rows, 1, w || b);
         groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     }
     uint32_t gy;
@@ -409,17 +489,20 @@ int lm_op_layer_norm_forward(lua_State *L) {
     return 3;
 }
 
-/* tune.layer_norm(D [, tune]) -> the plan for rows of D (for a call with weight
- * or bias): {variant, workgroup, items, vec, epoch} and rows_per_group, or for the split
- * form parts, records and classes. `tune` ({items_target=, wg=, ...}) changes the plan
- * of later calls (for bench/ sweeps and specs); the planners keep whatever it forces
- * valid (a power-of-two workgroup, no empty part). */
+/* tune.layer_norm(D [, tune [, rows]]) -> the plan for `rows` rows of D (default: many;
+ * for a call with weight or bias, not in place): {variant, workgroup, items, vec, masked,
+ * vectors, epoch} and rows_per_group, or for the split form parts, records and classes.
+ * `tune` ({items_target=, wg=, scalar=, ...}) changes the plan of later calls (for
+ * bench/ sweeps and specs); the planners keep whatever it forces valid (a whole number
+ * of subgroups per workgroup, no empty part). */
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", NULL };
+                                         "return_scratch", "scalar", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
+    lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
+    if (rows < 1 || rows > 0xffffffffLL) lm_argerror(L, 3, "rows must be in 1..2^32-1, got %I", (LUAI_UACINT)rows);
     lm_context *ctx = lm_context_get(L);
     if (lm_check_options(L, 2, known)) {
         /* Checked before any is set; items are bounded because each becomes a register
@@ -435,7 +518,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_Integer sub = lm_option_integer(L, 2, "subgroup_items", 0);
         if (sub < 0 || sub > 64) lm_argerror(L, 2, "subgroup_items must be in 0..64 (0: default), got %I", (LUAI_UACINT)sub);
         lua_Integer parts = lm_option_integer(L, 2, "parts", 0);
-        if (parts < 0 || parts > 64) lm_argerror(L, 2, "parts must be in 0..64 (0: automatic), got %I", (LUAI_UACINT)parts);
+        if (parts < 0 || parts > LN_MAX_FORCED_PARTS)
+            lm_argerror(L, 2, "parts must be in 0..%d (0: automatic), got %I", LN_MAX_FORCED_PARTS, (LUAI_UACINT)parts);
         lua_Integer classes = lm_option_integer(L, 2, "classes", 0);
         if (classes < 0 || classes > LN_MAX_CLASSES)
             lm_argerror(L, 2, "classes must be in 0..%d (0: automatic, 1: off), got %I", LN_MAX_CLASSES, (LUAI_UACINT)classes);
@@ -444,6 +528,7 @@ int lm_op_layer_norm_config(lua_State *L) {
             lm_argerror(L, 2, "spin_limit must be in 0..%d, got %I", (int)LN_SPIN_MAX, (LUAI_UACINT)spin);
         int no_tickets = !lm_option_boolean(L, 2, "tickets", 1);
         int return_scratch = lm_option_boolean(L, 2, "return_scratch", 0);
+        int scalar = lm_option_boolean(L, 2, "scalar", -1);
         static const char *const records[] = { "tagged", "fenced", NULL };
         int fenced = lm_option_choice(L, 2, "records", records, 0) == 1;
         /* The split scratch's epoch may only move forward: a tag from the past could
@@ -460,16 +545,19 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_spin_limit = (uint32_t)(spin + 1);
         ctx->ln_no_tickets = no_tickets;
         ctx->ln_return_scratch = return_scratch;
+        ctx->ln_scalar = scalar < 0 ? LN_SCALAR_AUTO : scalar ? LN_SCALAR_FLOATS : LN_SCALAR_MASKED;
         ctx->ln_fenced_records = fenced;
         ctx->ln_classes = (uint32_t)classes;
         ctx->ln_epoch = (uint32_t)epoch;
     }
-    ln_plan c = plan(ctx, d, 0, 1);   /* as for a call with weight or bias */
+    ln_plan c = plan(ctx, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
+    lua_pushboolean(L, c.masked); lua_setfield(L, -2, "masked");
+    lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
     if (c.form == LM_LN_SPLIT) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
         lua_pushstring(L, c.tagged_records ? "tagged" : "fenced");
