@@ -6,6 +6,7 @@
 #include "tensor.h"
 #include "luautil.h"
 #include "timing.h"
+#include "capture.h"
 #include "ops/ops.h"
 
 static int l_synchronize(lua_State *L) {
@@ -92,6 +93,7 @@ static const luaL_Reg functions[] = {
     {"memory", l_memory}, {"empty_cache", l_empty_cache}, {"reset_peak", l_reset_peak}, {"set_memory_limit", l_set_memory_limit},
     {"gpu_time", lm_gpu_time}, {"clock", lm_clock},
     {"zeros", lm_op_zeros}, {"ones", lm_op_ones}, {"full", lm_op_full},
+    {"capture", lm_capture},
     {NULL, NULL}
 };
 
@@ -132,6 +134,7 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     lm_register_names(L, tune_functions, "lumus.tune");
     lua_setfield(L, -2, "tune");
     lm_tensor_register(L);
+    lm_capture_register(L);
     /* The ops as methods too: module.Tensor.methods (the metatable's __index). */
     lua_getfield(L, -1, "Tensor");
     lua_getfield(L, -1, "methods");

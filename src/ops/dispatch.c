@@ -1,17 +1,27 @@
 /* The steps every op ends with (and the grid tuning hook): pick the specialized pipeline, declare what the dispatch
  * reads and writes (so the stream records a barrier only where a hazard exists), record
- * it, and count the op. */
+ * it, and count the op. While lumus.capture records, the dispatch goes into the graph,
+ * which holds the memory of every tensor it uses. */
 #include "ops.h"
+#include "../capture.h"
 #include <lauxlib.h>
 
 void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
+    lm_stream *st = &ctx->stream;
+    if (st->recording) {
+        /* Before the liveness check below: holding may allocate from Lua. */
+        for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {
+            if (d->reads[i] && d->reads[i]->storage) lm_capture_hold(L, ctx, d->reads[i], d->op);
+            if (d->writes[i] && d->writes[i]->storage) lm_capture_hold(L, ctx, d->writes[i], d->op);
+        }
+    }
     /* Last line of defence for hostile scripts: a tensor freed by a finalizer after the op
      * checked it must not be recorded (its memory may already be another tensor's). */
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++)
         if ((d->reads[i] && !d->reads[i]->storage) || (d->writes[i] && !d->writes[i]->storage))
             luaL_error(L, "%s: a tensor it uses has been freed during the call", d->op);
     VkPipeline p = lm_pipeline(L, ctx, d->shader, d->spec, d->full_subgroups);
-    VkCommandBuffer cb = lm_stream_cmd(L, ctx, d->op);
+    VkCommandBuffer cb = st->recording ? lm_stream_recording_cmd(L, ctx, d->op) : lm_stream_cmd(L, ctx, d->op);
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {
         if (d->reads[i]) lm_stream_read(ctx, d->reads[i]->storage);
         if (d->writes[i]) lm_stream_write(ctx, d->writes[i]->storage);
