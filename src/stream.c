@@ -31,6 +31,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double lm_stream_clock(void) { return now_s(); }
+
 VkResult lm_stream_init(lm_context *ctx) {
     lm_stream *st = &ctx->stream;
     memset(st, 0, sizeof *st);
@@ -157,12 +159,24 @@ static inline void cpu_relax(void) {
 
 /* Waits until the timeline reaches `value`; VK_SUCCESS, else the failing result
  * (VK_TIMEOUT after the wait limit). */
+static VkResult wait_value_(lm_context *ctx, uint64_t value, double start);
+
 static VkResult wait_value(lm_context *ctx, uint64_t value) {
     lm_stream *st = &ctx->stream;
     uint64_t have = 0;
     VkResult r = vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have);
     if (r != VK_SUCCESS || have >= value) return r;
     double start = now_s();
+    r = wait_value_(ctx, value, start);
+    if (st->prof.on) { st->prof.wait += now_s() - start; st->prof.waits++; }
+    return r;
+}
+
+/* wait_value's wait proper, from `start`. */
+static VkResult wait_value_(lm_context *ctx, uint64_t value, double start) {
+    lm_stream *st = &ctx->stream;
+    uint64_t have = 0;
+    VkResult r;
     if (st->spin) {
         for (unsigned i = 1;; i++) {
             r = vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have);
@@ -334,6 +348,7 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
 /* Submits cb, signalling `serial` on the timeline and waiting for the host's semaphores. */
 static VkResult queue_submit(lm_context *ctx, VkCommandBuffer cb, uint64_t serial) {
     lm_stream *st = &ctx->stream;
+    double t0 = st->prof.on ? now_s() : 0;
     VkSemaphore wait_sems[LM_MAX_WAITS];
     uint64_t wait_values[LM_MAX_WAITS];
     VkPipelineStageFlags wait_stages[LM_MAX_WAITS];
@@ -358,6 +373,7 @@ static VkResult queue_submit(lm_context *ctx, VkCommandBuffer cb, uint64_t seria
     lock_queue(ctx);
     VkResult r = vkQueueSubmit(ctx->queue, 1, &si, VK_NULL_HANDLE);
     unlock_queue(ctx);
+    if (st->prof.on) { st->prof.submit += now_s() - t0; st->prof.submits++; }
     return r;
 }
 
@@ -648,4 +664,28 @@ void lm_stream_record_free(lm_context *ctx, lm_recording *r) {
     }
     destroy_recording(ctx, r);
     r->dead = 1;
+}
+
+/* tune.host_profile([on]) -> {on, record, records, submit, submits, wait, waits}: host
+ * seconds spent recording dispatches (pipeline lookup, hazards, commands), submitting
+ * and waiting since the profile was last turned on; true turns it on (and zeroes it),
+ * false off. */
+int lm_stream_host_profile(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    lm_stream *st = &ctx->stream;
+    if (!lua_isnoneornil(L, 1)) {
+        if (!lua_isboolean(L, 1)) lm_typeerror(L, 1, "boolean");
+        int on = lua_toboolean(L, 1);
+        if (on) memset(&st->prof, 0, sizeof st->prof);
+        st->prof.on = on;
+    }
+    lua_createtable(L, 0, 7);
+    lua_pushboolean(L, st->prof.on); lua_setfield(L, -2, "on");
+    lua_pushnumber(L, st->prof.record); lua_setfield(L, -2, "record");
+    lua_pushinteger(L, (lua_Integer)st->prof.records); lua_setfield(L, -2, "records");
+    lua_pushnumber(L, st->prof.submit); lua_setfield(L, -2, "submit");
+    lua_pushinteger(L, (lua_Integer)st->prof.submits); lua_setfield(L, -2, "submits");
+    lua_pushnumber(L, st->prof.wait); lua_setfield(L, -2, "wait");
+    lua_pushinteger(L, (lua_Integer)st->prof.waits); lua_setfield(L, -2, "waits");
+    return 1;
 }

@@ -86,6 +86,9 @@ typedef struct lm_stream {
     lm_recording *recordings;   /* every live recording (destroyed with the stream) */
     uint32_t capture_mark;      /* lumus.capture's mark for the storages alive at its start */
     uint64_t replays;           /* recordings submitted so far */
+    /* lumus.tune.host_profile: host seconds in each step of the stream, counted only while
+     * on (bench/frame.lua's breakdown of an op's host cost). */
+    struct { int on; double record, submit, wait; uint64_t records, submits, waits; } prof;
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
@@ -149,6 +152,11 @@ VkResult lm_stream_record_end(lm_context *ctx, lm_recording *r);
 void lm_stream_replay(lua_State *L, lm_context *ctx, lm_recording *r);
 /* Frees r's command buffer once its last submit has finished (waits for it). */
 void lm_stream_record_free(lm_context *ctx, lm_recording *r);
+
+/* Monotonic seconds (for the host profile). */
+double lm_stream_clock(void);
+/* tune.host_profile([on]): the profile above as a table (stream.c). */
+int lm_stream_host_profile(lua_State *L);
 
 /* Raises the pending device failure, if any. */
 void lm_stream_check(lua_State *L, lm_context *ctx);

@@ -20,6 +20,7 @@ void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++)
         if ((d->reads[i] && !d->reads[i]->storage) || (d->writes[i] && !d->writes[i]->storage))
             luaL_error(L, "%s: a tensor it uses has been freed during the call", d->op);
+    double t0 = st->prof.on ? lm_stream_clock() : 0;
     VkPipeline p = lm_pipeline(L, ctx, d->shader, d->spec, d->full_subgroups);
     VkCommandBuffer cb = st->recording ? lm_stream_recording_cmd(L, ctx, d->op) : lm_stream_cmd(L, ctx, d->op);
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {
@@ -28,8 +29,10 @@ void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
     }
     lm_stream_hazards(ctx, cb);
     lm_dispatch(cb, ctx, p, d->push, d->push_bytes, d->groups_x, d->groups_y ? d->groups_y : 1);
+    if (st->prof.on) { st->prof.record += lm_stream_clock() - t0; st->prof.records++; }
     lm_stream_op_done(L, ctx);
 }
+
 
 /* tune.grid([{max_x = n}]) -> the grid width lm_grid folds at: a small cap sends small
  * tensors onto 2-D grids, for specs of that path; 0 restores the device limit. */
