@@ -2,6 +2,7 @@
 #include "capture.h"
 #include "storage.h"
 #include "vkcheck.h"
+#include "luautil.h"
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ void lm_capture_hold(lua_State *L, lm_context *ctx, const lm_tensor *t, const ch
     for (int i = 0; i < LM_SCRATCH_SLOTS; i++)
         if (ctx->scratch[i] == s)
             luaL_error(L, "lumus.capture: %s uses scratch memory that keeps state between calls (layer_norm_forward's "
-                       "split form), which cannot be captured; choose another form with lumus.tune.layer_norm{form = ...}", op);
+                       "split form), which cannot be captured; choose another form with lumus.tune.layer_norm{form = ...}",
+                       lm_fname(L));
     luaL_checkstack(L, 3, "lumus.capture");
     lua_rawgetp(L, LUA_REGISTRYINDEX, g);
     if (lua_rawgetp(L, -1, s) != LUA_TNIL) { lua_pop(L, 2); return; }
