@@ -2,7 +2,7 @@
 -- with the host cost of each step.
 --
 --   lua5.4 bench/frame.lua [--frames 2000] [--warmup 200] [--shapes 64x256x8,128x512x16]
---                          [--csv out.csv]
+--                          [--submit-idle 4,8] [--csv out.csv]
 --
 -- A frame of shape RxDxL: L x (nn.LayerNorm(D), nn.Linear(D, D), nn.GELU tanh) on an R x D
 -- input, then nn.Linear(D, 1), then the R floats of the head read back (to_bytes). The
@@ -10,6 +10,9 @@
 -- deeper one. For each shape and mode, --frames frames are host-timed one by one (after
 -- --warmup untimed ones) and median, p90, p99 and max reported:
 --   eager    model:forward(x) and the read back, every frame
+--   eager/k  the same with lumus.tune.stream{submit_idle = k} (for each k of --submit-idle,
+--            default 4,8): the batch is submitted every k ops while the device is idle,
+--            so the device runs the first ops while the host records the rest
 --   replay   g:replay() of the same forward captured once, and the read back
 -- Then the breakdown of one frame's host time (medians over the frames):
 --   nn       model:forward (Lua modules + op calls that record), eager mode
@@ -20,15 +23,20 @@
 --   replay   g:replay() alone (the submit)
 --   read     the read back: submit of pending work, wait for the device, copy
 -- and the host cost of each op kind, per call (median of 2000 calls into fixed outputs,
--- recorded without a wait): layer_norm_forward, linear, gelu, and g:replay per op.
+-- recorded without a wait): layer_norm_forward, linear, gelu; and g:replay (each timed
+-- alone after a synchronize, --frames times) per op of the graph.
 -- Each frame's result is checked against the first eager frame (bit-identical).
 
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
 local common = require "common"
 
-local USAGE = "usage: lua5.4 bench/frame.lua [--frames 2000] [--warmup 200] [--shapes 64x256x8,128x512x16] [--csv file]"
-local opt = common.parse_args(arg, { frames = true, warmup = true, shapes = true, csv = true }, nil, USAGE)
+local USAGE = "usage: lua5.4 bench/frame.lua [--frames 2000] [--warmup 200] [--shapes 64x256x8,128x512x16]"
+  .. " [--submit-idle 4,8] [--csv file]"
+local opt = common.parse_args(arg, { frames = true, warmup = true, shapes = true, csv = true,
+                                     ["submit-idle"] = true }, nil, USAGE)
+local SUBMIT_IDLE = {}
+for k in (opt.submit_idle or "4,8"):gmatch("%d+") do SUBMIT_IDLE[#SUBMIT_IDLE + 1] = tonumber(k) end
 local FRAMES = common.int_opt(opt.frames, 2000)
 local WARMUP = common.int_opt(opt.warmup, 200)
 local SHAPES = opt.shapes or "64x256x8,128x512x16"
@@ -96,6 +104,13 @@ for shape in SHAPES:gmatch("[^,]+") do
   for _ = 1, WARMUP do eager() end
   local bad = 0
   local t_eager = time_frames(function() if eager() ~= ref then bad = bad + 1 end end, FRAMES)
+  local t_idle = {}
+  for _, k in ipairs(SUBMIT_IDLE) do
+    tune.stream({ submit_idle = k })
+    for _ = 1, WARMUP do eager() end
+    t_idle[#t_idle + 1] = { "eager/" .. k, time_frames(function() if eager() ~= ref then bad = bad + 1 end end, FRAMES) }
+    tune.stream({ submit_idle = 0 })
+  end
 
   -- Breakdown of the eager frame: forward alone, then the read back.
   local t_nn, t_read = {}, {}
@@ -172,13 +187,25 @@ for shape in SHAPES:gmatch("[^,]+") do
     per_op_rows[#per_op_rows + 1] = { shape, k[1], common.fmt(us, 3), common.fmt(p.record / p.records * 1e6, 3) }
   end
   local g1 = lumus.capture(function() return model:forward(x) end)
-  local rep_us = per_call(function() g1:replay() end, 2000)
+  -- Each replay timed alone (after a synchronize): its submit, not the device's pace.
+  local ts = {}
+  for i = 1, FRAMES do
+    lumus.synchronize()
+    local t0 = clock()
+    g1:replay()
+    ts[i] = clock() - t0
+  end
+  lumus.synchronize()
+  local rep_us = common.median(ts) * 1e6
   g1:free()
   per_op_rows[#per_op_rows + 1] = { shape, ("g:replay (%d ops)"):format(nops), common.fmt(rep_us, 3),
                                     common.fmt(rep_us / nops, 3) .. " per op" }
 
   if bad > 0 then print(("WARNING: %s: %d frames differ from the first eager frame"):format(shape, bad)) end
-  for _, m in ipairs({ { "eager", t_eager }, { "replay", t_replay } }) do
+  local modes = { { "eager", t_eager } }
+  for _, m in ipairs(t_idle) do modes[#modes + 1] = m end
+  modes[#modes + 1] = { "replay", t_replay }
+  for _, m in ipairs(modes) do
     local s = stats(m[2])
     rows_out[#rows_out + 1] = { shape, m[1], nops, common.fmt(s.median, 1), common.fmt(s.p90, 1),
                                 common.fmt(s.p99, 1), common.fmt(s.max, 1), common.fmt(s.p99 / s.median, 2) }
@@ -201,7 +228,7 @@ print(common.markdown_table({ "frame", "nn forward", "ops direct", "of which rec
 print()
 print("## Host cost per op call (median of 2000, into fixed outputs, no wait)")
 print()
-print(common.markdown_table({ "frame", "op", "host per call", "of which record" }, per_op_rows))
+print(common.markdown_table({ "frame", "op", "host per call (median)", "of which record (mean)" }, per_op_rows))
 
 if opt.csv then
   local f = assert(io.open(opt.csv, "w"))

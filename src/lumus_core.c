@@ -114,7 +114,8 @@ static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
 static const luaL_Reg tune_functions[] = {
     {"layer_norm", lm_op_layer_norm_config}, {"matmul", lm_op_matmul_config},
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
-    {"stream_stats", l_stream_stats}, {"host_profile", lm_stream_host_profile}, {"validation_messages", l_validation_messages},
+    {"stream_stats", l_stream_stats}, {"host_profile", lm_stream_host_profile},
+    {"stream", lm_stream_config}, {"validation_messages", l_validation_messages},
     {NULL, NULL}
 };
 

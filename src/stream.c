@@ -411,8 +411,16 @@ void lm_stream_op_done(lua_State *L, lm_context *ctx) {
     (void)L;
     if (st->cur < 0) return;
     VkDeviceSize live = ctx->mem.in_use - st->deferred_bytes;
-    if (++st->slot[st->cur].ops >= LM_BATCH_OPS || (st->held > LM_HELD_MIN && st->held > live))
+    lm_slot *s = &st->slot[st->cur];
+    if (++s->ops >= LM_BATCH_OPS || (st->held > LM_HELD_MIN && st->held > live)) {
         lm_stream_submit(NULL, ctx);
+        return;
+    }
+    if (st->submit_idle && s->ops % st->submit_idle == 0) {
+        uint64_t have = 0;
+        if (vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have) == VK_SUCCESS && have + 1 >= s->serial)
+            lm_stream_submit(NULL, ctx);
+    }
 }
 
 static void wait_upto(lm_context *ctx, uint64_t serial) {
@@ -687,5 +695,19 @@ int lm_stream_host_profile(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)st->prof.submits); lua_setfield(L, -2, "submits");
     lua_pushnumber(L, st->prof.wait); lua_setfield(L, -2, "wait");
     lua_pushinteger(L, (lua_Integer)st->prof.waits); lua_setfield(L, -2, "waits");
+    return 1;
+}
+
+int lm_stream_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    static const char *const known[] = { "submit_idle", NULL };
+    if (lm_check_options(L, 1, known)) {
+        lua_Integer k = lm_option_integer(L, 1, "submit_idle", ctx->stream.submit_idle);
+        if (k < 0 || k > LM_BATCH_OPS) lm_argerror(L, 1, "submit_idle must be in 0..%d", LM_BATCH_OPS);
+        ctx->stream.submit_idle = (uint32_t)k;
+    }
+    lua_createtable(L, 0, 1);
+    lua_pushinteger(L, ctx->stream.submit_idle);
+    lua_setfield(L, -2, "submit_idle");
     return 1;
 }

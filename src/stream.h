@@ -89,6 +89,9 @@ typedef struct lm_stream {
     /* lumus.tune.host_profile: host seconds in each step of the stream, counted only while
      * on (bench/frame.lua's breakdown of an op's host cost). */
     struct { int on; double record, submit, wait; uint64_t records, submits, waits; } prof;
+    /* tune.stream{submit_idle = k}: submit the batch after every k ops while the device
+     * has nothing left to run, so it works while the host records the rest (0: off). */
+    uint32_t submit_idle;
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
@@ -157,6 +160,8 @@ void lm_stream_record_free(lm_context *ctx, lm_recording *r);
 double lm_stream_clock(void);
 /* tune.host_profile([on]): the profile above as a table (stream.c). */
 int lm_stream_host_profile(lua_State *L);
+/* tune.stream([{submit_idle = k}]) -> {submit_idle = k} (stream.c). */
+int lm_stream_config(lua_State *L);
 
 /* Raises the pending device failure, if any. */
 void lm_stream_check(lua_State *L, lm_context *ctx);
