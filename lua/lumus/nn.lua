@@ -173,12 +173,14 @@ local function remember(self, opts, x, h, key)
   self._call = { inputs = setmetatable({ x, h }, WEAK), out = self.output, opts = opts, key = key }
 end
 
--- The options table of the last call when this call may reuse it, else nil.
+-- The options table of the last call when this call may reuse it, else nil. (== is
+-- identity here: tensors have no __eq, and a value that does is no tensor, which the
+-- full path then rejects.)
 local function cached_opts(self, x, h, key)
   local c = self._call
   if c == nil or x == nil then return nil end
   local ins, out = c.inputs, self.output
-  if not rawequal(ins[1], x) or not rawequal(ins[2], h) or not rawequal(c.out, out) or c.key ~= key
+  if ins[1] ~= x or ins[2] ~= h or c.out ~= out or c.key ~= key or getmetatable(x) ~= Tensor
      or out:is_freed() then
     return nil
   end
@@ -443,8 +445,8 @@ end
 
 function LayerNorm:forward(x)
   local opts = cached_opts(self, x)
-  if opts and not opts.mean:is_freed() and not opts.invstd:is_freed()
-     and rawequal(opts.mean, self.mean) and rawequal(opts.invstd, self.invstd) then
+  if opts and opts.mean == self.mean and opts.invstd == self.invstd
+     and not opts.mean:is_freed() and not opts.invstd:is_freed() then
     return layer_norm_forward(x, self.weight, self.bias, self.eps, opts)
   end
   if not is_tensor(x) then error(("%s: input must be a tensor, got %s"):format(self:describe(), type(x)), 2) end
