@@ -11,6 +11,7 @@
 #   elementwise.md / .csv       bench/elementwise.lua (add, gelu, softmax, sum vs copy)
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
+#   frame_torch.md / .csv, frame.md / .csv     bench/frame_torch.py, bench/frame.lua (frame times)
 #   summary.md                  the Markdown of all steps, in order
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
@@ -94,10 +95,14 @@ mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
 step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
 
+# A model in a frame (issue 21): PyTorch eager and CUDA graph, then lumus eager and replayed.
+step frame_torch 180 python3 bench/frame_torch.py --csv "$out/frame_torch.csv"
+step frame 300 lua5.4 bench/frame.lua --csv "$out/frame.csv"
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm elementwise async transfer torch_matmul matmul; do
+  for name in torch layer_norm elementwise async transfer torch_matmul matmul frame_torch frame; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"
