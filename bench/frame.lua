@@ -142,11 +142,11 @@ for shape in SHAPES:gmatch("[^,]+") do
   local function ops_forward() for i = 1, #direct do direct[i]() end end
   local t_ops, t_rec = {}, {}
   for i = 1, FRAMES do
-    tune.host_profile(true)
+    tune.host_profile({ on = true })
     local t0 = clock()
     ops_forward()
     t_ops[i] = clock() - t0
-    t_rec[i] = tune.host_profile(false).record
+    t_rec[i] = tune.host_profile({}).record
     head.output:to_bytes()
   end
 
@@ -181,9 +181,9 @@ for shape in SHAPES:gmatch("[^,]+") do
   end
   local kinds = { { "layer_norm_forward", direct[1] }, { "linear", direct[2] }, { "gelu", direct[3] } }
   for _, k in ipairs(kinds) do
-    tune.host_profile(true)
+    tune.host_profile({ on = true })
     local us = per_call(k[2], 2000)
-    local p = tune.host_profile(false)
+    local p = tune.host_profile({})
     per_op_rows[#per_op_rows + 1] = { shape, k[1], common.fmt(us, 3), common.fmt(p.record / p.records * 1e6, 3) }
   end
   local g1 = lumus.capture(function() return model:forward(x) end)

@@ -246,3 +246,29 @@ describe("lumus.capture misuse", function()
     assert.same(before, lumus.tune.layer_norm(4096))
   end)
 end)
+
+describe("lumus.capture in a C host (tests/capture_host.c)", function()
+  local shell = dofile("spec/support/shell.lua")
+  local bin = shell.ROOT .. "/build/tests/capture_host"
+
+  local function check(out, code)
+    assert.are.equal(0, code, out)
+    assert.matches("PASS: capturing over host buffers runs nothing", out)
+    assert.matches("PASS: 3 replays wait for the host's semaphore, signal lumus's timeline, and see new host input", out)
+    assert.matches("capture_host: all passed", out)
+  end
+
+  it("replays wait for the host's timeline semaphore and signal lumus's", function()
+    assert(io.open(bin, "rb"), bin .. " is missing: run `make examples` first"):close()
+    check(shell.run(bin))
+  end)
+
+  it("does so with no message from the validation layer", function()
+    local layers = shell.run("ls /usr/share/vulkan/explicit_layer.d/ /etc/vulkan/explicit_layer.d/ 2>/dev/null")
+    if not layers:find("khronos_validation", 1, true) then pending("validation layer not installed") return end
+    local out, code = shell.run("LUMUS_VALIDATION=1 " .. bin)
+    check(out, code)
+    assert.matches("validation layer on", out)
+    assert.matches("PASS: the validation layer reported nothing", out)
+  end)
+end)

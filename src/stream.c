@@ -674,16 +674,16 @@ void lm_stream_record_free(lm_context *ctx, lm_recording *r) {
     r->dead = 1;
 }
 
-/* tune.host_profile([on]) -> {on, record, records, submit, submits, wait, waits}: host
- * seconds spent recording dispatches (pipeline lookup, hazards, commands), submitting
- * and waiting since the profile was last turned on; true turns it on (and zeroes it),
- * false off. */
+/* tune.host_profile([{on = true}]) -> {on, record, records, submit, submits, wait, waits}:
+ * host seconds spent recording dispatches (pipeline lookup, hazards, commands),
+ * submitting and waiting while the profile is on. {on = true} zeroes the counts and turns
+ * it on; {} (or on = false) turns it off, keeping the counts; no argument reads them. */
 int lm_stream_host_profile(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     lm_stream *st = &ctx->stream;
-    if (!lua_isnoneornil(L, 1)) {
-        if (!lua_isboolean(L, 1)) lm_typeerror(L, 1, "boolean");
-        int on = lua_toboolean(L, 1);
+    static const char *const known[] = { "on", NULL };
+    if (lm_check_options(L, 1, known)) {
+        int on = lm_option_boolean(L, 1, "on", 0);
         if (on) memset(&st->prof, 0, sizeof st->prof);
         st->prof.on = on;
     }
@@ -698,11 +698,12 @@ int lm_stream_host_profile(lua_State *L) {
     return 1;
 }
 
+/* tune.stream([{submit_idle = k}]) -> {submit_idle = k}; {} restores the default (0). */
 int lm_stream_config(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     static const char *const known[] = { "submit_idle", NULL };
     if (lm_check_options(L, 1, known)) {
-        lua_Integer k = lm_option_integer(L, 1, "submit_idle", ctx->stream.submit_idle);
+        lua_Integer k = lm_option_integer(L, 1, "submit_idle", 0);
         if (k < 0 || k > LM_BATCH_OPS) lm_argerror(L, 1, "submit_idle must be in 0..%d", LM_BATCH_OPS);
         ctx->stream.submit_idle = (uint32_t)k;
     }

@@ -158,7 +158,7 @@ void lm_stream_record_free(lm_context *ctx, lm_recording *r);
 
 /* Monotonic seconds (for the host profile). */
 double lm_stream_clock(void);
-/* tune.host_profile([on]): the profile above as a table (stream.c). */
+/* tune.host_profile([{on = true}]): the profile above as a table (stream.c). */
 int lm_stream_host_profile(lua_State *L);
 /* tune.stream([{submit_idle = k}]) -> {submit_idle = k} (stream.c). */
 int lm_stream_config(lua_State *L);
