@@ -22,8 +22,9 @@ local MAX_CALL_S = tonumber(os.getenv("LUMUS_FUZZ_MAX_CALL_S") or "") or 10
 -- (so are the tuning hooks, the functions of lumus.tune).
 local SEPARATE = { set_memory_limit = true }
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
--- does any name ending in "_", the Torch convention for in-place ops).
-local WRITES_FIRST = { fill = true }
+-- does any name ending in "_", the Torch convention for in-place ops). copy(dst, src)
+-- writes dst (copy(t) does not; counting it dirty then costs only a device read).
+local WRITES_FIRST = { fill = true, copy = true }
 local function writes_first(name) return WRITES_FIRST[name] or name:sub(-1) == "_" end
 -- Output-style keys an options table may carry (any table argument is fair game).
 local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "dim", "alpha", "beta", "x" }
@@ -464,7 +465,8 @@ end
 local function capture(t, group_of, current)
   -- (a finalizer of the fuzzer's may free t meanwhile)
   local ok, shape = pcall(t.shape, t)
-  if not ok or t:numel() > 4096 then return nil end
+  local okn, n = pcall(t.numel, t)   -- (shape's table may run that finalizer)
+  if not ok or not okn or n > 4096 then return nil end
   local grp = group_of and group_of[t]
   if grp and not grp.dirty and current(grp) then return snapshot_of(shape, grp.bytes) end
   local okc, c = pcall(lumus.copy, t)
