@@ -86,8 +86,8 @@ typedef struct lm_stream {
     lm_recording *recordings;   /* every live recording (destroyed with the stream) */
     uint32_t capture_mark;      /* lumus.capture's mark for the storages alive at its start */
     uint64_t replays;           /* recordings submitted so far */
-    /* lumus.tune.host_profile: host seconds in each step of the stream, counted only while
-     * on (bench/frame.lua's breakdown of an op's host cost). */
+    /* lumus.tune.host_profile (lumus_core.c): host seconds in each step of the stream,
+     * counted only while on (bench/frame.lua's breakdown of an op's host cost). */
     struct { int on; double record, submit, wait; uint64_t records, submits, waits; } prof;
     /* tune.stream{submit_idle = k}: submit the batch after every k ops while the device
      * has nothing left to run, so it works while the host records the rest (0: off). */
@@ -158,10 +158,6 @@ void lm_stream_record_free(lm_context *ctx, lm_recording *r);
 
 /* Monotonic seconds (for the host profile). */
 double lm_stream_clock(void);
-/* tune.host_profile([{on = true}]): the profile above as a table (stream.c). */
-int lm_stream_host_profile(lua_State *L);
-/* tune.stream([{submit_idle = k}]) -> {submit_idle = k} (stream.c). */
-int lm_stream_config(lua_State *L);
 
 /* Raises the pending device failure, if any. */
 void lm_stream_check(lua_State *L, lm_context *ctx);
