@@ -217,6 +217,27 @@ describe("lumus.capture misuse", function()
     g:free()
   end)
 
+  it("refuses a replay after the modules it captured changed shape (their old outputs freed)", function()
+    local model = frame_model(8, 1)
+    local a = input(4, 8, 6)
+    model:forward(a)                       -- the modules' outputs exist before the capture
+    local g, y = lumus.capture(function() return model:forward(a) end)
+    g:replay()
+    local expect = y:to_bytes()
+    model:forward(input(3, 8, 7))          -- 3 rows: every module replaces its outputs
+    local ok, err = pcall(g.replay, g)
+    assert.is_false(ok)
+    assert.matches("a tensor used by the graph has been freed", tostring(err))
+    assert.is_true(y:is_freed())
+    g:free()
+    -- Captured with outputs made inside the capture, the graph keeps their memory.
+    local model2 = frame_model(8, 1)
+    local g2, y2 = lumus.capture(function() return model2:forward(a) end)
+    g2:replay()
+    assert.equal(expect, y2:to_bytes())
+    g2:free()
+  end)
+
   it("refuses a freed graph, bad arguments and the split LayerNorm form", function()
     local g = lumus.capture(function() return lumus.scale(x, 2) end)
     g:free()

@@ -157,23 +157,23 @@ static inline void cpu_relax(void) {
 #define LM_SPIN_HOT_S 50e-6
 #define LM_SPIN_S 2e-3
 
+static VkResult wait_from(lm_context *ctx, uint64_t value, double start);
+
 /* Waits until the timeline reaches `value`; VK_SUCCESS, else the failing result
  * (VK_TIMEOUT after the wait limit). */
-static VkResult wait_value_(lm_context *ctx, uint64_t value, double start);
-
 static VkResult wait_value(lm_context *ctx, uint64_t value) {
     lm_stream *st = &ctx->stream;
     uint64_t have = 0;
     VkResult r = vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have);
     if (r != VK_SUCCESS || have >= value) return r;
     double start = now_s();
-    r = wait_value_(ctx, value, start);
+    r = wait_from(ctx, value, start);
     if (st->prof.on) { st->prof.wait += now_s() - start; st->prof.waits++; }
     return r;
 }
 
-/* wait_value's wait proper, from `start`. */
-static VkResult wait_value_(lm_context *ctx, uint64_t value, double start) {
+/* wait_value's wait proper, begun at `start`: polls, then sleeps in the driver. */
+static VkResult wait_from(lm_context *ctx, uint64_t value, double start) {
     lm_stream *st = &ctx->stream;
     uint64_t have = 0;
     VkResult r;
