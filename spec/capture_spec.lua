@@ -238,6 +238,17 @@ describe("lumus.capture misuse", function()
     g2:free()
   end)
 
+  it("refuses random draws, whose generator state advances with every call", function()
+    -- (lumus.rand and its kin come with the random-numbers branch: their launches are
+    -- marked stateful, ops.h)
+    if not (lumus.rand and lumus.randn) then pending("no random ops in this build") return end
+    for _, f in ipairs({ function() return lumus.rand({ 4 }) end, function() return lumus.randn({ 4 }) end }) do
+      local ok, err = pcall(lumus.capture, f)
+      assert.is_false(ok)
+      assert.matches("lumus.capture: [%w_.']*rand[n]? cannot be captured %(it draws on state", tostring(err))
+    end
+  end)
+
   it("refuses a freed graph, bad arguments and the split LayerNorm form", function()
     local g = lumus.capture(function() return lumus.scale(x, 2) end)
     g:free()

@@ -9,6 +9,9 @@
 void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
     lm_stream *st = &ctx->stream;
     if (st->recording) {
+        if (d->stateful)
+            luaL_error(L, "lumus.capture: %s cannot be captured (it draws on state that advances with every call, "
+                       "which a replay would repeat unchanged; draw outside the capture)", lm_fname(L));
         /* Before the liveness check below: holding may allocate from Lua. */
         for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {
             if (d->reads[i] && d->reads[i]->storage) lm_capture_hold(L, ctx, d->reads[i], d->op);
