@@ -67,7 +67,7 @@ PRELOAD_O  := $(BUILD)/obj/embed/preload.o
 HOST_FLAGS := -O2 $(WARN) -I$(LUA_INCDIR) -Isrc
 HOST_LIBS  := $(LUA_LIB) $(LIBS) -lpthread
 HOST_BINS  := $(BUILD)/examples/host_static $(BUILD)/examples/host_require
-CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap $(BUILD)/tests/close_loop
+CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap $(BUILD)/tests/close_loop $(BUILD)/tests/capture_host
 
 .PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan sanitize fuzz
 

@@ -21,6 +21,7 @@
 #   sweep_shapes.csv, torch_sweep.md / .csv, sweep.md / .csv / .svg   the random shape
 #                               sweep (bench/sweep.lua, bench/torch_sweep.py; SWEEP_SEED=N
 #                               repeats a run's shapes)
+#   frame_torch.md / .csv, frame.md / .csv     bench/frame_torch.py, bench/frame.lua (frame times)
 #   summary.md                  the Markdown of all steps, in order
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
@@ -133,11 +134,14 @@ if [ -s "$out/sweep_shapes.csv" ]; then
   step sweep 420 lua5.4 bench/sweep.lua --shapes "$out/sweep_shapes.csv" ${sweep_baseline[@]+"${sweep_baseline[@]}"} \
     --csv "$out/sweep.csv" --svg "$out/sweep.svg"
 fi
+# A model in a frame (issue 21): PyTorch eager and CUDA graph, then lumus eager and replayed.
+step frame_torch 180 python3 bench/frame_torch.py --csv "$out/frame_torch.csv"
+step frame 300 lua5.4 bench/frame.lua --csv "$out/frame.csv"
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

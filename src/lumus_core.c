@@ -1,11 +1,13 @@
 /* luaopen_lumus_core: the C module's registration table. */
 #include <lua.h>
 #include <lauxlib.h>
+#include <string.h>
 #include "lumus.h"
 #include "context.h"
 #include "tensor.h"
 #include "luautil.h"
 #include "timing.h"
+#include "capture.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 
@@ -64,6 +66,45 @@ static int l_stream_stats(lua_State *L) {
     return 1;
 }
 
+/* tune.host_profile([{on = true}]) -> {on, record, records, submit, submits, wait, waits}:
+ * host seconds spent recording dispatches (pipeline lookup, hazards, commands),
+ * submitting and waiting while the profile is on. {on = true} zeroes the counts and turns
+ * it on; {} (or on = false) turns it off, keeping the counts; no argument reads them. */
+static int l_host_profile(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    lm_stream *st = &ctx->stream;
+    static const char *const known[] = { "on", NULL };
+    if (lm_check_options(L, 1, known)) {
+        int on = lm_option_boolean(L, 1, "on", 0);
+        if (on) memset(&st->prof, 0, sizeof st->prof);
+        st->prof.on = on;
+    }
+    lua_createtable(L, 0, 7);
+    lua_pushboolean(L, st->prof.on); lua_setfield(L, -2, "on");
+    lua_pushnumber(L, st->prof.record); lua_setfield(L, -2, "record");
+    lua_pushinteger(L, (lua_Integer)st->prof.records); lua_setfield(L, -2, "records");
+    lua_pushnumber(L, st->prof.submit); lua_setfield(L, -2, "submit");
+    lua_pushinteger(L, (lua_Integer)st->prof.submits); lua_setfield(L, -2, "submits");
+    lua_pushnumber(L, st->prof.wait); lua_setfield(L, -2, "wait");
+    lua_pushinteger(L, (lua_Integer)st->prof.waits); lua_setfield(L, -2, "waits");
+    return 1;
+}
+
+/* tune.stream([{submit_idle = k}]) -> {submit_idle = k}; {} restores the default (0). */
+static int l_stream_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    static const char *const known[] = { "submit_idle", NULL };
+    if (lm_check_options(L, 1, known)) {
+        lua_Integer k = lm_option_integer(L, 1, "submit_idle", 0);
+        if (k < 0 || k > LM_BATCH_OPS) lm_argerror(L, 1, "submit_idle must be in 0..%d", LM_BATCH_OPS);
+        ctx->stream.submit_idle = (uint32_t)k;
+    }
+    lua_createtable(L, 0, 1);
+    lua_pushinteger(L, ctx->stream.submit_idle);
+    lua_setfield(L, -2, "submit_idle");
+    return 1;
+}
+
 static int l_reset_peak(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     ctx->mem.peak = ctx->mem.in_use;
@@ -96,6 +137,7 @@ static const luaL_Reg functions[] = {
     {"arange", lm_op_arange}, {"rand", lm_op_rand}, {"randn", lm_op_randn},
     {"manual_seed", lm_op_manual_seed}, {"get_rng_state", lm_op_get_rng_state}, {"set_rng_state", lm_op_set_rng_state},
     {"cat", lm_op_cat}, {"stack", lm_op_stack},
+    {"capture", lm_capture},
     {NULL, NULL}
 };
 
@@ -125,7 +167,8 @@ static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
 static const luaL_Reg tune_functions[] = {
     {"layer_norm", lm_op_layer_norm_config}, {"matmul", lm_op_matmul_config},
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
-    {"stream_stats", l_stream_stats}, {"validation_messages", l_validation_messages},
+    {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
+    {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
     {NULL, NULL}
 };
 
@@ -145,6 +188,7 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     lm_register_names(L, tune_functions, "lumus.tune");
     lua_setfield(L, -2, "tune");
     lm_tensor_register(L);
+    lm_capture_register(L);
     /* The ops as methods too: module.Tensor.methods (the metatable's __index). */
     lua_getfield(L, -1, "Tensor");
     lua_getfield(L, -1, "methods");

@@ -83,6 +83,7 @@ typedef struct lm_storage {
     int external;               /* a host buffer (lumus.h): chunk is NULL, nothing to free */
     uint64_t last_serial;
     uint64_t read_epoch, write_epoch;
+    uint32_t capture_mark;      /* stream.capture_mark of the capture it predates (capture.c) */
 } lm_storage;
 
 VkResult lm_memory_init(lm_context *ctx);

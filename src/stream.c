@@ -3,6 +3,7 @@
 #include "stream.h"
 #include "context.h"
 #include "vkcheck.h"
+#include "luautil.h"
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@ static double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+double lm_stream_clock(void) { return now_s(); }
 
 VkResult lm_stream_init(lm_context *ctx) {
     lm_stream *st = &ctx->stream;
@@ -154,6 +157,8 @@ static inline void cpu_relax(void) {
 #define LM_SPIN_HOT_S 50e-6
 #define LM_SPIN_S 2e-3
 
+static VkResult wait_from(lm_context *ctx, uint64_t value, double start);
+
 /* Waits until the timeline reaches `value`; VK_SUCCESS, else the failing result
  * (VK_TIMEOUT after the wait limit). */
 static VkResult wait_value(lm_context *ctx, uint64_t value) {
@@ -162,6 +167,16 @@ static VkResult wait_value(lm_context *ctx, uint64_t value) {
     VkResult r = vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have);
     if (r != VK_SUCCESS || have >= value) return r;
     double start = now_s();
+    r = wait_from(ctx, value, start);
+    if (st->prof.on) { st->prof.wait += now_s() - start; st->prof.waits++; }
+    return r;
+}
+
+/* wait_value's wait proper, begun at `start`: polls, then sleeps in the driver. */
+static VkResult wait_from(lm_context *ctx, uint64_t value, double start) {
+    lm_stream *st = &ctx->stream;
+    uint64_t have = 0;
+    VkResult r;
     if (st->spin) {
         for (unsigned i = 1;; i++) {
             r = vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have);
@@ -217,22 +232,37 @@ static void full_barrier(VkCommandBuffer cb, VkAccessFlags dst_access, VkPipelin
                           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
 #define LM_DEVICE_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
 
+/* What cannot go into a recording: work that runs (or data that moves) when it is called. */
+static void refuse_in_recording(lua_State *L) {
+    luaL_error(L, "lumus.capture: %s cannot be captured (it moves data between the host and the device "
+               "or waits for the device when called, which a replay would not repeat; do it before or "
+               "after the capture, around g:replay())", lm_fname(L));
+}
+
+/* The next slot of the ring, idle: a whole ring behind, the host waits rather than
+ * queue without bound. Raises on device failure. */
+static lm_slot *free_slot(lua_State *L, lm_context *ctx) {
+    lm_stream *st = &ctx->stream;
+    lm_slot *s = &st->slot[st->next_slot];
+    if (s->state == 2) {
+        VkResult r = wait_slot(ctx, s);
+        if (r != VK_SUCCESS) { wait_failed(ctx, s, r); update_completed(ctx); lm_stream_check(L, ctx); }
+        update_completed(ctx);
+    }
+    return s;
+}
+
 VkCommandBuffer lm_stream_cmd(lua_State *L, lm_context *ctx, const char *op) {
     lm_stream *st = &ctx->stream;
     if (st->lost) lm_stream_check(L, ctx);
+    if (st->recording) refuse_in_recording(L);
     st->op = op;
     st->nuse = 0;   /* uses declared by an op that raised before recording */
     if (st->cur >= 0) {
         st->slot[st->cur].last_op = op;
         return st->slot[st->cur].cb;
     }
-    lm_slot *s = &st->slot[st->next_slot];
-    if (s->state == 2) {
-        /* The device is a whole ring behind: wait rather than queue without bound. */
-        VkResult r = wait_slot(ctx, s);
-        if (r != VK_SUCCESS) { wait_failed(ctx, s, r); update_completed(ctx); lm_stream_check(L, ctx); }
-        update_completed(ctx);
-    }
+    lm_slot *s = free_slot(L, ctx);
     LM_VK(L, vkResetCommandPool(ctx->device, s->pool, 0));
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
@@ -289,6 +319,18 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
         full_barrier(cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
         st->epoch++;
     }
+    if (st->recording) {
+        /* Nothing runs until a replay, which sets the serials (capture.c). */
+        for (int i = 0; i < st->nuse; i++) {
+            lm_storage *s = st->use[i].s;
+            if (st->use[i].write) s->write_epoch = st->epoch; else s->read_epoch = st->epoch;
+            if (s->external) {
+                if (st->use[i].write) st->ext_write_epoch = st->epoch; else st->ext_read_epoch = st->epoch;
+            }
+        }
+        st->nuse = 0;
+        return;
+    }
     uint64_t serial = lm_stream_current_serial(ctx);
     for (int i = 0; i < st->nuse; i++) {
         lm_storage *s = st->use[i].s;
@@ -301,6 +343,38 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
         }
     }
     st->nuse = 0;
+}
+
+/* Submits cb, signalling `serial` on the timeline and waiting for the host's semaphores. */
+static VkResult queue_submit(lm_context *ctx, VkCommandBuffer cb, uint64_t serial) {
+    lm_stream *st = &ctx->stream;
+    double t0 = st->prof.on ? now_s() : 0;
+    VkSemaphore wait_sems[LM_MAX_WAITS];
+    uint64_t wait_values[LM_MAX_WAITS];
+    VkPipelineStageFlags wait_stages[LM_MAX_WAITS];
+    uint32_t nw = (uint32_t)st->nwaits;
+    for (uint32_t i = 0; i < nw; i++) {
+        wait_sems[i] = st->waits[i].semaphore;
+        wait_values[i] = st->waits[i].value;
+        wait_stages[i] = LM_DEVICE_STAGES;
+    }
+    st->nwaits = 0;
+    VkTimelineSemaphoreSubmitInfo ts = {
+        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+        .waitSemaphoreValueCount = nw, .pWaitSemaphoreValues = wait_values,
+        .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &serial,
+    };
+    VkSubmitInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts,
+        .waitSemaphoreCount = nw, .pWaitSemaphores = wait_sems, .pWaitDstStageMask = wait_stages,
+        .commandBufferCount = 1, .pCommandBuffers = &cb,
+        .signalSemaphoreCount = 1, .pSignalSemaphores = &st->timeline,
+    };
+    lock_queue(ctx);
+    VkResult r = vkQueueSubmit(ctx->queue, 1, &si, VK_NULL_HANDLE);
+    unlock_queue(ctx);
+    if (st->prof.on) { st->prof.submit += now_s() - t0; st->prof.submits++; }
+    return r;
 }
 
 void lm_stream_submit(lua_State *L, lm_context *ctx) {
@@ -320,33 +394,7 @@ void lm_stream_submit(lua_State *L, lm_context *ctx) {
         full_barrier(s->cb, VK_ACCESS_HOST_READ_BIT, VK_PIPELINE_STAGE_HOST_BIT);
     st->host_reads = 0;
     VkResult r = vkEndCommandBuffer(s->cb);
-    if (r == VK_SUCCESS) {
-        /* Signal the batch's serial on the timeline; wait for the host's semaphores. */
-        VkSemaphore wait_sems[LM_MAX_WAITS];
-        uint64_t wait_values[LM_MAX_WAITS];
-        VkPipelineStageFlags wait_stages[LM_MAX_WAITS];
-        uint32_t nw = (uint32_t)st->nwaits;
-        for (uint32_t i = 0; i < nw; i++) {
-            wait_sems[i] = st->waits[i].semaphore;
-            wait_values[i] = st->waits[i].value;
-            wait_stages[i] = LM_DEVICE_STAGES;
-        }
-        st->nwaits = 0;
-        VkTimelineSemaphoreSubmitInfo ts = {
-            .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-            .waitSemaphoreValueCount = nw, .pWaitSemaphoreValues = wait_values,
-            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &s->serial,
-        };
-        VkSubmitInfo si = {
-            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts,
-            .waitSemaphoreCount = nw, .pWaitSemaphores = wait_sems, .pWaitDstStageMask = wait_stages,
-            .commandBufferCount = 1, .pCommandBuffers = &s->cb,
-            .signalSemaphoreCount = 1, .pSignalSemaphores = &st->timeline,
-        };
-        lock_queue(ctx);
-        r = vkQueueSubmit(ctx->queue, 1, &si, VK_NULL_HANDLE);
-        unlock_queue(ctx);
-    }
+    if (r == VK_SUCCESS) r = queue_submit(ctx, s->cb, s->serial);
     if (r != VK_SUCCESS) {
         s->state = 0;
         fail(ctx, s, "at submit", r);
@@ -363,8 +411,16 @@ void lm_stream_op_done(lua_State *L, lm_context *ctx) {
     (void)L;
     if (st->cur < 0) return;
     VkDeviceSize live = ctx->mem.in_use - st->deferred_bytes;
-    if (++st->slot[st->cur].ops >= LM_BATCH_OPS || (st->held > LM_HELD_MIN && st->held > live))
+    lm_slot *s = &st->slot[st->cur];
+    if (++s->ops >= LM_BATCH_OPS || (st->held > LM_HELD_MIN && st->held > live)) {
         lm_stream_submit(NULL, ctx);
+        return;
+    }
+    if (st->submit_idle && s->ops % st->submit_idle == 0) {
+        uint64_t have = 0;
+        if (vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have) == VK_SUCCESS && have + 1 >= s->serial)
+            lm_stream_submit(NULL, ctx);
+    }
 }
 
 static void wait_upto(lm_context *ctx, uint64_t serial) {
@@ -392,6 +448,7 @@ static void wait_upto(lm_context *ctx, uint64_t serial) {
 
 void lm_stream_wait(lua_State *L, lm_context *ctx, uint64_t serial) {
     lm_stream *st = &ctx->stream;
+    if (L && st->recording) refuse_in_recording(L);
     if (serial > st->completed) {
         if (st->cur >= 0 && st->slot[st->cur].serial <= serial) lm_stream_submit(L, ctx);
         wait_upto(ctx, serial);
@@ -401,6 +458,7 @@ void lm_stream_wait(lua_State *L, lm_context *ctx, uint64_t serial) {
 
 void lm_stream_flush(lua_State *L, lm_context *ctx, uint64_t serial) {
     lm_stream *st = &ctx->stream;
+    if (L && st->recording) refuse_in_recording(L);
     if (st->cur >= 0 && st->slot[st->cur].serial <= serial) lm_stream_submit(L, ctx);
     if (L) lm_stream_check(L, ctx);
 }
@@ -450,6 +508,23 @@ void lm_stream_free_after(lm_context *ctx, lm_chunk *c, uint64_t serial) {
     st->ndeferred++;
 }
 
+/* Recordings still alive lose their command buffers (destroyed when `destroy`, else
+ * left to the driver); their owners see `dead`. */
+static void drop_recordings(lm_context *ctx, int destroy) {
+    lm_stream *st = &ctx->stream;
+    for (lm_recording *r = st->recordings; r; ) {
+        lm_recording *next = r->next;
+        if (destroy && r->pool) vkDestroyCommandPool(ctx->device, r->pool, NULL);
+        r->pool = VK_NULL_HANDLE;
+        r->cb = VK_NULL_HANDLE;
+        r->dead = 1;
+        r->prev = r->next = NULL;
+        r = next;
+    }
+    st->recordings = NULL;
+    st->recording = NULL;
+}
+
 void lm_stream_destroy(lm_context *ctx) {
     lm_stream *st = &ctx->stream;
     if (!st->ready) return;
@@ -464,7 +539,7 @@ void lm_stream_destroy(lm_context *ctx) {
     }
     /* Still running: freeing its memory or command buffers could crash the
      * driver, so the device's objects are left to it (a leak, not a hang or a crash). */
-    if (st->abandoned) return;
+    if (st->abandoned) { drop_recordings(ctx, 0); return; }
     /* A batch whose timeline value arrived may still be in the driver's hands (lavapipe's
      * queue thread still holds the semaphore after signalling it): destroying the
      * semaphore or pools requires the batches to have completed, which only an idle
@@ -472,7 +547,8 @@ void lm_stream_destroy(lm_context *ctx) {
     lock_queue(ctx);
     VkResult idle = vkQueueWaitIdle(ctx->queue);
     unlock_queue(ctx);
-    if (idle != VK_SUCCESS) { st->abandoned = 1; return; }
+    if (idle != VK_SUCCESS) { st->abandoned = 1; drop_recordings(ctx, 0); return; }
+    drop_recordings(ctx, 1);
     /* Whatever is still deferred can go now: nothing runs any more. */
     st->completed = st->next_serial;
     release_deferred(ctx);
@@ -483,4 +559,117 @@ void lm_stream_destroy(lm_context *ctx) {
     for (int i = 0; i < LM_RING; i++)
         if (st->slot[i].pool) vkDestroyCommandPool(ctx->device, st->slot[i].pool, NULL);
     st->ready = 0;
+}
+
+/* ---- recordings ---- */
+
+static void unlink_recording(lm_stream *st, lm_recording *r) {
+    if (r->prev) r->prev->next = r->next; else if (st->recordings == r) st->recordings = r->next;
+    if (r->next) r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+}
+
+static void destroy_recording(lm_context *ctx, lm_recording *r) {
+    lm_stream *st = &ctx->stream;
+    if (st->recording == r) st->recording = NULL;
+    unlink_recording(st, r);
+    if (r->pool) vkDestroyCommandPool(ctx->device, r->pool, NULL);   /* frees its buffer too */
+    r->pool = VK_NULL_HANDLE;
+    r->cb = VK_NULL_HANDLE;
+}
+
+void lm_stream_record_begin(lua_State *L, lm_context *ctx, lm_recording *r) {
+    lm_stream *st = &ctx->stream;
+    if (st->lost) lm_stream_check(L, ctx);
+    lm_stream_submit(L, ctx);
+    memset(r, 0, sizeof *r);
+    VkCommandPoolCreateInfo pi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = ctx->queue_family,
+    };
+    LM_VK(L, vkCreateCommandPool(ctx->device, &pi, NULL, &r->pool));
+    VkCommandBufferAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = r->pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1,
+    };
+    VkResult res = vkAllocateCommandBuffers(ctx->device, &ai, &r->cb);
+    if (res == VK_SUCCESS) {
+        VkCommandBufferBeginInfo bi = {
+            .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT,
+        };
+        res = vkBeginCommandBuffer(r->cb, &bi);
+    }
+    if (res != VK_SUCCESS) {
+        destroy_recording(ctx, r);
+        lm_vk_error(L, "recording a capture", res);
+    }
+    full_barrier(r->cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
+    r->next = st->recordings;
+    if (st->recordings) st->recordings->prev = r;
+    st->recordings = r;
+    st->recording = r;
+    st->epoch++;
+}
+
+VkCommandBuffer lm_stream_recording_cmd(lua_State *L, lm_context *ctx, const char *op) {
+    lm_stream *st = &ctx->stream;
+    if (st->lost) lm_stream_check(L, ctx);
+    st->op = op;
+    st->nuse = 0;
+    st->recording->ops++;
+    return st->recording->cb;
+}
+
+VkResult lm_stream_record_end(lm_context *ctx, lm_recording *r) {
+    lm_stream *st = &ctx->stream;
+    if (st->recording == r) st->recording = NULL;
+    st->epoch++;
+    if (r->dead || !r->cb) return VK_ERROR_INITIALIZATION_FAILED;
+    /* Host reads after a replay (mapped tensors, staging downloads) see its writes. */
+    full_barrier(r->cb, VK_ACCESS_HOST_READ_BIT | LM_DEVICE_ACCESS, VK_PIPELINE_STAGE_HOST_BIT | LM_DEVICE_STAGES);
+    VkResult res = vkEndCommandBuffer(r->cb);
+    if (res != VK_SUCCESS) destroy_recording(ctx, r);
+    return res;
+}
+
+void lm_stream_replay(lua_State *L, lm_context *ctx, lm_recording *r) {
+    lm_stream *st = &ctx->stream;
+    if (st->lost) lm_stream_check(L, ctx);
+    lm_stream_submit(L, ctx);   /* work recorded before the replay runs before it */
+    /* The replay takes a slot of the ring for its serial, so completion tracking and the
+     * bound on work in flight cover it; the slot's own command buffer stays unused. */
+    lm_slot *s = free_slot(L, ctx);
+    s->serial = st->next_serial++;
+    s->ops = r->ops;
+    s->last_op = "replay";
+    st->next_slot = (st->next_slot + 1) % LM_RING;
+    VkResult res = queue_submit(ctx, r->cb, s->serial);
+    if (res != VK_SUCCESS) {
+        s->state = 0;
+        fail(ctx, s, "at submit", res);
+        update_completed(ctx);
+        lm_stream_check(L, ctx);
+        return;
+    }
+    s->state = 2;
+    r->last_serial = s->serial;
+    st->submits++;
+    st->replays++;
+}
+
+void lm_stream_record_free(lm_context *ctx, lm_recording *r) {
+    lm_stream *st = &ctx->stream;
+    if (r->dead) return;
+    if (r->last_serial > st->completed) {
+        wait_upto(ctx, r->last_serial);
+        if (r->last_serial > st->completed) {
+            /* Still running (a hung device): leave its command buffer to the driver. */
+            if (st->recording == r) st->recording = NULL;
+            unlink_recording(st, r);
+            r->dead = 1;
+            return;
+        }
+    }
+    destroy_recording(ctx, r);
+    r->dead = 1;
 }

@@ -36,6 +36,20 @@ typedef struct lm_slot {
 
 typedef struct lm_deferred { lm_chunk *chunk; uint64_t serial; } lm_deferred;
 
+/* A command buffer recorded once and submitted again and again (lumus.capture's graphs).
+ * It begins and ends with full barriers, so each submit is ordered after everything
+ * submitted before it and before everything after, and host reads see its writes. It is
+ * recorded with SIMULTANEOUS_USE: a submit while an earlier one still runs is legal, and
+ * the barriers run the two one after the other. */
+typedef struct lm_recording {
+    VkCommandPool pool;
+    VkCommandBuffer cb;
+    uint64_t last_serial;       /* serial of its last submit; 0 before the first */
+    uint32_t ops;               /* dispatches recorded */
+    int dead;                   /* the stream was destroyed first: no device objects left */
+    struct lm_recording *prev, *next;   /* the stream's live recordings */
+} lm_recording;
+
 typedef struct lm_stream {
     int ready;                  /* lm_stream_init created the ring */
     lm_slot slot[LM_RING];
@@ -68,6 +82,16 @@ typedef struct lm_stream {
     int stamp_final;            /* gpu_time's last submit: close the last pair */
     VkDeviceSize held;          /* bytes freed while this batch records, back once it runs */
     VkDeviceSize deferred_bytes; /* bytes of all deferred frees (counted in mem.in_use) */
+    lm_recording *recording;    /* being recorded: ops go into it, not into a batch */
+    lm_recording *recordings;   /* every live recording (destroyed with the stream) */
+    uint32_t capture_mark;      /* lumus.capture's mark for the storages alive at its start */
+    uint64_t replays;           /* recordings submitted so far */
+    /* lumus.tune.host_profile (lumus_core.c): host seconds in each step of the stream,
+     * counted only while on (bench/frame.lua's breakdown of an op's host cost). */
+    struct { int on; double record, submit, wait; uint64_t records, submits, waits; } prof;
+    /* tune.stream{submit_idle = k}: submit the batch after every k ops while the device
+     * has nothing left to run, so it works while the host records the rest (0: off). */
+    uint32_t submit_idle;
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
@@ -114,6 +138,26 @@ void lm_stream_flush(lua_State *L, lm_context *ctx, uint64_t serial);
 /* Makes the next submit wait for a host timeline semaphore; 0 when LM_MAX_WAITS are
  * already pending. */
 int lm_stream_add_wait(lm_context *ctx, VkSemaphore semaphore, uint64_t value);
+
+/* Recordings (lm_recording). record_begin submits the batch being recorded (work
+ * before the recording goes to the queue first, and its barrier epochs stay apart) and
+ * makes r the target of the ops that follow: lm_stream_recording_cmd hands out its
+ * command buffer, while lm_stream_cmd (a transfer, gpu_time) and every host wait
+ * (lm_stream_wait / sync / flush with a lua_State) raise, naming lumus.capture. Raises
+ * on failure with r holding nothing. */
+void lm_stream_record_begin(lua_State *L, lm_context *ctx, lm_recording *r);
+VkCommandBuffer lm_stream_recording_cmd(lua_State *L, lm_context *ctx, const char *op);
+/* Ends the recording; VK_SUCCESS, else r holds nothing (as after lm_stream_record_free). */
+VkResult lm_stream_record_end(lm_context *ctx, lm_recording *r);
+/* Submits r after the batch being recorded, waiting for the host semaphores that the
+ * next submit would (lm_stream_add_wait) and signalling the timeline with its own serial
+ * (r->last_serial); raises on device failure. */
+void lm_stream_replay(lua_State *L, lm_context *ctx, lm_recording *r);
+/* Frees r's command buffer once its last submit has finished (waits for it). */
+void lm_stream_record_free(lm_context *ctx, lm_recording *r);
+
+/* Monotonic seconds (for the host profile). */
+double lm_stream_clock(void);
 
 /* Raises the pending device failure, if any. */
 void lm_stream_check(lua_State *L, lm_context *ctx);

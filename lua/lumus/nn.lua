@@ -70,6 +70,7 @@ local ref = require "lumus.reference"
 local nn = {}
 
 local Tensor = lumus.Tensor   -- the metatable of lumus tensors
+local linear, layer_norm_forward = lumus.linear, lumus.layer_norm_forward
 local function is_tensor(v) return getmetatable(v) == Tensor end
 
 ---------------------------------------------------------------------------------------
@@ -158,6 +159,32 @@ end
 -- Frees the buffer `old` that `new` replaces, unless it is still in use as the input x.
 local function drop(old, new, x)
   if old ~= nil and old ~= new and not rawequal(old, x) then old:free() end
+end
+
+-- A module's last call, for the next one: called again with the same input tensors
+-- (whose shapes cannot have changed: a tensor's shape is fixed) while its output buffers
+-- are the same and live, a forward skips the checks above and passes the options table
+-- of that call again, so a per-frame forward costs one op call and allocates nothing.
+-- Inputs are held weakly: the cache keeps no tensor alive. `key` is any other value the
+-- options depend on (GELU's approximate).
+local WEAK = { __mode = "v" }
+
+local function remember(self, opts, x, h, key)
+  self._call = { inputs = setmetatable({ x, h }, WEAK), out = self.output, opts = opts, key = key }
+end
+
+-- The options table of the last call when this call may reuse it, else nil. (== is
+-- identity here: tensors have no __eq, and a value that does is no tensor, which the
+-- full path then rejects.)
+local function cached_opts(self, x, h, key)
+  local c = self._call
+  if c == nil or x == nil then return nil end
+  local ins, out = c.inputs, self.output
+  if ins[1] ~= x or ins[2] ~= h or c.out ~= out or c.key ~= key or getmetatable(x) ~= Tensor
+     or out:is_freed() then
+    return nil
+  end
+  return c.opts
 end
 
 ---------------------------------------------------------------------------------------
@@ -256,6 +283,7 @@ function Module:clear_state()
     self[name] = nil
   end
   self.output = nil
+  self._call = nil
   for _, m in ipairs(self._modules) do m:clear_state() end
   return self
 end
@@ -370,12 +398,19 @@ function Linear:__init(in_features, out_features, opts)
 end
 
 function Linear:forward(x)
+  local opts = cached_opts(self, x)
+  if opts then return linear(x, self.weight, self.bias, opts) end
   local old = self.output
   local buf = reusable(old, x, self.out_features)
-  if buf then return lumus.linear(x, self.weight, self.bias, { out = buf }) end
-  local y = lumus.linear(x, self.weight, self.bias)
-  drop(old, y, x)
-  self.output = y
+  local y
+  if buf then
+    y = linear(x, self.weight, self.bias, { out = buf })
+  else
+    y = linear(x, self.weight, self.bias)
+    drop(old, y, x)
+    self.output = y
+  end
+  remember(self, { out = y }, x)
   return y
 end
 
@@ -409,6 +444,11 @@ function LayerNorm:__init(d, opts)
 end
 
 function LayerNorm:forward(x)
+  local opts = cached_opts(self, x)
+  if opts and opts.mean == self.mean and opts.invstd == self.invstd
+     and not opts.mean:is_freed() and not opts.invstd:is_freed() then
+    return layer_norm_forward(x, self.weight, self.bias, self.eps, opts)
+  end
   if not is_tensor(x) then error(("%s: input must be a tensor, got %s"):format(self:describe(), type(x)), 2) end
   local d = x:size(-1)
   if d ~= self.d then
@@ -419,12 +459,15 @@ function LayerNorm:forward(x)
   local old_y, old_mean, old_invstd = self.output, self.mean, self.invstd
   local buf = reusable(old_y, x)
   if buf and not old_mean:is_freed() and not old_invstd:is_freed() then
-    return lumus.layer_norm_forward(x, self.weight, self.bias, self.eps,
-      { out = buf, mean = old_mean, invstd = old_invstd })
+    opts = { out = buf, mean = old_mean, invstd = old_invstd }
+    local y = layer_norm_forward(x, self.weight, self.bias, self.eps, opts)
+    remember(self, opts, x)
+    return y
   end
-  local y, mean, invstd = lumus.layer_norm_forward(x, self.weight, self.bias, self.eps)
+  local y, mean, invstd = layer_norm_forward(x, self.weight, self.bias, self.eps)
   drop(old_y, y, x); drop(old_mean, mean, x); drop(old_invstd, invstd, x)
   self.output, self.mean, self.invstd = y, mean, invstd
+  remember(self, { out = y, mean = mean, invstd = invstd }, x)
   return y
 end
 
@@ -465,18 +508,30 @@ end
 -- y = f(x, [h,] opts) for the elementwise kernels, into self.output when it fits. They
 -- may write in place, so an output that is x itself is reused as well. `like` is the
 -- operand whose shape the result has (x, or h when it is the larger of a broadcast).
-local function elementwise_forward(self, f, x, h, opts, like)
+-- `key` as for cached_opts; `make_opts()` the options of a call without out.
+local function elementwise_forward(self, f, x, h, make_opts, like, key)
+  local opts = cached_opts(self, x, h, key)
+  if opts then
+    if h == nil then return f(x, opts) end
+    return f(x, h, opts)
+  end
   local old = self.output
   local buf = rawequal(old, x) and old or reusable(old, like or x)
+  opts = make_opts(self)
   opts.out = buf
   local y
   if h == nil then y = f(x, opts) else y = f(x, h, opts) end
   if not buf then drop(old, y, x); self.output = y end
+  opts.out = y
+  remember(self, opts, x, h, key)
   return y
 end
 
+local function no_options() return {} end
+local function gelu_options(self) return { approximate = self.approximate } end
+
 function GELU:forward(x)
-  return elementwise_forward(self, kernel("gelu", "nn.GELU"), x, nil, { approximate = self.approximate })
+  return elementwise_forward(self, kernel("gelu", "nn.GELU"), x, nil, gelu_options, nil, self.approximate)
 end
 
 function GELU:describe()
@@ -491,7 +546,7 @@ function ReLU:__init(opts)
   self:register_buffers("output")
 end
 
-function ReLU:forward(x) return elementwise_forward(self, kernel("relu", "nn.ReLU"), x, nil, {}) end
+function ReLU:forward(x) return elementwise_forward(self, kernel("relu", "nn.ReLU"), x, nil, no_options) end
 
 ---------------------------------------------------------------------------------------
 -- Containers
@@ -562,7 +617,7 @@ function Residual:forward(x)
   local h = self.block:forward(x)
   local like = x
   if is_tensor(h) and is_tensor(x) and h:dim() > x:dim() then like = h end
-  return elementwise_forward(self, kernel("add", "nn.Residual"), x, h, {}, like)
+  return elementwise_forward(self, kernel("add", "nn.Residual"), x, h, no_options, like)
 end
 
 function Residual:describe()

@@ -12,12 +12,13 @@ int lm_op_linear(lua_State *L) {
     lm_tensor *bias = lm_opt_tensor(L, 3);
     lm_check_options(L, 4, lm_out_option);
     int64_t in = x->shape[x->ndim - 1];
-    char xs[256], ws[256];
-    lm_shape_string(x->shape, x->ndim, xs, sizeof xs);
-    lm_shape_string(w->shape, w->ndim, ws, sizeof ws);
-    if (w->ndim != 2 || w->shape[1] != in)
+    if (w->ndim != 2 || w->shape[1] != in) {
+        char xs[256], ws[256];
+        lm_shape_string(x->shape, x->ndim, xs, sizeof xs);
+        lm_shape_string(w->shape, w->ndim, ws, sizeof ws);
         lm_argerror(L, 2, "weight must have shape [out_features, %I] (in_features = %I, the last dimension of x, shape %s), got %s",
                     (LUAI_UACINT)in, (LUAI_UACINT)in, xs, ws);
+    }
     int64_t out_f = w->shape[0];
     if (bias && !(bias->ndim == 1 && bias->shape[0] == out_f)) {
         char bs[256];

@@ -58,7 +58,10 @@ static const char *tile_problem(const lm_context *ctx, const mm_tile *t) {
 
 static uint32_t device_cores(const lm_context *ctx) {
     if (ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return MM_GPU_CORES;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);   /* lavapipe runs one thread per core */
+    /* lavapipe runs one thread per core. Asked once: sysconf reads a file each call. */
+    static _Atomic long cores;
+    long n = cores;
+    if (n == 0) cores = n = sysconf(_SC_NPROCESSORS_ONLN);
     return n >= 1 && n <= 4096 ? (uint32_t)n : 1;
 }
 

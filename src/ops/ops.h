@@ -18,6 +18,8 @@ typedef struct lm_launch {
     lm_shader_id shader;
     uint32_t spec[LM_MAX_SPEC];
     int full_subgroups;
+    int stateful;                   /* its push constants carry state that advances with every
+                                     * call (a random generator's offset): not capturable */
     const void *push;
     uint32_t push_bytes;
     uint32_t groups_x, groups_y;    /* groups_y 0 means 1 */

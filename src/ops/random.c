@@ -110,7 +110,7 @@ static void record_random(lua_State *L, lm_tensor *t, int normal, uint32_t bits,
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .shader = normal ? LM_SH_RANDOM_NORMAL : LM_SH_RANDOM_UNIFORM,
+        .op = op, .stateful = 1, .shader = normal ? LM_SH_RANDOM_NORMAL : LM_SH_RANDOM_UNIFORM,
         .spec = { RANDOM_WG, 0, 0 }, .push = &pc, .push_bytes = sizeof pc,
         .groups_x = pc.groups_x, .groups_y = gy, .writes = { t },
     });
@@ -256,7 +256,7 @@ int lm_op_multinomial(lua_State *L) {
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (uint64_t)rows, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "multinomial", .any_dtype = 1, .shader = LM_SH_RANDOM_MULTINOMIAL, .spec = { 256, 0, 0 },
+        .op = "multinomial", .stateful = 1, .any_dtype = 1, .shader = LM_SH_RANDOM_MULTINOMIAL, .spec = { 256, 0, 0 },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { work ? NULL : probs }, .writes = { out, work },
     });
