@@ -288,6 +288,10 @@ describe("split and chunk", function()
     checks.errors(function() return x:split({ 4, 0 }) end, "sizes%[2%] must be a positive integer")
     checks.errors(function() return x:split(2, 3) end, "dimension 3 out of range")
     checks.errors(function() return x:chunk(0, 2) end, "chunk count must be positive, got 0")
+    -- A size past the dimension is one piece (its piece count must not overflow).
+    local whole = x:split(math.maxinteger)
+    assert.are.equal(1, #whole)
+    assert.are.same({ 4, 6 }, whole[1]:shape())
   end)
 end)
 

@@ -28,7 +28,7 @@ static void push_pieces(lua_State *L, int dim, const int64_t *sizes, int n) {
 
 /* Pieces of `size` along dim (the last one smaller when size does not divide it). */
 static int split_even(lua_State *L, int dim, int64_t total, int64_t size) {
-    int64_t n = (total + size - 1) / size;
+    int64_t n = size >= total ? 1 : (total + size - 1) / size;   /* no overflow for huge sizes */
     if (n > 1000000) lm_argerror(L, 2, "%I pieces (at most 10^6 in one call)", (LUAI_UACINT)n);
     int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     for (int64_t i = 0; i < n; i++) sizes[i] = i < n - 1 ? size : total - size * (n - 1);
