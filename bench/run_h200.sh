@@ -12,6 +12,8 @@
 #   async.md, transfer.md       bench/async.lua, bench/transfer.lua
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   summary.md                  the Markdown of all steps, in order
+#   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
+#                               bench/layer_norm_backward.lua
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
@@ -94,10 +96,17 @@ mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
 step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
 
+# LayerNorm backward: PyTorch's kernel, then lumus's against it and the copy ceiling.
+step torch_lnb 120 python3 bench/torch_layer_norm_backward.py --csv "$out/torch_lnb.csv"
+lnb_baseline=()
+[ -s "$out/torch_lnb.csv" ] && lnb_baseline+=(--baseline "$out/torch_lnb.csv")
+step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
+  --csv "$out/layer_norm_backward.csv"
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm elementwise async transfer torch_matmul matmul; do
+  for name in torch layer_norm elementwise async transfer torch_matmul matmul torch_lnb layer_norm_backward; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

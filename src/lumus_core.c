@@ -97,7 +97,7 @@ static const luaL_Reg functions[] = {
 
 /* Ops whose first argument is a tensor: lumus.<name>(t, ...) and t:<name>(...) alike. */
 static const luaL_Reg tensor_ops[] = {
-    {"layer_norm_forward", lm_op_layer_norm_forward},
+    {"layer_norm_forward", lm_op_layer_norm_forward}, {"layer_norm_backward", lm_op_layer_norm_backward},
     {"copy", lm_op_copy}, {"fill", lm_op_fill}, {"contiguous", lm_op_contiguous},
     {"matmul", lm_op_matmul}, {"linear", lm_op_linear},
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
@@ -110,9 +110,10 @@ static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
 /* core.tune (lumus.tune): hooks for specs and benchmarks that read or force the kernels'
  * choices, and counters; not part of the ops' API. */
 static const luaL_Reg tune_functions[] = {
-    {"layer_norm", lm_op_layer_norm_config}, {"matmul", lm_op_matmul_config},
+    {"layer_norm", lm_op_layer_norm_config}, {"layer_norm_backward", lm_op_layer_norm_backward_config},
+    {"matmul", lm_op_matmul_config},
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
-    {"stream_stats", l_stream_stats}, {"validation_messages", l_validation_messages},
+    {"stream_stats", l_stream_stats}, {"version", lm_op_version}, {"validation_messages", l_validation_messages},
     {NULL, NULL}
 };
 

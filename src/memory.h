@@ -83,6 +83,8 @@ typedef struct lm_storage {
     int external;               /* a host buffer (lumus.h): chunk is NULL, nothing to free */
     uint64_t last_serial;
     uint64_t read_epoch, write_epoch;
+    uint64_t version;           /* bumped by every recorded dispatch that writes it (autograd's
+                                 * check that a saved tensor was not changed in place) */
 } lm_storage;
 
 VkResult lm_memory_init(lm_context *ctx);
