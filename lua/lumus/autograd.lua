@@ -461,6 +461,19 @@ local function wrap(name, entry, f)
       return f(...)
     end
   end
+  -- The common shapes without select(): differentiable inputs first.
+  if p1 == 1 and not p2 then
+    return function(t, ...)
+      if recording and tracked[t] then return record(name, entry, f, t, ...) end
+      return f(t, ...)
+    end
+  end
+  if p1 == 1 and p2 == 2 and not p3 then
+    return function(a, b, ...)
+      if recording and (tracked[a] or tracked[b]) then return record(name, entry, f, a, b, ...) end
+      return f(a, b, ...)
+    end
+  end
   return function(...)
     if recording and (tracked[(select(p1, ...))] or (p2 and tracked[(select(p2, ...))])
                       or (p3 and tracked[(select(p3, ...))])) then
