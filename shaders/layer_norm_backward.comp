@@ -31,6 +31,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ITEMS = 1;   // FUSED: vectors per thread of each row
 layout(constant_id = 2) const uint K = 1;       // FUSED, APPLY: rows in flight at once (1..4)
+layout(constant_id = 3) const uint PREFETCH = 0; // FUSED: 1 loads the next K rows early
 
 #if VEC == 4
 #define VT vec4
@@ -90,6 +91,21 @@ void group_sum2(inout vec4 a, inout vec4 b) {
 }
 
 #if STAGE == STAGE_FUSED
+// The K rows from r0 on (rows past r1 and vectors past the row read as 0) into XS, GS
+// (x and dy), MS, RSV (mean, invstd).
+#define LOAD_ROWS(R0, XS, GS, MS, RSV)                                                  \
+    for (uint k = 0; k < K; ++k) {                                                      \
+        bool live = (R0) + k < r1;                                                      \
+        MS[k] = live ? row_mean((R0) + k) : 0.0;                                        \
+        RSV[k] = live ? row_invstd((R0) + k) : 0.0;                                     \
+        for (uint i = 0; i < ITEMS; ++i) {                                              \
+            uint idx = tid + i * WG;                                                    \
+            bool in_row = live && idx < p.n;                                            \
+            XS[k * ITEMS + i] = in_row ? row_ptr(p.x, (R0) + k).v[idx] : VT(0.0);       \
+            GS[k * ITEMS + i] = in_row ? row_ptr(p.dy, (R0) + k).v[idx] : VT(0.0);      \
+        }                                                                               \
+    }
+
 void main() {
     uint grp = group_index();
     if (grp >= p.groups) return;   // uniform over the workgroup
@@ -106,20 +122,19 @@ void main() {
         acc_w[i] = VT(0.0);
         acc_b[i] = VT(0.0);
     }
+    // With PREFETCH the next K rows' loads are issued before this K's reduction and
+    // stores, so they overlap (twice the registers).
+    VT xh[K * ITEMS], g[K * ITEMS], xn[K * ITEMS], gn[K * ITEMS];
+    float m[K], rs[K], mn[K], rn[K];
+    if (PREFETCH != 0) LOAD_ROWS(r0, xn, gn, mn, rn)
     for (uint r = r0; r < r1; r += K) {
-        // Every load of the K rows first, then the arithmetic: K rows in flight.
-        VT xh[K * ITEMS], g[K * ITEMS];
-        float m[K], rs[K];
-        for (uint k = 0; k < K; ++k) {
-            bool live = r + k < r1;
-            m[k] = live ? row_mean(r + k) : 0.0;
-            rs[k] = live ? row_invstd(r + k) : 0.0;
-            for (uint i = 0; i < ITEMS; ++i) {
-                uint idx = tid + i * WG;
-                bool in_row = live && idx < p.n;
-                xh[k * ITEMS + i] = in_row ? row_ptr(p.x, r + k).v[idx] : VT(0.0);
-                g[k * ITEMS + i] = in_row ? row_ptr(p.dy, r + k).v[idx] : VT(0.0);
-            }
+        if (PREFETCH != 0) {
+            for (uint j = 0; j < K * ITEMS; ++j) { xh[j] = xn[j]; g[j] = gn[j]; }
+            for (uint k = 0; k < K; ++k) { m[k] = mn[k]; rs[k] = rn[k]; }
+            LOAD_ROWS(r + K, xn, gn, mn, rn)
+        } else {
+            // every load of the K rows first, then the arithmetic: K rows in flight
+            LOAD_ROWS(r, xh, g, m, rs)
         }
         vec4 sa = vec4(0.0), sb = vec4(0.0);
         for (uint k = 0; k < K; ++k) {

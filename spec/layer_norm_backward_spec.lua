@@ -95,7 +95,8 @@ describe("layer_norm_backward", function()
       { form = "columns" }, { form = "columns", groups = 3, rows_at_once = 1 },
       { form = "columns", wg = 32, rows_at_once = 3, groups = 1 },
       { form = "fused", groups = 1 }, { form = "fused", rows_at_once = 3, groups = 4 },
-      { form = "fused", wg = 32, items = 3 }, { form = "fused", wg = 64, rows_at_once = 1, groups = 6 },
+      { form = "fused", wg = 32, items = 3 }, { form = "fused", wg = 96 },
+      { form = "fused", prefetch = true, groups = 2 }, { form = "fused", prefetch = true, rows_at_once = 3, wg = 32 }, { form = "fused", wg = 64, rows_at_once = 1, groups = 6 },
     }
     for p, plan in ipairs(plans) do
       local got = tune.layer_norm_backward(33, 17, plan)
@@ -257,6 +258,6 @@ describe("layer_norm_backward", function()
     gone:free()
     checks.errors(f, "#1.*freed", gone, X, m, r, W)
     checks.errors(tune.layer_norm_backward, "form must be \"auto\", \"fused\" or \"columns\", got \"split\"", 8, nil, { form = "split" })
-    checks.errors(tune.layer_norm_backward, "wg must be a power of two", 8, nil, { wg = 48 })
+    checks.errors(tune.layer_norm_backward, "wg must be a multiple of 32 in 32..1024", 8, nil, { wg = 48 })
   end)
 end)

@@ -113,9 +113,12 @@ static const luaL_Reg tune_functions[] = {
     {"layer_norm", lm_op_layer_norm_config}, {"layer_norm_backward", lm_op_layer_norm_backward_config},
     {"matmul", lm_op_matmul_config},
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
-    {"stream_stats", l_stream_stats}, {"version", lm_op_version}, {"validation_messages", l_validation_messages},
+    {"stream_stats", l_stream_stats}, {"validation_messages", l_validation_messages},
     {NULL, NULL}
 };
+
+/* Methods only: t:_version(), the count of writes into t's storage (autograd's check). */
+static const luaL_Reg internal_methods[] = { {"_version", lm_op_version}, {NULL, NULL} };
 
 /* Sets each list of tensor ops into the table on top of the stack. */
 static void set_tensor_ops(lua_State *L) {
@@ -137,7 +140,9 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     lua_getfield(L, -1, "Tensor");
     lua_getfield(L, -1, "methods");
     set_tensor_ops(L);
+    luaL_setfuncs(L, internal_methods, 0);
     lua_pop(L, 2);
+    lm_register_names(L, internal_methods, "lumus.Tensor");
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");
     return 1;

@@ -10,7 +10,7 @@
 -- userdata whose methods come from one shared table): `tracked[t]` is {leaf = true} for a
 -- tensor the user marked with requires_grad(true), or {node = n} for the result of a
 -- recorded op. A node holds its op's backward function, what the op saved for it (with
--- each saved tensor's write counter, lumus.tune.version, at save time) and one edge per
+-- each saved tensor's write counter, t:_version(), at save time) and one edge per
 -- differentiable input: the input's node, or the leaf itself. backward() walks the nodes
 -- reachable from the output in reverse topological order, running each backward with
 -- recording off, accumulating gradients per node and into the leaves' grads.
@@ -40,7 +40,7 @@ local M = {}
 
 local Tensor = core.Tensor
 local methods = Tensor.methods
-local version = core.tune.version
+local version = core.Tensor.methods._version
 
 local raw = {}             -- the C functions, by name (lumus.* and the methods)
 for k, v in pairs(core) do if type(v) == "function" then raw[k] = v end end

@@ -43,7 +43,7 @@ int lm_op_grid_config(lua_State *L) {
     return 1;
 }
 
-/* tune.version(t): how many recorded dispatches have written t's storage (any view of it);
+/* t:_version(): how many recorded dispatches have written t's storage (any view of it);
  * autograd compares it to detect an in-place change of a tensor its graph saved. */
 int lm_op_version(lua_State *L) {
     lm_tensor *t = lm_check_tensor(L, 1);

@@ -26,6 +26,7 @@
 typedef struct lnb_tune {
     int form;                  /* 0 automatic, 1 fused, 2 columns */
     uint32_t wg, items, k, groups;
+    int prefetch;              /* fused: load the next rows early */
 } lnb_tune;
 static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
 
@@ -34,6 +35,7 @@ typedef struct lnb_plan {
     uint32_t vec, n;
     uint32_t wg, items, k;     /* fused: threads per row, vectors each, rows at once;
                                 * columns: APPLY's threads and rows at once */
+    uint32_t prefetch;         /* fused: 1 loads the next K rows before this K's sums */
     uint32_t stats_wg;         /* columns: STATS's threads per row */
     uint32_t col_blocks;       /* columns: APPLY workgroups across a row */
     uint32_t rows_per_group, groups;
@@ -82,20 +84,26 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     /* A whole number of subgroups and at least 32 threads (llvmpipe computed wrong rows
      * with workgroups of 9..63 threads that were not powers of two). */
     uint32_t lo = ctx->max_subgroup > 32 ? ctx->max_subgroup : 32;
+    int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     c.reduce_wg = max_wg >= 256 ? 256 : 128;
     c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * LNB_MAX_ITEMS);
     if (!c.columns) {
         /* On a CPU device a workgroup runs on one thread and each barrier costs a context
          * switch: fewer, wider threads per row there. */
-        int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
         uint32_t target = t->items ? t->items : cpu ? LNB_ITEMS_CPU : 1;
-        uint32_t wg = t->wg ? t->wg : pow2_at_least(ceil_div(c.n, target));
+        /* GPUs: a whole number of subgroups, as few idle threads as that allows (D = 768
+         * takes 192); CPU devices: a power of two (llvmpipe computed wrong rows with
+         * workgroups of 9..63 threads that were not). */
+        uint64_t threads = ceil_div(c.n, target);
+        uint32_t wg = t->wg ? t->wg : cpu ? pow2_at_least(threads)
+                    : (uint32_t)(threads > max_wg ? max_wg : ceil_div(threads, lo) * lo);
         if (wg < lo) wg = lo;
         if (wg > max_wg) wg = max_wg;
         c.wg = wg;
         c.items = (uint32_t)ceil_div(c.n, wg);
         if (c.items > LNB_FORCED_MAX_ITEMS) c.columns = 1;
         c.k = t->k ? t->k : c.items == 1 ? 4 : c.items == 2 ? 2 : 1;
+        c.prefetch = t->prefetch ? 1 : 0;
     }
     if (c.columns) {
         c.wg = t->wg ? t->wg : LNB_APPLY_WG;
@@ -230,7 +238,7 @@ int lm_op_layer_norm_backward(lua_State *L) {
         pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_FUSED_VEC4 : LM_SH_LN_BWD_FUSED_VEC1,
-            .spec = { c.wg, c.items, c.k }, .push = &pc, .push_bytes = sizeof pc,
+            .spec = { c.wg, c.items, c.k, c.prefetch }, .push = &pc, .push_bytes = sizeof pc,
             .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch },
         });
@@ -271,11 +279,12 @@ int lm_op_layer_norm_backward(lua_State *L) {
     return w ? 3 : 1;
 }
 
-/* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=}])
- * -> the plan for rows of D ({form, workgroup, items, rows_at_once, vec, groups,
- * rows_per_group}); the options (0 or "auto": automatic) hold for later calls. */
+/* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
+ * prefetch=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
+ * vec, groups, rows_per_group}); the options (0, false or "auto": automatic, off) hold
+ * for later calls; {} restores the automatic plan. */
 int lm_op_layer_norm_backward_config(lua_State *L) {
-    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", NULL };
+    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = lua_isnoneornil(L, 2) ? 1024 : lm_check_integer(L, 2);
@@ -286,8 +295,8 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         static const char *const forms[] = { "auto", "fused", "columns", NULL };
         int form = lm_option_choice(L, 3, "form", forms, 0);
         lua_Integer wg = lm_option_integer(L, 3, "wg", 0);
-        if (wg != 0 && !(wg >= 32 && wg <= 1024 && (wg & (wg - 1)) == 0))
-            lm_argerror(L, 3, "wg must be a power of two in 32..1024 (0: automatic), got %I", (LUAI_UACINT)wg);
+        if (wg != 0 && !(wg >= 32 && wg <= 1024 && wg % 32 == 0))
+            lm_argerror(L, 3, "wg must be a multiple of 32 in 32..1024 (0: automatic), got %I", (LUAI_UACINT)wg);
         lua_Integer items = lm_option_integer(L, 3, "items", 0);
         if (items < 0 || items > LNB_FORCED_MAX_ITEMS)
             lm_argerror(L, 3, "items must be in 0..%d (0: automatic), got %I", LNB_FORCED_MAX_ITEMS, (LUAI_UACINT)items);
@@ -295,17 +304,20 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         if (k < 0 || k > 4) lm_argerror(L, 3, "rows_at_once must be in 0..4 (0: automatic), got %I", (LUAI_UACINT)k);
         lua_Integer groups = lm_option_integer(L, 3, "groups", 0);
         if (groups < 0 || groups > 0xffffffffLL) lm_argerror(L, 3, "groups must be in 0..2^32-1 (0: automatic), got %I", (LUAI_UACINT)groups);
-        t = (lnb_tune){ .form = form, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k, .groups = (uint32_t)groups };
+        int prefetch = lm_option_boolean(L, 3, "prefetch", 0);
+        t = (lnb_tune){ .form = form, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k,
+                        .groups = (uint32_t)groups, .prefetch = prefetch };
         lnb_tune *u = lua_newuserdatauv(L, sizeof *u, 0);
         *u = t;
         lua_setfield(L, LUA_REGISTRYINDEX, TUNE_KEY);
     }
     lnb_plan c = plan(ctx, &t, d, rows);
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushstring(L, c.columns ? "columns" : "fused"); lua_setfield(L, -2, "form");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.k); lua_setfield(L, -2, "rows_at_once");
+    lua_pushboolean(L, c.prefetch); lua_setfield(L, -2, "prefetch");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushinteger(L, c.groups); lua_setfield(L, -2, "groups");
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");

@@ -52,7 +52,7 @@ int lm_op_layer_norm_forward(lua_State *L);
 int lm_op_layer_norm_config(lua_State *L);   /* tune.layer_norm */
 int lm_op_layer_norm_backward(lua_State *L);
 int lm_op_layer_norm_backward_config(lua_State *L);   /* tune.layer_norm_backward */
-int lm_op_version(lua_State *L);      /* tune.version(t): writes recorded into t's storage */
+int lm_op_version(lua_State *L);      /* t:_version(): writes recorded into t's storage */
 int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_b=}]) */
 int lm_op_linear(lua_State *L);        /* lumus.linear(x, weight [, bias] [, {out=}]) */
 int lm_op_matmul_config(lua_State *L); /* tune.matmul */
