@@ -124,6 +124,9 @@ describe("autograd gradients", function()
     gradcheck("mean", lumus.mean, ref.mean, { A })
     gradcheck("sum keepdim", function(t) return t:sum({ keepdim = true }) end,
       function(t) return ref.sum(t) end, { A })
+    gradcheck("sum dim 2", function(t) return t:sum({ dim = 2 }) end, ref.sum, { A })
+    gradcheck("mean dim -1 keepdim", function(t) return t:mean({ dim = -1, keepdim = true }) end, ref.mean, { A })
+    gradcheck("softmax dim -1", function(t) return t:softmax({ dim = -1 }) end, ref.softmax, { A })
   end)
 
   it("of matmul (plain, transpose_b, batched, 1-D) and linear", function()
@@ -274,6 +277,12 @@ describe("autograd tape", function()
     checks.errors(y.requires_grad, "requires_grad: only leaf tensors can change it", y, true)
     checks.errors(x.requires_grad, "requires_grad: bad argument #2 %(boolean expected, got number%)", x, 1)
     checks.errors(lumus.no_grad, "no_grad: bad argument #1 %(function expected", 5)
+    -- an op with no registered backward refuses tracked tensors instead of dropping them
+    local m1, r1 = lumus.no_grad(function() local _, m, r = lumus.layer_norm_forward(lumus.ones({ 2, 3 })); return m, r end)
+    checks.errors(lumus.layer_norm_backward, "layer_norm_backward: no backward is registered for layer_norm_backward",
+      x:reshape({ 1, 3 }), lumus.ones({ 1, 3 }), m1:narrow(1, 1, 1), r1:narrow(1, 1, 1))
+    assert.are.same({ 1, 3 }, lumus.no_grad(lumus.layer_norm_backward, x:reshape({ 1, 3 }), lumus.ones({ 1, 3 }),
+      m1:narrow(1, 1, 1), r1:narrow(1, 1, 1)):shape())
     local freed = lumus.tensor({ 1, 2 }):requires_grad(true)
     local q = (freed * freed):sum()
     lumus.no_grad(function() freed:free() end)

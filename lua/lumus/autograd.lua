@@ -260,37 +260,61 @@ ops.gelu = {
   save = function(a) return { x = a[1], tanh = option(a[2], "approximate") == "tanh" } end,
   backward = function(g, s) return raw.mul(g, s.tanh and gelu_tanh_grad(s.x) or gelu_erf_grad(s.x)) end,
 }
+
+-- The dimension a reduction's options name (1-based, negative from the end), or nil.
+local function dim_of(opts, nd)
+  local d = option(opts, "dim")
+  if type(d) ~= "number" then return nil end
+  if d < 0 then d = d + nd + 1 end
+  return d
+end
+
+-- The shape g of a reduction of x has, with the reduced dimensions kept as 1: over `dim`
+-- when given, else over every element where the result has one element (PyTorch's
+-- x:sum()), else over the last dimension.
+local function reduced_shape(xs, d, ys)
+  local rs = {}
+  for i = 1, #xs do rs[i] = xs[i] end
+  if d then rs[d] = 1
+  elseif numel(ys) == 1 then for i = 1, #rs do rs[i] = 1 end
+  else rs[#rs] = 1 end
+  return rs
+end
+
+local function reduction_save(a, r)
+  local xs = raw.shape(a[1])
+  return { xs = xs, rs = reduced_shape(xs, dim_of(a[2], #xs), raw.shape(r[1])) }
+end
+ops.sum = {
+  inputs = { 1 },
+  save = reduction_save,
+  backward = function(g, s) return raw.expand(raw.reshape(g, s.rs), s.xs) end,
+}
+ops.mean = {
+  inputs = { 1 },
+  save = reduction_save,
+  backward = function(g, s)
+    return raw.expand(raw.reshape(raw.scale(g, numel(s.rs) / numel(s.xs)), s.rs), s.xs)
+  end,
+}
 ops.softmax = {
   inputs = { 1 },
-  save = function(_, r) return { y = r[1] } end,
-  backward = function(g, s)   -- y * (g - sum(g * y))
+  save = function(a, r) return { y = r[1], dim = dim_of(a[2], #raw.shape(a[1])) } end,
+  backward = function(g, s)   -- y * (g - sum(g * y)) over the softmax's dimension
     local shape = raw.shape(s.y)
-    local dot = raw.sum(raw.mul(g, s.y), { keepdim = true })
+    local dot = raw.sum(raw.mul(g, s.y), { dim = s.dim or #shape, keepdim = true })
     return raw.mul(s.y, raw.sub(g, raw.expand(dot, shape)))
   end,
 }
 
--- g of a reduction over the last dimension, spread back over x's shape.
-local function spread_last(g, xs)
-  local kshape = {}
-  for i = 1, #xs - 1 do kshape[i] = xs[i] end
-  kshape[#kshape + 1] = 1
-  return raw.expand(raw.reshape(g, kshape), xs)
-end
-ops.sum = {
-  inputs = { 1 },
-  save = function(a) return { xs = raw.shape(a[1]) } end,
-  backward = function(g, s) return spread_last(g, s.xs) end,
-}
-ops.mean = {
-  inputs = { 1 },
-  save = function(a) return { xs = raw.shape(a[1]) } end,
-  backward = function(g, s) return spread_last(raw.scale(g, 1 / s.xs[#s.xs]), s.xs) end,
-}
-
 ops.matmul = {
   inputs = { 1, 2 },
-  save = function(a) return { a = a[1], b = a[2], tb = option(a[3], "transpose_b") and true or false } end,
+  save = function(a)
+    if option(a[3], "transpose_a") then
+      error("matmul: transpose_a has no backward yet (autograd); use a:transpose(-2, -1) instead", 0)
+    end
+    return { a = a[1], b = a[2], tb = option(a[3], "transpose_b") and true or false }
+  end,
   backward = function(g, s, need)
     local ga, gb
     if need[1] then ga = raw.matmul(g, s.b, { transpose_b = not s.tb }) end
@@ -528,10 +552,42 @@ function M.install_op(name)
   set_op(name, name == "copy" and copy_wrapper(entry) or wrap(name, entry, f))
 end
 
+-- Functions and methods that need no backward: queries, the autograd API itself, and ops
+-- whose results carry no gradient (comparisons, indices). Every other one without an
+-- entry in `ops` raises when given a tensor that requires grad while recording, rather
+-- than return a result the graph would not know (a silently wrong gradient).
+local NO_GRAD_NEEDED = {}
+for name in ([[shape size dim numel dtype stride is_contiguous is_freed describe free to_table to_bytes
+  requires_grad grad zero_grad detach backward _version eq ne lt le gt ge argmax argmin multinomial]]):gmatch("%S+") do
+  NO_GRAD_NEEDED[name] = true
+end
+
+local function refuse_tracked(name, f)
+  return function(...)
+    if recording then
+      for i = 1, select("#", ...) do
+        if tracked[(select(i, ...))] then
+          error(("%s: no backward is registered for %s (autograd): call it under lumus.no_grad, on "
+                 .. "t:detach(), or register one with lumus.autograd.register"):format(name, name), 2)
+        end
+      end
+    end
+    return f(...)
+  end
+end
+
 local function install()
   if installed then return end
   installed = true
   for name in pairs(ops) do M.install_op(name) end
+  for _, tbl in ipairs { M.lumus, methods } do
+    for name, f in pairs(tbl) do
+      if type(f) == "function" and rawequal(f, raw[name]) and not ops[name] and not NO_GRAD_NEEDED[name]
+         and name ~= "fill" then
+        tbl[name] = refuse_tracked(name, f)
+      end
+    end
+  end
   local fill = guard_in_place("fill", raw.fill, { 1 }, "t")
   M.lumus.fill, methods.fill = fill, fill
   local L = M.lumus
