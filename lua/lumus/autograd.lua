@@ -580,12 +580,13 @@ local function install()
   if installed then return end
   installed = true
   for name in pairs(ops) do M.install_op(name) end
-  for _, tbl in ipairs { M.lumus, methods } do
-    for name, f in pairs(tbl) do
-      if type(f) == "function" and rawequal(f, raw[name]) and not ops[name] and not NO_GRAD_NEEDED[name]
-         and name ~= "fill" then
-        tbl[name] = refuse_tracked(name, f)
-      end
+  -- the tensor ops and methods (lumus functions that are no methods take no tensors)
+  for name, f in pairs(methods) do
+    if type(f) == "function" and rawequal(f, raw[name]) and not ops[name] and not NO_GRAD_NEEDED[name]
+       and name ~= "fill" then
+      local guarded = refuse_tracked(name, f)
+      methods[name] = guarded
+      if rawequal(rawget(M.lumus, name), f) then M.lumus[name] = guarded end
     end
   end
   local fill = guard_in_place("fill", raw.fill, { 1 }, "t")
