@@ -23,6 +23,8 @@
 #                               repeats a run's shapes)
 #   frame_torch.md / .csv, frame.md / .csv     bench/frame_torch.py, bench/frame.lua (frame times)
 #   summary.md                  the Markdown of all steps, in order
+#   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
+#                               bench/layer_norm_backward.lua
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
@@ -137,11 +139,17 @@ fi
 # A model in a frame (issue 21): PyTorch eager and CUDA graph, then lumus eager and replayed.
 step frame_torch 180 python3 bench/frame_torch.py --csv "$out/frame_torch.csv"
 step frame 300 lua5.4 bench/frame.lua --csv "$out/frame.csv"
+# LayerNorm backward: PyTorch's kernel, then lumus's against it and the copy ceiling.
+step torch_lnb 120 python3 bench/torch_layer_norm_backward.py --csv "$out/torch_lnb.csv"
+lnb_baseline=()
+[ -s "$out/torch_lnb.csv" ] && lnb_baseline+=(--baseline "$out/torch_lnb.csv")
+step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
+  --csv "$out/layer_norm_backward.csv"
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

@@ -143,7 +143,7 @@ static const luaL_Reg functions[] = {
 
 /* Ops whose first argument is a tensor: lumus.<name>(t, ...) and t:<name>(...) alike. */
 static const luaL_Reg tensor_ops[] = {
-    {"layer_norm_forward", lm_op_layer_norm_forward},
+    {"layer_norm_forward", lm_op_layer_norm_forward}, {"layer_norm_backward", lm_op_layer_norm_backward},
     {"copy", lm_op_copy}, {"fill", lm_op_fill}, {"contiguous", lm_op_contiguous},
     {"matmul", lm_op_matmul}, {"linear", lm_op_linear},
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
@@ -165,12 +165,16 @@ static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
 /* core.tune (lumus.tune): hooks for specs and benchmarks that read or force the kernels'
  * choices, and counters; not part of the ops' API. */
 static const luaL_Reg tune_functions[] = {
-    {"layer_norm", lm_op_layer_norm_config}, {"matmul", lm_op_matmul_config},
+    {"layer_norm", lm_op_layer_norm_config}, {"layer_norm_backward", lm_op_layer_norm_backward_config},
+    {"matmul", lm_op_matmul_config},
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
     {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
     {NULL, NULL}
 };
+
+/* Methods only: t:_version(), the count of writes into t's storage (autograd's check). */
+static const luaL_Reg internal_methods[] = { {"_version", lm_op_version}, {NULL, NULL} };
 
 /* Sets each list of tensor ops into the table on top of the stack. */
 static void set_tensor_ops(lua_State *L) {
@@ -195,7 +199,9 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     set_tensor_ops(L);
     luaL_setfuncs(L, lm_convert_methods, 0);
     lm_register_names(L, lm_convert_methods, "lumus.Tensor");
+    luaL_setfuncs(L, internal_methods, 0);
     lua_pop(L, 2);
+    lm_register_names(L, internal_methods, "lumus.Tensor");
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");
     return 1;

@@ -84,6 +84,8 @@ typedef struct lm_storage {
     uint64_t last_serial;
     uint64_t read_epoch, write_epoch;
     uint32_t capture_mark;      /* stream.capture_mark of the capture it predates (capture.c) */
+    uint64_t version;           /* bumped by every recorded dispatch that writes it (autograd's
+                                 * check that a saved tensor was not changed in place) */
 } lm_storage;
 
 VkResult lm_memory_init(lm_context *ctx);

@@ -109,6 +109,10 @@ Tensor.__tostring = tensor_tostring
 Tensor.__add, Tensor.__sub, Tensor.__mul, Tensor.__div = core.add, core.sub, core.mul, core.div
 Tensor.__unm = function(t) return core.neg(t) end   -- Lua passes the operand twice
 
+-- Autograd: t:requires_grad(true), loss:backward(), t:grad(), lumus.no_grad(fn)
+-- (lua/lumus/autograd.lua; it wraps the ops only once a tensor requires grad).
+require("lumus.autograd").attach(M)
+
 -- Submodules load on first use: lumus.reference, lumus.nn.
 setmetatable(M, {
   __index = function(_, k)

@@ -59,6 +59,8 @@
 --   pow(a, b), maximum(a, b), minimum(a, b), clamp(t, min, max)
 --   eq ne lt le gt ge (a, b)          booleans (true/false), NaN compares false but in ne
 --   where(mask, a, b)                 a where mask (booleans, or nonzero numbers), else b
+--   layer_norm_backward(dy, x, mean, invstd, weight)
+--                                     LayerNorm's gradients: dx [, dweight, dbias]
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -1476,6 +1478,59 @@ function M.matmul(a, b, opts)
   if #bs > 1 then shape[#shape + 1] = n end
   if #shape == 0 then shape[1] = 1 end
   return M.nest(out, shape)
+end
+
+-- LayerNorm backward --------------------------------------------------------------
+
+--- Gradients of layer_norm_forward over the last dimension, float64, from the saved
+-- statistics (as lumus.layer_norm_backward takes them):
+--   dy, x   nested tables of the same shape (innermost tables are rows of D numbers;
+--           a flat list is one row)
+--   mean, invstd  per row, nested like x without its last level ({m} for a flat x)
+--   weight  flat list of D numbers, or nil (dx only)
+-- With xhat = (x - mean) * invstd and g = dy * weight:
+--   dx = invstd * (g - mean(g) - xhat * mean(g * xhat))   per row
+--   dweight = sum over rows of dy * xhat, dbias = sum over rows of dy
+-- Returns dx (nested like x), and dweight, dbias (flat lists) when weight is given.
+-- NaN or inf anywhere in a row makes that row's dx NaN (its means are NaN), as PyTorch.
+function M.layer_norm_backward(dy, x, mean, invstd, weight)
+  local shape = M.shape(x)
+  local dshape = M.shape(dy)
+  if table.concat(shape, "x") ~= table.concat(dshape, "x") then
+    error(("reference.layer_norm_backward: dy has shape %s, x %s"):format(
+      table.concat(dshape, "x"), table.concat(shape, "x")), 2)
+  end
+  local d = shape[#shape]
+  if weight ~= nil and (type(weight) ~= "table" or #weight ~= d) then
+    error(("reference.layer_norm_backward: weight must be a list of %d numbers or nil"):format(d), 2)
+  end
+  local fx, fdy = M.flatten(x), M.flatten(dy)
+  local fm, fr = M.flatten(mean), M.flatten(invstd)
+  local rows = #fx // d
+  if #fm ~= rows or #fr ~= rows then
+    error(("reference.layer_norm_backward: mean and invstd must have %d values (one per row)"):format(rows), 2)
+  end
+  local dx, dw, db = {}, {}, {}
+  for j = 1, d do dw[j], db[j] = 0, 0 end
+  for r = 0, rows - 1 do
+    local m, rs = fm[r + 1], fr[r + 1]
+    local xh, g = {}, {}
+    local sg, sgx = 0, 0
+    for j = 1, d do
+      local i = r * d + j
+      xh[j] = (fx[i] - m) * rs
+      g[j] = fdy[i] * (weight and weight[j] or 1)
+      sg = sg + g[j]
+      sgx = sgx + g[j] * xh[j]
+      dw[j] = dw[j] + fdy[i] * xh[j]
+      db[j] = db[j] + fdy[i]
+    end
+    sg, sgx = sg / d, sgx / d
+    for j = 1, d do dx[r * d + j] = rs * (g[j] - sg - xh[j] * sgx) end
+  end
+  dx = #shape == 1 and dx or M.nest(dx, shape)
+  if weight then return dx, dw, db end
+  return dx
 end
 
 return M

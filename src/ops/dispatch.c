@@ -36,7 +36,7 @@ void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
     VkCommandBuffer cb = st->recording ? lm_stream_recording_cmd(L, ctx, d->op) : lm_stream_cmd(L, ctx, d->op);
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {
         if (d->reads[i]) lm_stream_read(ctx, d->reads[i]->storage);
-        if (d->writes[i]) lm_stream_write(ctx, d->writes[i]->storage);
+        if (d->writes[i]) { lm_stream_write(ctx, d->writes[i]->storage); d->writes[i]->storage->version++; }
     }
     lm_stream_hazards(ctx, cb);
     lm_dispatch(cb, ctx, p, d->push, d->push_bytes, d->groups_x, d->groups_y ? d->groups_y : 1);
@@ -57,5 +57,13 @@ int lm_op_grid_config(lua_State *L) {
     }
     uint32_t max_x = ctx->props.limits.maxComputeWorkGroupCount[0];
     lua_pushinteger(L, ctx->grid_max_x && ctx->grid_max_x < max_x ? ctx->grid_max_x : max_x);
+    return 1;
+}
+
+/* t:_version(): how many recorded dispatches have written t's storage (any view of it);
+ * autograd compares it to detect an in-place change of a tensor its graph saved. */
+int lm_op_version(lua_State *L) {
+    lm_tensor *t = lm_check_tensor(L, 1);
+    lua_pushinteger(L, (lua_Integer)t->storage->version);
     return 1;
 }

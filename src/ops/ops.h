@@ -6,7 +6,7 @@
 #include <lauxlib.h>
 #include "../tensor.h"
 
-#define LM_LAUNCH_TENSORS 4
+#define LM_LAUNCH_TENSORS 6
 
 /* One dispatch of an op: the shader variant and its specialization constants, the push
  * constants, the grid, and the tensors it reads and writes, from which the stream decides
@@ -74,6 +74,9 @@ int lm_op_full(lua_State *L);          /* lumus.full(shape, v [, {dtype=}]) */
 int lm_op_copy(lua_State *L);          /* lumus.copy(src [, {out=}]), lumus.copy(dst, src) */
 int lm_op_layer_norm_forward(lua_State *L);
 int lm_op_layer_norm_config(lua_State *L);   /* tune.layer_norm */
+int lm_op_layer_norm_backward(lua_State *L);
+int lm_op_layer_norm_backward_config(lua_State *L);   /* tune.layer_norm_backward */
+int lm_op_version(lua_State *L);      /* t:_version(): writes recorded into t's storage */
 int lm_op_matmul(lua_State *L);        /* lumus.matmul(a, b [, {out=, transpose_a=, transpose_b=}]) */
 int lm_op_linear(lua_State *L);        /* lumus.linear(x, weight [, bias] [, {out=}]) */
 int lm_op_matmul_config(lua_State *L); /* tune.matmul */

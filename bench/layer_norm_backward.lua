@@ -1,0 +1,178 @@
+-- bench/layer_norm_backward.lua: LayerNorm backward (dx, dweight, dbias), float32, against
+-- a same-run copy ceiling and PyTorch's backward kernel.
+--
+-- For each shape R x D: median device time (lumus.gpu_time) of one layer_norm_backward
+-- with weight into preallocated outputs (dx, dweight, dbias: every stage of the op);
+-- GB/s counting x and dy read and dx written, 3 * 4*R*D bytes (the partial rows,
+-- weight and the statistics are not counted: the op's own overhead); the ceiling is the
+-- same run's lumus.copy of x (2 * 4*R*D bytes over its median time); % of copy is the
+-- ratio of the two. A check of two rows of dx against lumus.reference. Given the CSV of
+-- bench/torch_layer_norm_backward.py, PyTorch's time and its % of its own copy ceiling.
+--
+--   lua5.4 bench/layer_norm_backward.lua [--shapes 8192x768,...] [--sweep N] [--iters N]
+--       [--warmup N] [--baseline torch_lnb.csv] [--csv out.csv] [--seed N]
+--       [--plans] [--plans-csv plans.csv]
+--
+-- --plans also times a grid of forced plans per shape (lumus.tune.layer_norm_backward:
+-- workgroup, rows at once, row blocks; 15 timed calls each) and reports the best beside
+-- the automatic one, for choosing the planner's numbers on a new GPU.
+-- --sweep N adds N random shapes (seeded; D from 64 to 65536, a multiple of 4 in three of
+-- four, R*D from 2^20 to 2^28). LUA_PATH/LUA_CPATH as in bench/run_h200.sh.
+local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local common = require "common"
+local chart = require "chart"
+
+local USAGE = [==[
+usage: lua5.4 bench/layer_norm_backward.lua [--shapes RxD,...] [--sweep N] [--iters N]
+  [--warmup N] [--baseline torch_lnb.csv] [--csv FILE] [--seed N] [--plans]
+  [--plans-csv FILE]]==]
+local known = {}
+for name in ("shapes sweep iters warmup baseline csv seed plans plans-csv"):gmatch("%S+") do known[name] = true end
+local opt = common.parse_args(arg, known, { plans = true }, USAGE)
+
+local lumus = common.load_lumus()
+local ref = common.load_reference()
+local dev_line, dev = common.device_line(lumus)
+local cpu = dev.kind == "cpu"
+
+local DEFAULT = cpu and "256x768,64x4096,8x65536" or "8192x768,4096x4096,16384x4096,65536x768,4096x65536"
+local shapes = common.parse_shapes(opt.shapes or DEFAULT)
+local iters = common.int_opt(opt.iters, cpu and 3 or 100)
+local warmup = common.int_opt(opt.warmup, cpu and 1 or 10)
+local seed = common.int_opt(opt.seed, 20261203)
+local sweep = common.int_opt(opt.sweep, cpu and 0 or 12)
+
+-- The random sweep (the same shapes as bench/torch_layer_norm_backward.py's for a seed).
+local rng = ref.rng(seed)
+for _ = 1, sweep do
+  local d = math.floor(2 ^ (6 + 10 * rng.uniform()))
+  if rng.uniform() < 0.75 then d = math.max(4, d - d % 4) end
+  local total = 2 ^ (20 + 8 * rng.uniform())
+  local r = math.max(1, math.floor(total / d))
+  shapes[#shapes + 1] = { r, d, name = r .. "x" .. d }
+end
+
+local baseline = {}
+if opt.baseline then
+  local header, rows = chart.read_csv(opt.baseline)
+  if header then for _, row in ipairs(rows) do baseline[tostring(row.shape)] = row end
+  else io.stderr:write("bench: warning: cannot read ", opt.baseline, "\n") end
+end
+
+local function device_time(fn) return (common.device_time(lumus, fn, iters, warmup)) end
+
+-- Median of 15 gpu_time samples after 3 untimed calls: the plan grid's quick measure.
+local function quick_time(fn)
+  for _ = 1, 3 do fn() end
+  local ts = {}
+  for i = 1, 15 do ts[i] = lumus.gpu_time(fn) end
+  return common.median(ts)
+end
+
+local plan_csv = { "shape,form,wg,items,rows_at_once,prefetch,groups,us,pct_copy" }
+-- The forced plans for rows of D: workgroups (multiples of 32) with at most 8 vectors
+-- per thread, rows at once, and row blocks around the multiprocessor count.
+local function plan_grid(D)
+  local n = D % 4 == 0 and D // 4 or D
+  local sms = (lumus.device().sm_count or 0) > 0 and lumus.device().sm_count or 132
+  local list = {}
+  local fused = n <= 4096
+  local wgs = fused and { 64, 128, 192, 256, 384, 512, 768, 1024 } or { 128, 256, 512, 1024 }
+  for _, wg in ipairs(wgs) do
+    local items = fused and (n + wg - 1) // wg or 1
+    if items <= 8 and (not fused or wg < 2 * n) then
+      for _, k in ipairs { 1, 2, 4 } do
+        for _, pf in ipairs(fused and { false, true } or { false }) do
+          if k * items * (pf and 2 or 1) <= 8 then
+            for _, g in ipairs(fused and { 0, sms, 2 * sms, 4 * sms } or { 0, 4, 8, 16, 32 }) do
+              list[#list + 1] = { form = fused and "fused" or "columns", wg = wg, items = fused and items or 0,
+                                  rows_at_once = k, groups = g, prefetch = pf }
+            end
+          end
+        end
+      end
+    end
+  end
+  return list
+end
+
+local function best_plan(name, R, D, run, copy_t)
+  local best, best_t = nil, math.huge
+  for _, p in ipairs(plan_grid(D)) do
+    lumus.tune.layer_norm_backward(D, R, p)
+    local ok, t = pcall(quick_time, run)
+    if ok then
+      plan_csv[#plan_csv + 1] = table.concat({ name, p.form, p.wg, p.items, p.rows_at_once, tostring(p.prefetch), p.groups, t * 1e6,
+        100 * (3 / 2) * copy_t / t }, ",")
+      if t < best_t then best, best_t = p, t end
+    end
+  end
+  lumus.tune.layer_norm_backward(D, R, { form = "auto" })
+  return best, best_t
+end
+
+print("## layer_norm_backward (float32, with weight) vs copy" .. (opt.baseline and " and PyTorch" or ""))
+print()
+print(dev_line)
+print()
+local header = { "shape", "plan", "lumus µs", "GB/s", "copy GB/s", "% of copy", "torch µs", "torch % of its copy",
+                 "speedup", "dx max err" }
+if opt.plans then header[#header + 1] = "best forced plan"; header[#header + 1] = "its % of copy" end
+local rows_out, csv = {}, { "shape,plan,lumus_us,gbs,copy_gbs,pct_copy,torch_us,torch_pct_copy,max_err" }
+local gen = common.normal_gen(seed, ref)
+for _, s in ipairs(shapes) do
+  local R, D = s[1], s[2]
+  local x = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
+  local dy = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
+  local w = lumus.from_bytes(common.random_bytes(gen, D, 0.1, 1.0), { D })
+  local _, mean, invstd = lumus.layer_norm_forward(x, w)
+  local dx, dw, db = lumus.empty({ R, D }), lumus.empty({ D }), lumus.empty({ D })
+  local o = { out = dx, dweight = dw, dbias = db }
+  local t = device_time(function() lumus.layer_norm_backward(dy, x, mean, invstd, w, o) end)
+  local y = lumus.empty({ R, D })
+  local tc = device_time(function() lumus.copy(x, { out = y }) end)
+  local bytes = 3 * 4 * R * D
+  local gbs, copy_gbs = bytes / t / 1e9, 2 * 4 * R * D / tc / 1e9
+  -- two rows of dx against the reference
+  local err = 0
+  for _, r in ipairs { 1, R } do
+    local row = function(t2) return common.unpack_floats(t2:to_bytes((r - 1) * D + 1, D), 0, D) end
+    local m = common.unpack_floats(mean:to_bytes(r, 1), 0, 1)[1]
+    local is = common.unpack_floats(invstd:to_bytes(r, 1), 0, 1)[1]
+    local want = ref.layer_norm_backward(row(dy), row(x), { m }, { is }, common.unpack_floats(w:to_bytes(), 0, D))
+    local got = row(dx)
+    for i = 1, D do err = math.max(err, math.abs(got[i] - want[i]) / math.max(1, math.abs(want[i]))) end
+  end
+  local plan = lumus.tune.layer_norm_backward(D, R)
+  local plan_s = ("%s/%dx%d k%d%s g%d"):format(plan.form, plan.workgroup, plan.items, plan.rows_at_once,
+    plan.prefetch and " pf" or "", plan.groups)
+  local b = baseline[s.name]
+  local tt = b and tonumber(b.torch_us)
+  local tpct = b and tonumber(b.torch_gbs) and tonumber(b.torch_copy_gbs)
+    and 100 * tonumber(b.torch_gbs) / tonumber(b.torch_copy_gbs)
+  rows_out[#rows_out + 1] = { s.name, plan_s, common.fmt(t * 1e6, 1), common.fmt(gbs, 0), common.fmt(copy_gbs, 0),
+    common.fmt(100 * gbs / copy_gbs, 1), tt and common.fmt(tt, 1) or "-", tpct and common.fmt(tpct, 1) or "-",
+    tt and common.fmt(tt / (t * 1e6), 2) or "-", ("%.1e"):format(err) }
+  csv[#csv + 1] = table.concat({ s.name, plan_s, t * 1e6, gbs, copy_gbs, 100 * gbs / copy_gbs, tt or "", tpct or "", err }, ",")
+  if opt.plans then
+    local p, bt = best_plan(s.name, R, D, function() lumus.layer_norm_backward(dy, x, mean, invstd, w, o) end, tc)
+    local row = rows_out[#rows_out]
+    row[#row + 1] = p and ("%s wg=%d items=%d k=%d%s groups=%d"):format(p.form, p.wg, p.items, p.rows_at_once,
+      p.prefetch and " prefetch" or "", p.groups) or "-"
+    row[#row + 1] = p and common.fmt(100 * (bytes / bt / 1e9) / copy_gbs, 1) or "-"
+  end
+  x:free(); dy:free(); dx:free(); y:free()
+  collectgarbage()
+end
+print(common.markdown_table(header, rows_out))
+if opt.plans_csv then
+  local f = assert(io.open(opt.plans_csv, "w"))
+  f:write(table.concat(plan_csv, "\n"), "\n")
+  f:close()
+end
+if opt.csv then
+  local f = assert(io.open(opt.csv, "w"))
+  f:write(table.concat(csv, "\n"), "\n")
+  f:close()
+end

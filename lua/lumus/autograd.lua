@@ -1,0 +1,781 @@
+--- lumus.autograd: reverse-mode automatic differentiation on a define-by-run tape.
+--
+--   local w = lumus.tensor({{1, 2}, {3, 4}}):requires_grad(true)
+--   local loss = lumus.mean(lumus.relu(x:matmul(w)):sum())
+--   loss:backward()            -- w:grad() now holds d loss / d w (accumulating)
+--   w:zero_grad()              -- drops it (w:grad() is nil until the next backward)
+--   lumus.no_grad(function() ... end)   -- ops inside record nothing
+--
+-- How it works. Per-tensor state lives in weak-keyed tables here (tensors are C
+-- userdata whose methods come from one shared table): `tracked[t]` is {leaf = true} for a
+-- tensor the user marked with requires_grad(true), or {node = n} for the result of a
+-- recorded op. A node holds its op's backward function, what the op saved for it (with
+-- each saved tensor's write counter, t:_version(), at save time) and one edge per
+-- differentiable input: the input's node, or the leaf itself. backward() walks the nodes
+-- reachable from the output in reverse topological order, running each backward with
+-- recording off, accumulating gradients per node and into the leaves' grads.
+--
+-- Wrapping. Nothing is wrapped until the first requires_grad(true): until then every
+-- lumus function and method is the C function itself. From then on each op in `ops`
+-- below is a Lua function that checks its tensor arguments against `tracked` (one table
+-- lookup each) and calls the C function directly when none is tracked or recording is
+-- off. (A function fetched from lumus before that moment, `local add = lumus.add`, stays
+-- the unwrapped one and is not recorded.)
+--
+-- Adding an op's backward is one entry of `ops` (M.register, CONTRIBUTING.md):
+--   ops.my_op = {
+--     inputs = { 1, 2 },            -- argument positions that may carry gradients
+--     methods_only = false,         -- true for view methods that lumus.* lacks
+--     save = function(a, r) return { x = a[1] } end,   -- a: the arguments (table.pack),
+--                                   -- r: the results (table.pack); what backward needs
+--     backward = function(g, s, need) return gx, gy end, -- g: gradient of result 1;
+--                                   -- s: what save returned; need[k]: input k wants one;
+--                                   -- returns one gradient per input (nil: none)
+--   }
+-- Backward functions run with recording off and call the raw C functions (`raw.*`);
+-- gradients of broadcast operands go through `M.reduce_to(g, shape)`.
+local core = require "lumus.core"
+
+local M = {}
+
+local Tensor = core.Tensor
+local methods = Tensor.methods
+local version = core.Tensor.methods._version
+
+local raw = {}             -- the C functions, by name (lumus.* and the methods)
+for k, v in pairs(core) do if type(v) == "function" then raw[k] = v end end
+for k, v in pairs(methods) do if type(v) == "function" then raw[k] = v end end
+
+local tracked = setmetatable({}, { __mode = "k" })   -- tensor -> {leaf=true} or {node=}
+local grads = setmetatable({}, { __mode = "k" })     -- leaf -> accumulated gradient
+local recording = true                                -- false inside no_grad and backward
+local installed = false
+
+local function is_tensor(v) return getmetatable(v) == Tensor end
+
+local function numel(shape)
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  return n
+end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+local function shape_string(s) return table.concat(s, "x") end
+
+---------------------------------------------------------------------------------------
+-- Helpers for backward functions
+---------------------------------------------------------------------------------------
+
+--- g summed down to `shape`: over leading dimensions g has and shape lacks, and over
+-- dimensions where shape has 1 and g more (broadcast operands, expand). g itself when
+-- the shapes agree.
+function M.reduce_to(g, shape)
+  local gs = raw.shape(g)
+  if same_shape(gs, shape) then return g end
+  local n, off = #gs, #gs - #shape
+  local keep, red, kshape, kn = {}, {}, {}, 1
+  for i = 1, n do
+    local j = i - off
+    if j < 1 or (shape[j] == 1 and gs[i] ~= 1) then
+      red[#red + 1] = i
+    else
+      keep[#keep + 1] = i
+      kshape[#kshape + 1] = gs[i]
+      kn = kn * gs[i]
+    end
+  end
+  if kn ~= numel(shape) then
+    error(("autograd: gradient of shape %s cannot be reduced to %s"):format(shape_string(gs), shape_string(shape)), 2)
+  end
+  local perm = {}
+  for _, i in ipairs(keep) do perm[#perm + 1] = i end
+  for _, i in ipairs(red) do perm[#perm + 1] = i end
+  local p = raw.contiguous(raw.permute(g, perm))
+  local s = raw.sum(raw.reshape(p, { kn, numel(gs) // kn }))
+  return raw.reshape(s, shape)
+end
+local reduce_to = M.reduce_to
+
+local function zeros_like_shape(shape) return raw.zeros(shape) end
+
+-- 1 where t > 0, else 0 (NaN stays NaN): relu(t) scaled past 1 for any positive
+-- float32 (2^-149 * 2^252 >= 1), then min(., 1) as 1 - relu(1 - .).
+local function positive_mask(t)
+  local big = raw.scale(raw.scale(raw.relu(t), 0x1p126), 0x1p126)
+  return raw.sub(1, raw.relu(raw.sub(1, big)))
+end
+
+-- softmax over pairs (v, 0) gives sigmoid(v) and 1 - sigmoid(v) without overflow.
+local function sigmoid_pair(v)
+  local shape = raw.shape(v)
+  local n = numel(shape)
+  local pair = raw.zeros({ n, 2 })
+  raw.copy(raw.narrow(pair, 2, 1, 1), raw.reshape(v, { n, 1 }))
+  local s = raw.softmax(pair)
+  return raw.reshape(raw.contiguous(raw.select(s, 2, 1)), shape),
+         raw.reshape(raw.contiguous(raw.select(s, 2, 2)), shape)
+end
+
+-- exp(v) (v <= 0 in the uses below): lumus.exp where the core has it, else the ratio of
+-- the pair softmax, e^v / (e^v + 1) over 1 / (e^v + 1).
+local function exp_(v)
+  if raw.exp then return raw.exp(v) end
+  local p, q = sigmoid_pair(v)
+  return raw.div(p, q)
+end
+
+local function tanh_(v)
+  if raw.tanh then return raw.tanh(v) end
+  local s = sigmoid_pair(raw.scale(v, 2))
+  return raw.sub(raw.scale(s, 2), 1)
+end
+
+M.positive_mask, M.exp, M.tanh = positive_mask, exp_, tanh_
+
+local INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+local SQRT_2_PI = math.sqrt(2 / math.pi)
+
+-- d gelu / dx, erf form: Phi(x) + x phi(x).
+local function gelu_erf_grad(x)
+  local cdf = raw.scale(raw.add(raw.erf(raw.scale(x, 1 / math.sqrt(2))), 1), 0.5)
+  local pdf = raw.scale(exp_(raw.scale(raw.mul(x, x), -0.5)), INV_SQRT_2PI)
+  return raw.add(cdf, raw.mul(x, pdf))
+end
+
+-- d gelu / dx, tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2), t = tanh(c (x + k x^3)).
+local function gelu_tanh_grad(x)
+  local k = 0.044715
+  local x2 = raw.mul(x, x)
+  local u = raw.scale(raw.add(x, raw.scale(raw.mul(x2, x), k)), SQRT_2_PI)
+  local t = tanh_(u)
+  local left = raw.scale(raw.add(t, 1), 0.5)
+  local sech2 = raw.sub(1, raw.mul(t, t))
+  local inner = raw.scale(raw.add(raw.scale(x2, 3 * k), 1), SQRT_2_PI)
+  return raw.add(left, raw.scale(raw.mul(raw.mul(x, sech2), inner), 0.5))
+end
+
+local function shape_of(v) return is_tensor(v) and raw.shape(v) or nil end
+
+-- g [.., N] as a matrix [rows, N].
+local function as_matrix(t)
+  local s = raw.shape(t)
+  local last = s[#s]
+  return raw.reshape(t, { numel(s) // last, last })
+end
+
+local function transpose_last(t)
+  local nd = #raw.shape(t)
+  return raw.contiguous(raw.transpose(t, nd - 1, nd))
+end
+
+local function option(opts, key)
+  if type(opts) == "table" then return rawget(opts, key) end
+  return nil
+end
+
+---------------------------------------------------------------------------------------
+-- The ops and their backward functions
+---------------------------------------------------------------------------------------
+
+local ops = {}
+M.ops = ops
+
+local function binary_save(a) return { a = a[1], b = a[2], sa = shape_of(a[1]), sb = shape_of(a[2]) } end
+
+ops.add = {
+  inputs = { 1, 2 },
+  save = function(a) return { sa = shape_of(a[1]), sb = shape_of(a[2]) } end,
+  backward = function(g, s, need)
+    return need[1] and reduce_to(g, s.sa) or nil, need[2] and reduce_to(g, s.sb) or nil
+  end,
+}
+ops.sub = {
+  inputs = { 1, 2 },
+  save = ops.add.save,
+  backward = function(g, s, need)
+    return need[1] and reduce_to(g, s.sa) or nil, need[2] and reduce_to(raw.neg(g), s.sb) or nil
+  end,
+}
+ops.mul = {
+  inputs = { 1, 2 },
+  save = binary_save,
+  backward = function(g, s, need)
+    return need[1] and reduce_to(raw.mul(g, s.b), s.sa) or nil,
+           need[2] and reduce_to(raw.mul(g, s.a), s.sb) or nil
+  end,
+}
+ops.div = {
+  inputs = { 1, 2 },
+  save = binary_save,
+  backward = function(g, s, need)
+    local ga = raw.div(g, s.b)
+    -- d (a / b) / db = -a / b^2 = -(g / b) * a / b
+    local gb = need[2] and reduce_to(raw.neg(raw.div(raw.mul(ga, s.a), s.b)), s.sb) or nil
+    return need[1] and reduce_to(ga, s.sa) or nil, gb
+  end,
+}
+ops.scale = {
+  inputs = { 1 },
+  save = function(a) return { s = a[2] } end,
+  backward = function(g, s) return raw.scale(g, s.s) end,
+}
+ops.neg = { inputs = { 1 }, backward = function(g) return raw.neg(g) end }
+ops.relu = {
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, positive_mask(s.y)) end,
+}
+ops.abs = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s)
+    local sign = raw.sub(positive_mask(s.x), positive_mask(raw.neg(s.x)))
+    return raw.mul(g, sign)
+  end,
+}
+ops.erf = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s)   -- 2 / sqrt(pi) exp(-x^2)
+    return raw.mul(g, raw.scale(exp_(raw.neg(raw.mul(s.x, s.x))), 2 / math.sqrt(math.pi)))
+  end,
+}
+ops.gelu_erf = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.mul(g, gelu_erf_grad(s.x)) end,
+}
+ops.gelu_tanh = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.mul(g, gelu_tanh_grad(s.x)) end,
+}
+ops.gelu = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1], tanh = option(a[2], "approximate") == "tanh" } end,
+  backward = function(g, s) return raw.mul(g, s.tanh and gelu_tanh_grad(s.x) or gelu_erf_grad(s.x)) end,
+}
+
+-- The dimension a reduction's options name (1-based, negative from the end), or nil.
+local function dim_of(opts, nd)
+  local d = option(opts, "dim")
+  if type(d) ~= "number" then return nil end
+  if d < 0 then d = d + nd + 1 end
+  return d
+end
+
+-- The shape g of a reduction of x has, with the reduced dimensions kept as 1: over `dim`
+-- when given, else over every element where the result has one element (PyTorch's
+-- x:sum()), else over the last dimension.
+local function reduced_shape(xs, d, ys)
+  local rs = {}
+  for i = 1, #xs do rs[i] = xs[i] end
+  if d then rs[d] = 1
+  elseif numel(ys) == 1 then for i = 1, #rs do rs[i] = 1 end
+  else rs[#rs] = 1 end
+  return rs
+end
+
+local function reduction_save(a, r)
+  local xs = raw.shape(a[1])
+  return { xs = xs, rs = reduced_shape(xs, dim_of(a[2], #xs), raw.shape(r[1])) }
+end
+ops.sum = {
+  inputs = { 1 },
+  save = reduction_save,
+  backward = function(g, s) return raw.expand(raw.reshape(g, s.rs), s.xs) end,
+}
+ops.mean = {
+  inputs = { 1 },
+  save = reduction_save,
+  backward = function(g, s)
+    return raw.expand(raw.reshape(raw.scale(g, numel(s.rs) / numel(s.xs)), s.rs), s.xs)
+  end,
+}
+ops.softmax = {
+  inputs = { 1 },
+  save = function(a, r) return { y = r[1], dim = dim_of(a[2], #raw.shape(a[1])) } end,
+  backward = function(g, s)   -- y * (g - sum(g * y)) over the softmax's dimension
+    local shape = raw.shape(s.y)
+    local dot = raw.sum(raw.mul(g, s.y), { dim = s.dim or #shape, keepdim = true })
+    return raw.mul(s.y, raw.sub(g, raw.expand(dot, shape)))
+  end,
+}
+
+ops.matmul = {
+  inputs = { 1, 2 },
+  save = function(a)
+    if option(a[3], "transpose_a") then
+      error("matmul: transpose_a has no backward yet (autograd); use a:transpose(-2, -1) instead", 0)
+    end
+    return { a = a[1], b = a[2], tb = option(a[3], "transpose_b") and true or false }
+  end,
+  backward = function(g, s, need)
+    local ga, gb
+    if need[1] then ga = raw.matmul(g, s.b, { transpose_b = not s.tb }) end
+    if need[2] then
+      if #raw.shape(s.b) == 2 then
+        local a2, g2 = as_matrix(s.a), as_matrix(g)
+        gb = s.tb and raw.matmul(transpose_last(g2), a2) or raw.matmul(transpose_last(a2), g2)
+      else
+        gb = s.tb and raw.matmul(transpose_last(g), s.a) or raw.matmul(transpose_last(s.a), g)
+      end
+    end
+    return ga, gb
+  end,
+}
+ops.linear = {
+  inputs = { 1, 2, 3 },
+  save = function(a) return { x = a[1], w = a[2], sb = shape_of(a[3]) } end,
+  backward = function(g, s, need)
+    local gx = need[1] and raw.matmul(g, s.w) or nil
+    local gw = need[2] and raw.matmul(transpose_last(as_matrix(g)), as_matrix(s.x)) or nil
+    local gb = need[3] and reduce_to(g, s.sb) or nil
+    return gx, gw, gb
+  end,
+}
+ops.layer_norm_forward = {
+  inputs = { 1, 2, 3 },
+  save = function(a, r)
+    return { x = a[1], w = is_tensor(a[2]) and a[2] or nil, mean = r[2], invstd = r[3], sb = shape_of(a[3]) }
+  end,
+  backward = function(g, s, need)
+    local gx, gw, gb
+    if s.w then
+      gx, gw, gb = raw.layer_norm_backward(g, s.x, s.mean, s.invstd, s.w)
+    else
+      gx = raw.layer_norm_backward(g, s.x, s.mean, s.invstd)
+      if need[3] then gb = reduce_to(g, s.sb) end
+    end
+    return need[1] and gx or nil, need[2] and gw or nil, need[3] and gb or nil
+  end,
+}
+
+-- Views and copies.
+ops.copy = { inputs = { 1 }, backward = function(g) return g end }
+ops.contiguous = { inputs = { 1 }, backward = function(g) return g end }
+ops.transpose = {
+  methods_only = true, inputs = { 1 },
+  save = function(a) return { d1 = a[2], d2 = a[3] } end,
+  backward = function(g, s) return raw.transpose(g, s.d1, s.d2) end,
+}
+ops.permute = {
+  methods_only = true, inputs = { 1 },
+  save = function(a)
+    local inv, nd = {}, #a[2]
+    for i = 1, nd do
+      local d = a[2][i]
+      if d < 0 then d = d + nd + 1 end
+      inv[d] = i
+    end
+    return { inv = inv }
+  end,
+  backward = function(g, s) return raw.permute(g, s.inv) end,
+}
+local function reshape_back_save(a) return { xs = raw.shape(a[1]) } end
+local function reshape_back(g, s) return raw.reshape(g, s.xs) end
+for _, name in ipairs { "reshape", "view", "unsqueeze", "squeeze" } do
+  ops[name] = { methods_only = true, inputs = { 1 }, save = reshape_back_save, backward = reshape_back }
+end
+ops.expand = {
+  methods_only = true, inputs = { 1 },
+  save = reshape_back_save,
+  backward = function(g, s) return reduce_to(g, s.xs) end,
+}
+ops.narrow = {
+  methods_only = true, inputs = { 1 },
+  save = function(a) return { xs = raw.shape(a[1]), dim = a[2], start = a[3], len = a[4] } end,
+  backward = function(g, s)
+    local gx = zeros_like_shape(s.xs)
+    raw.copy(raw.narrow(gx, s.dim, s.start, s.len), g)
+    return gx
+  end,
+}
+ops.select = {
+  methods_only = true, inputs = { 1 },
+  save = function(a) return { xs = raw.shape(a[1]), dim = a[2], i = a[3] } end,
+  backward = function(g, s)
+    local gx = zeros_like_shape(s.xs)
+    raw.copy(raw.select(gx, s.dim, s.i), g)
+    return gx
+  end,
+}
+
+--- Adds or replaces the backward of op `name` (see the top of this file). Takes effect
+-- for lumus.<name> and t:<name>() from the next requires_grad(true) on, or at once when
+-- wrapping is already installed.
+function M.register(name, entry)
+  if type(name) ~= "string" or type(entry) ~= "table" or type(entry.backward) ~= "function"
+     or type(entry.inputs) ~= "table" then
+    error("autograd.register: expected a name and {inputs =, backward = [, save =]}", 2)
+  end
+  ops[name] = entry
+  -- an op written in Lua (or added after load): the function it has now
+  if not raw[name] then raw[name] = (M.lumus and rawget(M.lumus, name)) or rawget(methods, name) end
+  if installed then M.install_op(name) end
+end
+
+---------------------------------------------------------------------------------------
+-- Recording
+---------------------------------------------------------------------------------------
+
+local function edge_of(t)
+  local st = tracked[t]
+  if not st then return nil end
+  if st.node then return { node = st.node } end
+  return { leaf = t }
+end
+
+-- Options that write into existing tensors cannot be recorded: the result would replace
+-- a tensor the graph may hold.
+local OUT_KEYS = { "out", "mean", "invstd", "dweight", "dbias" }
+
+local function record(name, entry, f, ...)
+  local a = table.pack(...)
+  for i = 1, a.n do
+    if type(a[i]) == "table" then
+      for _, k in ipairs(OUT_KEYS) do
+        if rawget(a[i], k) ~= nil then
+          error(("%s: option %s cannot be used on tensors that require grad (autograd records "
+                 .. "new results; use lumus.no_grad to write in place)"):format(name, k), 3)
+        end
+      end
+    end
+  end
+  local r = table.pack(f(...))
+  local y = r[1]
+  if not is_tensor(y) then return table.unpack(r, 1, r.n) end
+  for i = 1, a.n do if rawequal(a[i], y) then return table.unpack(r, 1, r.n) end end   -- t itself
+  local node = { name = name, backward = entry.backward, next = {}, need = {} }
+  local any = false
+  for k, p in ipairs(entry.inputs) do
+    local e = edge_of(a[p])
+    node.next[k] = e or false
+    node.need[k] = e ~= nil
+    any = any or e ~= nil
+  end
+  if not any then return table.unpack(r, 1, r.n) end
+  if entry.save then
+    local saved = entry.save(a, r)
+    local versions = {}
+    for k, v in pairs(saved) do if is_tensor(v) then versions[k] = version(v) end end
+    node.saved, node.versions = saved, versions
+  else
+    node.saved = {}
+  end
+  tracked[y] = { node = node }
+  return table.unpack(r, 1, r.n)
+end
+
+local function wrap(name, entry, f)
+  local inputs = entry.inputs
+  local p1, p2, p3 = inputs[1], inputs[2], inputs[3]
+  if #inputs > 3 then
+    return function(...)
+      if recording then
+        for _, p in ipairs(inputs) do
+          if tracked[(select(p, ...))] then return record(name, entry, f, ...) end
+        end
+      end
+      return f(...)
+    end
+  end
+  -- The common shapes without select(): differentiable inputs first.
+  if p1 == 1 and not p2 then
+    return function(t, ...)
+      if recording and tracked[t] then return record(name, entry, f, t, ...) end
+      return f(t, ...)
+    end
+  end
+  if p1 == 1 and p2 == 2 and not p3 then
+    return function(a, b, ...)
+      if recording and (tracked[a] or tracked[b]) then return record(name, entry, f, a, b, ...) end
+      return f(a, b, ...)
+    end
+  end
+  return function(...)
+    if recording and (tracked[(select(p1, ...))] or (p2 and tracked[(select(p2, ...))])
+                      or (p3 and tracked[(select(p3, ...))])) then
+      return record(name, entry, f, ...)
+    end
+    return f(...)
+  end
+end
+
+-- In-place writers: refused on tracked tensors while recording (the graph would not
+-- see the write).
+local function guard_in_place(name, f, positions, what)
+  return function(...)
+    if recording then
+      for _, p in ipairs(positions) do
+        local v = select(p, ...)
+        if v ~= nil and tracked[v] then
+          error(("%s: %s requires grad; in-place writes are not recorded by autograd (use "
+                 .. "lumus.no_grad to write in place, or an op that returns a new tensor)"):format(name, what), 2)
+        end
+      end
+    end
+    return f(...)
+  end
+end
+
+local function copy_wrapper(entry)
+  local f = raw.copy
+  local one = wrap("copy", entry, f)
+  return function(...)
+    local dst, src = ...
+    if is_tensor(src) then
+      if recording and (tracked[dst] or tracked[src]) then
+        error(("copy: %s requires grad; copying into an existing tensor is not recorded by autograd "
+               .. "(use lumus.copy(src) for a new tensor, or lumus.no_grad)"):format(tracked[src] and "src" or "dst"), 2)
+      end
+      return f(...)
+    end
+    return one(...)
+  end
+end
+
+local function set_op(name, fn)
+  if not ops[name].methods_only and rawget(M.lumus, name) ~= nil then M.lumus[name] = fn end
+  if rawget(methods, name) ~= nil then methods[name] = fn end
+end
+
+function M.install_op(name)
+  local entry = ops[name]
+  local f = raw[name]
+  if not f then return end   -- an op this core lacks
+  set_op(name, name == "copy" and copy_wrapper(entry) or wrap(name, entry, f))
+end
+
+-- Functions and methods that need no backward: queries, the autograd API itself, and ops
+-- whose results carry no gradient (comparisons, indices). Every other one without an
+-- entry in `ops` raises when given a tensor that requires grad while recording, rather
+-- than return a result the graph would not know (a silently wrong gradient).
+local NO_GRAD_NEEDED = {}
+for name in ([[shape size dim numel dtype stride is_contiguous is_freed describe free to_table to_bytes
+  requires_grad grad zero_grad detach backward _version eq ne lt le gt ge argmax argmin multinomial]]):gmatch("%S+") do
+  NO_GRAD_NEEDED[name] = true
+end
+
+local function refuse_tracked(name, f)
+  return function(...)
+    if recording then
+      for i = 1, select("#", ...) do
+        if tracked[(select(i, ...))] then
+          error(("%s: no backward is registered for %s (autograd): call it under lumus.no_grad, on "
+                 .. "t:detach(), or register one with lumus.autograd.register"):format(name, name), 2)
+        end
+      end
+    end
+    return f(...)
+  end
+end
+
+local function install()
+  if installed then return end
+  installed = true
+  for name in pairs(ops) do M.install_op(name) end
+  -- the tensor ops and methods (lumus functions that are no methods take no tensors)
+  for name, f in pairs(methods) do
+    if type(f) == "function" and rawequal(f, raw[name]) and not ops[name] and not NO_GRAD_NEEDED[name]
+       and name ~= "fill" then
+      local guarded = refuse_tracked(name, f)
+      methods[name] = guarded
+      if rawequal(rawget(M.lumus, name), f) then M.lumus[name] = guarded end
+    end
+  end
+  local fill = guard_in_place("fill", raw.fill, { 1 }, "t")
+  M.lumus.fill, methods.fill = fill, fill
+  local L = M.lumus
+  Tensor.__add, Tensor.__sub, Tensor.__mul, Tensor.__div = L.add, L.sub, L.mul, L.div
+  Tensor.__unm = function(t) return L.neg(t) end
+end
+
+---------------------------------------------------------------------------------------
+-- Backward
+---------------------------------------------------------------------------------------
+
+local function check_versions(node)
+  for k, v in pairs(node.versions or {}) do
+    local t = node.saved[k]
+    if raw.is_freed(t) then
+      error(("backward: a tensor saved by %s (%s) has been freed"):format(node.name, k), 0)
+    end
+    local now = version(t)
+    if now ~= v then
+      error(("backward: a tensor saved by %s (%s) has been modified in place since (version %d, saved "
+             .. "at %d); autograd needs its value from the forward pass"):format(node.name, k, now, v), 0)
+    end
+  end
+end
+
+local function accumulate(leaf, g)
+  local old = grads[leaf]
+  if old then grads[leaf] = raw.add(old, g) else grads[leaf] = raw.copy(g) end
+end
+
+-- Nodes reachable from root, each after every node that feeds it a gradient.
+local function topo_order(root)
+  local order, state = {}, {}
+  local stack = { { root, 1 } }
+  state[root] = 1
+  while #stack > 0 do
+    local top = stack[#stack]
+    local n, i = top[1], top[2]
+    local e = n.next[i]
+    if i > #n.next then
+      stack[#stack] = nil
+      state[n] = 2
+      order[#order + 1] = n
+    else
+      top[2] = i + 1
+      if e and e.node and not state[e.node] then
+        state[e.node] = 1
+        stack[#stack + 1] = { e.node, 1 }
+      end
+    end
+  end
+  -- order is a post-order (inputs before consumers); backward runs it reversed
+  return order
+end
+
+local function run_backward(t, grad, opts)
+  local st = tracked[t]
+  if not st then error("backward: the tensor does not require grad (no recorded op made it, and it is no leaf with requires_grad(true))", 0) end
+  local shape = raw.shape(t)
+  if grad == nil then
+    if raw.numel(t) ~= 1 then error("backward: grad must be given for a non-scalar output", 0) end
+    grad = raw.ones(shape)
+  elseif not is_tensor(grad) then
+    error(("backward: grad must be a tensor, got %s"):format(type(grad)), 0)
+  elseif not same_shape(raw.shape(grad), shape) then
+    error(("backward: grad has shape %s, the output %s"):format(shape_string(raw.shape(grad)), shape_string(shape)), 0)
+  end
+  local retain = option(opts, "retain_graph") and true or false
+  if st.leaf then accumulate(t, grad) return end
+  local order = topo_order(st.node)
+  for i = 1, #order do
+    if order[i].freed then
+      error("backward: the graph has been freed: a second backward through it needs {retain_graph = true} in the first", 0)
+    end
+  end
+  local buf = { [st.node] = grad }
+  for i = #order, 1, -1 do
+    local node = order[i]
+    local g = buf[node]
+    buf[node] = nil
+    if g ~= nil then
+      check_versions(node)
+      local out = table.pack(node.backward(g, node.saved, node.need))
+      for k, e in ipairs(node.next) do
+        local gk = out[k]
+        if e and gk ~= nil then
+          if e.leaf then
+            if tracked[e.leaf] then accumulate(e.leaf, gk) end   -- unless requires_grad(false) since
+          else
+            local old = buf[e.node]
+            buf[e.node] = old and raw.add(old, gk) or gk
+          end
+        end
+      end
+    end
+    if not retain then
+      node.saved, node.versions, node.freed = nil, nil, true
+    end
+  end
+end
+
+---------------------------------------------------------------------------------------
+-- The API
+---------------------------------------------------------------------------------------
+
+--- t:requires_grad(flag) marks a leaf (returns t); t:requires_grad() answers whether t
+-- requires grad (a marked leaf, or the result of a recorded op).
+local function requires_grad(t, flag)
+  if not is_tensor(t) then error(("requires_grad: bad argument #1 (tensor expected, got %s)"):format(type(t)), 2) end
+  if flag == nil then return tracked[t] ~= nil end
+  if type(flag) ~= "boolean" then error(("requires_grad: bad argument #2 (boolean expected, got %s)"):format(type(flag)), 2) end
+  if raw.is_freed(t) then error("requires_grad: tensor has been freed", 2) end
+  local st = tracked[t]
+  if st and st.node then
+    error("requires_grad: only leaf tensors can change it (this one is the result of a recorded op; use t:detach())", 2)
+  end
+  if flag then
+    if raw.dtype(t) ~= "float32" then
+      error(("requires_grad: only float32 tensors can require grad, got %s"):format(raw.dtype(t)), 2)
+    end
+    install()
+    tracked[t] = st or { leaf = true }
+  else
+    tracked[t] = nil
+  end
+  return t
+end
+
+local function grad_of(t)
+  if not is_tensor(t) then error(("grad: bad argument #1 (tensor expected, got %s)"):format(type(t)), 2) end
+  return grads[t]
+end
+
+local function zero_grad(t)
+  if not is_tensor(t) then error(("zero_grad: bad argument #1 (tensor expected, got %s)"):format(type(t)), 2) end
+  grads[t] = nil
+  return t
+end
+
+local function detach(t)
+  if not is_tensor(t) then error(("detach: bad argument #1 (tensor expected, got %s)"):format(type(t)), 2) end
+  if raw.is_freed(t) then error("detach: tensor has been freed", 2) end
+  return raw.narrow(t, 1, 1, raw.size(t, 1))   -- a new handle on the same elements
+end
+
+local function backward(t, grad, opts)
+  if not is_tensor(t) then error(("backward: bad argument #1 (tensor expected, got %s)"):format(type(t)), 2) end
+  if opts ~= nil then
+    if type(opts) ~= "table" then error(("backward: options must be a table, got %s"):format(type(opts)), 2) end
+    for k in next, opts do
+      if k ~= "retain_graph" then error(("backward: unknown option '%s'"):format(tostring(k)), 2) end
+    end
+  end
+  local was = recording
+  recording = false
+  local ok, err = pcall(run_backward, t, grad, opts)
+  recording = was
+  if not ok then error(err, 2) end
+end
+
+--- lumus.no_grad(fn, ...): fn(...) with nothing recorded; returns fn's results.
+local function no_grad(fn, ...)
+  if type(fn) ~= "function" then error(("no_grad: bad argument #1 (function expected, got %s)"):format(type(fn)), 2) end
+  local was = recording
+  recording = false
+  local r = table.pack(pcall(fn, ...))
+  recording = was
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+--- lumus.is_grad_enabled(): false inside no_grad (and while backward runs).
+local function is_grad_enabled() return recording end
+
+-- Attaches the API to the lumus module table L (called by lumus/init.lua).
+function M.attach(L)
+  M.lumus = L
+  methods.requires_grad = requires_grad
+  methods.grad = grad_of
+  methods.zero_grad = zero_grad
+  methods.detach = detach
+  methods.backward = backward
+  L.no_grad = no_grad
+  L.is_grad_enabled = is_grad_enabled
+  L.detach = detach
+  L.autograd = M
+  package.loaded["lumus.autograd"] = M
+end
+
+return M

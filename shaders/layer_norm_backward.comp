@@ -1,0 +1,262 @@
+#version 450
+// LayerNorm backward over the last dimension (src/ops/layer_norm_backward.c plans it).
+// With g = dy * weight and xhat = (x - mean) * invstd (mean, invstd saved by forward):
+//   dx      = invstd * (g - sum(g)/D - xhat * sum(g * xhat)/D)     per row
+//   dweight = sum over rows of dy * xhat,  dbias = sum over rows of dy   per column
+// No float atomics: the column sums are two-stage. Stage 1 (the fused or apply stage):
+// workgroup-group j sums its fixed block of rows, in row order, into partial row j of
+// the scratch; stage 2 (REDUCE) adds the partial rows of each column in a fixed order.
+// The same plan gives the same order, so the results are identical run to run.
+//
+// STAGE selects the kernel, one SPIR-V variant each (shaders/variants.def):
+//   FUSED   rows that fit in registers: a workgroup owns a block of rows and reads each
+//           row once (x, dy), K rows at a time (one reduction for the K), writes dx and
+//           keeps the column partials in registers across its rows;
+//   STATS   long rows, step 1: a workgroup per row streams it for sum(g), sum(g*xhat);
+//   APPLY   long rows, step 2: a thread per column vector and block of rows writes dx
+//           and sums its column's partials;
+//   REDUCE  stage 2: partial rows into dweight and dbias.
+// Non-finite values propagate as PyTorch's: a NaN or inf in a row makes its sums, hence
+// all of its dx, NaN; a column's dweight/dbias takes NaN from any NaN in it (and the
+// whole dweight from a row whose statistics are NaN).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common/buffers.glsl"
+
+#define STAGE_FUSED 1
+#define STAGE_STATS 2
+#define STAGE_APPLY 3
+#define STAGE_REDUCE 4
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint ITEMS = 1;   // FUSED: vectors per thread of each row
+layout(constant_id = 2) const uint K = 1;       // FUSED, APPLY: rows in flight at once (1..4)
+layout(constant_id = 3) const uint PREFETCH = 0; // FUSED: 1 loads the next K rows early
+
+#if VEC == 4
+#define VT vec4
+#define ROW_ARRAY Vec4Array
+float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+#else
+#define VT float
+#define ROW_ARRAY FloatArray
+float hsum(float v) { return v; }
+#endif
+
+layout(push_constant) uniform Params {
+    uint64_t x, dy, dx, weight, mean, invstd;   // device addresses (weight 0: absent)
+    uint64_t partial;    // 2 * groups rows of d floats: dweight's partial rows, then dbias's
+                         // (0: no weight, no column sums)
+    uint64_t stats;      // long rows: (sum g, sum g * xhat) per row
+    uint64_t dweight, dbias;
+    uint rows;           // rows of x
+    uint n;              // vectors per row (d / VEC)
+    uint d;              // elements per row
+    uint rows_per_group; // rows of a partial row's block
+    uint groups;         // partial rows (blocks of rows)
+    uint groups_x;       // width of the dispatch grid, for 2-D folding
+    uint col_blocks;     // APPLY: workgroups across a row; REDUCE: across d
+} p;
+
+const uint WG = gl_WorkGroupSize.x;
+
+// A macro, not a function: a function returning a buffer reference leaves an
+// undecorated variable that spirv-opt refuses (as in common/layer_norm.glsl).
+#define row_ptr(base, row) ROW_ARRAY((base) + uint64_t(row) * uint64_t(p.d) * 4ul)
+
+#if VEC == 4
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer ParamArray { vec4 v[]; };
+#else
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer ParamArray { float v[]; };
+#endif
+VT load_weight(uint idx) { return p.weight != 0ul ? ParamArray(p.weight).v[idx] : VT(1.0); }
+
+uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
+float row_mean(uint row) { return FloatArray(p.mean).v[row]; }
+float row_invstd(uint row) { return FloatArray(p.invstd).v[row]; }
+
+// Sums of a and b over the workgroup, for any subgroup size: every thread adds the
+// per-subgroup partials in the same order, so all see the same, reproducible result.
+shared vec4 red_a[WG];
+shared vec4 red_b[WG];
+void group_sum2(inout vec4 a, inout vec4 b) {
+    vec4 sa = subgroupAdd(a), sb = subgroupAdd(b);
+    if (subgroupElect()) { red_a[gl_SubgroupID] = sa; red_b[gl_SubgroupID] = sb; }
+    barrier();
+    vec4 ta = vec4(0.0), tb = vec4(0.0);
+    for (uint i = 0; i < gl_NumSubgroups; ++i) { ta += red_a[i]; tb += red_b[i]; }
+    barrier();
+    a = ta;
+    b = tb;
+}
+
+#if STAGE == STAGE_FUSED
+// The K rows from r0 on (rows past r1 and vectors past the row read as 0) into XS, GS
+// (x and dy), MS, RSV (mean, invstd).
+#define LOAD_ROWS(R0, XS, GS, MS, RSV)                                                  \
+    for (uint k = 0; k < K; ++k) {                                                      \
+        bool live = (R0) + k < r1;                                                      \
+        MS[k] = live ? row_mean((R0) + k) : 0.0;                                        \
+        RSV[k] = live ? row_invstd((R0) + k) : 0.0;                                     \
+        for (uint i = 0; i < ITEMS; ++i) {                                              \
+            uint idx = tid + i * WG;                                                    \
+            bool in_row = live && idx < p.n;                                            \
+            XS[k * ITEMS + i] = in_row ? row_ptr(p.x, (R0) + k).v[idx] : VT(0.0);       \
+            GS[k * ITEMS + i] = in_row ? row_ptr(p.dy, (R0) + k).v[idx] : VT(0.0);      \
+        }                                                                               \
+    }
+
+void main() {
+    uint grp = group_index();
+    if (grp >= p.groups) return;   // uniform over the workgroup
+    uint tid = gl_LocalInvocationID.x;
+    uint r0 = grp * p.rows_per_group;
+    uint r1 = min(r0 + p.rows_per_group, p.rows);
+    bool sums = p.partial != 0ul;
+    float inv_d = 1.0 / float(p.d);
+
+    VT w[ITEMS], acc_w[ITEMS], acc_b[ITEMS];
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        w[i] = idx < p.n ? load_weight(idx) : VT(0.0);
+        acc_w[i] = VT(0.0);
+        acc_b[i] = VT(0.0);
+    }
+    // With PREFETCH the next K rows' loads are issued before this K's reduction and
+    // stores, so they overlap (twice the registers).
+    VT xh[K * ITEMS], g[K * ITEMS], xn[K * ITEMS], gn[K * ITEMS];
+    float m[K], rs[K], mn[K], rn[K];
+    if (PREFETCH != 0) LOAD_ROWS(r0, xn, gn, mn, rn)
+    for (uint r = r0; r < r1; r += K) {
+        if (PREFETCH != 0) {
+            for (uint j = 0; j < K * ITEMS; ++j) { xh[j] = xn[j]; g[j] = gn[j]; }
+            for (uint k = 0; k < K; ++k) { m[k] = mn[k]; rs[k] = rn[k]; }
+            LOAD_ROWS(r + K, xn, gn, mn, rn)
+        } else {
+            // every load of the K rows first, then the arithmetic: K rows in flight
+            LOAD_ROWS(r, xh, g, m, rs)
+        }
+        vec4 sa = vec4(0.0), sb = vec4(0.0);
+        for (uint k = 0; k < K; ++k) {
+            for (uint i = 0; i < ITEMS; ++i) {
+                uint idx = tid + i * WG;
+                uint j = k * ITEMS + i;
+                // Padding (outside the row, rows past the block) stays 0 and adds 0.
+                xh[j] = r + k < r1 && idx < p.n ? (xh[j] - m[k]) * rs[k] : VT(0.0);
+                if (sums) { acc_w[i] += g[j] * xh[j]; acc_b[i] += g[j]; }
+                g[j] *= w[i];
+                sa[k] += hsum(g[j]);
+                sb[k] += hsum(g[j] * xh[j]);
+            }
+        }
+        group_sum2(sa, sb);
+        for (uint k = 0; k < K; ++k) {
+            if (r + k >= r1) break;
+            float ma = sa[k] * inv_d, mb = sb[k] * inv_d;
+            ROW_ARRAY dxr = row_ptr(p.dx, r + k);
+            for (uint i = 0; i < ITEMS; ++i) {
+                uint idx = tid + i * WG;
+                uint j = k * ITEMS + i;
+                if (idx < p.n) dxr.v[idx] = rs[k] * ((g[j] - ma) - xh[j] * mb);
+            }
+        }
+    }
+    if (!sums) return;
+    uint64_t half_bytes = uint64_t(p.groups) * uint64_t(p.d) * 4ul;
+    ROW_ARRAY pw = row_ptr(p.partial, grp);
+    ROW_ARRAY pb = row_ptr(p.partial + half_bytes, grp);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        if (idx < p.n) { pw.v[idx] = acc_w[i]; pb.v[idx] = acc_b[i]; }
+    }
+}
+
+#elif STAGE == STAGE_STATS
+void main() {
+    uint row = group_index();
+    if (row >= p.rows) return;   // uniform
+    uint tid = gl_LocalInvocationID.x;
+    float m = row_mean(row), rs = row_invstd(row);
+    ROW_ARRAY xr = row_ptr(p.x, row);
+    ROW_ARRAY dyr = row_ptr(p.dy, row);
+    VT a = VT(0.0), b = VT(0.0);
+    for (uint idx = tid; idx < p.n; idx += WG) {
+        VT gv = dyr.v[idx] * load_weight(idx);
+        a += gv;
+        b += gv * ((xr.v[idx] - m) * rs);
+    }
+    vec4 sa = vec4(hsum(a), 0.0, 0.0, 0.0), sb = vec4(hsum(b), 0.0, 0.0, 0.0);
+    group_sum2(sa, sb);
+    if (tid == 0) {
+        FloatArray(p.stats).v[2u * row] = sa.x;
+        FloatArray(p.stats).v[2u * row + 1u] = sb.x;
+    }
+}
+
+#elif STAGE == STAGE_APPLY
+void main() {
+    uint job = group_index();
+    uint grp = job / p.col_blocks;
+    if (grp >= p.groups) return;
+    uint idx = (job % p.col_blocks) * WG + gl_LocalInvocationID.x;
+    if (idx >= p.n) return;   // no barriers in this stage
+    uint r0 = grp * p.rows_per_group;
+    uint r1 = min(r0 + p.rows_per_group, p.rows);
+    bool sums = p.partial != 0ul;
+    float inv_d = 1.0 / float(p.d);
+    VT w = load_weight(idx);
+    VT acc_w = VT(0.0), acc_b = VT(0.0);
+    for (uint r = r0; r < r1; r += K) {
+        VT xv[K], dyv[K];
+        for (uint k = 0; k < K; ++k) {
+            bool live = r + k < r1;
+            xv[k] = live ? row_ptr(p.x, r + k).v[idx] : VT(0.0);
+            dyv[k] = live ? row_ptr(p.dy, r + k).v[idx] : VT(0.0);
+        }
+        for (uint k = 0; k < K; ++k) {
+            if (r + k >= r1) break;
+            uint row = r + k;
+            float rs = row_invstd(row);
+            VT xh = (xv[k] - row_mean(row)) * rs;
+            float ma = FloatArray(p.stats).v[2u * row] * inv_d;
+            float mb = FloatArray(p.stats).v[2u * row + 1u] * inv_d;
+            row_ptr(p.dx, row).v[idx] = rs * ((dyv[k] * w - ma) - xh * mb);
+            if (sums) { acc_w += dyv[k] * xh; acc_b += dyv[k]; }
+        }
+    }
+    if (!sums) return;
+    uint64_t half_bytes = uint64_t(p.groups) * uint64_t(p.d) * 4ul;
+    row_ptr(p.partial, grp).v[idx] = acc_w;
+    row_ptr(p.partial + half_bytes, grp).v[idx] = acc_b;
+}
+
+#elif STAGE == STAGE_REDUCE
+// WG = COLS columns x (WG / COLS) slices: slice s adds partial rows s, s + S, s + 2S, ...
+// in order; the slices' sums then meet in slice order. Columns are floats (any d).
+const uint COLS = 32;
+const uint SLICES = WG / COLS;
+shared vec2 slice_sum[WG];
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint c = tid % COLS, s = tid / COLS;
+    uint col = group_index() * COLS + c;
+    bool live = group_index() < p.col_blocks && col < p.d;   // uniform but for the last block
+    uint64_t half_bytes = uint64_t(p.groups) * uint64_t(p.d) * 4ul;
+    vec2 t = vec2(0.0);
+    if (live)
+        for (uint j = s; j < p.groups; j += SLICES) {
+            uint64_t off = (uint64_t(j) * uint64_t(p.d) + col) * 4ul;
+            t += vec2(FloatArray(p.partial + off).v[0], FloatArray(p.partial + half_bytes + off).v[0]);
+        }
+    slice_sum[tid] = t;
+    barrier();
+    if (s == 0 && live) {
+        vec2 total = vec2(0.0);
+        for (uint i = 0; i < SLICES; ++i) total += slice_sum[i * COLS + c];
+        FloatArray(p.dweight).v[col] = total.x;
+        FloatArray(p.dbias).v[col] = total.y;
+    }
+}
+#else
+#error "define STAGE"
+#endif

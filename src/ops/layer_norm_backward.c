@@ -1,0 +1,325 @@
+/* layer_norm_backward: argument checks, the plan (fused or long-row form, workgroup,
+ * rows per partial row) and the dispatches of shaders/layer_norm_backward.comp, which
+ * describes the stages. dweight and dbias come from a two-stage column sum in a fixed
+ * order (no float atomics), so repeated calls give identical bits. */
+#include "ops.h"
+#include "../storage.h"
+#include <lauxlib.h>
+#include <string.h>
+
+#define LNB_MAX_ITEMS 4        /* fused form: most vectors per thread of a row (registers
+                                * hold x and dy of K rows plus the column partials) */
+#define LNB_FORCED_MAX_ITEMS 16
+#define LNB_ITEMS_CPU 8
+#define LNB_ROWS_MIN 32        /* rows per partial row where there are rows enough: the
+                                * partial rows' traffic is ~4/(3 rows_per_group) of the
+                                * op's */
+#define LNB_ROWS_FLOOR 8       /* ... and at least this many while filling the device */
+#define LNB_DEFAULT_SMS 128    /* multiprocessors assumed where the device does not say */
+#define LNB_CPU_SMS 8
+#define LNB_ROWS_MAX_CPU 1024  /* llvmpipe cuts an invocation's loops short past 65535
+                                * iterations: bound a thread's rows on CPU devices */
+#define LNB_APPLY_WG 256
+#define LNB_REDUCE_COLS 32     /* the reduce stage's columns per workgroup (its COLS) */
+
+/* Overrides from tune.layer_norm_backward, kept per lua_State in the registry. */
+typedef struct lnb_tune {
+    int form;                  /* 0 automatic, 1 fused, 2 columns */
+    uint32_t wg, items, k, groups;
+    int prefetch;              /* fused: load the next rows early */
+} lnb_tune;
+static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
+
+typedef struct lnb_plan {
+    int columns;               /* long rows: STATS then APPLY */
+    uint32_t vec, n;
+    uint32_t wg, items, k;     /* fused: threads per row, vectors each, rows at once;
+                                * columns: APPLY's threads and rows at once */
+    uint32_t prefetch;         /* fused: 1 loads the next K rows before this K's sums */
+    uint32_t stats_wg;         /* columns: STATS's threads per row */
+    uint32_t col_blocks;       /* columns: APPLY workgroups across a row */
+    uint32_t rows_per_group, groups;
+    uint32_t reduce_wg;
+} lnb_plan;
+
+static uint32_t pow2_at_least(uint64_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static lnb_tune get_tune(lua_State *L) {
+    lnb_tune t = { 0 };
+    lua_getfield(L, LUA_REGISTRYINDEX, TUNE_KEY);
+    const lnb_tune *u = lua_touserdata(L, -1);
+    if (u) t = *u;
+    lua_pop(L, 1);
+    return t;
+}
+
+/* Rows per partial row and their count: enough workgroups to fill the device (twice
+ * its multiprocessors, or as many as LNB_ROWS_FLOOR rows each allow), at least
+ * LNB_ROWS_MIN rows each where that already fills it, at most four per
+ * multiprocessor. `per_group` is how many workgroups one block of rows employs. */
+static void split_rows(const lm_context *ctx, const lnb_tune *t, uint64_t rows, uint32_t per_group, lnb_plan *c) {
+    int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    uint64_t sms = cpu ? LNB_CPU_SMS : ctx->sm_count ? ctx->sm_count : LNB_DEFAULT_SMS;
+    uint64_t want = ceil_div(2 * sms, per_group), most = ceil_div(4 * sms, per_group);
+    uint64_t g = ceil_div(rows, LNB_ROWS_MIN);
+    if (g < want) { g = ceil_div(rows, LNB_ROWS_FLOOR); if (g > want) g = want; }
+    if (g > most) g = most;
+    if (cpu && g < ceil_div(rows, LNB_ROWS_MAX_CPU)) g = ceil_div(rows, LNB_ROWS_MAX_CPU);
+    if (t->groups) g = t->groups;
+    if (g > rows) g = rows;
+    if (g < 1) g = 1;
+    uint64_t r = ceil_div(rows, g);
+    c->rows_per_group = (uint32_t)r;
+    c->groups = (uint32_t)ceil_div(rows, r);   /* no empty block */
+}
+
+static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_t rows) {
+    lnb_plan c = { 0 };
+    c.vec = d % 4 == 0 ? 4 : 1;
+    c.n = (uint32_t)(d / c.vec);
+    uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    if (max_wg > 1024) max_wg = 1024;
+    /* A whole number of subgroups and at least 32 threads (llvmpipe computed wrong rows
+     * with workgroups of 9..63 threads that were not powers of two). */
+    uint32_t lo = ctx->max_subgroup > 32 ? ctx->max_subgroup : 32;
+    int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    c.reduce_wg = max_wg >= 256 ? 256 : 128;
+    c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * LNB_MAX_ITEMS);
+    if (!c.columns) {
+        /* On a CPU device a workgroup runs on one thread and each barrier costs a context
+         * switch: fewer, wider threads per row there. */
+        uint32_t target = t->items ? t->items : cpu ? LNB_ITEMS_CPU : 1;
+        /* GPUs: a whole number of subgroups, as few idle threads as that allows (D = 768
+         * takes 192); CPU devices: a power of two (llvmpipe computed wrong rows with
+         * workgroups of 9..63 threads that were not). */
+        uint64_t threads = ceil_div(c.n, target);
+        uint32_t wg = t->wg ? t->wg : cpu ? pow2_at_least(threads)
+                    : (uint32_t)(threads > max_wg ? max_wg : ceil_div(threads, lo) * lo);
+        if (wg < lo) wg = lo;
+        if (wg > max_wg) wg = max_wg;
+        c.wg = wg;
+        c.items = (uint32_t)ceil_div(c.n, wg);
+        if (c.items > LNB_FORCED_MAX_ITEMS) c.columns = 1;
+        c.k = t->k ? t->k : c.items == 1 ? 4 : c.items == 2 ? 2 : 1;
+        c.prefetch = t->prefetch ? 1 : 0;
+    }
+    if (c.columns) {
+        c.wg = t->wg ? t->wg : LNB_APPLY_WG;
+        if (c.wg > max_wg) c.wg = max_wg;
+        c.items = 1;
+        c.k = t->k ? t->k : 4;
+        c.col_blocks = (uint32_t)ceil_div(c.n, c.wg);
+        uint32_t s = pow2_at_least(c.n);
+        c.stats_wg = s < lo ? lo : s > max_wg ? max_wg : s;
+    }
+    split_rows(ctx, t, (uint64_t)rows, c.columns ? c.col_blocks : 1, &c);
+    return c;
+}
+
+/* mean or invstd at idx: the statistics' shape, [..] of x without its last dimension
+ * ([1] for a 1-D x), as layer_norm_forward returns them. */
+static lm_tensor *check_stat(lua_State *L, int idx, const char *name, int ndim, const int64_t *shape) {
+    lm_tensor *t = lm_check_tensor(L, idx);
+    int same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
+    if (!same) {
+        char want[256], got[256];
+        lm_shape_string(shape, ndim, want, sizeof want);
+        lm_shape_string(t->shape, t->ndim, got, sizeof got);
+        lm_argerror(L, idx, "%s must have shape %s (x's without its last dimension), got %s", name, want, got);
+    }
+    return t;
+}
+
+/* Raises when a and b share bytes (exact aliasing allowed when `same_ok`). */
+static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *an,
+                       const lm_tensor *b, const char *bn, int same_ok) {
+    if (!a || !b || !lm_tensors_overlap(a, b)) return;
+    if (same_ok && lm_tensors_same_memory(a, b)) return;
+    lm_argerror(L, argn, "%s overlaps %s (they alias the same device memory)", an, bn);
+}
+
+/* Push constants, as shaders/layer_norm_backward.comp declares them. */
+typedef struct lnb_push {
+    uint64_t x, dy, dx, weight, mean, invstd, partial, stats, dweight, dbias;
+    uint32_t rows, n, d, rows_per_group, groups, groups_x, col_blocks, pad;
+} lnb_push;
+_Static_assert(sizeof(lnb_push) <= LM_PUSH_BYTES, "layer_norm_backward's push constants outgrew the layout");
+
+/* Stack slots: 1 dy, 2 x, 3 mean, 4 invstd, 5 weight, 6 opts; results 7 dx, 8 dweight,
+ * 9 dbias; 10 the scratch. */
+int lm_op_layer_norm_backward(lua_State *L) {
+    static const char *const known[] = { "out", "dweight", "dbias", NULL };
+    lua_settop(L, 6);
+    lm_contiguous_inputs(L, 1, 5);
+    lm_tensor *dy = lm_check_tensor(L, 1);
+    lm_tensor *x = lm_check_tensor(L, 2);
+    int same = dy->ndim == x->ndim;
+    for (int i = 0; same && i < x->ndim; i++) same = dy->shape[i] == x->shape[i];
+    if (!same) {
+        char a[256], b[256];
+        lm_shape_string(dy->shape, dy->ndim, a, sizeof a);
+        lm_shape_string(x->shape, x->ndim, b, sizeof b);
+        lm_argerror(L, 1, "dy must have x's shape %s, got %s", b, a);
+    }
+    int64_t d = x->shape[x->ndim - 1];
+    int64_t rows = x->numel / d;
+    if (d > 0x7fffffff) lm_argerror(L, 2, "last dimension too large (at most 2^31-1)");
+    if (rows > 0xffffffffLL) lm_argerror(L, 2, "too many rows (at most 2^32-1)");
+    int64_t stat_shape[LM_MAX_DIMS] = { 1 };
+    int stat_ndim = x->ndim > 1 ? x->ndim - 1 : 1;
+    if (x->ndim > 1) memcpy(stat_shape, x->shape, sizeof(int64_t) * (size_t)stat_ndim);
+    check_stat(L, 3, "mean", stat_ndim, stat_shape);
+    check_stat(L, 4, "invstd", stat_ndim, stat_shape);
+    lm_tensor *w = lm_opt_tensor(L, 5);
+    if (w && !(w->ndim == 1 && w->shape[0] == d)) {
+        char got[256];
+        lm_shape_string(w->shape, w->ndim, got, sizeof got);
+        lm_argerror(L, 5, "weight must have shape [%I] (the last dimension of x), got %s", (LUAI_UACINT)d, got);
+    }
+    int has_opts = lm_check_options(L, 6, known);
+    for (int i = 0; i < 3; i++) lm_push_option(L, 6, known[i]);   /* slots 7, 8, 9 */
+    lm_tensor *dx = lm_check_out(L, 7, 6, "out", x->ndim, x->shape);
+    lm_tensor *dw = lm_check_out(L, 8, 6, "dweight", 1, &d);
+    lm_tensor *db = lm_check_out(L, 9, 6, "dbias", 1, &d);
+    if (!w && (dw || db)) lm_argerror(L, 6, "%s given without weight (weight nil: dx only)", dw ? "dweight" : "dbias");
+    lm_context *ctx = lm_context_get(L);
+    if (has_opts) {
+        const lm_tensor *in[] = { dy, x, lm_check_tensor(L, 3), lm_check_tensor(L, 4), w };
+        const char *in_names[] = { "dy", "x", "mean", "invstd", "weight" };
+        for (int i = 0; i < 5; i++) {
+            no_overlap(L, 6, dx, "out", in[i], in_names[i], i < 2);   /* dx may be dy or x exactly */
+            no_overlap(L, 6, dw, "dweight", in[i], in_names[i], 0);
+            no_overlap(L, 6, db, "dbias", in[i], in_names[i], 0);
+        }
+        no_overlap(L, 6, dx, "out", dw, "dweight", 0);
+        no_overlap(L, 6, dx, "out", db, "dbias", 0);
+        no_overlap(L, 6, dw, "dweight", db, "dbias", 0);
+    }
+    lnb_tune tune = get_tune(L);
+    lnb_plan c = plan(ctx, &tune, d, rows);
+    if (c.columns && (uint64_t)c.groups * c.col_blocks > 0xffffffffu)
+        luaL_error(L, "layer_norm_backward: too many rows and columns for one dispatch");
+    if (!dx) { lm_push_tensor(L, ctx, x->ndim, x->shape); lua_replace(L, 7); }
+    if (w && !dw) { lm_push_tensor(L, ctx, 1, &d); lua_replace(L, 8); }
+    if (w && !db) { lm_push_tensor(L, ctx, 1, &d); lua_replace(L, 9); }
+    /* Scratch: the partial rows (with weight), then the rows' sums (long rows). */
+    uint64_t partial_words = w ? 2ull * c.groups * (uint64_t)d : 0;
+    uint64_t scratch_words = partial_words + (c.columns ? 2ull * (uint64_t)rows : 0);
+    if (scratch_words) { int64_t n = (int64_t)scratch_words; lm_push_tensor(L, ctx, 1, &n); }
+    else lua_pushnil(L);                                          /* slot 10 */
+    /* The allocations may have run finalizers that freed any of them (see ops.h). */
+    dy = lm_check_tensor(L, 1);
+    x = lm_check_tensor(L, 2);
+    lm_tensor *mean = lm_check_tensor(L, 3), *invstd = lm_check_tensor(L, 4);
+    w = lm_opt_tensor(L, 5);
+    dx = lm_check_out(L, 7, 6, "out", x->ndim, x->shape);
+    dw = lm_check_out(L, 8, 6, "dweight", 1, &d);
+    db = lm_check_out(L, 9, 6, "dbias", 1, &d);
+    lm_tensor *scratch = lm_opt_tensor(L, 10);
+    const lm_tensor *all[] = { dy, x, mean, invstd, w, dw, db };
+    for (int i = 0; i < 7; i++)
+        if (all[i] && all[i]->storage->ctx != ctx) luaL_error(L, "layer_norm_backward: tensors belong to different devices");
+
+    VkDeviceAddress sbase = scratch ? lm_tensor_address(scratch) : 0;
+    lnb_push pc = {
+        .x = lm_tensor_address(x), .dy = lm_tensor_address(dy), .dx = lm_tensor_address(dx),
+        .weight = w ? lm_tensor_address(w) : 0, .mean = lm_tensor_address(mean), .invstd = lm_tensor_address(invstd),
+        .partial = w ? sbase : 0, .stats = c.columns ? sbase + partial_words * 4u : 0,
+        .dweight = dw ? lm_tensor_address(dw) : 0, .dbias = db ? lm_tensor_address(db) : 0,
+        .rows = (uint32_t)rows, .n = c.n, .d = (uint32_t)d,
+        .rows_per_group = c.rows_per_group, .groups = c.groups, .col_blocks = c.col_blocks,
+    };
+    int v4 = c.vec == 4;
+    uint32_t gy;
+    if (!c.columns) {
+        pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_FUSED_VEC4 : LM_SH_LN_BWD_FUSED_VEC1,
+            .spec = { c.wg, c.items, c.k, c.prefetch }, .push = &pc, .push_bytes = sizeof pc,
+            .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch },
+        });
+    } else {
+        pc.groups_x = lm_grid(L, ctx, (uint64_t)rows, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_STATS_VEC4 : LM_SH_LN_BWD_STATS_VEC1,
+            .spec = { c.stats_wg, 1, 1 }, .push = &pc, .push_bytes = sizeof pc,
+            .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x, dy, mean, invstd, w }, .writes = { scratch },
+        });
+        pc.groups_x = lm_grid(L, ctx, (uint64_t)c.groups * c.col_blocks, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_APPLY_VEC4 : LM_SH_LN_BWD_APPLY_VEC1,
+            .spec = { c.wg, 1, c.k }, .push = &pc, .push_bytes = sizeof pc,
+            .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x, dy, mean, invstd, w, scratch }, .writes = { dx, scratch },
+        });
+    }
+    if (w) {
+        pc.col_blocks = (uint32_t)ceil_div((uint64_t)d, LNB_REDUCE_COLS);
+        pc.groups_x = lm_grid(L, ctx, pc.col_blocks, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_backward", .shader = LM_SH_LN_BWD_REDUCE,
+            .spec = { c.reduce_wg, 1, 1 }, .push = &pc, .push_bytes = sizeof pc,
+            .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { scratch }, .writes = { dw, db },
+        });
+    }
+    /* The scratch goes back once the recorded work is done (a deferred free), not at the
+     * next collection. */
+    if (scratch) {
+        lm_storage *s = scratch->storage;
+        scratch->storage = NULL;
+        lm_storage_release(s);
+    }
+    lua_settop(L, w ? 9 : 7);
+    return w ? 3 : 1;
+}
+
+/* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
+ * prefetch=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
+ * vec, groups, rows_per_group}); the options (0, false or "auto": automatic, off) hold
+ * for later calls; {} restores the automatic plan. */
+int lm_op_layer_norm_backward_config(lua_State *L) {
+    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", NULL };
+    lua_Integer d = lm_check_integer(L, 1);
+    if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
+    lua_Integer rows = lua_isnoneornil(L, 2) ? 1024 : lm_check_integer(L, 2);
+    if (rows < 1 || rows > 0xffffffffLL) lm_argerror(L, 2, "rows must be in 1..2^32-1, got %I", (LUAI_UACINT)rows);
+    lm_context *ctx = lm_context_get(L);
+    lnb_tune t = get_tune(L);
+    if (lm_check_options(L, 3, known)) {
+        static const char *const forms[] = { "auto", "fused", "columns", NULL };
+        int form = lm_option_choice(L, 3, "form", forms, 0);
+        lua_Integer wg = lm_option_integer(L, 3, "wg", 0);
+        if (wg != 0 && !(wg >= 32 && wg <= 1024 && wg % 32 == 0))
+            lm_argerror(L, 3, "wg must be a multiple of 32 in 32..1024 (0: automatic), got %I", (LUAI_UACINT)wg);
+        lua_Integer items = lm_option_integer(L, 3, "items", 0);
+        if (items < 0 || items > LNB_FORCED_MAX_ITEMS)
+            lm_argerror(L, 3, "items must be in 0..%d (0: automatic), got %I", LNB_FORCED_MAX_ITEMS, (LUAI_UACINT)items);
+        lua_Integer k = lm_option_integer(L, 3, "rows_at_once", 0);
+        if (k < 0 || k > 4) lm_argerror(L, 3, "rows_at_once must be in 0..4 (0: automatic), got %I", (LUAI_UACINT)k);
+        lua_Integer groups = lm_option_integer(L, 3, "groups", 0);
+        if (groups < 0 || groups > 0xffffffffLL) lm_argerror(L, 3, "groups must be in 0..2^32-1 (0: automatic), got %I", (LUAI_UACINT)groups);
+        int prefetch = lm_option_boolean(L, 3, "prefetch", 0);
+        t = (lnb_tune){ .form = form, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k,
+                        .groups = (uint32_t)groups, .prefetch = prefetch };
+        lnb_tune *u = lua_newuserdatauv(L, sizeof *u, 0);
+        *u = t;
+        lua_setfield(L, LUA_REGISTRYINDEX, TUNE_KEY);
+    }
+    lnb_plan c = plan(ctx, &t, d, rows);
+    lua_createtable(L, 0, 8);
+    lua_pushstring(L, c.columns ? "columns" : "fused"); lua_setfield(L, -2, "form");
+    lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
+    lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
+    lua_pushinteger(L, c.k); lua_setfield(L, -2, "rows_at_once");
+    lua_pushboolean(L, c.prefetch); lua_setfield(L, -2, "prefetch");
+    lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
+    lua_pushinteger(L, c.groups); lua_setfield(L, -2, "groups");
+    lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
+    return 1;
+}
