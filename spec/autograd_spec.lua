@@ -122,10 +122,12 @@ describe("autograd gradients", function()
     gradcheck("sum", lumus.sum, ref.sum, { A })
     gradcheck("sum 1-D", lumus.sum, function(t) return { ref.sum(t) } end, { V })
     gradcheck("mean", lumus.mean, ref.mean, { A })
-    gradcheck("sum keepdim", function(t) return t:sum({ keepdim = true }) end,
-      function(t) return ref.sum(t) end, { A })
-    gradcheck("sum dim 2", function(t) return t:sum({ dim = 2 }) end, ref.sum, { A })
-    gradcheck("mean dim -1 keepdim", function(t) return t:mean({ dim = -1, keepdim = true }) end, ref.mean, { A })
+    gradcheck("sum keepdim", function(t) return t:sum({ dim = -1, keepdim = true }) end,
+      function(t) return ref.sum(t, { dim = -1 }) end, { A })
+    gradcheck("sum dim 1", function(t) return t:sum({ dim = 1 }) end, function(t) return ref.sum(t, { dim = 1 }) end, { A })
+    gradcheck("sum dim 2", function(t) return t:sum({ dim = 2 }) end, function(t) return ref.sum(t, { dim = 2 }) end, { A })
+    gradcheck("mean dim -1 keepdim", function(t) return t:mean({ dim = -1, keepdim = true }) end,
+      function(t) return ref.mean(t, { dim = -1 }) end, { A })
     gradcheck("softmax dim -1", function(t) return t:softmax({ dim = -1 }) end, ref.softmax, { A })
   end)
 
@@ -191,10 +193,10 @@ describe("autograd gradients", function()
     -- y = x * x + relu(x) * 2 - mean(x) expanded: x feeds four nodes
     local X = rand_table({ 2, 5 }, rng, 0.1)
     gradcheck("reuse", function(x)
-      local m = x:mean({ keepdim = true }):expand({ 2, 5 })
+      local m = x:mean({ dim = -1, keepdim = true }):expand({ 2, 5 })
       return x * x + lumus.relu(x) * 2 - m
     end, function(x)
-      local m = ref.mean(x)
+      local m = ref.mean(x, { dim = -1 })
       local sub = {}
       for i = 1, 2 do sub[i] = {} for j = 1, 5 do sub[i][j] = m[i] end end
       return ref.sub(ref.add(ref.mul(x, x), ref.scale(ref.relu(x), 2)), sub)

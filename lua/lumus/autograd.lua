@@ -96,7 +96,7 @@ function M.reduce_to(g, shape)
   for _, i in ipairs(keep) do perm[#perm + 1] = i end
   for _, i in ipairs(red) do perm[#perm + 1] = i end
   local p = raw.contiguous(raw.permute(g, perm))
-  local s = raw.sum(raw.reshape(p, { kn, numel(gs) // kn }))
+  local s = raw.sum(raw.reshape(p, { kn, numel(gs) // kn }), { dim = -1 })
   return raw.reshape(s, shape)
 end
 local reduce_to = M.reduce_to
