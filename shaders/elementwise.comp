@@ -49,6 +49,7 @@ const uint DT_OUT = COMPARE ? LM_EW_BOOL : DT;
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer UintArray { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Uvec2Array { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Uvec4Array { uvec4 v[]; };
 
 #ifdef ND
 #define VT float
@@ -439,17 +440,33 @@ float load1(uint64_t base, uint64_t i, uint dt) {
     return widen(w >> (uint(addr & 3ul) * 8u), dt);
 }
 
-// Elements 4q..4q+3 of a tensor at base (16-byte aligned).
-vec4 load4(uint64_t base, uint64_t q, uint dt) {
-    if (dt == LM_EW_F32) return Vec4Array(base + q * 16ul).v[0];
-    if (dt == LM_EW_BOOL) {
-        uint w = UintArray(base + q * 4ul).v[0];
-        return vec4(notEqual(uvec4(w, w >> 8, w >> 16, w >> 24) & 0xffu, uvec4(0u)));
-    }
-    uvec2 w = Uvec2Array(base + q * 8ul).v[0];
+// 4 bools in a word, 4 halves (float16 or bfloat16) in two words.
+vec4 widen_bools(uint w) { return vec4(notEqual(uvec4(w, w >> 8, w >> 16, w >> 24) & 0xffu, uvec4(0u))); }
+vec4 widen_halves(uvec2 w, uint dt) {
     if (dt == LM_EW_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
     return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u),
                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xffff0000u));
+}
+
+// Elements 4q..4q+3 of a tensor at base (16-byte aligned).
+vec4 load4(uint64_t base, uint64_t q, uint dt) {
+    if (dt == LM_EW_F32) return Vec4Array(base + q * 16ul).v[0];
+    if (dt == LM_EW_BOOL) return widen_bools(UintArray(base + q * 4ul).v[0]);
+    return widen_halves(Uvec2Array(base + q * 8ul).v[0], dt);
+}
+
+// Elements 8q..8q+7 of a 16- or 8-bit tensor at base (16-byte aligned): one 16-byte
+// load of halves, one 8-byte load of bools.
+void load8(uint64_t base, uint64_t q, uint dt, out vec4 lo, out vec4 hi) {
+    if (dt == LM_EW_BOOL) {
+        uvec2 w = Uvec2Array(base + q * 8ul).v[0];
+        lo = widen_bools(w.x);
+        hi = widen_bools(w.y);
+        return;
+    }
+    uvec4 w = Uvec4Array(base + q * 16ul).v[0];
+    lo = widen_halves(w.xy, dt);
+    hi = widen_halves(w.zw, dt);
 }
 
 // The bits of `value` under `mask` into the word at addr; the other bits stay (another
@@ -480,6 +497,19 @@ void store4(uint64_t base, uint64_t q, vec4 v, uint count, uint dt) {
     uint64_t a0 = base + q * 8ul;
     if (count >= 2u) UintArray(a0).v[0] = w.x; else store_masked(a0, w.x, 0xffffu);
     if (count == 3u) store_masked(a0 + 4ul, w.y, 0xffffu);
+}
+
+uint bool_word(vec4 v) {
+    return uint(v.x != 0.0) | (uint(v.y != 0.0) << 8) | (uint(v.z != 0.0) << 16) | (uint(v.w != 0.0) << 24);
+}
+uvec2 half_words(vec4 v, uint dt) {
+    return uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16), narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
+}
+
+// All 8 elements 8q..8q+7 of a 16- or 8-bit result at base (16-byte aligned), one store.
+void store8(uint64_t base, uint64_t q, vec4 lo, vec4 hi, uint dt) {
+    if (dt == LM_EW_BOOL) Uvec2Array(base + q * 8ul).v[0] = uvec2(bool_word(lo), bool_word(hi));
+    else Uvec4Array(base + q * 16ul).v[0] = uvec4(half_words(lo, dt), half_words(hi, dt));
 }
 
 #ifdef ND
@@ -580,9 +610,59 @@ uint64_t mod_period(uint64_t k) {
     return (k >> 32) == 0ul && (p.period >> 32) == 0ul ? uint64_t(uint(k) % uint(p.period)) : k % p.period;
 }
 
+#if VEC == 4
+// Elements per thread and step: 8 where the data are float16 or bfloat16 and b does not
+// repeat (one 16-byte access per operand, 8 bytes for bools), else 4 (a repeated b keeps
+// periods that are multiples of 4). src/ops/elementwise.c sizes the grid by the same rule.
+const uint EPV = DT != LM_EW_F32 && MODE != LM_EW_BCAST ? 8u : 4u;
+
+// Elements start.. (start a multiple of 4, fewer than 8 of them), by one thread.
+void tail(uint64_t start) {
+    uint count = uint(p.n - start);
+    for (uint h = 0u; h * 4u < count; ++h) {
+        uint m = min(count - h * 4u, 4u);
+        uint64_t at = start + uint64_t(h) * 4ul;
+        vec4 a4 = vec4(0.0), b4 = vec4(p.scalar), c4 = vec4(p.scalar2);
+        for (uint e = 0u; e < m; ++e) {
+            a4[e] = load1(p.a, at + e, DT_A);
+            if (MODE == LM_EW_SAME) b4[e] = load1(p.b, at + e, DT);
+            if (C_TENSOR != 0u) c4[e] = load1(p.c, at + e, DT);
+        }
+        store4(p.dst, at / 4ul, apply(a4, b4, c4), m, DT_OUT);
+    }
+}
+
+void main8(uint64_t group) {
+    uint64_t n8 = p.n / 8ul;
+    uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
+    vec4 a0[UNROLL], a1[UNROLL], b0[UNROLL], b1[UNROLL], c0[UNROLL], c1[UNROLL];
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) {
+            load8(p.a, k, DT_A, a0[i], a1[i]);
+            if (MODE == LM_EW_SAME) load8(p.b, k, DT, b0[i], b1[i]);
+            else { b0[i] = vec4(p.scalar); b1[i] = b0[i]; }
+            if (C_TENSOR != 0u) load8(p.c, k, DT, c0[i], c1[i]);
+            else { c0[i] = vec4(p.scalar2); c1[i] = c0[i]; }
+        }
+    }
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) store8(p.dst, k, apply(a0[i], b0[i], c0[i]), apply(a1[i], b1[i], c1[i]), DT_OUT);
+    }
+    if (group == 0ul && gl_LocalInvocationID.x == 0u && p.n > n8 * 8ul) tail(n8 * 8ul);
+}
+#endif
+
 void main() {
     uint64_t nv = p.n / uint64_t(VEC);
     uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
+#if VEC == 4
+    if (EPV == 8u) {
+        main8(group);
+        return;
+    }
+#endif
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul;
     VT va[UNROLL], vb[UNROLL], vc[UNROLL];
@@ -608,16 +688,7 @@ void main() {
 #if VEC == 4
     // The last n % 4 elements, by the first thread (never in LM_EW_BCAST, whose period
     // is a multiple of 4 here).
-    uint count = uint(p.n - nv * 4ul);
-    if (group == 0ul && gl_LocalInvocationID.x == 0u && count != 0u) {
-        vec4 a4 = vec4(0.0), b4 = vec4(p.scalar), c4 = vec4(p.scalar2);
-        for (uint e = 0u; e < count; ++e) {
-            a4[e] = load1(p.a, nv * 4ul + e, DT_A);
-            if (MODE == LM_EW_SAME) b4[e] = load1(p.b, nv * 4ul + e, DT);
-            if (C_TENSOR != 0u) c4[e] = load1(p.c, nv * 4ul + e, DT);
-        }
-        store4(p.dst, nv, apply(a4, b4, c4), count, DT_OUT);
-    }
+    if (group == 0ul && gl_LocalInvocationID.x == 0u && p.n > nv * 4ul) tail(nv * 4ul);
 #endif
 }
 
