@@ -46,6 +46,9 @@ const uint WG = gl_WorkGroupSize.x;
 const bool COMPARE = OP >= LM_EW_EQ && OP <= LM_EW_GE;
 const uint DT_A = OP == LM_EW_WHERE ? LM_EW_BOOL : DT;   // a's type
 const uint DT_OUT = COMPARE ? LM_EW_BOOL : DT;
+// float16/bfloat16 data: exp, tanh, sigmoid, silu and pow take cheaper float32 paths
+// whose errors stay far below those formats' ulp (the results are rounded to them).
+const bool NARROW = DT != LM_EW_F32;
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer UintArray { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Uvec2Array { uvec2 v[]; };
@@ -191,6 +194,17 @@ VT exp_(VT x) {
     return SELECT(is_nan(x), x, scale2(p, k));
 }
 
+// exp for 16-bit results (float16, bfloat16): GLSL's exp2 is within 3 + 2|t| ulp of
+// float32 (Vulkan), under 2^-15 relative for |t| <= 150, well inside one ulp of either
+// format. Arguments below -100 (results only bfloat16's subnormals need) are shifted up
+// by 64 and the result scaled back exactly, so a device flushing exp2's subnormal
+// results to 0 still gives them.
+VT exp_narrow(VT x) {
+    VT t = clamp(x * 1.44269504088896341, VT(-160.0), VT(129.0));
+    VT sh = SELECT(LESS(t, VT(-100.0)), VT(64.0), VT(0.0));
+    return SELECT(is_nan(x), x, exp2(t + sh) * pow2(-sh));
+}
+
 // expm1 for x >= 0: Taylor to degree 11 below 0.7, else exp(x) - 1 (>= 1, no cancellation).
 VT expm1_pos(VT x) {
     VT q = VT(1.0 / 39916800.0);
@@ -281,9 +295,17 @@ VT sqrt_(VT x) {
 }
 
 // tanh(x) = sign(x) t / (t + 2), t = expm1(2|x|); +-1 past |x| = 9.1, where the float32
-// value is 1.
+// value is 1. 16-bit results: a - a^3/3 + 2a^5/15 below 0.1 (truncation 5e-8 relative),
+// else 1 - 2 / (e^2a + 1) (cancellation costs at most 10 bits of float32's 24).
 VT tanh_(VT x) {
     VT a = abs(x);
+    if (NARROW) {
+        VT s = a * a;
+        VT small = a * fma(s, fma(s, VT(2.0 / 15.0), VT(-1.0 / 3.0)), VT(1.0));
+        VT large = VT(1.0) - VT(2.0) / (exp_narrow(2.0 * min(a, VT(10.0))) + VT(1.0));
+        VT yn = SELECT(LESS(a, VT(0.1)), small, large);
+        return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(yn) | (floatBitsToUint(x) & UT(0x80000000u))));
+    }
     VT t = expm1_pos(2.0 * min(a, VT(9.5)));
     precise VT y = t / (t + VT(2.0));
     y = SELECT(LESS(VT(9.1), a), VT(1.0), y);
@@ -291,22 +313,31 @@ VT tanh_(VT x) {
 }
 
 // sigmoid: 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below (accurate down to the
-// subnormal results that PyTorch's float32 1 / (1 + inf) flushes to 0).
+// subnormal results that PyTorch's float32 1 / (1 + inf) flushes to 0); one division.
 VT sigmoid_(VT x) {
-    VT e = exp_(-abs(x));
+    VT e = NARROW ? exp_narrow(-abs(x)) : exp_(-abs(x));
     precise VT d = VT(1.0) + e;
-    VT neg = e / d;
-    return SELECT(is_nan(x), x, SELECT(LESS(x, VT(0.0)), neg, VT(1.0) / d));
+    VT s = SELECT(LESS(x, VT(0.0)), e, VT(1.0)) / d;
+    return SELECT(is_nan(x), x, s);
 }
 
-// silu: x sigmoid(x); -inf gives -inf * 0 = NaN, as in PyTorch. Below -80, where
-// sigmoid(x) = e^x is subnormal (or nearly), x e^x is taken as (x p) 2^k from e^x = p 2^k,
-// rounded once; below -120 (where exp_parts clamps) |x e^x| < 2^-160 rounds to -0.
+// silu: x sigmoid(x) = x / (1 + e^-x), or x e^x / (1 + e^x) for x < 0: one exponential and
+// one division; -inf gives -inf * 0 = NaN, as in PyTorch. In float32, below -80, where
+// e^x is subnormal (or nearly), x e^x is taken as (x p) 2^k from e^x = p 2^k, rounded
+// once; below -120 (where exp_parts clamps) |x e^x| < 2^-160 rounds to -0.
 VT silu_(VT x) {
+    BT neg = LESS(x, VT(0.0));
+    if (NARROW) {   // e^-|x| scaled exactly into subnormals: enough for 16-bit results
+        VT e = exp_narrow(-abs(x));
+        return SELECT(neg, x * e, x) / (VT(1.0) + e);
+    }
     VT p, k;
-    exp_parts(x, p, k);
+    exp_parts(-abs(x), p, k);
+    VT e = scale2(p, k);
+    precise VT d = VT(1.0) + e;
+    VT near = SELECT(neg, x * e, x) / d;
     VT deep = SELECT(LESS(x, VT(-120.0)), VT(-0.0), scale2(x * p, k));
-    return SELECT(LESS(x, VT(-80.0)), SELECT(is_finite(x), deep, VT(NAN)), x * sigmoid_(x));
+    return SELECT(LESS(x, VT(-80.0)), SELECT(is_finite(x), deep, VT(NAN)), near);
 }
 
 // pow(x, y) with C's special cases: 1 for y = 0 or x = 1 (NaN included); NaN for a
@@ -314,8 +345,8 @@ VT silu_(VT x) {
 // |x|^y = 2^(y log2 |x|), with log2 |x| as an unevaluated sum hi + lo (about 2^-40
 // relative) and exact products, so large exponents stay accurate.
 const float LOG2E_HI = 1.44269502162933349609375, LOG2E_LO = 1.925963033500011e-8;
-VT pow_(VT x, VT y) {
-    VT ax = abs(x);
+// |x|^y for finite |x| = ax > 0 and finite y (other values give what pow_ replaces).
+VT pow_mag(VT ax, VT y) {
     VT m, e;
     split_log(SELECT(is_finite(ax), max(ax, VT(1e-45)), VT(1.0)), m, e);
     precise VT f = m - VT(1.0);
@@ -344,7 +375,14 @@ VT pow_(VT x, VT y) {
     precise VT frac0 = (tc - k) + t_lo;         // |frac| <= 0.5 + tiny
     VT frac = SELECT(LESS(abs(t_hi), VT(150.0)), frac0, VT(0.0));   // else 0 or inf by k alone
     VT r = exp_poly(frac * 0.693147180559945309);
-    VT mag = scale2(r, k);
+    return scale2(r, k);
+}
+
+VT pow_(VT x, VT y) {
+    VT ax = abs(x);
+    // 16-bit results: exp(y log |x|) has |y log |x|| < 93 wherever the result is finite
+    // and not 0 in them, so its float32 errors stay far below their ulp.
+    VT mag = NARROW ? exp_narrow(y * log_(ax)) : pow_mag(ax, y);
     // Zeros and infinities of x or y, which the logarithm above does not see.
     mag = SELECT(EQUAL(ax, VT(0.0)), SELECT(LESS(y, VT(0.0)), VT(INF), VT(0.0)), mag);
     mag = SELECT(EQUAL(ax, VT(INF)), SELECT(LESS(y, VT(0.0)), VT(0.0), VT(INF)), mag);
@@ -376,7 +414,7 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
     if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
     if (OP == LM_EW_ABS) return abs(a);
-    if (OP == LM_EW_EXP) return exp_(a);
+    if (OP == LM_EW_EXP) return NARROW ? exp_narrow(a) : exp_(a);
     if (OP == LM_EW_LOG) return log_(a);
     if (OP == LM_EW_SQRT) return sqrt_(a);
     if (OP == LM_EW_RSQRT) return rsqrt_(a);
