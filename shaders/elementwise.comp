@@ -600,6 +600,29 @@ void main() {
         for (uint k = 0u; k < ARITY; ++k) off[k] += uint64_t(coord[d]) * p.dims[uint(d) * W + 1u + k];
     uint count = uint(min(p.n - first, 4ul));
     vec4 res = vec4(0.0);
+    // The 4 results in one run of the innermost dimension (the usual case): each operand
+    // that steps 1 there from an aligned start is read as one vector, one that steps 0
+    // (a [R, 1] column) as one element, so no carries either.
+    uint inner = uint(ndim - 1) * W;
+    bool run = count == 4u && coord[ndim - 1] + 3u < p.dims[inner];
+    for (uint k = 0u; k < ARITY; ++k) {
+        uint step = p.dims[inner + 1u + k];
+        bool number = (p.ndim_flags & (SCALAR_FLAG << k)) != 0u;
+        run = run && (number || step == 0u || (step == 1u && (off[k] & 3ul) == 0ul && (p.operand[k] & 15ul) == 0ul));
+    }
+    if (run) {
+        vec4 v[3];
+        for (uint k = 0u; k < 3u; ++k) {
+            uint dt = k == 0u ? DT_A : DT;
+            if (k >= ARITY) v[k] = vec4(0.0);
+            else if ((p.ndim_flags & (SCALAR_FLAG << k)) != 0u) v[k] = vec4(uintBitsToFloat(uint(p.operand[k])));
+            else if (p.dims[inner + 1u + k] == 0u) v[k] = vec4(load1(p.operand[k], off[k], dt));
+            else v[k] = load4(p.operand[k], off[k] / 4ul, dt);
+        }
+        for (uint e = 0u; e < 4u; ++e) res[e] = apply(v[0][e], v[1][e], v[2][e]);
+        store4(p.dst, q, res, 4u, DT_OUT);
+        return;
+    }
     for (uint e = 0u; e < count; ++e) {
         float v[3];
         for (uint k = 0u; k < 3u; ++k) {
