@@ -10,7 +10,8 @@
 //   LM_EW_SCALAR  b is the number p.scalar (unary ops ignore it)
 //   c is the number p.scalar2 (clamp's upper bound), or (C_TENSOR) a third operand
 //   like b in LM_EW_SAME (where's b).
-// VEC = 4 moves 4 elements at a time and leaves the n % 4 tail to the first thread; VEC =
+// VEC = 4 moves 4 elements at a time (8 for float16/bfloat16 data outside LM_EW_BCAST:
+// see EPV) and leaves the tail to the first thread; VEC =
 // 1 moves floats, for float32 broadcasts whose period is not a multiple of 4 (a's rows
 // then start unaligned). Each thread handles UNROLL vectors a workgroup apart (loads
 // first, then stores), as copy.comp does. The broadcast index k mod period takes one
