@@ -206,23 +206,6 @@ VT exp_narrow(VT x) {
     return SELECT(is_nan(x), x, exp2(t + sh) * pow2(-sh));
 }
 
-// expm1 for x >= 0: Taylor to degree 11 below 0.7, else exp(x) - 1 (>= 1, no cancellation).
-VT expm1_pos(VT x) {
-    VT q = VT(1.0 / 39916800.0);
-    q = fma(q, x, VT(1.0 / 3628800.0));
-    q = fma(q, x, VT(1.0 / 362880.0));
-    q = fma(q, x, VT(1.0 / 40320.0));
-    q = fma(q, x, VT(1.0 / 5040.0));
-    q = fma(q, x, VT(1.0 / 720.0));
-    q = fma(q, x, VT(1.0 / 120.0));
-    q = fma(q, x, VT(1.0 / 24.0));
-    q = fma(q, x, VT(1.0 / 6.0));
-    q = fma(q, x, VT(0.5));
-    precise VT small = fma(x * x, q, x);
-    precise VT large = exp_(x) - VT(1.0);
-    return SELECT(LESS(x, VT(0.7)), small, large);
-}
-
 // log(1 + f) pieces for m = 1 + f in [sqrt(1/2), sqrt(2)): s = f / (2 + f) and
 // log(1 + f) = 2 atanh(s) = 2s + s R(s^2); R below.
 VT atanh_tail(VT z) {          // R(z) = 2/3 z + 2/5 z^2 + ..., z = s^2 <= 0.0295
@@ -307,8 +290,20 @@ VT tanh_(VT x) {
         VT yn = SELECT(LESS(a, VT(0.1)), small, large);
         return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(yn) | (floatBitsToUint(x) & UT(0x80000000u))));
     }
-    VT t = expm1_pos(2.0 * min(a, VT(9.5)));
+    // Below 0.35 tanh's own Taylor series to a^13 (truncation under 1e-9 relative), else
+    // t = e^2a - 1 >= 1 (no cancellation).
+    VT s = a * a;
+    VT q = fma(s, VT(21844.0 / 6081075.0), VT(-1382.0 / 155925.0));
+    q = fma(q, s, VT(62.0 / 2835.0));
+    q = fma(q, s, VT(-17.0 / 315.0));
+    q = fma(q, s, VT(2.0 / 15.0));
+    q = fma(q, s, VT(-1.0 / 3.0));
+    precise VT small = fma(a * s, q, a);
+    VT p, k;
+    exp_parts(2.0 * min(a, VT(9.5)), p, k);
+    precise VT t = scale2(p, k) - VT(1.0);
     precise VT y = t / (t + VT(2.0));
+    y = SELECT(LESS(a, VT(0.35)), small, y);
     y = SELECT(LESS(VT(9.1), a), VT(1.0), y);
     return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(y) | (floatBitsToUint(x) & UT(0x80000000u))));
 }
