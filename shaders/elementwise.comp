@@ -10,7 +10,8 @@
 //   LM_EW_SCALAR  b is the number p.scalar (unary ops ignore it)
 //   c is the number p.scalar2 (clamp's upper bound), or (C_TENSOR) a third operand
 //   like b in LM_EW_SAME (where's b).
-// VEC = 4 moves 4 elements at a time and leaves the n % 4 tail to the first thread; VEC =
+// VEC = 4 moves 4 elements at a time (8 for float16/bfloat16 data outside LM_EW_BCAST:
+// see EPV) and leaves the tail to the first thread; VEC =
 // 1 moves floats, for float32 broadcasts whose period is not a multiple of 4 (a's rows
 // then start unaligned). Each thread handles UNROLL vectors a workgroup apart (loads
 // first, then stores), as copy.comp does. The broadcast index k mod period takes one
@@ -46,9 +47,13 @@ const uint WG = gl_WorkGroupSize.x;
 const bool COMPARE = OP >= LM_EW_EQ && OP <= LM_EW_GE;
 const uint DT_A = OP == LM_EW_WHERE ? LM_EW_BOOL : DT;   // a's type
 const uint DT_OUT = COMPARE ? LM_EW_BOOL : DT;
+// float16/bfloat16 data: exp, tanh, sigmoid, silu and pow take cheaper float32 paths
+// whose errors stay far below those formats' ulp (the results are rounded to them).
+const bool NARROW = DT != LM_EW_F32;
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer UintArray { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Uvec2Array { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Uvec4Array { uvec4 v[]; };
 
 #ifdef ND
 #define VT float
@@ -190,21 +195,15 @@ VT exp_(VT x) {
     return SELECT(is_nan(x), x, scale2(p, k));
 }
 
-// expm1 for x >= 0: Taylor to degree 11 below 0.7, else exp(x) - 1 (>= 1, no cancellation).
-VT expm1_pos(VT x) {
-    VT q = VT(1.0 / 39916800.0);
-    q = fma(q, x, VT(1.0 / 3628800.0));
-    q = fma(q, x, VT(1.0 / 362880.0));
-    q = fma(q, x, VT(1.0 / 40320.0));
-    q = fma(q, x, VT(1.0 / 5040.0));
-    q = fma(q, x, VT(1.0 / 720.0));
-    q = fma(q, x, VT(1.0 / 120.0));
-    q = fma(q, x, VT(1.0 / 24.0));
-    q = fma(q, x, VT(1.0 / 6.0));
-    q = fma(q, x, VT(0.5));
-    precise VT small = fma(x * x, q, x);
-    precise VT large = exp_(x) - VT(1.0);
-    return SELECT(LESS(x, VT(0.7)), small, large);
+// exp for 16-bit results (float16, bfloat16): GLSL's exp2 is within 3 + 2|t| ulp of
+// float32 (Vulkan), under 2^-15 relative for |t| <= 150, well inside one ulp of either
+// format. Arguments below -100 (results only bfloat16's subnormals need) are shifted up
+// by 64 and the result scaled back exactly, so a device flushing exp2's subnormal
+// results to 0 still gives them.
+VT exp_narrow(VT x) {
+    VT t = clamp(x * 1.44269504088896341, VT(-160.0), VT(129.0));
+    VT sh = SELECT(LESS(t, VT(-100.0)), VT(64.0), VT(0.0));
+    return SELECT(is_nan(x), x, exp2(t + sh) * pow2(-sh));
 }
 
 // log(1 + f) pieces for m = 1 + f in [sqrt(1/2), sqrt(2)): s = f / (2 + f) and
@@ -280,32 +279,61 @@ VT sqrt_(VT x) {
 }
 
 // tanh(x) = sign(x) t / (t + 2), t = expm1(2|x|); +-1 past |x| = 9.1, where the float32
-// value is 1.
+// value is 1. 16-bit results: a - a^3/3 + 2a^5/15 below 0.1 (truncation 5e-8 relative),
+// else 1 - 2 / (e^2a + 1) (cancellation costs at most 10 bits of float32's 24).
 VT tanh_(VT x) {
     VT a = abs(x);
-    VT t = expm1_pos(2.0 * min(a, VT(9.5)));
+    if (NARROW) {
+        VT s = a * a;
+        VT small = a * fma(s, fma(s, VT(2.0 / 15.0), VT(-1.0 / 3.0)), VT(1.0));
+        VT large = VT(1.0) - VT(2.0) / (exp_narrow(2.0 * min(a, VT(10.0))) + VT(1.0));
+        VT yn = SELECT(LESS(a, VT(0.1)), small, large);
+        return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(yn) | (floatBitsToUint(x) & UT(0x80000000u))));
+    }
+    // Below 0.35 tanh's own Taylor series to a^13 (truncation under 1e-9 relative), else
+    // t = e^2a - 1 >= 1 (no cancellation).
+    VT s = a * a;
+    VT q = fma(s, VT(21844.0 / 6081075.0), VT(-1382.0 / 155925.0));
+    q = fma(q, s, VT(62.0 / 2835.0));
+    q = fma(q, s, VT(-17.0 / 315.0));
+    q = fma(q, s, VT(2.0 / 15.0));
+    q = fma(q, s, VT(-1.0 / 3.0));
+    precise VT small = fma(a * s, q, a);
+    VT p, k;
+    exp_parts(2.0 * min(a, VT(9.5)), p, k);
+    precise VT t = scale2(p, k) - VT(1.0);
     precise VT y = t / (t + VT(2.0));
+    y = SELECT(LESS(a, VT(0.35)), small, y);
     y = SELECT(LESS(VT(9.1), a), VT(1.0), y);
     return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(y) | (floatBitsToUint(x) & UT(0x80000000u))));
 }
 
 // sigmoid: 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below (accurate down to the
-// subnormal results that PyTorch's float32 1 / (1 + inf) flushes to 0).
+// subnormal results that PyTorch's float32 1 / (1 + inf) flushes to 0); one division.
 VT sigmoid_(VT x) {
-    VT e = exp_(-abs(x));
+    VT e = NARROW ? exp_narrow(-abs(x)) : exp_(-abs(x));
     precise VT d = VT(1.0) + e;
-    VT neg = e / d;
-    return SELECT(is_nan(x), x, SELECT(LESS(x, VT(0.0)), neg, VT(1.0) / d));
+    VT s = SELECT(LESS(x, VT(0.0)), e, VT(1.0)) / d;
+    return SELECT(is_nan(x), x, s);
 }
 
-// silu: x sigmoid(x); -inf gives -inf * 0 = NaN, as in PyTorch. Below -80, where
-// sigmoid(x) = e^x is subnormal (or nearly), x e^x is taken as (x p) 2^k from e^x = p 2^k,
-// rounded once; below -120 (where exp_parts clamps) |x e^x| < 2^-160 rounds to -0.
+// silu: x sigmoid(x) = x / (1 + e^-x), or x e^x / (1 + e^x) for x < 0: one exponential and
+// one division; -inf gives -inf * 0 = NaN, as in PyTorch. In float32, below -80, where
+// e^x is subnormal (or nearly), x e^x is taken as (x p) 2^k from e^x = p 2^k, rounded
+// once; below -120 (where exp_parts clamps) |x e^x| < 2^-160 rounds to -0.
 VT silu_(VT x) {
+    BT neg = LESS(x, VT(0.0));
+    if (NARROW) {   // e^-|x| scaled exactly into subnormals: enough for 16-bit results
+        VT e = exp_narrow(-abs(x));
+        return SELECT(neg, x * e, x) / (VT(1.0) + e);
+    }
     VT p, k;
-    exp_parts(x, p, k);
+    exp_parts(-abs(x), p, k);
+    VT e = scale2(p, k);
+    precise VT d = VT(1.0) + e;
+    VT near = SELECT(neg, x * e, x) / d;
     VT deep = SELECT(LESS(x, VT(-120.0)), VT(-0.0), scale2(x * p, k));
-    return SELECT(LESS(x, VT(-80.0)), SELECT(is_finite(x), deep, VT(NAN)), x * sigmoid_(x));
+    return SELECT(LESS(x, VT(-80.0)), SELECT(is_finite(x), deep, VT(NAN)), near);
 }
 
 // pow(x, y) with C's special cases: 1 for y = 0 or x = 1 (NaN included); NaN for a
@@ -313,8 +341,8 @@ VT silu_(VT x) {
 // |x|^y = 2^(y log2 |x|), with log2 |x| as an unevaluated sum hi + lo (about 2^-40
 // relative) and exact products, so large exponents stay accurate.
 const float LOG2E_HI = 1.44269502162933349609375, LOG2E_LO = 1.925963033500011e-8;
-VT pow_(VT x, VT y) {
-    VT ax = abs(x);
+// |x|^y for finite |x| = ax > 0 and finite y (other values give what pow_ replaces).
+VT pow_mag(VT ax, VT y) {
     VT m, e;
     split_log(SELECT(is_finite(ax), max(ax, VT(1e-45)), VT(1.0)), m, e);
     precise VT f = m - VT(1.0);
@@ -343,7 +371,14 @@ VT pow_(VT x, VT y) {
     precise VT frac0 = (tc - k) + t_lo;         // |frac| <= 0.5 + tiny
     VT frac = SELECT(LESS(abs(t_hi), VT(150.0)), frac0, VT(0.0));   // else 0 or inf by k alone
     VT r = exp_poly(frac * 0.693147180559945309);
-    VT mag = scale2(r, k);
+    return scale2(r, k);
+}
+
+VT pow_(VT x, VT y) {
+    VT ax = abs(x);
+    // 16-bit results: exp(y log |x|) has |y log |x|| < 93 wherever the result is finite
+    // and not 0 in them, so its float32 errors stay far below their ulp.
+    VT mag = NARROW ? exp_narrow(y * log_(ax)) : pow_mag(ax, y);
     // Zeros and infinities of x or y, which the logarithm above does not see.
     mag = SELECT(EQUAL(ax, VT(0.0)), SELECT(LESS(y, VT(0.0)), VT(INF), VT(0.0)), mag);
     mag = SELECT(EQUAL(ax, VT(INF)), SELECT(LESS(y, VT(0.0)), VT(0.0), VT(INF)), mag);
@@ -375,7 +410,7 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
     if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
     if (OP == LM_EW_ABS) return abs(a);
-    if (OP == LM_EW_EXP) return exp_(a);
+    if (OP == LM_EW_EXP) return NARROW ? exp_narrow(a) : exp_(a);
     if (OP == LM_EW_LOG) return log_(a);
     if (OP == LM_EW_SQRT) return sqrt_(a);
     if (OP == LM_EW_RSQRT) return rsqrt_(a);
@@ -439,17 +474,33 @@ float load1(uint64_t base, uint64_t i, uint dt) {
     return widen(w >> (uint(addr & 3ul) * 8u), dt);
 }
 
-// Elements 4q..4q+3 of a tensor at base (16-byte aligned).
-vec4 load4(uint64_t base, uint64_t q, uint dt) {
-    if (dt == LM_EW_F32) return Vec4Array(base + q * 16ul).v[0];
-    if (dt == LM_EW_BOOL) {
-        uint w = UintArray(base + q * 4ul).v[0];
-        return vec4(notEqual(uvec4(w, w >> 8, w >> 16, w >> 24) & 0xffu, uvec4(0u)));
-    }
-    uvec2 w = Uvec2Array(base + q * 8ul).v[0];
+// 4 bools in a word, 4 halves (float16 or bfloat16) in two words.
+vec4 widen_bools(uint w) { return vec4(notEqual(uvec4(w, w >> 8, w >> 16, w >> 24) & 0xffu, uvec4(0u))); }
+vec4 widen_halves(uvec2 w, uint dt) {
     if (dt == LM_EW_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
     return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u),
                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xffff0000u));
+}
+
+// Elements 4q..4q+3 of a tensor at base (16-byte aligned).
+vec4 load4(uint64_t base, uint64_t q, uint dt) {
+    if (dt == LM_EW_F32) return Vec4Array(base + q * 16ul).v[0];
+    if (dt == LM_EW_BOOL) return widen_bools(UintArray(base + q * 4ul).v[0]);
+    return widen_halves(Uvec2Array(base + q * 8ul).v[0], dt);
+}
+
+// Elements 8q..8q+7 of a 16- or 8-bit tensor at base (16-byte aligned): one 16-byte
+// load of halves, one 8-byte load of bools.
+void load8(uint64_t base, uint64_t q, uint dt, out vec4 lo, out vec4 hi) {
+    if (dt == LM_EW_BOOL) {
+        uvec2 w = Uvec2Array(base + q * 8ul).v[0];
+        lo = widen_bools(w.x);
+        hi = widen_bools(w.y);
+        return;
+    }
+    uvec4 w = Uvec4Array(base + q * 16ul).v[0];
+    lo = widen_halves(w.xy, dt);
+    hi = widen_halves(w.zw, dt);
 }
 
 // The bits of `value` under `mask` into the word at addr; the other bits stay (another
@@ -480,6 +531,19 @@ void store4(uint64_t base, uint64_t q, vec4 v, uint count, uint dt) {
     uint64_t a0 = base + q * 8ul;
     if (count >= 2u) UintArray(a0).v[0] = w.x; else store_masked(a0, w.x, 0xffffu);
     if (count == 3u) store_masked(a0 + 4ul, w.y, 0xffffu);
+}
+
+uint bool_word(vec4 v) {
+    return uint(v.x != 0.0) | (uint(v.y != 0.0) << 8) | (uint(v.z != 0.0) << 16) | (uint(v.w != 0.0) << 24);
+}
+uvec2 half_words(vec4 v, uint dt) {
+    return uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16), narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
+}
+
+// All 8 elements 8q..8q+7 of a 16- or 8-bit result at base (16-byte aligned), one store.
+void store8(uint64_t base, uint64_t q, vec4 lo, vec4 hi, uint dt) {
+    if (dt == LM_EW_BOOL) Uvec2Array(base + q * 8ul).v[0] = uvec2(bool_word(lo), bool_word(hi));
+    else Uvec4Array(base + q * 16ul).v[0] = uvec4(half_words(lo, dt), half_words(hi, dt));
 }
 
 #ifdef ND
@@ -532,6 +596,29 @@ void main() {
         for (uint k = 0u; k < ARITY; ++k) off[k] += uint64_t(coord[d]) * p.dims[uint(d) * W + 1u + k];
     uint count = uint(min(p.n - first, 4ul));
     vec4 res = vec4(0.0);
+    // The 4 results in one run of the innermost dimension (the usual case): each operand
+    // that steps 1 there from an aligned start is read as one vector, one that steps 0
+    // (a [R, 1] column) as one element, so no carries either.
+    uint inner = uint(ndim - 1) * W;
+    bool run = count == 4u && coord[ndim - 1] + 3u < p.dims[inner];
+    for (uint k = 0u; k < ARITY; ++k) {
+        uint step = p.dims[inner + 1u + k];
+        bool number = (p.ndim_flags & (SCALAR_FLAG << k)) != 0u;
+        run = run && (number || step == 0u || (step == 1u && (off[k] & 3ul) == 0ul && (p.operand[k] & 15ul) == 0ul));
+    }
+    if (run) {
+        vec4 v[3];
+        for (uint k = 0u; k < 3u; ++k) {
+            uint dt = k == 0u ? DT_A : DT;
+            if (k >= ARITY) v[k] = vec4(0.0);
+            else if ((p.ndim_flags & (SCALAR_FLAG << k)) != 0u) v[k] = vec4(uintBitsToFloat(uint(p.operand[k])));
+            else if (p.dims[inner + 1u + k] == 0u) v[k] = vec4(load1(p.operand[k], off[k], dt));
+            else v[k] = load4(p.operand[k], off[k] / 4ul, dt);
+        }
+        for (uint e = 0u; e < 4u; ++e) res[e] = apply(v[0][e], v[1][e], v[2][e]);
+        store4(p.dst, q, res, 4u, DT_OUT);
+        return;
+    }
     for (uint e = 0u; e < count; ++e) {
         float v[3];
         for (uint k = 0u; k < 3u; ++k) {
@@ -580,9 +667,59 @@ uint64_t mod_period(uint64_t k) {
     return (k >> 32) == 0ul && (p.period >> 32) == 0ul ? uint64_t(uint(k) % uint(p.period)) : k % p.period;
 }
 
+#if VEC == 4
+// Elements per thread and step: 8 where the data are float16 or bfloat16 and b does not
+// repeat (one 16-byte access per operand, 8 bytes for bools), else 4 (a repeated b keeps
+// periods that are multiples of 4). src/ops/elementwise.c sizes the grid by the same rule.
+const uint EPV = DT != LM_EW_F32 && MODE != LM_EW_BCAST ? 8u : 4u;
+
+// Elements start.. (start a multiple of 4, fewer than 8 of them), by one thread.
+void tail(uint64_t start) {
+    uint count = uint(p.n - start);
+    for (uint h = 0u; h * 4u < count; ++h) {
+        uint m = min(count - h * 4u, 4u);
+        uint64_t at = start + uint64_t(h) * 4ul;
+        vec4 a4 = vec4(0.0), b4 = vec4(p.scalar), c4 = vec4(p.scalar2);
+        for (uint e = 0u; e < m; ++e) {
+            a4[e] = load1(p.a, at + e, DT_A);
+            if (MODE == LM_EW_SAME) b4[e] = load1(p.b, at + e, DT);
+            if (C_TENSOR != 0u) c4[e] = load1(p.c, at + e, DT);
+        }
+        store4(p.dst, at / 4ul, apply(a4, b4, c4), m, DT_OUT);
+    }
+}
+
+void main8(uint64_t group) {
+    uint64_t n8 = p.n / 8ul;
+    uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
+    vec4 a0[UNROLL], a1[UNROLL], b0[UNROLL], b1[UNROLL], c0[UNROLL], c1[UNROLL];
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) {
+            load8(p.a, k, DT_A, a0[i], a1[i]);
+            if (MODE == LM_EW_SAME) load8(p.b, k, DT, b0[i], b1[i]);
+            else { b0[i] = vec4(p.scalar); b1[i] = b0[i]; }
+            if (C_TENSOR != 0u) load8(p.c, k, DT, c0[i], c1[i]);
+            else { c0[i] = vec4(p.scalar2); c1[i] = c0[i]; }
+        }
+    }
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) store8(p.dst, k, apply(a0[i], b0[i], c0[i]), apply(a1[i], b1[i], c1[i]), DT_OUT);
+    }
+    if (group == 0ul && gl_LocalInvocationID.x == 0u && p.n > n8 * 8ul) tail(n8 * 8ul);
+}
+#endif
+
 void main() {
     uint64_t nv = p.n / uint64_t(VEC);
     uint64_t group = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
+#if VEC == 4
+    if (EPV == 8u) {
+        main8(group);
+        return;
+    }
+#endif
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul;
     VT va[UNROLL], vb[UNROLL], vc[UNROLL];
@@ -608,16 +745,7 @@ void main() {
 #if VEC == 4
     // The last n % 4 elements, by the first thread (never in LM_EW_BCAST, whose period
     // is a multiple of 4 here).
-    uint count = uint(p.n - nv * 4ul);
-    if (group == 0ul && gl_LocalInvocationID.x == 0u && count != 0u) {
-        vec4 a4 = vec4(0.0), b4 = vec4(p.scalar), c4 = vec4(p.scalar2);
-        for (uint e = 0u; e < count; ++e) {
-            a4[e] = load1(p.a, nv * 4ul + e, DT_A);
-            if (MODE == LM_EW_SAME) b4[e] = load1(p.b, nv * 4ul + e, DT);
-            if (C_TENSOR != 0u) c4[e] = load1(p.c, nv * 4ul + e, DT);
-        }
-        store4(p.dst, nv, apply(a4, b4, c4), count, DT_OUT);
-    }
+    if (group == 0ul && gl_LocalInvocationID.x == 0u && p.n > nv * 4ul) tail(nv * 4ul);
 #endif
 }
 

@@ -70,7 +70,15 @@ static int op_arity(lm_ew_op op) {
     }
 }
 
-static uint32_t unroll_for(lm_dtype d) { return d == LM_FLOAT32 ? 4u : 8u; }
+/* Elements per vector of the vec4 form (the shader's EPV): 8 for float16/bfloat16 data
+ * unless b repeats, else `vec`. */
+static uint64_t vec_elems(lm_dtype d, uint32_t mode, int vec) {
+    return vec == 4 && d != LM_FLOAT32 && mode != LM_EW_BCAST ? 8u : (uint64_t)vec;
+}
+
+/* Vectors per thread: 16 bytes of each operand in flight 4 times (8 bytes 8 times for
+ * 16-bit data in 4-element vectors). */
+static uint32_t unroll_for(lm_dtype d, uint64_t elems) { return d == LM_FLOAT32 || elems == 8 ? 4u : 8u; }
 
 /* The vec4 (vec = 4) or float (vec = 1, float32 only) form: a plain of the result's
  * shape; b plain of the same (LM_EW_SAME), plain and repeated (LM_EW_BCAST), or the
@@ -79,8 +87,9 @@ static uint32_t unroll_for(lm_dtype d) { return d == LM_FLOAT32 ? 4u : 8u; }
 static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor *a, lm_tensor *b,
                        lm_tensor *third, float scalar, float scalar2, uint32_t mode, int vec) {
     lm_context *ctx = c->out->storage->ctx;
-    uint32_t unroll = unroll_for(c->dtype);
-    uint64_t nv = (uint64_t)c->out->numel / (uint64_t)vec;
+    uint64_t elems = vec_elems(c->dtype, mode, vec);
+    uint32_t unroll = unroll_for(c->dtype, elems);
+    uint64_t nv = (uint64_t)c->out->numel / elems;
     uint64_t per_group = (uint64_t)EW_WG * unroll;
     uint64_t period = mode == LM_EW_BCAST ? (uint64_t)b->numel / (uint64_t)vec : 1;
     struct {
