@@ -11,6 +11,11 @@
 // exp(x - M) / S, or (x - M) - log(S) for log_softmax (no exp to underflow).
 // Non-finite entries as shaders/softmax.comp and PyTorch: -inf entries give 0 (log: -inf);
 // a column with NaN or +inf, or of only -inf, gives all NaN.
+// Few columns with a long r: r is split into chunks over workgroups (splits > 1). A first
+// dispatch (STATE_OUT) writes each chunk's (max, sum) per column; the second (STATE_IN)
+// has each workgroup of a chunk merge all of its columns' chunk pairs (lanes over the
+// chunks, then the same fixed tree: every workgroup of a column gets the same M and S,
+// so results stay deterministic) and write that chunk's outputs.
 // In place (y == x) is safe: each element is read for the statistics, then read again
 // and written by the same thread.
 #include "common/buffers.glsl"
@@ -22,9 +27,18 @@ const uint WG = gl_WorkGroupSize.x;
 const uint LANES = WG / COLS;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
+#define STATE_IN 1u
+#define STATE_OUT 2u
+
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer PairArray { vec2 v[]; };
+
 layout(push_constant) uniform Params {
     uint64_t x, y;
+    uint64_t st;         // per-chunk (max, sum) pairs, [outer, splits, inner] (splits > 1)
     uint outer, r, inner;
+    uint chunk;          // rows of r per split
+    uint splits;
+    uint flags;          // 0 (one dispatch), STATE_OUT or STATE_IN
     uint col_groups;     // ceil(outer * inner / COLS)
     uint groups_x;
 } p;
@@ -35,20 +49,37 @@ float scale_from(float m, float to) { return m == NEG_INF ? 0.0 : exp(m - to); }
 shared float sh_m[WG];
 shared float sh_s[WG];
 
+// (mo, so) into (m, s), each sum scaled to the larger max.
+void merge(inout float m, inout float s, float mo, float so) {
+    float mm = max(m, mo);
+    s = s * scale_from(m, mm) + so * scale_from(mo, mm);
+    m = mm;
+}
+
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
-    if (g >= p.col_groups) return;   // whole workgroup
+    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
+    uint split = uint(g % p.splits);
+    uint cg = uint(g / p.splits);
     uint t = gl_LocalInvocationID.x;
-    uint64_t q = g * COLS + t % COLS;   // the column: (o, c) flattened
+    uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
     uint lane = t / COLS;
     bool valid = q < uint64_t(p.outer) * p.inner;
     uint o = valid ? uint(q / p.inner) : 0u;
     uint c = valid ? uint(q % p.inner) : 0u;
     uint64_t col = uint64_t(o) * p.r * p.inner + c;
+    uint r0 = split * p.chunk;
+    uint r1 = min(r0 + p.chunk, p.r);
+    uint64_t st_col = uint64_t(o) * p.splits * p.inner + c;   // pair of chunk 0
 
     float m = NEG_INF, s = 0.0;
-    if (valid) {
-        for (uint r = lane; r < p.r; r += LANES) {
+    if (valid && (p.flags & STATE_IN) != 0u) {
+        for (uint k = lane; k < p.splits; k += LANES) {
+            vec2 ms = PairArray(p.st + (st_col + uint64_t(k) * p.inner) * 8ul).v[0];
+            merge(m, s, ms.x, ms.y);
+        }
+    } else if (valid) {
+        for (uint r = r0 + lane; r < r1; r += LANES) {
             float v = load_elem(p.x, col + uint64_t(r) * p.inner);
             float grown = max(m, v);
             s = s * scale_from(m, grown) + exp_from(v, grown);
@@ -60,10 +91,7 @@ void main() {
         barrier();
         if (lane < step) {
             uint u = t + step * COLS;
-            float mo = sh_m[u], so = sh_s[u];
-            float mm = max(m, mo);
-            s = s * scale_from(m, mm) + so * scale_from(mo, mm);
-            m = mm;
+            merge(m, s, sh_m[u], sh_s[u]);
             sh_m[t] = m; sh_s[t] = s;
         }
     }
@@ -71,15 +99,19 @@ void main() {
     uint t0 = t % COLS;   // lane 0 of this column holds its statistics
     float row_m = sh_m[t0], row_s = sh_s[t0];
     if (!valid) return;
+    if ((p.flags & STATE_OUT) != 0u) {
+        if (lane == 0u) PairArray(p.st + (st_col + uint64_t(split) * p.inner) * 8ul).v[0] = vec2(row_m, row_s);
+        return;
+    }
 #if LOG == 1
     float log_s = log(row_s);
-    for (uint r = lane; r < p.r; r += LANES) {
+    for (uint r = r0 + lane; r < r1; r += LANES) {
         uint64_t at = col + uint64_t(r) * p.inner;
         store_elem(p.y, at, (load_elem(p.x, at) - row_m) - log_s);
     }
 #else
     float inv = 1.0 / row_s;
-    for (uint r = lane; r < p.r; r += LANES) {
+    for (uint r = r0 + lane; r < r1; r += LANES) {
         uint64_t at = col + uint64_t(r) * p.inner;
         store_elem(p.y, at, exp_from(load_elem(p.x, at), row_m) * inv);
     }
