@@ -85,7 +85,15 @@ St identity() {
 #endif
 }
 
-// One element v at index i into a thread's state.
+#if OP == OP_MAX
+#define BEYOND(v, w) ((v) > (w))
+#define ALL_NOT_BEYOND(u, w) all(lessThanEqual(u, vec4(w)))
+#else
+#define BEYOND(v, w) ((v) < (w))
+#define ALL_NOT_BEYOND(u, w) all(greaterThanEqual(u, vec4(w)))
+#endif
+
+// One element v at index i into a thread's state (elements, not states: see below).
 void take(inout St s, float v, uint i) {
 #if OP == OP_SUM
     precise float yv = v - s.b;
@@ -99,7 +107,9 @@ void take(inout St s, float v, uint i) {
     s.a += d / float(s.i);
     s.b += d * (v - s.a);
 #else
-    if (beats(v, i, s.a, s.i)) { s.a = v; s.i = i; }
+    // A thread takes its elements in growing index order, so a tie keeps the held one
+    // and a held NaN (the first) keeps; otherwise a NaN or a value beyond wins.
+    if (s.i == EMPTY || (!is_nan(s.a) && (BEYOND(v, s.a) || is_nan(v)))) { s.a = v; s.i = i; }
 #endif
 }
 
@@ -138,6 +148,15 @@ VT load_unit(uint64_t at) { return uintBitsToFloat(uvec4(Bf4Array(p.x + at * 8ul
 VT load_unit(uint64_t at) { return Vec4Array(p.x + at * 16ul).v[0]; }
 #endif
 void take_unit(inout St s, VT u, uint r) {
+#if OP == OP_MAX || OP == OP_MIN
+    // The common case costs one test per vec4: once a thread holds a number, a vec4
+    // without NaN and with nothing beyond it changes nothing (ties keep the lower index).
+    if (s.i != EMPTY) {
+        if (is_nan(s.a)) return;
+        bool nan_in = any(greaterThan(floatBitsToUint(u) & uvec4(0x7fffffffu), uvec4(0x7f800000u)));
+        if (!nan_in && ALL_NOT_BEYOND(u, s.a)) return;
+    }
+#endif
     for (uint k = 0; k < 4; ++k) take(s, u[k], r * 4 + k);
 }
 #else
