@@ -8,7 +8,8 @@
 // columns by LANES = WG / COLS lanes. Thread (column, lane) walks rows lane,
 // lane + LANES, ... of its chunk, so each step of the COLS threads of a lane reads COLS
 // adjacent elements when inner >= COLS, and for inner == 1 the lanes of a column read
-// adjacent elements (vec4s when VEC == 4), COLS short rows per workgroup. The lanes of a
+// adjacent elements (4 per load when VEC == 4, 8 halves when VEC == 8), COLS short
+// rows per workgroup. The lanes of a
 // column then meet in a fixed tree in shared memory. When the grid would be
 // too small for the device, r is split into chunks (splits > 1): the first dispatch
 // writes each chunk's state (STATE_OUT), the second reduces those states over the splits
@@ -51,7 +52,7 @@ layout(push_constant) uniform Params {
     uint64_t y;          // values out (0: none), or the states (STATE_OUT)
     uint64_t idx;        // int32 1-based indices out (max/min; 0: none)
     uint outer, r, inner;
-    uint chunk;          // rows of r per split (in vec4s when VEC == 4, as r is)
+    uint chunk;          // rows of r per split (in units of VEC elements, as r is)
     uint splits;
     uint flags;
     float divisor;       // sum: 1; mean: the count; var: max(0, count - correction)
@@ -136,7 +137,41 @@ St load_state(uint64_t at) {
     return St(uintBitsToFloat(w.v[0]), uintBitsToFloat(w.v[1]), w.v[2]);
 }
 
-#if VEC == 4
+// Four elements at indices r4 * 4 + k into a thread's state.
+void take_vec4(inout St s, vec4 u, uint r4) {
+#if OP == OP_MAX || OP == OP_MIN
+    // The common case costs one test per vec4: once a thread holds a number, a vec4
+    // without NaN and with nothing beyond it changes nothing (ties keep the lower index).
+    if (s.i != EMPTY) {
+        if (is_nan(s.a)) return;
+        bool nan_in = any(greaterThan(floatBitsToUint(u) & uvec4(0x7fffffffu), uvec4(0x7f800000u)));
+        if (!nan_in && ALL_NOT_BEYOND(u, s.a)) return;
+    }
+#endif
+    for (uint k = 0; k < 4; ++k) take(s, u[k], r4 * 4 + k);
+}
+
+#if VEC == 8
+// 16-bit dtypes: 8 elements (one 16-byte load) per unit, as the columns of a mat2x4.
+#define VT mat2x4
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Word4Array { uvec4 v[]; };
+#if DT == 1
+vec4 halves(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+#else
+vec4 halves(uint a, uint b) {
+    return uintBitsToFloat(uvec4(a << 16, a & 0xffff0000u, b << 16, b & 0xffff0000u));
+}
+#endif
+VT load_unit(uint64_t at) {
+    uvec4 w = Word4Array(p.x + at * 16ul).v[0];
+    return VT(halves(w.x, w.y), halves(w.z, w.w));
+}
+void take_unit(inout St s, VT u, uint r) {
+    take_vec4(s, u[0], r * 2);
+    take_vec4(s, u[1], r * 2 + 1);
+}
+float unit_sum(VT u) { vec4 h = u[0] + u[1]; return (h.x + h.y) + (h.z + h.w); }
+#elif VEC == 4
 #define VT vec4
 #if DT == 1
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Half4Array { f16vec4 v[]; };
@@ -147,22 +182,13 @@ VT load_unit(uint64_t at) { return uintBitsToFloat(uvec4(Bf4Array(p.x + at * 8ul
 #else
 VT load_unit(uint64_t at) { return Vec4Array(p.x + at * 16ul).v[0]; }
 #endif
-void take_unit(inout St s, VT u, uint r) {
-#if OP == OP_MAX || OP == OP_MIN
-    // The common case costs one test per vec4: once a thread holds a number, a vec4
-    // without NaN and with nothing beyond it changes nothing (ties keep the lower index).
-    if (s.i != EMPTY) {
-        if (is_nan(s.a)) return;
-        bool nan_in = any(greaterThan(floatBitsToUint(u) & uvec4(0x7fffffffu), uvec4(0x7f800000u)));
-        if (!nan_in && ALL_NOT_BEYOND(u, s.a)) return;
-    }
-#endif
-    for (uint k = 0; k < 4; ++k) take(s, u[k], r * 4 + k);
-}
+void take_unit(inout St s, VT u, uint r) { take_vec4(s, u, r); }
+float unit_sum(VT u) { return (u.x + u.y) + (u.z + u.w); }
 #else
 #define VT float
 VT load_unit(uint64_t at) { return load_elem(p.x, at); }
 void take_unit(inout St s, VT u, uint r) { take(s, u, r); }
+float unit_sum(VT u) { return u; }
 #endif
 
 shared float sh_a[WG];
@@ -214,12 +240,7 @@ void main() {
         bool states = (p.flags & STATE_IN) != 0u;
         for (uint r = r0 + lane; r < r1; r += LANES) {
             uint64_t at = col + uint64_t(r) * p.inner;
-#if VEC == 4
-            VT u = states ? VT(0.0) : load_unit(at);
-            v += states ? load_state(at).a : (u.x + u.y) + (u.z + u.w);
-#else
-            v += states ? load_state(at).a : load_unit(at);
-#endif
+            v += states ? load_state(at).a : unit_sum(load_unit(at));
         }
     }
     s = St(v, 0.0, 0u);
