@@ -16,6 +16,9 @@
 // has each workgroup of a chunk merge all of its columns' chunk pairs (lanes over the
 // chunks, then the same fixed tree: every workgroup of a column gets the same M and S,
 // so results stay deterministic) and write that chunk's outputs.
+// VEC == 4 (inner a multiple of 4; x and y plain, so 16-byte aligned): each thread takes
+// 4 adjacent columns, one load of 4 elements per row, as if inner were inner / 4 columns
+// of vec4s (p.inner counts those units). Each thread keeps UNROLL loads in flight.
 // In place (y == x) is safe: each element is read for the statistics, then read again
 // and written by the same thread.
 #include "common/buffers.glsl"
@@ -25,17 +28,46 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint COLS = 1;   // a power of two dividing WG
 const uint WG = gl_WorkGroupSize.x;
 const uint LANES = WG / COLS;
+const uint UNROLL = 4;   // loads in flight per thread
 #define NEG_INF uintBitsToFloat(0xff800000u)
-
 #define STATE_IN 1u
 #define STATE_OUT 2u
 
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer PairArray { vec2 v[]; };
+#if VEC == 4
+#define VT vec4
+#define IS_NEG_INF(m) equal(m, vec4(NEG_INF))
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer PairArray { vec4 m, s; };
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Half4Array { f16vec4 v[]; };
+VT load_unit(uint64_t base, uint64_t at) { return vec4(Half4Array(base + at * 8ul).v[0]); }
+void store_unit(uint64_t base, uint64_t at, VT v) { Half4Array(base + at * 8ul).v[0] = f16vec4(v); }
+#elif DT == 2
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Bf4Array { u16vec4 v[]; };
+VT load_unit(uint64_t base, uint64_t at) { return uintBitsToFloat(uvec4(Bf4Array(base + at * 8ul).v[0]) << 16); }
+void store_unit(uint64_t base, uint64_t at, VT v) {
+    uvec4 b = floatBitsToUint(v);
+    // NaN stays a (quiet) NaN; others round to nearest even (as store_elem).
+    uvec4 rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    uvec4 r = mix(rounded, (b >> 16) | 0x40u, greaterThan(b & 0x7fffffffu, uvec4(0x7f800000u)));
+    Bf4Array(base + at * 8ul).v[0] = u16vec4(r);
+}
+#else
+VT load_unit(uint64_t base, uint64_t at) { return Vec4Array(base + at * 16ul).v[0]; }
+void store_unit(uint64_t base, uint64_t at, VT v) { Vec4Array(base + at * 16ul).v[0] = v; }
+#endif
+#else
+#define VT float
+#define IS_NEG_INF(m) ((m) == NEG_INF)
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer PairArray { float m, s; };
+VT load_unit(uint64_t base, uint64_t at) { return load_elem(base, at); }
+void store_unit(uint64_t base, uint64_t at, VT v) { store_elem(base, at, v); }
+#endif
+const uint PAIR_BYTES = VEC == 4 ? 32 : 8;
 
 layout(push_constant) uniform Params {
     uint64_t x, y;
     uint64_t st;         // per-chunk (max, sum) pairs, [outer, splits, inner] (splits > 1)
-    uint outer, r, inner;
+    uint outer, r, inner;   // inner in units (VEC columns)
     uint chunk;          // rows of r per split
     uint splits;
     uint flags;          // 0 (one dispatch), STATE_OUT or STATE_IN
@@ -43,15 +75,17 @@ layout(push_constant) uniform Params {
     uint groups_x;
 } p;
 
-float exp_from(float v, float m) { return exp(v - (m == NEG_INF ? 0.0 : m)); }
-float scale_from(float m, float to) { return m == NEG_INF ? 0.0 : exp(m - to); }
+// exp(v - m); where the max m is -inf (only -inf so far, or NaN that max dropped) it
+// takes m as 0, so -inf gives 0 rather than exp(NaN) and NaN stays NaN.
+VT exp_from(VT v, VT m) { return exp(v - mix(m, VT(0.0), IS_NEG_INF(m))); }
+VT scale_from(VT m, VT to) { return mix(exp(m - to), VT(0.0), IS_NEG_INF(m)); }
 
-shared float sh_m[WG];
-shared float sh_s[WG];
+shared VT sh_m[WG];
+shared VT sh_s[WG];
 
 // (mo, so) into (m, s), each sum scaled to the larger max.
-void merge(inout float m, inout float s, float mo, float so) {
-    float mm = max(m, mo);
+void merge(inout VT m, inout VT s, VT mo, VT so) {
+    VT mm = max(m, mo);
     s = s * scale_from(m, mm) + so * scale_from(mo, mm);
     m = mm;
 }
@@ -72,17 +106,26 @@ void main() {
     uint r1 = min(r0 + p.chunk, p.r);
     uint64_t st_col = uint64_t(o) * p.splits * p.inner + c;   // pair of chunk 0
 
-    float m = NEG_INF, s = 0.0;
+    VT m = VT(NEG_INF), s = VT(0.0);
     if (valid && (p.flags & STATE_IN) != 0u) {
         for (uint k = lane; k < p.splits; k += LANES) {
-            vec2 ms = PairArray(p.st + (st_col + uint64_t(k) * p.inner) * 8ul).v[0];
-            merge(m, s, ms.x, ms.y);
+            PairArray pr = PairArray(p.st + (st_col + uint64_t(k) * p.inner) * PAIR_BYTES);
+            merge(m, s, pr.m, pr.s);
         }
     } else if (valid) {
-        for (uint r = r0 + lane; r < r1; r += LANES) {
-            float v = load_elem(p.x, col + uint64_t(r) * p.inner);
-            float grown = max(m, v);
-            s = s * scale_from(m, grown) + exp_from(v, grown);
+        for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
+            // UNROLL rows at once (missing ones as -inf, which change nothing): one
+            // rescale of the sum per block. A NaN that max drops still reaches s
+            // through exp(NaN - grown); +inf through exp(inf - inf).
+            VT u[UNROLL];
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                u[k] = rk < r1 ? load_unit(p.x, col + uint64_t(rk) * p.inner) : VT(NEG_INF);
+            }
+            VT grown = m;
+            for (uint k = 0; k < UNROLL; ++k) grown = max(grown, u[k]);
+            s *= scale_from(m, grown);
+            for (uint k = 0; k < UNROLL; ++k) s += exp_from(u[k], grown);
             m = grown;
         }
     }
@@ -97,23 +140,34 @@ void main() {
     }
     barrier();
     uint t0 = t % COLS;   // lane 0 of this column holds its statistics
-    float row_m = sh_m[t0], row_s = sh_s[t0];
+    VT row_m = sh_m[t0], row_s = sh_s[t0];
     if (!valid) return;
     if ((p.flags & STATE_OUT) != 0u) {
-        if (lane == 0u) PairArray(p.st + (st_col + uint64_t(split) * p.inner) * 8ul).v[0] = vec2(row_m, row_s);
+        if (lane == 0u) {
+            PairArray pr = PairArray(p.st + (st_col + uint64_t(split) * p.inner) * PAIR_BYTES);
+            pr.m = row_m;
+            pr.s = row_s;
+        }
         return;
     }
 #if LOG == 1
-    float log_s = log(row_s);
-    for (uint r = r0 + lane; r < r1; r += LANES) {
-        uint64_t at = col + uint64_t(r) * p.inner;
-        store_elem(p.y, at, (load_elem(p.x, at) - row_m) - log_s);
-    }
+    VT log_s = log(row_s);
 #else
-    float inv = 1.0 / row_s;
-    for (uint r = r0 + lane; r < r1; r += LANES) {
-        uint64_t at = col + uint64_t(r) * p.inner;
-        store_elem(p.y, at, exp_from(load_elem(p.x, at), row_m) * inv);
-    }
+    VT inv = 1.0 / row_s;
 #endif
+    for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
+        VT u[UNROLL];
+        for (uint k = 0; k < UNROLL; ++k) {
+            uint rk = r + k * LANES;
+            if (rk < r1) u[k] = load_unit(p.x, col + uint64_t(rk) * p.inner);
+        }
+        for (uint k = 0; k < UNROLL; ++k) {
+            uint rk = r + k * LANES;
+#if LOG == 1
+            if (rk < r1) store_unit(p.y, col + uint64_t(rk) * p.inner, (u[k] - row_m) - log_s);
+#else
+            if (rk < r1) store_unit(p.y, col + uint64_t(rk) * p.inner, exp_from(u[k], row_m) * inv);
+#endif
+        }
+    }
 }

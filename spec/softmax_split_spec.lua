@@ -28,8 +28,9 @@ describe("softmax over a long non-last dimension of few columns", function()
     end
   end)
 
-  it("follows PyTorch on NaN and infinities in any chunk, and is deterministic", function()
-    local r, cols = 6000, 6
+  for _, cols in ipairs { 6, 8 } do   -- one column per thread; 4 adjacent columns per thread
+  it("follows PyTorch on NaN and infinities in any chunk, and is deterministic (" .. cols .. " columns)", function()
+    local r = 6000
     local xt = {}
     for i = 1, r do
       xt[i] = {}
@@ -53,6 +54,18 @@ describe("softmax over a long non-last dimension of few columns", function()
     assert.are.equal(-INF, lumus.log_softmax(x, { dim = 1 }):to_table()[1][5])
     x:free()
   end)
+  end
+
+  it("matches the reference over 4 adjacent columns per thread without a split", function()
+    local g = ref.rng(2203)
+    for _, shape in ipairs { { 64, 3, 8 }, { 200, 5, 4 }, { 7, 33, 12 } } do
+      local xt = ref.random_table(shape, function() return (g.uniform() - 0.5) * 40 end)
+      local x = lumus.tensor(xt)
+      check_both(x, xt, { dim = 2 }, table.concat(shape, "x"))
+      check_both(x, xt, { dim = 1 }, table.concat(shape, "x") .. " dim 1")
+      x:free()
+    end
+  end)
 
   it("works in place and in float16 and bfloat16", function()
     local xt = ref.random_table({ 8192, 3 }, ref.rng(2202))
@@ -62,7 +75,15 @@ describe("softmax over a long non-last dimension of few columns", function()
     local z = lumus.tensor(xt)
     z:log_softmax({ dim = 1, out = z })
     checks.close(z, ref.log_softmax(xt, { dim = 1 }), { mixed = 2e-6, what = "log_softmax in place" })
+    local x8t = ref.random_table({ 4096, 8 }, ref.rng(2204))
     for _, dt in ipairs { "float16", "bfloat16" } do
+      local x8 = lumus.tensor(x8t):to(dt)
+      local x8r = x8:to("float32"):to_table()
+      local tol8 = dt == "float16" and 2 ^ -10 or 2 ^ -7
+      checks.close(lumus.log_softmax(x8, { dim = 1 }):to("float32"), ref.log_softmax(x8r, { dim = 1 }),
+        { mixed = tol8, what = "log_softmax 8 columns " .. dt })
+      checks.close(lumus.softmax(x8, { dim = 1 }):to("float32"), ref.softmax(x8r, { dim = 1 }),
+        { rel = tol8, abs = 1e-6, what = "softmax 8 columns " .. dt })
       local x = lumus.tensor(xt):to(dt)
       local xr = x:to("float32"):to_table()
       local tol = dt == "float16" and 2 ^ -10 or 2 ^ -7

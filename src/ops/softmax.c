@@ -6,9 +6,12 @@
 
 static const char *const keys[] = { "dim", "out", NULL };
 
-static const lm_shader_id cols_shaders[2][3] = {
-    { LM_SH_SOFTMAX_COLS_F32, LM_SH_SOFTMAX_COLS_F16, LM_SH_SOFTMAX_COLS_BF16 },
-    { LM_SH_LOG_SOFTMAX_COLS_F32, LM_SH_LOG_SOFTMAX_COLS_F16, LM_SH_LOG_SOFTMAX_COLS_BF16 },
+/* [log][dtype][vec4: 4 adjacent columns per thread] */
+static const lm_shader_id cols_shaders[2][3][2] = {
+    { { LM_SH_SOFTMAX_COLS_F32, LM_SH_SOFTMAX_COLS_F32_VEC4 }, { LM_SH_SOFTMAX_COLS_F16, LM_SH_SOFTMAX_COLS_F16_VEC4 },
+      { LM_SH_SOFTMAX_COLS_BF16, LM_SH_SOFTMAX_COLS_BF16_VEC4 } },
+    { { LM_SH_LOG_SOFTMAX_COLS_F32, LM_SH_LOG_SOFTMAX_COLS_F32_VEC4 }, { LM_SH_LOG_SOFTMAX_COLS_F16, LM_SH_LOG_SOFTMAX_COLS_F16_VEC4 },
+      { LM_SH_LOG_SOFTMAX_COLS_BF16, LM_SH_LOG_SOFTMAX_COLS_BF16_VEC4 } },
 };
 
 /* [log][dtype: float32, float16, bfloat16][vec4] */
@@ -42,7 +45,11 @@ static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *
  * outputs from all of its column's pairs. */
 static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
     lm_context *ctx = x->storage->ctx;
-    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_REDUCE);
+    /* 4 adjacent columns per thread (x and y are plain: 16-byte aligned) */
+    int vec4 = v.inner % 4 == 0;
+    unsigned unit_bytes = lm_dtype_size(x->dtype) * (vec4 ? 4u : 1u);
+    if (vec4) v.inner /= 4;
+    lm_col_plan c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_REDUCE);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;
@@ -57,7 +64,7 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
         splits = ((uint64_t)v.r + chunk - 1) / chunk;
     }
     if (splits == 1) {   /* cannot split: narrow the column blocks as far as one sector instead */
-        c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_SOFTMAX);
+        c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_SOFTMAX);
     }
     struct { uint64_t x, y, st; uint32_t outer, r, inner, chunk, splits, flags, col_groups, groups_x; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
@@ -69,19 +76,19 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
     pc.groups_x = lm_grid(L, ctx, c.groups * splits, &gy);
     lm_tensor *states = NULL;
     if (splits > 1) {
-        int64_t n = (int64_t)v.outer * (int64_t)splits * v.inner * 2;
-        states = lm_push_tensor(L, ctx, 1, &n);   /* float32 (max, sum) pairs */
+        int64_t n = (int64_t)v.outer * (int64_t)splits * v.inner * 2 * (vec4 ? 4 : 1);
+        states = lm_push_tensor(L, ctx, 1, &n);   /* float32 (max, sum) pairs (of vec4s) */
         pc.st = lm_tensor_address(states);
         pc.flags = STATE_OUT;
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = name, .any_dtype = 1, .shader = cols_shaders[log][form], .spec = { c.wg, c.cols },
+            .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x }, .writes = { states },
         });
         pc.flags = STATE_IN;
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = cols_shaders[log][form], .spec = { c.wg, c.cols },
+        .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, states }, .writes = { y },
     });
