@@ -191,9 +191,19 @@ void take_unit(inout St s, VT u, uint r) { take(s, u, r); }
 float unit_sum(VT u) { return u; }
 #endif
 
-shared float sh_a[WG];
-shared float sh_b[WG];
-shared uint sh_i[WG];
+#ifndef CVEC
+#define CVEC 1
+#endif
+// CVEC == 4 (with VEC == 4; inner a multiple of 4, x plain): each thread takes 4 adjacent
+// columns, one load of 4 elements per row, as if inner were inner / 4 columns of vec4s
+// (p.inner counts those units); its 4 states are kept, merged and written as 4 columns'
+// (the states a split writes are laid out per element column, so the second dispatch
+// is the CVEC == 1 kernel). NS: states per thread.
+const uint NS = CVEC;
+
+shared float sh_a[WG * NS];
+shared float sh_b[WG * NS];
+shared uint sh_i[WG * NS];
 
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
@@ -210,17 +220,21 @@ void main() {
     uint r1 = min(r0 + p.chunk, p.r);
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
 
-    St s = identity();
+    St s[NS];
+    for (uint j = 0; j < NS; ++j) s[j] = identity();
+#if CVEC == 1
     if (valid && (p.flags & STATE_IN) != 0u) {
         for (uint r = r0 + lane; r < r1; r += LANES) {
             St st = load_state(col + uint64_t(r) * p.inner);
 #if OP == OP_SUM
-            take(s, st.a, 0u);
+            take(s[0], st.a, 0u);
 #else
-            merge(s, st);
+            merge(s[0], st);
 #endif
         }
-    } else if (valid) {
+    } else
+#endif
+    if (valid) {
         for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
             VT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
@@ -229,49 +243,63 @@ void main() {
             }
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
-                if (rk < r1) take_unit(s, u[k], rk);
+#if CVEC == 4
+                if (rk < r1) for (uint j = 0; j < NS; ++j) take(s[j], u[k][j], rk);
+#else
+                if (rk < r1) take_unit(s[0], u[k], rk);
+#endif
             }
         }
     }
 #if OP == OP_SUM
-    float v = s.a - s.b;
-    if (valid && (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN: cold
-        v = 0.0;
-        bool states = (p.flags & STATE_IN) != 0u;
-        for (uint r = r0 + lane; r < r1; r += LANES) {
-            uint64_t at = col + uint64_t(r) * p.inner;
-            v += states ? load_state(at).a : unit_sum(load_unit(at));
+    for (uint j = 0; j < NS; ++j) {
+        float v = s[j].a - s[j].b;
+        if (valid && (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN: cold
+            v = 0.0;
+            bool states = (p.flags & STATE_IN) != 0u;
+            for (uint r = r0 + lane; r < r1; r += LANES) {
+                uint64_t at = col + uint64_t(r) * p.inner;
+#if CVEC == 4
+                v += load_unit(at)[j];
+#else
+                v += states ? load_state(at).a : unit_sum(load_unit(at));
+#endif
+            }
         }
+        s[j] = St(v, 0.0, 0u);
     }
-    s = St(v, 0.0, 0u);
 #endif
 
-    sh_a[t] = s.a; sh_b[t] = s.b; sh_i[t] = s.i;
+    for (uint j = 0; j < NS; ++j) { sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i; }
     for (uint step = LANES / 2; step > 0; step >>= 1) {
         barrier();
         if (lane < step) {
             uint u = t + step * COLS;
-            merge(s, St(sh_a[u], sh_b[u], sh_i[u]));
-            sh_a[t] = s.a; sh_b[t] = s.b; sh_i[t] = s.i;
+            for (uint j = 0; j < NS; ++j) {
+                merge(s[j], St(sh_a[u * NS + j], sh_b[u * NS + j], sh_i[u * NS + j]));
+                sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i;
+            }
         }
     }
     if (lane != 0 || !valid) return;
 
-    if ((p.flags & STATE_OUT) != 0u) {
-        uint64_t at = (uint64_t(o) * p.splits + split) * p.inner + c;
-        WordArray w = WordArray(p.y + at * 12ul);
-        w.v[0] = floatBitsToUint(s.a);
-        w.v[1] = floatBitsToUint(s.b);
-        w.v[2] = s.i;
-        return;
-    }
-    uint64_t at = uint64_t(o) * p.inner + c;
+    for (uint j = 0; j < NS; ++j) {
+        if ((p.flags & STATE_OUT) != 0u) {
+            uint64_t at = ((uint64_t(o) * p.splits + split) * p.inner + c) * NS + j;
+            WordArray w = WordArray(p.y + at * 12ul);
+            w.v[0] = floatBitsToUint(s[j].a);
+            w.v[1] = floatBitsToUint(s[j].b);
+            w.v[2] = s[j].i;
+            continue;
+        }
+        uint64_t at = (uint64_t(o) * p.inner + c) * NS + j;
 #if OP == OP_SUM
-    store_elem(p.y, at, s.a / p.divisor);
+        store_elem(p.y, at, s[j].a / p.divisor);
 #elif OP == OP_VAR
-    store_elem(p.y, at, s.b / p.divisor);
+        store_elem(p.y, at, s[j].b / p.divisor);
 #else
-    if (p.y != 0ul) store_elem(p.y, at, s.a);
-    if (p.idx != 0ul) IntArray(p.idx + at * 4ul).v[0] = int(s.i + 1u);
+        if (p.y != 0ul) store_elem(p.y, at, s[j].a);
+        if (p.idx != 0ul) IntArray(p.idx + at * 4ul).v[0] = int(s[j].i + 1u);
 #endif
+    }
 }

@@ -63,6 +63,14 @@ describe("max/min/argmax/argmin over long rows and columns", function()
       for k = 1, 10 do cols[i][k] = rows[k][i] end
     end
     check(cols, { dim = 1 }, "columns")
+    -- 8 columns: 4 adjacent columns per thread, r split over workgroups
+    local cols8 = {}
+    for i = 1, n do
+      cols8[i] = {}
+      for k = 1, 8 do cols8[i][k] = rows[k][i] end
+    end
+    check(cols8, { dim = 1 }, "8 columns")
+    check({ cols8[1], cols8[2], cols8[3] }, { dim = 1 }, "3 rows of 8 columns")
     local flat = {}
     for i = 1, n do flat[i] = rows[5][i] end
     flat[2999] = NAN

@@ -73,7 +73,19 @@ describe("float16 and bfloat16 reductions over rows of every load width", functi
         rows[5][d // 2] = -INF
         local x = lumus.tensor(rows, { dtype = dt })
         local xt = x:to("float32"):to_table()
+        local what_d = ("%s d %d"):format(dt, d)
         check_all(x, xt, ("%s d %d"):format(dt, d))
+        if d % 4 == 0 then
+          -- over dim 1: d columns of 6 rows, 4 adjacent columns per load
+          for _, name in ipairs { "max", "min" } do
+            local v, i = lumus[name](x, { dim = 1 })
+            local wv, wi = ref[name](xt, { dim = 1 })
+            same_values(flat_values(v:to("float32"):to_table()), wv, name .. " columns " .. what_d)
+            assert.are.same(wi, ints(i), name .. " column indices " .. what_d)
+          end
+          checks.close(lumus.sum(x, { dim = 1 }):to("float32"), ref.sum(xt, { dim = 1 }),
+            { rel = ROUNDING[dt], abs = 1e-3, what = "sum columns " .. what_d })
+        end
         x:free()
       end
       -- over everything: argmax/argmin of a flattened row
