@@ -1,7 +1,9 @@
 /* lumus.softmax(x [, {dim = -1, out =}]) and lumus.log_softmax (same): over any
  * dimension. Over the last dimension (of size > 1) the row kernel (shaders/softmax.comp,
- * a workgroup or subgroup per row, any float dtype); over any other the column kernel (shaders/softmax_cols.comp, coalesced along the dimensions inside
- * the softmax one). out may be x itself (in place). */
+ * a workgroup or subgroup per row, any float dtype); over any other the column kernel
+ * (shaders/softmax_cols.comp, coalesced along the dimensions inside the softmax one; a
+ * long dimension over few columns split over workgroups in two dispatches). out may be
+ * x itself (in place). */
 #include "rows.h"
 
 static const char *const keys[] = { "dim", "out", NULL };
