@@ -8,7 +8,8 @@
 // columns by LANES = WG / COLS lanes. Thread (column, lane) walks rows lane,
 // lane + LANES, ... of its chunk, so each step of the COLS threads of a lane reads COLS
 // adjacent elements when inner >= COLS, and for inner == 1 the lanes of a column read
-// adjacent elements (vec4s when VEC == 4), COLS short rows per workgroup. The lanes of a
+// adjacent elements (4 per load when VEC == 4, 8 halves when VEC == 8), COLS short
+// rows per workgroup. The lanes of a
 // column then meet in a fixed tree in shared memory. When the grid would be
 // too small for the device, r is split into chunks (splits > 1): the first dispatch
 // writes each chunk's state (STATE_OUT), the second reduces those states over the splits
@@ -51,7 +52,7 @@ layout(push_constant) uniform Params {
     uint64_t y;          // values out (0: none), or the states (STATE_OUT)
     uint64_t idx;        // int32 1-based indices out (max/min; 0: none)
     uint outer, r, inner;
-    uint chunk;          // rows of r per split (in vec4s when VEC == 4, as r is)
+    uint chunk;          // rows of r per split (in units of VEC elements, as r is)
     uint splits;
     uint flags;
     float divisor;       // sum: 1; mean: the count; var: max(0, count - correction)
@@ -85,7 +86,15 @@ St identity() {
 #endif
 }
 
-// One element v at index i into a thread's state.
+#if OP == OP_MAX
+#define BEYOND(v, w) ((v) > (w))
+#define ALL_NOT_BEYOND(u, w) all(lessThanEqual(u, vec4(w)))
+#else
+#define BEYOND(v, w) ((v) < (w))
+#define ALL_NOT_BEYOND(u, w) all(greaterThanEqual(u, vec4(w)))
+#endif
+
+// One element v at index i into a thread's state (elements, not states: see below).
 void take(inout St s, float v, uint i) {
 #if OP == OP_SUM
     precise float yv = v - s.b;
@@ -99,7 +108,9 @@ void take(inout St s, float v, uint i) {
     s.a += d / float(s.i);
     s.b += d * (v - s.a);
 #else
-    if (beats(v, i, s.a, s.i)) { s.a = v; s.i = i; }
+    // A thread takes its elements in growing index order, so a tie keeps the held one
+    // and a held NaN (the first) keeps; otherwise a NaN or a value beyond wins.
+    if (s.i == EMPTY || (!is_nan(s.a) && (BEYOND(v, s.a) || is_nan(v)))) { s.a = v; s.i = i; }
 #endif
 }
 
@@ -126,7 +137,41 @@ St load_state(uint64_t at) {
     return St(uintBitsToFloat(w.v[0]), uintBitsToFloat(w.v[1]), w.v[2]);
 }
 
-#if VEC == 4
+// Four elements at indices r4 * 4 + k into a thread's state.
+void take_vec4(inout St s, vec4 u, uint r4) {
+#if OP == OP_MAX || OP == OP_MIN
+    // The common case costs one test per vec4: once a thread holds a number, a vec4
+    // without NaN and with nothing beyond it changes nothing (ties keep the lower index).
+    if (s.i != EMPTY) {
+        if (is_nan(s.a)) return;
+        bool nan_in = any(greaterThan(floatBitsToUint(u) & uvec4(0x7fffffffu), uvec4(0x7f800000u)));
+        if (!nan_in && ALL_NOT_BEYOND(u, s.a)) return;
+    }
+#endif
+    for (uint k = 0; k < 4; ++k) take(s, u[k], r4 * 4 + k);
+}
+
+#if VEC == 8
+// 16-bit dtypes: 8 elements (one 16-byte load) per unit, as the columns of a mat2x4.
+#define VT mat2x4
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Word4Array { uvec4 v[]; };
+#if DT == 1
+vec4 halves(uint a, uint b) { return vec4(unpackHalf2x16(a), unpackHalf2x16(b)); }
+#else
+vec4 halves(uint a, uint b) {
+    return uintBitsToFloat(uvec4(a << 16, a & 0xffff0000u, b << 16, b & 0xffff0000u));
+}
+#endif
+VT load_unit(uint64_t at) {
+    uvec4 w = Word4Array(p.x + at * 16ul).v[0];
+    return VT(halves(w.x, w.y), halves(w.z, w.w));
+}
+void take_unit(inout St s, VT u, uint r) {
+    take_vec4(s, u[0], r * 2);
+    take_vec4(s, u[1], r * 2 + 1);
+}
+float unit_sum(VT u) { vec4 h = u[0] + u[1]; return (h.x + h.y) + (h.z + h.w); }
+#elif VEC == 4
 #define VT vec4
 #if DT == 1
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Half4Array { f16vec4 v[]; };
@@ -137,18 +182,28 @@ VT load_unit(uint64_t at) { return uintBitsToFloat(uvec4(Bf4Array(p.x + at * 8ul
 #else
 VT load_unit(uint64_t at) { return Vec4Array(p.x + at * 16ul).v[0]; }
 #endif
-void take_unit(inout St s, VT u, uint r) {
-    for (uint k = 0; k < 4; ++k) take(s, u[k], r * 4 + k);
-}
+void take_unit(inout St s, VT u, uint r) { take_vec4(s, u, r); }
+float unit_sum(VT u) { return (u.x + u.y) + (u.z + u.w); }
 #else
 #define VT float
 VT load_unit(uint64_t at) { return load_elem(p.x, at); }
 void take_unit(inout St s, VT u, uint r) { take(s, u, r); }
+float unit_sum(VT u) { return u; }
 #endif
 
-shared float sh_a[WG];
-shared float sh_b[WG];
-shared uint sh_i[WG];
+#ifndef CVEC
+#define CVEC 1
+#endif
+// CVEC == 4 (with VEC == 4; inner a multiple of 4, x plain): each thread takes 4 adjacent
+// columns, one load of 4 elements per row, as if inner were inner / 4 columns of vec4s
+// (p.inner counts those units); its 4 states are kept, merged and written as 4 columns'
+// (the states a split writes are laid out per element column, so the second dispatch
+// is the CVEC == 1 kernel). NS: states per thread.
+const uint NS = CVEC;
+
+shared float sh_a[WG * NS];
+shared float sh_b[WG * NS];
+shared uint sh_i[WG * NS];
 
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
@@ -165,17 +220,21 @@ void main() {
     uint r1 = min(r0 + p.chunk, p.r);
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
 
-    St s = identity();
+    St s[NS];
+    for (uint j = 0; j < NS; ++j) s[j] = identity();
+#if CVEC == 1
     if (valid && (p.flags & STATE_IN) != 0u) {
         for (uint r = r0 + lane; r < r1; r += LANES) {
             St st = load_state(col + uint64_t(r) * p.inner);
 #if OP == OP_SUM
-            take(s, st.a, 0u);
+            take(s[0], st.a, 0u);
 #else
-            merge(s, st);
+            merge(s[0], st);
 #endif
         }
-    } else if (valid) {
+    } else
+#endif
+    if (valid) {
         for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
             VT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
@@ -184,54 +243,63 @@ void main() {
             }
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
-                if (rk < r1) take_unit(s, u[k], rk);
+#if CVEC == 4
+                if (rk < r1) for (uint j = 0; j < NS; ++j) take(s[j], u[k][j], rk);
+#else
+                if (rk < r1) take_unit(s[0], u[k], rk);
+#endif
             }
         }
     }
 #if OP == OP_SUM
-    float v = s.a - s.b;
-    if (valid && (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN: cold
-        v = 0.0;
-        bool states = (p.flags & STATE_IN) != 0u;
-        for (uint r = r0 + lane; r < r1; r += LANES) {
-            uint64_t at = col + uint64_t(r) * p.inner;
-#if VEC == 4
-            VT u = states ? VT(0.0) : load_unit(at);
-            v += states ? load_state(at).a : (u.x + u.y) + (u.z + u.w);
+    for (uint j = 0; j < NS; ++j) {
+        float v = s[j].a - s[j].b;
+        if (valid && (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN: cold
+            v = 0.0;
+            bool states = (p.flags & STATE_IN) != 0u;
+            for (uint r = r0 + lane; r < r1; r += LANES) {
+                uint64_t at = col + uint64_t(r) * p.inner;
+#if CVEC == 4
+                v += load_unit(at)[j];
 #else
-            v += states ? load_state(at).a : load_unit(at);
+                v += states ? load_state(at).a : unit_sum(load_unit(at));
 #endif
+            }
         }
+        s[j] = St(v, 0.0, 0u);
     }
-    s = St(v, 0.0, 0u);
 #endif
 
-    sh_a[t] = s.a; sh_b[t] = s.b; sh_i[t] = s.i;
+    for (uint j = 0; j < NS; ++j) { sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i; }
     for (uint step = LANES / 2; step > 0; step >>= 1) {
         barrier();
         if (lane < step) {
             uint u = t + step * COLS;
-            merge(s, St(sh_a[u], sh_b[u], sh_i[u]));
-            sh_a[t] = s.a; sh_b[t] = s.b; sh_i[t] = s.i;
+            for (uint j = 0; j < NS; ++j) {
+                merge(s[j], St(sh_a[u * NS + j], sh_b[u * NS + j], sh_i[u * NS + j]));
+                sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i;
+            }
         }
     }
     if (lane != 0 || !valid) return;
 
-    if ((p.flags & STATE_OUT) != 0u) {
-        uint64_t at = (uint64_t(o) * p.splits + split) * p.inner + c;
-        WordArray w = WordArray(p.y + at * 12ul);
-        w.v[0] = floatBitsToUint(s.a);
-        w.v[1] = floatBitsToUint(s.b);
-        w.v[2] = s.i;
-        return;
-    }
-    uint64_t at = uint64_t(o) * p.inner + c;
+    for (uint j = 0; j < NS; ++j) {
+        if ((p.flags & STATE_OUT) != 0u) {
+            uint64_t at = ((uint64_t(o) * p.splits + split) * p.inner + c) * NS + j;
+            WordArray w = WordArray(p.y + at * 12ul);
+            w.v[0] = floatBitsToUint(s[j].a);
+            w.v[1] = floatBitsToUint(s[j].b);
+            w.v[2] = s[j].i;
+            continue;
+        }
+        uint64_t at = (uint64_t(o) * p.inner + c) * NS + j;
 #if OP == OP_SUM
-    store_elem(p.y, at, s.a / p.divisor);
+        store_elem(p.y, at, s[j].a / p.divisor);
 #elif OP == OP_VAR
-    store_elem(p.y, at, s.b / p.divisor);
+        store_elem(p.y, at, s[j].b / p.divisor);
 #else
-    if (p.y != 0ul) store_elem(p.y, at, s.a);
-    if (p.idx != 0ul) IntArray(p.idx + at * 4ul).v[0] = int(s.i + 1u);
+        if (p.y != 0ul) store_elem(p.y, at, s[j].a);
+        if (p.idx != 0ul) IntArray(p.idx + at * 4ul).v[0] = int(s[j].i + 1u);
 #endif
+    }
 }

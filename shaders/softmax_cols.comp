@@ -11,6 +11,14 @@
 // exp(x - M) / S, or (x - M) - log(S) for log_softmax (no exp to underflow).
 // Non-finite entries as shaders/softmax.comp and PyTorch: -inf entries give 0 (log: -inf);
 // a column with NaN or +inf, or of only -inf, gives all NaN.
+// Few columns with a long r: r is split into chunks over workgroups (splits > 1). A first
+// dispatch (STATE_OUT) writes each chunk's (max, sum) per column; the second (STATE_IN)
+// has each workgroup of a chunk merge all of its columns' chunk pairs (lanes over the
+// chunks, then the same fixed tree: every workgroup of a column gets the same M and S,
+// so results stay deterministic) and write that chunk's outputs.
+// VEC == 4 (inner a multiple of 4; x and y plain, so 16-byte aligned): each thread takes
+// 4 adjacent columns, one load of 4 elements per row, as if inner were inner / 4 columns
+// of vec4s (p.inner counts those units). Each thread keeps UNROLL loads in flight.
 // In place (y == x) is safe: each element is read for the statistics, then read again
 // and written by the same thread.
 #include "common/buffers.glsl"
@@ -20,38 +28,104 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint COLS = 1;   // a power of two dividing WG
 const uint WG = gl_WorkGroupSize.x;
 const uint LANES = WG / COLS;
+const uint UNROLL = 4;   // loads in flight per thread
 #define NEG_INF uintBitsToFloat(0xff800000u)
+#define STATE_IN 1u
+#define STATE_OUT 2u
+
+#if VEC == 4
+#define VT vec4
+#define IS_NEG_INF(m) equal(m, vec4(NEG_INF))
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer PairArray { vec4 m, s; };
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Half4Array { f16vec4 v[]; };
+VT load_unit(uint64_t base, uint64_t at) { return vec4(Half4Array(base + at * 8ul).v[0]); }
+void store_unit(uint64_t base, uint64_t at, VT v) { Half4Array(base + at * 8ul).v[0] = f16vec4(v); }
+#elif DT == 2
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Bf4Array { u16vec4 v[]; };
+VT load_unit(uint64_t base, uint64_t at) { return uintBitsToFloat(uvec4(Bf4Array(base + at * 8ul).v[0]) << 16); }
+void store_unit(uint64_t base, uint64_t at, VT v) {
+    uvec4 b = floatBitsToUint(v);
+    // NaN stays a (quiet) NaN; others round to nearest even (as store_elem).
+    uvec4 rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    uvec4 r = mix(rounded, (b >> 16) | 0x40u, greaterThan(b & 0x7fffffffu, uvec4(0x7f800000u)));
+    Bf4Array(base + at * 8ul).v[0] = u16vec4(r);
+}
+#else
+VT load_unit(uint64_t base, uint64_t at) { return Vec4Array(base + at * 16ul).v[0]; }
+void store_unit(uint64_t base, uint64_t at, VT v) { Vec4Array(base + at * 16ul).v[0] = v; }
+#endif
+#else
+#define VT float
+#define IS_NEG_INF(m) ((m) == NEG_INF)
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer PairArray { float m, s; };
+VT load_unit(uint64_t base, uint64_t at) { return load_elem(base, at); }
+void store_unit(uint64_t base, uint64_t at, VT v) { store_elem(base, at, v); }
+#endif
+const uint PAIR_BYTES = VEC == 4 ? 32 : 8;
 
 layout(push_constant) uniform Params {
     uint64_t x, y;
-    uint outer, r, inner;
+    uint64_t st;         // per-chunk (max, sum) pairs, [outer, splits, inner] (splits > 1)
+    uint outer, r, inner;   // inner in units (VEC columns)
+    uint chunk;          // rows of r per split
+    uint splits;
+    uint flags;          // 0 (one dispatch), STATE_OUT or STATE_IN
     uint col_groups;     // ceil(outer * inner / COLS)
     uint groups_x;
 } p;
 
-float exp_from(float v, float m) { return exp(v - (m == NEG_INF ? 0.0 : m)); }
-float scale_from(float m, float to) { return m == NEG_INF ? 0.0 : exp(m - to); }
+// exp(v - m); where the max m is -inf (only -inf so far, or NaN that max dropped) it
+// takes m as 0, so -inf gives 0 rather than exp(NaN) and NaN stays NaN.
+VT exp_from(VT v, VT m) { return exp(v - mix(m, VT(0.0), IS_NEG_INF(m))); }
+VT scale_from(VT m, VT to) { return mix(exp(m - to), VT(0.0), IS_NEG_INF(m)); }
 
-shared float sh_m[WG];
-shared float sh_s[WG];
+shared VT sh_m[WG];
+shared VT sh_s[WG];
+
+// (mo, so) into (m, s), each sum scaled to the larger max.
+void merge(inout VT m, inout VT s, VT mo, VT so) {
+    VT mm = max(m, mo);
+    s = s * scale_from(m, mm) + so * scale_from(mo, mm);
+    m = mm;
+}
 
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
-    if (g >= p.col_groups) return;   // whole workgroup
+    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
+    uint split = uint(g % p.splits);
+    uint cg = uint(g / p.splits);
     uint t = gl_LocalInvocationID.x;
-    uint64_t q = g * COLS + t % COLS;   // the column: (o, c) flattened
+    uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
     uint lane = t / COLS;
     bool valid = q < uint64_t(p.outer) * p.inner;
     uint o = valid ? uint(q / p.inner) : 0u;
     uint c = valid ? uint(q % p.inner) : 0u;
     uint64_t col = uint64_t(o) * p.r * p.inner + c;
+    uint r0 = split * p.chunk;
+    uint r1 = min(r0 + p.chunk, p.r);
+    uint64_t st_col = uint64_t(o) * p.splits * p.inner + c;   // pair of chunk 0
 
-    float m = NEG_INF, s = 0.0;
-    if (valid) {
-        for (uint r = lane; r < p.r; r += LANES) {
-            float v = load_elem(p.x, col + uint64_t(r) * p.inner);
-            float grown = max(m, v);
-            s = s * scale_from(m, grown) + exp_from(v, grown);
+    VT m = VT(NEG_INF), s = VT(0.0);
+    if (valid && (p.flags & STATE_IN) != 0u) {
+        for (uint k = lane; k < p.splits; k += LANES) {
+            PairArray pr = PairArray(p.st + (st_col + uint64_t(k) * p.inner) * PAIR_BYTES);
+            merge(m, s, pr.m, pr.s);
+        }
+    } else if (valid) {
+        for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
+            // UNROLL rows at once (missing ones as -inf, which change nothing): one
+            // rescale of the sum per block. A NaN that max drops still reaches s
+            // through exp(NaN - grown); +inf through exp(inf - inf).
+            VT u[UNROLL];
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                u[k] = rk < r1 ? load_unit(p.x, col + uint64_t(rk) * p.inner) : VT(NEG_INF);
+            }
+            VT grown = m;
+            for (uint k = 0; k < UNROLL; ++k) grown = max(grown, u[k]);
+            s *= scale_from(m, grown);
+            for (uint k = 0; k < UNROLL; ++k) s += exp_from(u[k], grown);
             m = grown;
         }
     }
@@ -60,28 +134,40 @@ void main() {
         barrier();
         if (lane < step) {
             uint u = t + step * COLS;
-            float mo = sh_m[u], so = sh_s[u];
-            float mm = max(m, mo);
-            s = s * scale_from(m, mm) + so * scale_from(mo, mm);
-            m = mm;
+            merge(m, s, sh_m[u], sh_s[u]);
             sh_m[t] = m; sh_s[t] = s;
         }
     }
     barrier();
     uint t0 = t % COLS;   // lane 0 of this column holds its statistics
-    float row_m = sh_m[t0], row_s = sh_s[t0];
+    VT row_m = sh_m[t0], row_s = sh_s[t0];
     if (!valid) return;
+    if ((p.flags & STATE_OUT) != 0u) {
+        if (lane == 0u) {
+            PairArray pr = PairArray(p.st + (st_col + uint64_t(split) * p.inner) * PAIR_BYTES);
+            pr.m = row_m;
+            pr.s = row_s;
+        }
+        return;
+    }
 #if LOG == 1
-    float log_s = log(row_s);
-    for (uint r = lane; r < p.r; r += LANES) {
-        uint64_t at = col + uint64_t(r) * p.inner;
-        store_elem(p.y, at, (load_elem(p.x, at) - row_m) - log_s);
-    }
+    VT log_s = log(row_s);
 #else
-    float inv = 1.0 / row_s;
-    for (uint r = lane; r < p.r; r += LANES) {
-        uint64_t at = col + uint64_t(r) * p.inner;
-        store_elem(p.y, at, exp_from(load_elem(p.x, at), row_m) * inv);
-    }
+    VT inv = 1.0 / row_s;
 #endif
+    for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
+        VT u[UNROLL];
+        for (uint k = 0; k < UNROLL; ++k) {
+            uint rk = r + k * LANES;
+            if (rk < r1) u[k] = load_unit(p.x, col + uint64_t(rk) * p.inner);
+        }
+        for (uint k = 0; k < UNROLL; ++k) {
+            uint rk = r + k * LANES;
+#if LOG == 1
+            if (rk < r1) store_unit(p.y, col + uint64_t(rk) * p.inner, (u[k] - row_m) - log_s);
+#else
+            if (rk < r1) store_unit(p.y, col + uint64_t(rk) * p.inner, exp_from(u[k], row_m) * inv);
+#endif
+        }
+    }
 }

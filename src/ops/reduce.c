@@ -12,18 +12,26 @@
 #include <string.h>
 
 enum { OP_SUM, OP_VAR, OP_MAX, OP_MIN };
-/* Kernel forms: [dtype][vec4 loads] (vec4: inner == 1, r a multiple of 4). */
+/* Kernel forms: [dtype][loads: 1 element, 4 elements, 8 elements (16-bit dtypes) of a
+ * row, 4 adjacent columns]; the row loads need inner == 1 and r a multiple of the width,
+ * the column load inner a multiple of 4 (rows or columns then start aligned: x is
+ * plain, 16-byte aligned). */
 enum { FORM_F32, FORM_F16, FORM_BF16 };
+enum { LOAD_1, LOAD_4, LOAD_8, LOAD_COLS4 };
 
-static const lm_shader_id shaders[4][3][2] = {
-    { { LM_SH_REDUCE_SUM_F32, LM_SH_REDUCE_SUM_F32_VEC4 }, { LM_SH_REDUCE_SUM_F16, LM_SH_REDUCE_SUM_F16_VEC4 },
-      { LM_SH_REDUCE_SUM_BF16, LM_SH_REDUCE_SUM_BF16_VEC4 } },
-    { { LM_SH_REDUCE_VAR_F32, LM_SH_REDUCE_VAR_F32_VEC4 }, { LM_SH_REDUCE_VAR_F16, LM_SH_REDUCE_VAR_F16_VEC4 },
-      { LM_SH_REDUCE_VAR_BF16, LM_SH_REDUCE_VAR_BF16_VEC4 } },
-    { { LM_SH_REDUCE_MAX_F32, LM_SH_REDUCE_MAX_F32_VEC4 }, { LM_SH_REDUCE_MAX_F16, LM_SH_REDUCE_MAX_F16_VEC4 },
-      { LM_SH_REDUCE_MAX_BF16, LM_SH_REDUCE_MAX_BF16_VEC4 } },
-    { { LM_SH_REDUCE_MIN_F32, LM_SH_REDUCE_MIN_F32_VEC4 }, { LM_SH_REDUCE_MIN_F16, LM_SH_REDUCE_MIN_F16_VEC4 },
-      { LM_SH_REDUCE_MIN_BF16, LM_SH_REDUCE_MIN_BF16_VEC4 } },
+static const lm_shader_id shaders[4][3][4] = {
+    { { LM_SH_REDUCE_SUM_F32, LM_SH_REDUCE_SUM_F32_VEC4, 0, LM_SH_REDUCE_SUM_F32_COLS4 },
+      { LM_SH_REDUCE_SUM_F16, LM_SH_REDUCE_SUM_F16_VEC4, LM_SH_REDUCE_SUM_F16_VEC8, LM_SH_REDUCE_SUM_F16_COLS4 },
+      { LM_SH_REDUCE_SUM_BF16, LM_SH_REDUCE_SUM_BF16_VEC4, LM_SH_REDUCE_SUM_BF16_VEC8, LM_SH_REDUCE_SUM_BF16_COLS4 } },
+    { { LM_SH_REDUCE_VAR_F32, LM_SH_REDUCE_VAR_F32_VEC4, 0, LM_SH_REDUCE_VAR_F32_COLS4 },
+      { LM_SH_REDUCE_VAR_F16, LM_SH_REDUCE_VAR_F16_VEC4, LM_SH_REDUCE_VAR_F16_VEC8, LM_SH_REDUCE_VAR_F16_COLS4 },
+      { LM_SH_REDUCE_VAR_BF16, LM_SH_REDUCE_VAR_BF16_VEC4, LM_SH_REDUCE_VAR_BF16_VEC8, LM_SH_REDUCE_VAR_BF16_COLS4 } },
+    { { LM_SH_REDUCE_MAX_F32, LM_SH_REDUCE_MAX_F32_VEC4, 0, LM_SH_REDUCE_MAX_F32_COLS4 },
+      { LM_SH_REDUCE_MAX_F16, LM_SH_REDUCE_MAX_F16_VEC4, LM_SH_REDUCE_MAX_F16_VEC8, LM_SH_REDUCE_MAX_F16_COLS4 },
+      { LM_SH_REDUCE_MAX_BF16, LM_SH_REDUCE_MAX_BF16_VEC4, LM_SH_REDUCE_MAX_BF16_VEC8, LM_SH_REDUCE_MAX_BF16_COLS4 } },
+    { { LM_SH_REDUCE_MIN_F32, LM_SH_REDUCE_MIN_F32_VEC4, 0, LM_SH_REDUCE_MIN_F32_COLS4 },
+      { LM_SH_REDUCE_MIN_F16, LM_SH_REDUCE_MIN_F16_VEC4, LM_SH_REDUCE_MIN_F16_VEC8, LM_SH_REDUCE_MIN_F16_COLS4 },
+      { LM_SH_REDUCE_MIN_BF16, LM_SH_REDUCE_MIN_BF16_VEC4, LM_SH_REDUCE_MIN_BF16_VEC8, LM_SH_REDUCE_MIN_BF16_COLS4 } },
 };
 
 /* Rows of r (in loaded units) each thread should at least take before r is split. */
@@ -62,9 +70,15 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
                           float divisor, lm_tensor *y, lm_tensor *idx) {
     lm_context *ctx = x->storage->ctx;
     int form = x->dtype == LM_FLOAT16 ? FORM_F16 : x->dtype == LM_BFLOAT16 ? FORM_BF16 : FORM_F32;
-    int vec4 = v.inner == 1 && v.r % 4 == 0;   /* rows start 4-element aligned (plain x: 16-byte) */
-    uint32_t units = vec4 ? v.r / 4 : v.r;
-    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), units, LM_COL_MIN_BYTES_REDUCE);
+    int load = LOAD_1;
+    if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
+    else if (v.inner == 1 && v.r % 4 == 0) load = LOAD_4;
+    else if (v.inner % 4 == 0) load = LOAD_COLS4;
+    uint32_t units = load == LOAD_8 ? v.r / 8 : load == LOAD_4 ? v.r / 4 : v.r;
+    lm_dim_view vu = v;   /* v in loaded units */
+    if (load == LOAD_COLS4) vu.inner /= 4;
+    lm_col_plan c = lm_plan_cols(ctx, vu, lm_dtype_size(x->dtype) * (load == LOAD_COLS4 ? 4u : 1u), units,
+                                 LM_COL_MIN_BYTES_REDUCE);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;
@@ -77,7 +91,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     splits = ((uint64_t)units + chunk - 1) / chunk;
 
     reduce_push pc = {
-        .x = lm_tensor_address(x), .outer = v.outer, .r = units, .inner = v.inner,
+        .x = lm_tensor_address(x), .outer = v.outer, .r = units, .inner = vu.inner,
         .chunk = chunk, .splits = (uint32_t)splits, .divisor = divisor, .col_groups = c.col_groups,
     };
     lm_tensor *states = NULL;
@@ -93,11 +107,13 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, c.groups * splits, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = shaders[kind][form][vec4], .spec = { c.wg, c.cols },
+        .op = op, .any_dtype = 1, .shader = shaders[kind][form][load], .spec = { c.wg, c.cols },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x }, .writes = { states ? states : y, states ? NULL : idx },
     });
     if (!states) return;
+    /* The states are laid out per element column (also after LOAD_COLS4). */
+    if (load == LOAD_COLS4) c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_REDUCE);
     reduce_push p2 = {
         .x = lm_tensor_address(states), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
         .outer = v.outer, .r = (uint32_t)splits, .inner = v.inner, .chunk = (uint32_t)splits, .splits = 1,

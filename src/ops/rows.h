@@ -34,9 +34,9 @@ lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim);
 typedef struct lm_col_plan { uint32_t wg, cols, col_groups; uint64_t groups; } lm_col_plan;
 lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units,
                           unsigned min_bytes);
-/* min_bytes for the reductions (which split r rather than narrow further: a whole
- * 128-byte line per row step) and for softmax (which cannot split r: one 32-byte
- * sector). */
+/* min_bytes for the reductions and softmax (which split r rather than narrow further:
+ * a whole 128-byte line per row step) and for a softmax whose r is too short to split
+ * (one 32-byte sector). */
 #define LM_COL_MIN_BYTES_REDUCE 128
 #define LM_COL_MIN_BYTES_SOFTMAX 32
 /* Workgroups the device wants in flight for a streaming kernel. */

@@ -1,14 +1,19 @@
 /* lumus.softmax(x [, {dim = -1, out =}]) and lumus.log_softmax (same): over any
  * dimension. Over the last dimension (of size > 1) the row kernel (shaders/softmax.comp,
- * a workgroup or subgroup per row, any float dtype); over any other the column kernel (shaders/softmax_cols.comp, coalesced along the dimensions inside
- * the softmax one). out may be x itself (in place). */
+ * a workgroup or subgroup per row, any float dtype); over any other the column kernel
+ * (shaders/softmax_cols.comp, coalesced along the dimensions inside the softmax one; a
+ * long dimension over few columns split over workgroups in two dispatches). out may be
+ * x itself (in place). */
 #include "rows.h"
 
 static const char *const keys[] = { "dim", "out", NULL };
 
-static const lm_shader_id cols_shaders[2][3] = {
-    { LM_SH_SOFTMAX_COLS_F32, LM_SH_SOFTMAX_COLS_F16, LM_SH_SOFTMAX_COLS_BF16 },
-    { LM_SH_LOG_SOFTMAX_COLS_F32, LM_SH_LOG_SOFTMAX_COLS_F16, LM_SH_LOG_SOFTMAX_COLS_BF16 },
+/* [log][dtype][vec4: 4 adjacent columns per thread] */
+static const lm_shader_id cols_shaders[2][3][2] = {
+    { { LM_SH_SOFTMAX_COLS_F32, LM_SH_SOFTMAX_COLS_F32_VEC4 }, { LM_SH_SOFTMAX_COLS_F16, LM_SH_SOFTMAX_COLS_F16_VEC4 },
+      { LM_SH_SOFTMAX_COLS_BF16, LM_SH_SOFTMAX_COLS_BF16_VEC4 } },
+    { { LM_SH_LOG_SOFTMAX_COLS_F32, LM_SH_LOG_SOFTMAX_COLS_F32_VEC4 }, { LM_SH_LOG_SOFTMAX_COLS_F16, LM_SH_LOG_SOFTMAX_COLS_F16_VEC4 },
+      { LM_SH_LOG_SOFTMAX_COLS_BF16, LM_SH_LOG_SOFTMAX_COLS_BF16_VEC4 } },
 };
 
 /* [log][dtype: float32, float16, bfloat16][vec4] */
@@ -32,21 +37,64 @@ static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *
     lm_record_rows(L, name, row_shaders[log][form][c.vec == 4], &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
 }
 
+/* Rows of r each thread should at least take before r is split over workgroups. */
+#define COL_MIN_ROWS_PER_THREAD 16
+#define STATE_IN 1u
+#define STATE_OUT 2u
+
+/* Columns (inner > 1): one dispatch, or, when the column blocks alone cannot fill the
+ * device (few columns, long r), two: per-chunk (max, sum) pairs, then each chunk's
+ * outputs from all of its column's pairs. */
 static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
     lm_context *ctx = x->storage->ctx;
-    lm_col_plan c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_SOFTMAX);
-    struct { uint64_t x, y; uint32_t outer, r, inner, col_groups, groups_x; } pc = {
+    /* 4 adjacent columns per thread (x and y are plain: 16-byte aligned) */
+    int vec4 = v.inner % 4 == 0;
+    unsigned unit_bytes = lm_dtype_size(x->dtype) * (vec4 ? 4u : 1u);
+    if (vec4) v.inner /= 4;
+    lm_col_plan c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_REDUCE);
+    uint32_t lanes = c.wg / c.cols;
+    uint64_t want = lm_groups_wanted(ctx);
+    uint64_t splits = 1;
+    if (c.groups < want) {
+        uint64_t most = (uint64_t)v.r / ((uint64_t)lanes * COL_MIN_ROWS_PER_THREAD);
+        splits = (want + c.groups - 1) / c.groups;
+        if (splits > most) splits = most ? most : 1;
+    }
+    uint32_t chunk = v.r;
+    if (splits > 1) {
+        chunk = (uint32_t)(((uint64_t)v.r + splits - 1) / splits);
+        splits = ((uint64_t)v.r + chunk - 1) / chunk;
+    }
+    if (splits == 1) {   /* cannot split: narrow the column blocks as far as one sector instead */
+        c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_SOFTMAX);
+    }
+    struct { uint64_t x, y, st; uint32_t outer, r, inner, chunk, splits, flags, col_groups, groups_x; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
-        .outer = v.outer, .r = v.r, .inner = v.inner, .col_groups = c.col_groups,
+        .outer = v.outer, .r = v.r, .inner = v.inner, .chunk = chunk, .splits = (uint32_t)splits,
+        .col_groups = c.col_groups,
     };
     int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
     uint32_t gy;
-    pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
+    pc.groups_x = lm_grid(L, ctx, c.groups * splits, &gy);
+    lm_tensor *states = NULL;
+    if (splits > 1) {
+        int64_t n = (int64_t)v.outer * (int64_t)splits * v.inner * 2 * (vec4 ? 4 : 1);
+        states = lm_push_tensor(L, ctx, 1, &n);   /* float32 (max, sum) pairs (of vec4s) */
+        pc.st = lm_tensor_address(states);
+        pc.flags = STATE_OUT;
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols },
+            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x }, .writes = { states },
+        });
+        pc.flags = STATE_IN;
+    }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = cols_shaders[log][form], .spec = { c.wg, c.cols },
+        .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { x }, .writes = { y },
+        .reads = { x, states }, .writes = { y },
     });
+    if (states) lua_pop(L, 1);   /* the pairs: collected once the stream is done with them */
 }
 
 static int softmax(lua_State *L, const char *name, int log) {
