@@ -25,6 +25,7 @@
 #   summary.md                  the Markdown of all steps, in order
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
+#   frame_ops.md / .csv         bench/frame_ops.lua (device time per op of the frame)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
@@ -75,6 +76,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 
 failed=()
+ran=()   # the steps run, in order, for the summary
 # step NAME LIMIT_SECONDS COMMAND...: runs COMMAND under a time limit, its output to
 # $out/NAME.md and the log.
 step() {
@@ -84,6 +86,7 @@ step() {
   echo | tee -a "$log"
   echo "== $name ($(date -u '+%H:%M:%S UTC'), limit ${limit}s): $*" | tee -a "$log"
   local t0=$SECONDS rc=0
+  ran+=("$name")
   timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.md" | tee -a "$log" || rc=$?
   echo "== $name: rc=$rc, $((SECONDS - t0)) s" | tee -a "$log"
   if [ "$rc" -ne 0 ]; then failed+=("$name (rc $rc)"); fi
@@ -146,10 +149,13 @@ lnb_baseline=()
 step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
   --csv "$out/layer_norm_backward.csv"
 
+# Device time per op of the frame, each op chained on its predecessor and independent.
+step frame_ops 120 lua5.4 bench/frame_ops.lua --csv "$out/frame_ops.csv"
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward; do
+  for name in ${ran[@]+"${ran[@]}"}; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"
