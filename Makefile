@@ -14,7 +14,10 @@ VISIBILITY := -fvisibility=hidden
 ifneq ($(CI),)
 WARN += -Werror
 endif
-LIBS       ?= -lvulkan -lm
+# jansson parses and writes safetensors headers (src/safetensors.c).
+JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
+JANSSON_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+LIBS       ?= -lvulkan $(JANSSON_LIBS) -lm
 GLSLC      ?= glslc
 SPIRV_VAL  ?= spirv-val
 BUSTED     ?= busted
@@ -34,7 +37,7 @@ MODULE  := $(BUILD)/lumus/core.so
 
 # Debian packages the project builds, runs and tests with.
 DEB_PACKAGES := lua5.4 liblua5.4-dev libvulkan-dev glslc spirv-tools mesa-vulkan-drivers \
-                lua-busted luarocks vulkan-validationlayers
+                lua-busted luarocks vulkan-validationlayers libjansson-dev
 
 SRC := $(wildcard src/*.c src/ops/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
@@ -100,6 +103,8 @@ $(BUILD)/.deps:
 	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua 5.4 headers: $(LUA_INCDIR)/lua.h (Debian package liblua5.4-dev)"; \
 	echo '#include <vulkan/vulkan.h>' | $(CC) -E -x c - >/dev/null 2>&1 || \
 	  missing="$$missing\n  Vulkan headers: vulkan/vulkan.h (Debian package libvulkan-dev)"; \
+	echo '#include <jansson.h>' | $(CC) $(JANSSON_CFLAGS) -E -x c - >/dev/null 2>&1 || \
+	  missing="$$missing\n  jansson headers: jansson.h (Debian package libjansson-dev)"; \
 	if [ -n "$$missing" ]; then \
 	  printf "make: missing to build lumus:$$missing\n(\`make deps\` installs the Debian packages, as root)\n" >&2; exit 1; \
 	fi
@@ -125,7 +130,7 @@ $(BUILD)/obj/shaders.o: $(SHADER_INC)
 
 $(BUILD)/obj/%.o: src/%.c $(HDR) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) $(JANSSON_CFLAGS) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(MODULE): $(OBJ)
 	@mkdir -p $(dir $@)

@@ -138,6 +138,7 @@ static const luaL_Reg functions[] = {
     {"manual_seed", lm_op_manual_seed}, {"get_rng_state", lm_op_get_rng_state}, {"set_rng_state", lm_op_set_rng_state},
     {"cat", lm_op_cat}, {"stack", lm_op_stack},
     {"capture", lm_capture},
+    {"load_safetensors", lm_load_safetensors}, {"save_safetensors", lm_save_safetensors},
     {NULL, NULL}
 };
 
@@ -185,6 +186,7 @@ static void set_tensor_ops(lua_State *L) {
 LUMUS_API int luaopen_lumus_core(lua_State *L) {
     luaL_newlib(L, functions);
     lm_register_names(L, functions, "lumus");
+    lm_safetensors_register_names(L);
     set_tensor_ops(L);
     for (size_t i = 0; i < sizeof tensor_op_lists / sizeof tensor_op_lists[0]; i++)
         lm_register_names(L, tensor_op_lists[i], "lumus");
