@@ -139,6 +139,7 @@ static const luaL_Reg functions[] = {
     {"cat", lm_op_cat}, {"stack", lm_op_stack},
     {"capture", lm_capture},
     {"load_safetensors", lm_load_safetensors}, {"save_safetensors", lm_save_safetensors},
+    {"warm_up", lm_warm_up}, {"save_pipeline_cache", lm_save_pipeline_cache},
     {NULL, NULL}
 };
 
@@ -171,6 +172,7 @@ static const luaL_Reg tune_functions[] = {
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
     {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
+    {"pipeline_cache", lm_pipeline_cache_stats},
     {NULL, NULL}
 };
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <vulkan/vulkan.h>
 #include <lua.h>
+#include "pipeline_cache.h"
 
 typedef struct lm_context lm_context;
 
@@ -33,6 +34,7 @@ typedef struct lm_pipelines {
     VkShaderModule modules[LM_SH_COUNT];
     lm_pipeline_entry *entries;
     size_t count, cap;
+    lm_pipeline_cache pcache;       /* the cache on disk (pipeline_cache.h) */
 } lm_pipelines;
 
 /* The embedded SPIR-V of each shader (shaders.c). */
@@ -46,6 +48,14 @@ void lm_pipelines_destroy(lm_context *ctx);
  * (unused ones zero); raises on failure. `full_subgroups` asks for whole subgroups. */
 VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
                        const uint32_t spec[LM_MAX_SPEC], int full_subgroups);
+/* The same, naming the op that asked for it in the list the cache keeps for
+ * lumus.warm_up (op names as lm_launch's). */
+VkPipeline lm_pipeline_for(lua_State *L, lm_context *ctx, const char *op, lm_shader_id id,
+                           const uint32_t spec[LM_MAX_SPEC], int full_subgroups);
+
+/* lumus.warm_up([{ops = {names}}]) -> built, seconds: builds now the pipelines that
+ * earlier processes listed in the cache (those of the ops named, if given). */
+int lm_warm_up(lua_State *L);
 
 /* Splits `groups` workgroups into a grid within maxComputeWorkGroupCount; returns the
  * width, writes the height. Raises if even a 2-D grid cannot hold them. */
