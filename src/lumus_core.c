@@ -10,6 +10,7 @@
 #include "capture.h"
 #include "ops/ops.h"
 #include "ops/random.h"
+#include "pipeline_lua.h"
 
 static int l_synchronize(lua_State *L) {
     lm_stream_sync(L, lm_context_get(L));

@@ -2,8 +2,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "pipeline_cache.h"
 #include "context.h"
-#include "luautil.h"
-#include <lauxlib.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -267,29 +265,4 @@ void lm_pipeline_cache_close(lm_context *ctx) {
     pc->path = NULL;
     pc->keys = NULL;
     pc->nkeys = pc->cap = 0;
-}
-
-int lm_save_pipeline_cache(lua_State *L) {
-    const char *why;
-    size_t n = lm_pipeline_cache_save(lm_context_get(L), &why);
-    if (!n) { lua_pushnil(L); lua_pushstring(L, why); return 2; }
-    lua_pushinteger(L, (lua_Integer)n);
-    return 1;
-}
-
-int lm_pipeline_cache_stats(lua_State *L) {
-    lm_context *ctx = lm_context_get(L);
-    const lm_pipeline_cache *pc = &ctx->pipes.pcache;
-    static const char *const states[] = { "off", "new", "loaded", "ignored" };
-    lua_createtable(L, 0, 9);
-    if (pc->path) { lua_pushstring(L, pc->path); lua_setfield(L, -2, "path"); }
-    lua_pushstring(L, states[pc->state]); lua_setfield(L, -2, "state");
-    if (pc->reason[0]) { lua_pushstring(L, pc->reason); lua_setfield(L, -2, "reason"); }
-    lua_pushinteger(L, (lua_Integer)pc->loaded_bytes); lua_setfield(L, -2, "loaded_bytes");
-    lua_pushinteger(L, (lua_Integer)pc->nloaded); lua_setfield(L, -2, "listed");
-    lua_pushinteger(L, (lua_Integer)pc->built); lua_setfield(L, -2, "built");
-    lua_pushinteger(L, (lua_Integer)pc->hits); lua_setfield(L, -2, "hits");
-    lua_pushboolean(L, pc->feedback); lua_setfield(L, -2, "feedback");
-    lua_pushinteger(L, (lua_Integer)pc->saved_bytes); lua_setfield(L, -2, "saved_bytes");
-    return 1;
 }

@@ -20,7 +20,6 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <vulkan/vulkan.h>
-#include <lua.h>
 
 typedef struct lm_context lm_context;
 
@@ -63,10 +62,5 @@ void lm_pipeline_cache_close(lm_context *ctx);
 size_t lm_pipeline_cache_save(lm_context *ctx, const char **why);
 /* Records that a pipeline was built (listing it if new); hit from creation feedback. */
 void lm_pipeline_cache_note(lm_context *ctx, const lm_pipeline_key *key, int hit);
-
-/* Lua: lumus.save_pipeline_cache() -> bytes or nil, reason;
- * tune.pipeline_cache() -> {path, state, reason, loaded_bytes, listed, built, hits, feedback, saved_bytes}. */
-int lm_save_pipeline_cache(lua_State *L);
-int lm_pipeline_cache_stats(lua_State *L);
 
 #endif

@@ -3,7 +3,6 @@
 #include "context.h"
 #include "luautil.h"
 #include "vkcheck.h"
-#include "stream.h"
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,27 +176,9 @@ static int listed(lua_State *L, int arg, const char *op) {
     return 0;
 }
 
-int lm_warm_up(lua_State *L) {
-    static const char *const known[] = { "ops", NULL };
-    int ops = 0;
-    if (lm_check_options(L, 1, known)) {
-        lm_push_option(L, 1, "ops");
-        if (!lua_isnil(L, -1)) {
-            if (!lua_istable(L, -1)) lm_argerror(L, 1, "ops must be a list of op names, got %s", luaL_typename(L, -1));
-            ops = lua_gettop(L);
-            lua_Integer n = (lua_Integer)lua_rawlen(L, ops);
-            for (lua_Integer i = 1; i <= n; i++) {
-                lua_rawgeti(L, ops, i);
-                if (lua_type(L, -1) != LUA_TSTRING)
-                    lm_argerror(L, 1, "ops[%I] must be a string, got %s", (LUAI_UACINT)i, luaL_typename(L, -1));
-                lua_pop(L, 1);
-            }
-        }
-    }
-    lm_context *ctx = lm_context_get(L);
+size_t lm_pipelines_warm_up(lua_State *L, lm_context *ctx, int ops) {
     lm_pipeline_cache *pc = &ctx->pipes.pcache;
-    double t0 = lm_stream_clock();
-    lua_Integer built = 0;
+    size_t built = 0;
     for (size_t i = 0; i < pc->nkeys; i++) {
         lm_pipeline_key k = pc->keys[i];   /* a copy: building may grow the list */
         if (ops && !listed(L, ops, k.op)) continue;
@@ -210,9 +191,7 @@ int lm_warm_up(lua_State *L) {
         VkPipeline p;
         if (build(L, ctx, k.op[0] ? k.op : NULL, (lm_shader_id)id, k.spec, (int)k.full_subgroups, &p) == VK_SUCCESS) built++;
     }
-    lua_pushinteger(L, built);
-    lua_pushnumber(L, lm_stream_clock() - t0);
-    return 2;
+    return built;
 }
 
 uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height) {

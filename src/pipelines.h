@@ -53,9 +53,10 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
 VkPipeline lm_pipeline_for(lua_State *L, lm_context *ctx, const char *op, lm_shader_id id,
                            const uint32_t spec[LM_MAX_SPEC], int full_subgroups);
 
-/* lumus.warm_up([{ops = {names}}]) -> built, seconds: builds now the pipelines that
- * earlier processes listed in the cache (those of the ops named, if given). */
-int lm_warm_up(lua_State *L);
+/* Builds now the pipelines the cache lists (earlier processes' and this one's) that are
+ * not built yet; with ops != 0, only those whose op is in the list of strings at that
+ * stack index. Returns how many were built. */
+size_t lm_pipelines_warm_up(lua_State *L, lm_context *ctx, int ops);
 
 /* Splits `groups` workgroups into a grid within maxComputeWorkGroupCount; returns the
  * width, writes the height. Raises if even a 2-D grid cannot hold them. */
