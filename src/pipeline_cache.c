@@ -221,7 +221,7 @@ size_t lm_pipeline_cache_save(lm_context *ctx, const char **why) {
     size_t list = pc->nkeys * sizeof(lm_pipeline_key), total = HEADER_BYTES + list + vk_bytes;
     unsigned char *buf = malloc(total);
     if (!buf) { *why = "out of host memory"; return 0; }
-    memcpy(buf + HEADER_BYTES, pc->keys, list);
+    if (list) memcpy(buf + HEADER_BYTES, pc->keys, list);
     r = vkGetPipelineCacheData(ctx->device, pc->cache, &vk_bytes, buf + HEADER_BYTES + list);
     if (r != VK_SUCCESS) { free(buf); *why = "vkGetPipelineCacheData failed"; return 0; }
     total = HEADER_BYTES + list + vk_bytes;   /* the driver may return less the second time */
