@@ -318,6 +318,12 @@ describe("load_safetensors on bad files", function()
     ok, err = pcall(lumus.load_safetensors, DIR)
     assert.is_false(ok)
     assert.is_truthy(err:find(DIR .. ": not a regular file", 1, true), err)
+    -- a FIFO is refused at once, not waited on
+    if os.execute("mkfifo " .. tmp("fifo") .. " 2>/dev/null") then
+      ok, err = pcall(lumus.load_safetensors, tmp("fifo"))
+      assert.is_false(ok)
+      assert.is_truthy(err:find("fifo: not a regular file", 1, true), err)
+    end
     assert_bad_file(st_file(good_h, good_d), "no tensor named 'c'", { names = { "a", "c" } })
     assert.are.equal(before, in_use())
   end)

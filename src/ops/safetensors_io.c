@@ -13,6 +13,7 @@
 #include "../storage.h"
 #include <lauxlib.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,11 +179,16 @@ static int load_body(lua_State *L) {
     int progress = lua_isnil(L, -1) ? 0 : lua_gettop(L);
     if (!progress) lua_pop(L, 1);
 
-    sf->f = fopen(path, "rb");
-    if (!sf->f) file_error(L, path, "cannot open: %s", strerror(errno));
+    /* Non-blocking, so that a FIFO or device named by mistake is refused, not waited on. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) file_error(L, path, "cannot open: %s", strerror(errno));
     struct stat st;
-    if (fstat(fileno(sf->f), &st) != 0) file_error(L, path, "cannot stat: %s", strerror(errno));
-    if (!S_ISREG(st.st_mode)) file_error(L, path, "not a regular file");
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        file_error(L, path, "not a regular file");
+    }
+    sf->f = fdopen(fd, "rb");
+    if (!sf->f) { close(fd); file_error(L, path, "cannot open: %s", strerror(errno)); }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) file_error(L, path, "the file has %llu bytes, fewer than the 8 of the header length (truncated?)",
                              (unsigned long long)size);
