@@ -26,6 +26,8 @@
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
+#   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
+#                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -63,6 +65,14 @@ export LUA_CPATH="$root/build/?.so;;"
 
 if [ ! -f build/lumus/core.so ]; then
   echo "build/lumus/core.so is missing: run make before taking the build along" | tee -a "$log"
+  exit 2
+fi
+# core.so links libjansson.so.4 (safetensors headers): its Debian package (libjansson4) must
+# be among the .gpu/ packages that setup.sh unpacks on that machine.
+if ldd build/lumus/core.so 2>/dev/null | grep -q 'not found'; then
+  echo "build/lumus/core.so cannot load, libraries missing here:" | tee -a "$log"
+  ldd build/lumus/core.so | grep 'not found' | tee -a "$log"
+  echo "(carry their Debian packages in .gpu/, e.g. apt-get download libjansson4)" | tee -a "$log"
   exit 2
 fi
 
@@ -146,10 +156,14 @@ lnb_baseline=()
 step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
   --csv "$out/layer_norm_backward.csv"
 
+# The first-call hitch (issue 17): fresh processes with the pipeline cache off, empty,
+# loaded and loaded + warm_up, against a warm forward in the same process.
+step first_call 300 lua5.4 bench/first_call.lua --csv "$out/first_call.csv"
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward first_call; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

@@ -204,8 +204,8 @@ void lm_pipeline_cache_open(lm_context *ctx) {
 
 void lm_pipeline_cache_note(lm_context *ctx, const lm_pipeline_key *key, int hit) {
     lm_pipeline_cache *pc = &ctx->pipes.pcache;
-    if (!pc->cache) return;
     pc->built++;
+    if (!pc->cache) return;
     if (hit) pc->hits++;
     else if (pc->feedback) pc->dirty = 1;
     if (add_key(pc, key)) pc->dirty = 1;
