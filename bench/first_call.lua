@@ -14,7 +14,11 @@
 -- --driver-cache is given.
 --
 --   lua5.4 bench/first_call.lua [--tokens 64] [--layers 12] [--vocab 50257] [--repeats 5]
---                               [--driver-cache] [--csv FILE]
+--                               [--driver-cache] [--random-weights 1] [--csv FILE]
+--
+-- The weights (random, GPT-2 small's shapes) are made once and saved to a safetensors file
+-- that each measured process loads before its first forward, as a real program loads its
+-- checkpoint (--random-weights 1: each process draws them on the device instead).
 --
 -- Prints a Markdown table (times in ms): startup (require + context, which reads the
 -- cache), warm_up, first forward, warm forward (median of the repeats), their ratio.
@@ -52,21 +56,44 @@ if opts.child then
 
   local T, D, H, L, V = opts.tokens, 768, 12, opts.layers, opts.vocab
   local hd = D // H
-  lumus.manual_seed(7)
-  local function w(shape, scale) return lumus.randn(shape):scale(scale or 0.02) end
-  local wte, wpe = w({ V, D }), w({ 1024, D })
+  -- The weights: made here (prepare, or --random-weights), else loaded from the file the
+  -- prepare step wrote, as a real second process would load a checkpoint.
+  local P
+  local load_s = 0
+  if opts.child == "prepare" or opts.random_weights then
+    lumus.manual_seed(7)
+    local function w(shape, scale) return lumus.randn(shape):scale(scale or 0.02) end
+    P = { wte = w({ V, D }), wpe = w({ 1024, D }), lnf_w = lumus.ones(D), lnf_b = lumus.zeros(D) }
+    for l = 1, L do
+      local p = "h." .. l .. "."
+      P[p .. "ln1_w"], P[p .. "ln1_b"] = lumus.ones(D), lumus.zeros(D)
+      P[p .. "attn_w"], P[p .. "attn_b"] = w({ 3 * D, D }), lumus.zeros(3 * D)
+      P[p .. "proj_w"], P[p .. "proj_b"] = w({ D, D }), lumus.zeros(D)
+      P[p .. "ln2_w"], P[p .. "ln2_b"] = lumus.ones(D), lumus.zeros(D)
+      P[p .. "fc_w"], P[p .. "fc_b"] = w({ 4 * D, D }), lumus.zeros(4 * D)
+      P[p .. "out_w"], P[p .. "out_b"] = w({ D, 4 * D }), lumus.zeros(D)
+    end
+    if opts.child == "prepare" then
+      lumus.save_safetensors(opts.weights, P, { format = "pt" })
+      print("RESULT prepared=1")
+      os.exit(0, true)
+    end
+  else
+    t0 = clock()
+    P = lumus.load_safetensors(opts.weights)
+    lumus.synchronize()
+    load_s = clock() - t0
+  end
+  local wte, wpe, lnf_w, lnf_b = P.wte, P.wpe, P.lnf_w, P.lnf_b
   local blocks = {}
   for l = 1, L do
-    blocks[l] = {
-      ln1_w = lumus.ones(D), ln1_b = lumus.zeros(D),
-      attn_w = w({ 3 * D, D }), attn_b = lumus.zeros(3 * D),
-      proj_w = w({ D, D }), proj_b = lumus.zeros(D),
-      ln2_w = lumus.ones(D), ln2_b = lumus.zeros(D),
-      fc_w = w({ 4 * D, D }), fc_b = lumus.zeros(4 * D),
-      out_w = w({ D, 4 * D }), out_b = lumus.zeros(D),
-    }
+    local p = "h." .. l .. "."
+    blocks[l] = {}
+    for _, k in ipairs({ "ln1_w", "ln1_b", "attn_w", "attn_b", "proj_w", "proj_b", "ln2_w", "ln2_b", "fc_w", "fc_b",
+                         "out_w", "out_b" }) do
+      blocks[l][k] = P[p .. k]
+    end
   end
-  local lnf_w, lnf_b = lumus.ones(D), lumus.zeros(D)
   local ids_t, pos_t = {}, {}
   for i = 1, T do ids_t[i] = (i * 7919) % V + 1; pos_t[i] = i end
   local ids = lumus.tensor(ids_t, { dtype = "int32" })
@@ -104,11 +131,16 @@ if opts.child then
     return lumus.argmax(logits, { dim = -1 })
   end
 
+  local function blocks_made() return lumus.tune.stream_stats().blocks_made end
+  local b0 = blocks_made()
   t0 = clock()
   local tok = forward()
+  local first_record = clock() - t0   -- recording: pipelines are made here
   tok:to_table()   -- waits for the device
   local first = clock() - t0
+  local first_blocks = blocks_made() - b0
   local times = {}
+  b0 = blocks_made()
   for r = 1, opts.repeats do
     t0 = clock()
     forward():to_table()
@@ -116,11 +148,12 @@ if opts.child then
   end
   table.sort(times)
   local warm = times[(#times + 1) // 2]
+  local warm_blocks = blocks_made() - b0
   local pc = lumus.tune.pipeline_cache()
   print(("RESULT mode=%s startup=%.6f warm_up=%.6f warm_up_built=%d first=%.6f warm=%.6f built=%d hits=%d "
-    .. "state=%s loaded_bytes=%d process=%.6f")
+    .. "state=%s loaded_bytes=%d process=%.6f load=%.6f first_record=%.6f first_blocks=%d warm_blocks=%d")
     :format(opts.child, startup, warm_s, warm_n, first, warm, pc.built, pc.hits, pc.state, pc.loaded_bytes,
-            os.clock() - t_start))
+            os.clock() - t_start, load_s, first_record, first_blocks, warm_blocks))
   os.exit(0, true)   -- close the state: the cache is written when the context goes
 end
 
@@ -130,8 +163,9 @@ local lua = arg[-1] or "lua5.4"
 local script = arg[0]
 local cache = os.tmpname()
 os.remove(cache)
-local passthrough = ("--tokens %d --layers %d --vocab %d --repeats %d"):format(opts.tokens, opts.layers, opts.vocab,
-  opts.repeats)
+local weights = os.tmpname()
+local passthrough = ("--tokens %d --layers %d --vocab %d --repeats %d --weights %s%s"):format(opts.tokens, opts.layers,
+  opts.vocab, opts.repeats, weights, opts.random_weights and " --random-weights 1" or "")
 
 local function run(mode, cache_value)
   local env = ("LUA_PATH=%q LUA_CPATH=%q LUMUS_PIPELINE_CACHE=%q %s"):format(package.path, package.cpath, cache_value,
@@ -156,8 +190,11 @@ print(("# First-call times, %s (%s), GPT-2 small shape: %d tokens, %d layers, vo
 print()
 print("| mode | cache | startup ms | warm_up ms (built) | first forward ms | warm forward ms | first / warm | pipelines built | cache hits |")
 print("|---|---|---|---|---|---|---|---|---|")
-local rows, csv = {}, { "mode,state,startup_s,warm_up_s,warm_up_built,first_s,warm_s,ratio,built,hits" }
+local rows, csv = {}, { "mode,state,startup_s,warm_up_s,warm_up_built,first_s,warm_s,ratio,built,hits,load_s,"
+  .. "first_record_s,first_blocks,warm_blocks" }
 local failed = false
+local details = {}
+if not opts.random_weights and not run("prepare", "off") then failed = true end
 for _, m in ipairs({ { "off", "off" }, { "cold", cache }, { "cached", cache }, { "warm_up", cache } }) do
   local r = run(m[1], m[2])
   if r then
@@ -165,13 +202,25 @@ for _, m in ipairs({ { "off", "off" }, { "cold", cache }, { "cached", cache }, {
     local ratio = r.first / r.warm
     print(("| %s | %s | %.1f | %.1f (%d) | %.1f | %.1f | %.2f | %d | %d |"):format(m[1], r.state, r.startup * 1e3,
       r.warm_up * 1e3, r.warm_up_built, r.first * 1e3, r.warm * 1e3, ratio, r.built, r.hits))
-    csv[#csv + 1] = ("%s,%s,%.6f,%.6f,%d,%.6f,%.6f,%.4f,%d,%d"):format(m[1], r.state, r.startup, r.warm_up,
-      r.warm_up_built, r.first, r.warm, ratio, r.built, r.hits)
+    csv[#csv + 1] = ("%s,%s,%.6f,%.6f,%d,%.6f,%.6f,%.4f,%d,%d,%.6f,%.6f,%d,%d"):format(m[1], r.state, r.startup,
+      r.warm_up, r.warm_up_built, r.first, r.warm, ratio, r.built, r.hits, r.load, r.first_record, r.first_blocks,
+      r.warm_blocks)
+    details[#details + 1] = ("| %s | %.1f | %.1f | %.1f | %d | %d |"):format(m[1], r.load * 1e3, r.first_record * 1e3,
+      (r.first - r.first_record) * 1e3, r.first_blocks, r.warm_blocks)
   else
     failed = true
   end
 end
 os.remove(cache)
+os.remove(weights)
+print()
+print("Where the first forward's time goes: recording (pipelines are made while recording) and the wait for")
+print("the device and the read of the result; device memory blocks made (vkAllocateMemory) during the first")
+print("forward and during the warm repeats; the weights' load from the safetensors file before it.")
+print()
+print("| mode | weights load ms | first: record ms | first: wait + read ms | blocks made, first | blocks made, warm |")
+print("|---|---|---|---|---|---|")
+for _, d in ipairs(details) do print(d) end
 print()
 if rows.cached then
   local ratio = rows.cached.first / rows.cached.warm
