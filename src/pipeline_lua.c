@@ -28,6 +28,11 @@ int lm_warm_up(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     double t0 = lm_stream_clock();
     size_t built = lm_pipelines_warm_up(L, ctx, ops);
+    /* The first read of a result through staging would otherwise make the staging pool's
+     * first block then: make it now (an empty block stays in its pool until trimmed). */
+    lm_chunk *c;
+    if (!ctx->mem.direct && lm_chunk_alloc(ctx, &ctx->mem.staging, (VkDeviceSize)1 << 20, &c) == VK_SUCCESS)
+        lm_chunk_free(ctx, c);
     lua_pushinteger(L, (lua_Integer)built);
     lua_pushnumber(L, lm_stream_clock() - t0);
     return 2;
