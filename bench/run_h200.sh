@@ -27,6 +27,8 @@
 #                               bench/layer_norm_backward.lua
 #   frame_ops.md / .csv         bench/frame_ops.lua (device time per op of the frame)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
+#   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
+#                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -64,6 +66,14 @@ export LUA_CPATH="$root/build/?.so;;"
 
 if [ ! -f build/lumus/core.so ]; then
   echo "build/lumus/core.so is missing: run make before taking the build along" | tee -a "$log"
+  exit 2
+fi
+# core.so links libjansson.so.4 (safetensors headers): its Debian package (libjansson4) must
+# be among the .gpu/ packages that setup.sh unpacks on that machine.
+if ldd build/lumus/core.so 2>/dev/null | grep -q 'not found'; then
+  echo "build/lumus/core.so cannot load, libraries missing here:" | tee -a "$log"
+  ldd build/lumus/core.so | grep 'not found' | tee -a "$log"
+  echo "(carry their Debian packages in .gpu/, e.g. apt-get download libjansson4)" | tee -a "$log"
   exit 2
 fi
 
@@ -151,6 +161,9 @@ step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline
 
 # Device time per op of the frame, each op chained on its predecessor and independent.
 step frame_ops 120 lua5.4 bench/frame_ops.lua --csv "$out/frame_ops.csv"
+# The first-call hitch (issue 17): fresh processes with the pipeline cache off, empty,
+# loaded and loaded + warm_up, against a warm forward in the same process.
+step first_call 300 lua5.4 bench/first_call.lua --csv "$out/first_call.csv"
 
 # One Markdown file with every step's output.
 {

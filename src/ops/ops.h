@@ -173,4 +173,10 @@ void lm_record_index_elems(lua_State *L, const char *op, const lm_index_elems *g
 lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
                              const int64_t *shape, const lm_operands *in);
 
+/* safetensors files (safetensors_io.c): lumus.load_safetensors, lumus.save_safetensors,
+ * and the names of their protected bodies for messages (call once at registration). */
+int lm_load_safetensors(lua_State *L);
+int lm_save_safetensors(lua_State *L);
+void lm_safetensors_register_names(lua_State *L);
+
 #endif
