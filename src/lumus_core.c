@@ -138,6 +138,7 @@ static const luaL_Reg functions[] = {
     {"manual_seed", lm_op_manual_seed}, {"get_rng_state", lm_op_get_rng_state}, {"set_rng_state", lm_op_set_rng_state},
     {"cat", lm_op_cat}, {"stack", lm_op_stack},
     {"capture", lm_capture},
+    {"sgd_step_", lm_op_sgd_step_}, {"adam_step_", lm_op_adam_step_},
     {NULL, NULL}
 };
 

@@ -173,4 +173,8 @@ void lm_record_index_elems(lua_State *L, const char *op, const lm_index_elems *g
 lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
                              const int64_t *shape, const lm_operands *in);
 
+/* Optimizer steps (optim.c): update param and the state tensors given in opts, in place. */
+int lm_op_sgd_step_(lua_State *L);    /* lumus.sgd_step_(param, grad [, opts]) */
+int lm_op_adam_step_(lua_State *L);   /* lumus.adam_step_(param, grad, opts) */
+
 #endif
