@@ -19,12 +19,22 @@
 --   nn.ReLU()                                        lumus.relu
 --   nn.Sequential(m1, m2, ...)        applies the modules in order; :add(m), :get(i), :size()
 --   nn.Residual(block)                x + block(x) (lumus.add)
+--   nn.Dropout([p = 0.5])             training: each element zeroed with probability p
+--                                     (lumus.rand), the rest scaled by 1/(1-p); a fresh
+--                                     tensor per call. Evaluation mode: x itself
+--   nn.Embedding(num, dim [, {seed = n}])   lumus.embedding(ids, weight), 1-based int32
+--                                     ids; weight [num, dim] from the standard normal
 --
 -- Every module has:
 --   m:forward(x), m(x)                the output tensor, m.output (see "Outputs" below)
 --   m.output                          the output of the last call
 --   m:parameters()                    list of its parameter tensors, children's included,
---                                     in a fixed order (a module's own, then its children's)
+--                                     in a fixed order (a module's own, then its children's);
+--                                     marks them requires_grad(true) (see "Training")
+--   m:named_parameters(), m:state_dict(), m:load_state_dict(sd [, {strict = true}])
+--                                     dotted names: children by position ("2.weight"),
+--                                     Residual's block as "block"
+--   m:requires_grad_([flag]), m:zero_grad(), m:train([mode]), m:eval(), m.training
 --   m:load(values [, {strict = true}])  copies values into the parameters, in place:
 --                                     Linear/LayerNorm take {weight = v, bias = v}, each v a
 --                                     nested table of the parameter's shape, a flat table of
@@ -58,6 +68,13 @@
 -- pass between children: each child's output lives until the child's next call,
 -- clear_state() or free(). A module of one's own may return a fresh tensor per call
 -- (containers accept it; the GC reclaims it) or keep self.output the same way.
+--
+-- Training: a call that autograd records (lumus.is_grad_enabled() and an input or one of
+-- the module's own parameters requires grad) returns fresh tensors and keeps them as
+-- m.output without reusing or freeing them (the graph may hold them; autograd refuses
+-- out= too); the call cache is dropped. The next call outside recording starts new
+-- buffers. So reuse holds inside lumus.no_grad and for modules whose parameters do not
+-- require grad (never asked for by parameters(), or m:requires_grad_(false)).
 --
 -- Own modules: local Scale = nn.Module:extend("Scale"), then Scale:__init(...) (set
 -- fields, call self:register_parameter(name, tensor) / self:register_module(m) so that
