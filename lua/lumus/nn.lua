@@ -333,7 +333,8 @@ function Module:parameters()
   for i, np in ipairs(named_parameters(self, "", {})) do list[i] = np[2] end
   if not self._frozen then
     for _, p in ipairs(list) do
-      if not p:requires_grad() and not p:is_freed() then p:requires_grad(true) end
+      -- (autograd differentiates float32 only: other parameters stay as they are)
+      if not p:is_freed() and p:dtype() == "float32" and not p:requires_grad() then p:requires_grad(true) end
     end
   end
   return list
