@@ -26,6 +26,8 @@
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
 #   frame_ops.md / .csv         bench/frame_ops.lua (device time per op of the frame)
+#   torch_train.md / .csv, train.md / .csv   bench/torch_train_mlp.py, bench/train_mlp.lua
+#                               (training parity, time per step, fused AdamW vs copy, memory)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -164,6 +166,13 @@ step frame_ops 120 lua5.4 bench/frame_ops.lua --csv "$out/frame_ops.csv"
 # The first-call hitch (issue 17): fresh processes with the pipeline cache off, empty,
 # loaded and loaded + warm_up, against a warm forward in the same process.
 step first_call 300 lua5.4 bench/first_call.lua --csv "$out/first_call.csv"
+# Training (issue 16): PyTorch's 200 AdamW steps of the MLP block from bench/train_data.lua's
+# weights and data, then lumus's from the same ones against it (loss per step within 1e-4,
+# time per step), the fused AdamW kernel vs copy, and 10,000 steps with flat memory.
+step torch_train 240 python3 bench/torch_train_mlp.py --csv "$out/torch_train.csv"
+train_baseline=()
+[ -s "$out/torch_train.csv" ] && train_baseline+=(--baseline "$out/torch_train.csv")
+step train 420 lua5.4 bench/train_mlp.lua ${train_baseline[@]+"${train_baseline[@]}"} --csv "$out/train.csv"
 
 # One Markdown file with every step's output.
 {

@@ -141,6 +141,7 @@ static const luaL_Reg functions[] = {
     {"capture", lm_capture},
     {"load_safetensors", lm_load_safetensors}, {"save_safetensors", lm_save_safetensors},
     {"warm_up", lm_warm_up}, {"save_pipeline_cache", lm_save_pipeline_cache},
+    {"sgd_step_", lm_op_sgd_step_}, {"adam_step_", lm_op_adam_step_},
     {NULL, NULL}
 };
 

@@ -178,5 +178,8 @@ lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype d
 int lm_load_safetensors(lua_State *L);
 int lm_save_safetensors(lua_State *L);
 void lm_safetensors_register_names(lua_State *L);
+/* Optimizer steps (optim.c): update param and the state tensors given in opts, in place. */
+int lm_op_sgd_step_(lua_State *L);    /* lumus.sgd_step_(param, grad [, opts]) */
+int lm_op_adam_step_(lua_State *L);   /* lumus.adam_step_(param, grad, opts) */
 
 #endif
