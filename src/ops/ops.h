@@ -173,4 +173,10 @@ void lm_record_index_elems(lua_State *L, const char *op, const lm_index_elems *g
 lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
                              const int64_t *shape, const lm_operands *in);
 
+/* Deterministic scatter-adds (index_add.c) and cross entropy's fused kernels (loss.c). */
+int lm_op_index_add(lua_State *L);     /* lumus.index_add(t, dim, ids, src [, {out=}]) */
+int lm_op_scatter_add(lua_State *L);   /* lumus.scatter_add(t, dim, ids, src [, {out=}]) */
+int lm_op_cross_entropy_forward(lua_State *L);    /* -> loss, logsumexp, weight per row */
+int lm_op_cross_entropy_backward(lua_State *L);   /* -> dlogits */
+
 #endif
