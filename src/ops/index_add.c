@@ -17,7 +17,8 @@ static void check_float(lua_State *L, int arg, const lm_tensor *t, const char *w
         lm_argerror(L, arg, "%s must be float32, got %s", what, lm_dtype_name(t->dtype));
 }
 
-/* Raises unless src has t's shape except `m` along dim. */
+/* Raises unless src has t's shape except `m` along dim (any size along dim when m_is is
+ * NULL; the caller passes src's own size then). */
 static void check_src_shape(lua_State *L, const lm_tensor *t, const lm_tensor *src, int dim, int64_t m,
                             const char *m_is) {
     int fits = src->ndim == t->ndim;
@@ -26,8 +27,10 @@ static void check_src_shape(lua_State *L, const lm_tensor *t, const lm_tensor *s
         char ts[256], ss[256];
         lm_shape_string(t->shape, t->ndim, ts, sizeof ts);
         lm_shape_string(src->shape, src->ndim, ss, sizeof ss);
-        lm_argerror(L, 4, "src must have t's shape (%s) except %I in dimension %d (%s), got shape %s",
-                    ts, (LUAI_UACINT)m, dim + 1, m_is, ss);
+        if (m_is)
+            lm_argerror(L, 4, "src must have t's shape (%s) except %I in dimension %d (%s), got shape %s",
+                        ts, (LUAI_UACINT)m, dim + 1, m_is, ss);
+        lm_argerror(L, 4, "src must have t's shape (%s) except in dimension %d, got shape %s", ts, dim + 1, ss);
     }
 }
 
@@ -45,7 +48,7 @@ static int scatter_op(lua_State *L, const char *op, int per_element) {
     check_float(L, 4, src, "src");
     if (per_element) {
         int64_t m = src->ndim == t->ndim ? src->shape[dim] : 0;
-        check_src_shape(L, t, src, dim, m, "any size");
+        check_src_shape(L, t, src, dim, m, NULL);
         int same = ids->ndim == src->ndim;
         for (int k = 0; same && k < src->ndim; k++) same = ids->shape[k] == src->shape[k];
         if (!same) {
