@@ -731,6 +731,11 @@ end
 ---------------------------------------------------------------------------------------
 local wrap
 
+-- The C functions are called as cf[ONE](...) (cf = { f }): a call through a table and a
+-- variable key has no name in Lua's debug information, so the C function's messages
+-- name it by its registered name ("lumus.add"), not by this file's variable.
+local ONE = 1
+
 local function edge_of(t)
   local st = tracked[t]
   if not st then return nil end
@@ -758,6 +763,7 @@ local function input_values(entry, a)
 end
 
 local function record(name, entry, f, ...)
+  local cf = { f }
   local a = table.pack(...)
   for i = 1, a.n do
     if type(a[i]) == "table" then
@@ -769,7 +775,7 @@ local function record(name, entry, f, ...)
       end
     end
   end
-  local r = table.pack(f(...))
+  local r = table.pack(cf[ONE](...))
   local y = r[1]
   if not is_tensor(y) then return table.unpack(r, 1, r.n) end
   for i = 1, a.n do if rawequal(a[i], y) then return table.unpack(r, 1, r.n) end end   -- t itself
@@ -798,6 +804,7 @@ local function record(name, entry, f, ...)
 end
 
 function wrap(name, entry, f)
+  local cf = { f }
   if entry.list then
     local at = entry.list
     return function(...)
@@ -809,7 +816,7 @@ function wrap(name, entry, f)
           end
         end
       end
-      return f(...)
+      return cf[ONE](...)
     end
   end
   local inputs = entry.inputs
@@ -821,20 +828,20 @@ function wrap(name, entry, f)
           if tracked[(select(p, ...))] then return record(name, entry, f, ...) end
         end
       end
-      return f(...)
+      return cf[ONE](...)
     end
   end
   -- The common shapes without select(): differentiable inputs first.
   if p1 == 1 and not p2 then
     return function(t, ...)
       if recording and tracked[t] then return record(name, entry, f, t, ...) end
-      return f(t, ...)
+      return cf[ONE](t, ...)
     end
   end
   if p1 == 1 and p2 == 2 and not p3 then
     return function(a, b, ...)
       if recording and (tracked[a] or tracked[b]) then return record(name, entry, f, a, b, ...) end
-      return f(a, b, ...)
+      return cf[ONE](a, b, ...)
     end
   end
   return function(...)
@@ -842,13 +849,14 @@ function wrap(name, entry, f)
                       or (p3 and tracked[(select(p3, ...))])) then
       return record(name, entry, f, ...)
     end
-    return f(...)
+    return cf[ONE](...)
   end
 end
 
 -- In-place writers: refused on tracked tensors while recording (the graph would not
 -- see the write).
 local function guard_in_place(name, f, positions, what)
+  local cf = { f }
   return function(...)
     if recording then
       for _, p in ipairs(positions) do
@@ -859,12 +867,13 @@ local function guard_in_place(name, f, positions, what)
         end
       end
     end
-    return f(...)
+    return cf[ONE](...)
   end
 end
 
 local function copy_wrapper(entry)
   local f = raw.copy
+  local cf = { f }
   local one = wrap("copy", entry, f)
   return function(...)
     local dst, src = ...
@@ -873,7 +882,7 @@ local function copy_wrapper(entry)
         error(("copy: %s requires grad; copying into an existing tensor is not recorded by autograd "
                .. "(use lumus.copy(src) for a new tensor, or lumus.no_grad)"):format(tracked[src] and "src" or "dst"), 2)
       end
-      return f(...)
+      return cf[ONE](...)
     end
     return one(...)
   end
@@ -907,6 +916,7 @@ NO_GRAD_NEEDED.split, NO_GRAD_NEEDED.chunk = true, true
 local IN_PLACE = { fill = true, write_bytes = true, uniform_ = true, normal_ = true }
 
 local function refuse_tracked(name, f)
+  local cf = { f }
   return function(...)
     if recording then
       for i = 1, select("#", ...) do
@@ -916,7 +926,7 @@ local function refuse_tracked(name, f)
         end
       end
     end
-    return f(...)
+    return cf[ONE](...)
   end
 end
 

@@ -107,9 +107,12 @@ local bce_elements = autograd.function_op("binary_cross_entropy_with_logits", {
     return gx, gt, gpw
   end,
 }, function(x, t, pw)
-  local sp = softplus_neg(x)
-  local weighted = pw and raw.mul(raw.add(raw.mul(raw.sub(pw, 1), t), 1), sp) or sp
-  return raw.add(raw.mul(raw.sub(1, t), x), weighted)
+  -- max(x, 0) - x t + log1p(e^-|x|) [+ (pw - 1) t softplus(-x)]: the same value as the
+  -- formula above, without its cancellation ((1 - t) x + softplus(-x) loses a tiny loss
+  -- for t = 0 and a large negative x)
+  local loss = raw.add(raw.sub(raw.relu(x), raw.mul(x, t)), log1p(raw.exp(raw.neg(raw.abs(x)))))
+  if pw then loss = raw.add(loss, raw.mul(raw.mul(raw.sub(pw, 1), t), softplus_neg(x))) end
+  return loss
 end)
 
 function M.attach(L)

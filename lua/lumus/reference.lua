@@ -1640,9 +1640,9 @@ function M.binary_cross_entropy_with_logits(input, target, opts)
   local out = {}
   for i = 1, #fx do
     local x, t = fx[i], ft[i]
-    local l = 1
-    if pw then l = 1 + (pw[(i - 1) % last + 1] - 1) * t end
-    out[i] = (1 - t) * x + l * (log1p(math.exp(-math.abs(x))) + math.max(-x, 0))
+    local lp = log1p(math.exp(-math.abs(x)))
+    out[i] = math.max(x, 0) - x * t + lp   -- = (1 - t) x + softplus(-x), without cancellation
+    if pw then out[i] = out[i] + (pw[(i - 1) % last + 1] - 1) * t * (lp + math.max(-x, 0)) end
   end
   if (opts.reduction or "mean") == "none" then return M.nest(out, shape) end
   return reduce_loss("binary_cross_entropy_with_logits", out, #out, opts.reduction)
