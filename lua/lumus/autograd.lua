@@ -907,7 +907,7 @@ end
 local NO_GRAD_NEEDED = {}
 for name in ([[shape size dim numel dtype stride is_contiguous is_freed describe free to_table to_bytes
   requires_grad grad zero_grad detach backward _version eq ne lt le gt ge argmax argmin multinomial
-  item int bool cross_entropy_backward]]):gmatch("%S+") do
+  item int bool]]):gmatch("%S+") do
   NO_GRAD_NEEDED[name] = true
 end
 -- split and chunk call t:narrow per piece (src/ops/split.c), which records each view.
