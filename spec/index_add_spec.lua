@@ -29,7 +29,10 @@ end
 describe("lumus.index_add", function()
   local rng = ref.rng(1604)
   it("matches the reference over shapes, dims, repeated and out-of-range ids", function()
-    local shapes = { { 5 }, { 4, 3 }, { 3, 7 }, { 2, 3, 4 }, { 1, 9 }, { 6, 1 }, { 2, 5, 3, 2 }, { 17, 33 } }
+    -- rows of 32 or more elements take the tiled form (16 rows a workgroup), shorter ones
+    -- a thread per element
+    local shapes = { { 5 }, { 4, 3 }, { 3, 7 }, { 2, 3, 4 }, { 1, 9 }, { 6, 1 }, { 2, 5, 3, 2 }, { 17, 33 },
+                     { 40, 300 }, { 3, 19, 64 }, { 2, 37, 2, 40 } }
     for _, shape in ipairs(shapes) do
       for dim = 1, #shape do
         local size = shape[dim]
@@ -75,6 +78,10 @@ describe("lumus.index_add", function()
     for _ = 1, 3 do
       assert.are.equal(first, lumus.index_add(lumus.zeros({ rows, d }), 1, ids(list), src):to_bytes())
     end
+    -- the tiled form (rows of 33) and the per-element kernel of scatter_add (ids broadcast
+    -- over the row) sum in the same order: the same bits
+    local wide = ids(list):reshape({ n, 1 }):expand({ n, d })
+    assert.are.equal(first, lumus.scatter_add(lumus.zeros({ rows, d }), 1, wide, src):to_bytes())
     local s = src:to_table()
     checks.close(lumus.index_add(lumus.zeros({ rows, d }), 1, ids(list), src),
       ref.index_add(ref.random_table({ rows, d }, function() return 0 end), 1, list, s),

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #define INDEX_ADD_WG 256
+#define TILE 16             /* rows per workgroup of the tiled form (TILE=16 in variants.def) */
+#define TILE_MIN_INNER 32   /* its narrowest workgroup: rows shorter than this take the plain form */
 #define U32_MAX 0xffffffffULL
 
 static void check_float(lua_State *L, int arg, const lm_tensor *t, const char *what) {
@@ -94,11 +96,24 @@ static int scatter_op(lua_State *L, const char *op, int per_element) {
     };
     uint64_t n = (uint64_t)t->numel;
     if (n == 0) return 1;
-    uint32_t gy;
-    pc.groups_x = lm_grid(L, ctx, (n + INDEX_ADD_WG - 1) / INDEX_ADD_WG, &gy);
+    /* index_add over rows of at least TILE_MIN_INNER elements: the tiled form (a
+     * workgroup per TILE rows and up to INDEX_ADD_WG columns, as narrow as the rows);
+     * otherwise a thread per element. Both sum in j order: the same bits. */
+    uint32_t wg = INDEX_ADD_WG, gy;
+    uint64_t groups;
+    lm_shader_id shader;
+    if (!per_element && inner >= TILE_MIN_INNER) {
+        while (wg > TILE_MIN_INNER && (uint64_t)wg / 2 >= (uint64_t)inner) wg /= 2;
+        groups = (uint64_t)outer * (uint64_t)((size + TILE - 1) / TILE) * (uint64_t)((inner + wg - 1) / wg);
+        shader = LM_SH_INDEX_ADD_TILE;
+    } else {
+        groups = (n + INDEX_ADD_WG - 1) / INDEX_ADD_WG;
+        shader = per_element ? LM_SH_SCATTER_ADD : LM_SH_INDEX_ADD;
+    }
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = per_element ? LM_SH_SCATTER_ADD : LM_SH_INDEX_ADD,
-        .spec = { INDEX_ADD_WG }, .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .op = op, .any_dtype = 1, .shader = shader,
+        .spec = { wg }, .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { t, ids, src }, .writes = { out },
     });
     return 1;
