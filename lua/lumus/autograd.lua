@@ -33,7 +33,11 @@
 --                                   -- returns one gradient per input (nil: none)
 --   }
 -- Backward functions run with recording off and call the raw C functions (`raw.*`);
--- gradients of broadcast operands go through `M.reduce_to(g, shape)`.
+-- gradients of broadcast operands go through `M.reduce_to(g, shape)`. An op whose first
+-- argument is a list of tensors (cat, stack) has `list = 1` instead of `inputs` and
+-- returns one gradient per list entry. Only float results are recorded: an int32 or
+-- bool result (argmax, comparisons, t:int()) carries no gradient. A differentiable
+-- function written in Lua over raw ops is M.function_op(name, entry, f) (the losses).
 local core = require "lumus.core"
 
 local M = {}
