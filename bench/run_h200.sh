@@ -28,6 +28,8 @@
 #   frame_ops.md / .csv         bench/frame_ops.lua (device time per op of the frame)
 #   torch_train.md / .csv, train.md / .csv   bench/torch_train_mlp.py, bench/train_mlp.lua
 #                               (training parity, time per step, fused AdamW vs copy, memory)
+#   torch_losses.md / .csv, losses.md / .csv   bench/torch_losses.py, bench/losses.lua
+#                               (fused cross entropy forward/backward, index_add)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -160,6 +162,11 @@ lnb_baseline=()
 [ -s "$out/torch_lnb.csv" ] && lnb_baseline+=(--baseline "$out/torch_lnb.csv")
 step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
   --csv "$out/layer_norm_backward.csv"
+# Losses and index_add (issue 16): PyTorch, then lumus against it.
+step torch_losses 120 python3 bench/torch_losses.py --csv "$out/torch_losses.csv"
+loss_baseline=()
+[ -s "$out/torch_losses.csv" ] && loss_baseline+=(--baseline "$out/torch_losses.csv")
+step losses 180 lua5.4 bench/losses.lua ${loss_baseline[@]+"${loss_baseline[@]}"} --csv "$out/losses.csv"
 
 # Device time per op of the frame, each op chained on its predecessor and independent.
 step frame_ops 120 lua5.4 bench/frame_ops.lua --csv "$out/frame_ops.csv"

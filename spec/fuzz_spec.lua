@@ -1010,6 +1010,56 @@ ORACLES.write_bytes = function(inp, args, res)
   return { { bytes = x.bytes:sub(1, at) .. s .. x.bytes:sub(at + #s + 1), shape = x.shape } }
 end
 
+-- Scatter-adds and losses: only on finite, moderate values (a float32 sum may overflow
+-- where the float64 reference does not), within (m + 1) 2^-24 of the magnitudes summed.
+local function moderate(...)
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if not v then return false end
+    for _, x in ipairs(v.flat) do
+      if type(x) ~= "number" or x ~= x or abs(x) > 2 ^ 60 then return false end
+    end
+  end
+  return true
+end
+local function scatter_oracle(f)
+  return function(inp, args)
+    local t, ids, src = snap(inp[1], "float32"), snap(inp[3], "int32"), snap(inp[4], "float32")
+    if not (moderate(t, src) and ids and math.type(args[2]) == "integer") then return nil end
+    local ok, want = pcall(f, t.nested, args[2], f == ref.index_add and ids.flat or ids.nested, src.nested)
+    if not ok then return nil end
+    local _, mags = pcall(f, ref.map(t.nested, abs), args[2], f == ref.index_add and ids.flat or ids.nested, ref.map(src.nested, abs))
+    local shape, m = ref.shape(want), #src.flat
+    want, mags = ref.flatten(want), ref.flatten(mags)
+    local tol = {}
+    for i = 1, #want do tol[i] = (m + 1) * 2 ^ -24 * mags[i] + FLT_MIN end
+    return { { want = want, tol = tol, shape = shape } }
+  end
+end
+ORACLES.index_add = scatter_oracle(ref.index_add)
+ORACLES.scatter_add = scatter_oracle(ref.scatter_add)
+local function loss_oracle(f, target_dtype, opts_at_arg)
+  return function(inp, args)
+    local x, t = snap(inp[1], "float32"), snap(inp[2], target_dtype)
+    local o = args[opts_at_arg]
+    if not (moderate(x, t) and (o == nil or type(o) == "table")) then return nil end
+    local reduction = o and rawget(o, "reduction") or "mean"
+    if o and (next(o, nil) ~= nil and not (next(o, nil) == "reduction" and next(o, "reduction") == nil)) then return nil end
+    local ok, want = pcall(f, x.nested, target_dtype == "int32" and t.flat or t.nested, { reduction = reduction })
+    if not ok then return nil end
+    local shape = reduction == "none" and x.shape or { 1 }
+    if target_dtype == "int32" and reduction == "none" then shape = { x.shape[1] } end
+    want = type(want[1]) == "table" and ref.flatten(want) or want
+    local tol = {}
+    local n = #x.flat
+    for i = 1, #want do tol[i] = 1e-5 * math.max(1, abs(want[i])) * math.sqrt(n) end
+    return { { want = want, tol = tol, shape = shape } }
+  end
+end
+ORACLES.mse_loss = loss_oracle(ref.mse_loss, "float32", 3)
+ORACLES.binary_cross_entropy_with_logits = loss_oracle(ref.binary_cross_entropy_with_logits, "float32", 3)
+ORACLES.cross_entropy = loss_oracle(ref.cross_entropy, "int32", 3)
+
 local function describe_value(v, inp)
   if is_tensor(v) then
     if type(inp) ~= "table" then return "tensor (unread)" end

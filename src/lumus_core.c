@@ -162,6 +162,8 @@ static const luaL_Reg tensor_ops[] = {
     {"to", lm_op_to},
     {"index_select", lm_op_index_select}, {"embedding", lm_op_embedding}, {"gather", lm_op_gather},
     {"split", lm_op_split}, {"chunk", lm_op_chunk},
+    {"index_add", lm_op_index_add}, {"scatter_add", lm_op_scatter_add},
+    {"cross_entropy_forward", lm_op_cross_entropy_forward}, {"cross_entropy_backward", lm_op_cross_entropy_backward},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };

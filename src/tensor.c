@@ -581,6 +581,8 @@ static int m_write_bytes(lua_State *L) {
         lm_argerror(L, 2, "%I elements from element %I do not fit a tensor of %I", (LUAI_UACINT)count,
                     (LUAI_UACINT)first, (LUAI_UACINT)t->numel);
     if (t->dtype == LM_BOOL) check_bool_bytes(L, 2, s, len);
+    /* a write into the storage: autograd's write counter (lm_op_version) counts it */
+    if (len) t->storage->version++;
     /* (s stays on the stack, referenced, until the bytes are copied) */
     if (len) lm_storage_write(L, t->storage, (VkDeviceSize)(t->offset + first - 1) * es, s, len);
     lua_settop(L, 1);

@@ -33,7 +33,11 @@
 --                                   -- returns one gradient per input (nil: none)
 --   }
 -- Backward functions run with recording off and call the raw C functions (`raw.*`);
--- gradients of broadcast operands go through `M.reduce_to(g, shape)`.
+-- gradients of broadcast operands go through `M.reduce_to(g, shape)`. An op whose first
+-- argument is a list of tensors (cat, stack) has `list = 1` instead of `inputs` and
+-- returns one gradient per list entry. Only float results are recorded: an int32 or
+-- bool result (argmax, comparisons, t:int()) carries no gradient. A differentiable
+-- function written in Lua over raw ops is M.function_op(name, entry, f) (the losses).
 local core = require "lumus.core"
 
 local M = {}
@@ -307,24 +311,51 @@ ops.softmax = {
   end,
 }
 
+-- matmul: with A = op(a) [.., M, K] and B = op(b) [.., K, N] (op: the transpose the
+-- options ask for), dA = g B^T and dB = A^T g; a's gradient is dA read back through its
+-- transpose (dA^T = B g^T), likewise b's. 1-D operands are promoted as the forward
+-- promotes them (a row [1, K], a column [K, 1]); batch dimensions that broadcast are
+-- summed back with reduce_to.
 ops.matmul = {
   inputs = { 1, 2 },
   save = function(a)
-    if option(a[3], "transpose_a") then
-      error("matmul: transpose_a has no backward yet (autograd); use a:transpose(-2, -1) instead", 0)
-    end
-    return { a = a[1], b = a[2], tb = option(a[3], "transpose_b") and true or false }
+    return { a = a[1], b = a[2], ta = option(a[3], "transpose_a") and true or false,
+             tb = option(a[3], "transpose_b") and true or false }
   end,
   backward = function(g, s, need)
+    local a, b, ta, tb = s.a, s.b, s.ta, s.tb
+    local as, bs = raw.shape(a), raw.shape(b)
+    local a2 = #as == 1 and raw.reshape(a, { 1, as[1] }) or a
+    local b2 = #bs == 1 and raw.reshape(b, { bs[1], 1 }) or b
+    local gs = raw.shape(g)
+    local g2 = g
+    if #as == 1 and #bs == 1 then g2 = raw.reshape(g, { 1, 1 })
+    elseif #as == 1 then
+      local t = {}
+      for i = 1, #gs - 1 do t[i] = gs[i] end
+      t[#t + 1] = 1
+      t[#t + 1] = gs[#gs]
+      g2 = raw.reshape(g, t)
+    elseif #bs == 1 then
+      local t = {}
+      for i = 1, #gs do t[i] = gs[i] end
+      t[#t + 1] = 1
+      g2 = raw.reshape(g, t)
+    end
     local ga, gb
-    if need[1] then ga = raw.matmul(g, s.b, { transpose_b = not s.tb }) end
+    if need[1] then
+      if ta then ga = raw.matmul(b2, g2, { transpose_a = tb, transpose_b = true })
+      else ga = raw.matmul(g2, b2, { transpose_b = not tb }) end
+      ga = raw.reshape(reduce_to(ga, raw.shape(a2)), as)
+    end
     if need[2] then
-      if #raw.shape(s.b) == 2 then
-        local a2, g2 = as_matrix(s.a), as_matrix(g)
-        gb = s.tb and raw.matmul(transpose_last(g2), a2) or raw.matmul(transpose_last(a2), g2)
-      else
-        gb = s.tb and raw.matmul(transpose_last(g), s.a) or raw.matmul(transpose_last(s.a), g)
-      end
+      if #raw.shape(b2) == 2 and not ta and #raw.shape(a2) > 2 then
+        -- a weight matrix under a batch: one matmul over the rows (no batch to sum)
+        local am, gm = as_matrix(a2), as_matrix(g2)
+        gb = tb and raw.matmul(gm, am, { transpose_a = true }) or raw.matmul(am, gm, { transpose_a = true })
+      elseif tb then gb = raw.matmul(g2, a2, { transpose_a = true, transpose_b = ta })
+      else gb = raw.matmul(a2, g2, { transpose_a = not ta }) end
+      gb = raw.reshape(reduce_to(gb, raw.shape(b2)), bs)
     end
     return ga, gb
   end,
@@ -406,6 +437,285 @@ ops.select = {
   end,
 }
 
+-- Elementwise functions of one tensor: the derivative from the input x or the result y.
+ops.exp = {
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, s.y) end,
+}
+ops.log = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.div(g, s.x) end,
+}
+ops.sqrt = {   -- 1 / (2 sqrt(x))
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.div(raw.scale(g, 0.5), s.y) end,
+}
+ops.rsqrt = {   -- -x^(-3/2) / 2 = -y^3 / 2
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.scale(raw.mul(raw.mul(s.y, s.y), s.y), -0.5)) end,
+}
+ops.tanh = {   -- 1 - y^2
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.sub(1, raw.mul(s.y, s.y))) end,
+}
+ops.sigmoid = {   -- y (1 - y)
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.mul(s.y, raw.sub(1, s.y))) end,
+}
+ops.silu = {   -- s (1 + x (1 - s)), s = sigmoid(x)
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s)
+    local sg = raw.sigmoid(s.x)
+    return raw.mul(g, raw.mul(sg, raw.add(raw.mul(s.x, raw.sub(1, sg)), 1)))
+  end,
+}
+
+-- pow(a, b), either a number: d/da = b a^(b-1) (0 where b = 0, as PyTorch), d/db = y log a
+-- (0 where a = 0 and b >= 0, as PyTorch).
+ops.pow = {
+  inputs = { 1, 2 },
+  save = function(a, r) return { a = a[1], b = a[2], y = r[1], sa = shape_of(a[1]), sb = shape_of(a[2]) } end,
+  backward = function(g, s, need)
+    local ga, gb
+    if need[1] then
+      if type(s.b) == "number" then
+        ga = s.b == 0 and raw.scale(g, 0) or raw.mul(g, raw.scale(raw.pow(s.a, s.b - 1), s.b))
+      else
+        local d = raw.mul(s.b, raw.pow(s.a, raw.sub(s.b, 1)))
+        ga = reduce_to(raw.mul(g, raw.where(raw.eq(s.b, 0), 0, d)), s.sa)
+      end
+    end
+    if need[2] then
+      local la = type(s.a) == "number" and math.log(s.a) or raw.log(s.a)
+      local d = type(la) == "number" and raw.scale(s.y, la) or raw.mul(s.y, la)
+      if type(s.a) ~= "number" then
+        d = raw.where(raw.eq(s.a, 0), raw.where(raw.ge(s.b, 0), 0, d), d)
+      elseif s.a == 0 then
+        d = raw.where(raw.ge(s.b, 0), 0, d)
+      end
+      gb = reduce_to(raw.mul(g, d), s.sb)
+    end
+    return ga, gb
+  end,
+}
+
+-- maximum/minimum: g to the operand that is the result, halved on ties (PyTorch).
+local function extremum_backward(strict)
+  return function(g, s, need)
+    local ga, gb
+    local half = raw.scale(g, 0.5)
+    local tie = raw.eq(s.a, s.b)
+    if need[1] then
+      ga = reduce_to(raw.where(strict(s.a, s.b), g, raw.where(tie, half, 0)), s.sa)
+    end
+    if need[2] then
+      gb = reduce_to(raw.where(strict(s.b, s.a), g, raw.where(tie, half, 0)), s.sb)
+    end
+    return ga, gb
+  end
+end
+ops.maximum = { inputs = { 1, 2 }, save = binary_save, backward = extremum_backward(function(x, y) return raw.gt(x, y) end) }
+ops.minimum = { inputs = { 1, 2 }, save = binary_save, backward = extremum_backward(function(x, y) return raw.lt(x, y) end) }
+
+-- clamp: g where min <= x <= max (bounds included, as PyTorch), else 0.
+ops.clamp = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1], lo = a[2], hi = a[3] } end,
+  backward = function(g, s)
+    if type(s.lo) == "number" then g = raw.where(raw.ge(s.x, s.lo), g, 0) end
+    if type(s.hi) == "number" then g = raw.where(raw.le(s.x, s.hi), g, 0) end
+    return g
+  end,
+}
+ops.where = {
+  inputs = { 2, 3 },
+  save = function(a) return { mask = a[1], sa = shape_of(a[2]), sb = shape_of(a[3]) } end,
+  backward = function(g, s, need)
+    return need[1] and reduce_to(raw.where(s.mask, g, 0), s.sa) or nil,
+           need[2] and reduce_to(raw.where(s.mask, 0, g), s.sb) or nil
+  end,
+}
+
+-- g with the reduced dimensions put back as size 1 and expanded to x's shape.
+local function spread(g, s) return raw.expand(raw.reshape(g, s.rs), s.xs) end
+
+ops.var = {   -- 2 (x - mean) / (n - correction)
+  inputs = { 1 },
+  save = function(a, r)
+    local s = reduction_save(a, r)
+    s.x, s.dim = a[1], dim_of(a[2], #s.xs)
+    local c = option(a[2], "correction")
+    s.correction = c == nil and 1 or c
+    return s
+  end,
+  backward = function(g, s)
+    local n = numel(s.xs) / numel(s.rs)
+    local mean = s.dim and raw.mean(s.x, { dim = s.dim, keepdim = true }) or raw.reshape(raw.mean(s.x), s.rs)
+    local centered = raw.sub(s.x, raw.expand(mean, s.xs))
+    local d = n - s.correction
+    if d < 0 then d = 0 end
+    return raw.mul(spread(g, s), raw.scale(centered, 2 / d))
+  end,
+}
+
+-- max/min with dim: g to the position the indices name (one per reduced row, as
+-- PyTorch); without dim: g shared evenly by the elements equal to the result.
+local function extreme_entry()
+  return {
+    inputs = { 1 },
+    save = function(a, r)
+      local s = reduction_save(a, r)
+      s.dim = dim_of(a[2], #s.xs)
+      if s.dim then s.idx = r[2] else s.x, s.y = a[1], r[1] end
+      return s
+    end,
+    backward = function(g, s)
+      if s.dim then
+        return raw.scatter_add(raw.zeros(s.xs), s.dim, raw.reshape(s.idx, s.rs), raw.reshape(g, s.rs))
+      end
+      local hit = raw.to(raw.eq(s.x, raw.expand(raw.reshape(s.y, s.rs), s.xs)), "float32")
+      local share = raw.div(raw.reshape(g, s.rs), raw.reshape(raw.sum(hit), s.rs))
+      return raw.mul(hit, raw.expand(share, s.xs))
+    end,
+  }
+end
+ops.max, ops.min = extreme_entry(), extreme_entry()
+
+ops.topk = {   -- g to the positions of the k values
+  inputs = { 1 },
+  save = function(a, r)
+    local nd = #raw.shape(a[1])
+    local d = dim_of(a[3], nd) or nd
+    return { xs = raw.shape(a[1]), dim = d, idx = r[2] }
+  end,
+  backward = function(g, s) return raw.scatter_add(raw.zeros(s.xs), s.dim, s.idx, g) end,
+}
+
+ops.log_softmax = {   -- g - softmax * sum(g) over the dimension
+  inputs = { 1 },
+  save = function(a, r) return { y = r[1], dim = dim_of(a[2], #raw.shape(a[1])) } end,
+  backward = function(g, s)
+    local shape = raw.shape(s.y)
+    local total = raw.sum(g, { dim = s.dim or #shape, keepdim = true })
+    return raw.sub(g, raw.mul(raw.exp(s.y), raw.expand(total, shape)))
+  end,
+}
+
+-- Float conversions: the gradient converted back to the input's dtype. (A result that is
+-- not a float, t:to("int32"), carries no gradient: record() tracks float results only.)
+local function convert_back(g, s)
+  if raw.dtype(g) == s.dtype then return g end
+  return raw.to(g, s.dtype)
+end
+local function dtype_save(a) return { dtype = raw.dtype(a[1]) } end
+ops.to = { inputs = { 1 }, save = dtype_save, backward = convert_back }
+for _, name in ipairs { "float", "half", "bfloat16" } do
+  ops[name] = { methods_only = true, inputs = { 1 }, save = dtype_save, backward = convert_back }
+end
+
+-- Indexing: the gradient added back into the positions read (deterministic kernels).
+ops.index_select = {
+  inputs = { 1 },
+  save = function(a) return { xs = raw.shape(a[1]), dim = a[2], ids = a[3] } end,
+  backward = function(g, s) return raw.index_add(raw.zeros(s.xs), s.dim, s.ids, g) end,
+}
+ops.embedding = {
+  inputs = { 2 },
+  save = function(a) return { ids = a[1], ws = raw.shape(a[2]) } end,
+  backward = function(g, s)
+    local n = raw.numel(s.ids)
+    return raw.index_add(raw.zeros(s.ws), 1, raw.reshape(raw.contiguous(s.ids), { n }),
+                              raw.reshape(raw.contiguous(g), { n, s.ws[2] }))
+  end,
+}
+ops.gather = {
+  inputs = { 1 },
+  save = function(a) return { xs = raw.shape(a[1]), dim = a[2], ids = a[3] } end,
+  backward = function(g, s)
+    local nd = #s.xs
+    local dim = s.dim < 0 and s.dim + nd + 1 or s.dim
+    local is = raw.shape(s.ids)
+    local part = {}   -- x's shape but ids' sizes off dim
+    for k = 1, nd do part[k] = k == dim and s.xs[k] or is[k] end
+    local gp = raw.scatter_add(raw.zeros(part), dim, s.ids, g)
+    if same_shape(part, s.xs) then return gp end
+    local gx = raw.zeros(s.xs)
+    local view = gx
+    for k = 1, nd do if k ~= dim then view = raw.narrow(view, k, 1, part[k]) end end
+    raw.copy(view, gp)
+    return gx
+  end,
+}
+ops.index_add = {   -- t: g; src: g read back at the ids
+  inputs = { 1, 4 },
+  save = function(a) return { dim = a[2], ids = a[3] } end,
+  backward = function(g, s, need)
+    return need[1] and g or nil, need[2] and raw.index_select(g, s.dim, s.ids) or nil
+  end,
+}
+ops.scatter_add = {
+  inputs = { 1, 4 },
+  save = function(a) return { dim = a[2], ids = a[3] } end,
+  backward = function(g, s, need)
+    return need[1] and g or nil, need[2] and raw.gather(g, s.dim, s.ids) or nil
+  end,
+}
+
+-- cross entropy's per-row losses (the first result); the fused backward kernel.
+ops.cross_entropy_forward = {
+  inputs = { 1 },
+  save = function(a, r)
+    return { x = a[1], target = a[2], lse = r[2], ignore = option(a[3], "ignore_index") }
+  end,
+  backward = function(g, s)
+    return raw.cross_entropy_backward(g, s.x, s.target, s.lse,
+                                      s.ignore ~= nil and { ignore_index = s.ignore } or nil)
+  end,
+}
+
+-- Ops whose first argument is a list of tensors: one gradient per tensor of the list.
+ops.cat = {
+  list = 1,
+  save = function(a)
+    local list = a[1]
+    local dim = type(a[2]) == "number" and a[2] or 1
+    local nd = #raw.shape(list[1])
+    if dim < 0 then dim = dim + nd + 1 end
+    local sizes = {}
+    for i = 1, #list do sizes[i] = raw.shape(list[i])[dim] end
+    return { dim = dim, sizes = sizes }
+  end,
+  backward = function(g, s, need)
+    local out, start = {}, 1
+    for i, n in ipairs(s.sizes) do
+      if need[i] then out[i] = raw.narrow(g, s.dim, start, n) end
+      start = start + n
+    end
+    return table.unpack(out, 1, #s.sizes)
+  end,
+}
+ops.stack = {
+  list = 1,
+  save = function(a)
+    local nd = #raw.shape(a[1][1]) + 1
+    local dim = type(a[2]) == "number" and a[2] or 1
+    if dim < 0 then dim = dim + nd + 1 end
+    return { dim = dim, n = #a[1] }
+  end,
+  backward = function(g, s, need)
+    local out = {}
+    for i = 1, s.n do if need[i] then out[i] = raw.select(g, s.dim, i) end end
+    return table.unpack(out, 1, s.n)
+  end,
+}
+
 --- Adds or replaces the backward of op `name` (see the top of this file). Takes effect
 -- for lumus.<name> and t:<name>() from the next requires_grad(true) on, or at once when
 -- wrapping is already installed.
@@ -423,6 +733,12 @@ end
 ---------------------------------------------------------------------------------------
 -- Recording
 ---------------------------------------------------------------------------------------
+local wrap
+
+-- The C functions are called as cf[ONE](...) (cf = { f }): a call through a table and a
+-- variable key has no name in Lua's debug information, so the C function's messages
+-- name it by its registered name ("lumus.add"), not by this file's variable.
+local ONE = 1
 
 local function edge_of(t)
   local st = tracked[t]
@@ -433,9 +749,25 @@ end
 
 -- Options that write into existing tensors cannot be recorded: the result would replace
 -- a tensor the graph may hold.
-local OUT_KEYS = { "out", "mean", "invstd", "dweight", "dbias" }
+local OUT_KEYS = { "out", "mean", "invstd", "dweight", "dbias", "indices" }
+
+-- The values of an op's differentiable inputs, and their count: the arguments at
+-- entry.inputs, or the tensors of the list at argument entry.list (cat, stack).
+local function input_values(entry, a)
+  if entry.list then
+    local list = a[entry.list]
+    if type(list) ~= "table" then return {}, 0 end
+    local v = {}
+    for i = 1, #list do v[i] = rawget(list, i) end
+    return v, #v
+  end
+  local v = {}
+  for k, p in ipairs(entry.inputs) do v[k] = a[p] end
+  return v, #entry.inputs
+end
 
 local function record(name, entry, f, ...)
+  local cf = { f }
   local a = table.pack(...)
   for i = 1, a.n do
     if type(a[i]) == "table" then
@@ -447,14 +779,17 @@ local function record(name, entry, f, ...)
       end
     end
   end
-  local r = table.pack(f(...))
+  local r = table.pack(cf[ONE](...))
   local y = r[1]
   if not is_tensor(y) then return table.unpack(r, 1, r.n) end
   for i = 1, a.n do if rawequal(a[i], y) then return table.unpack(r, 1, r.n) end end   -- t itself
+  local dt = raw.dtype(y)
+  if dt == "int32" or dt == "bool" then return table.unpack(r, 1, r.n) end   -- no gradient
   local node = { name = name, backward = entry.backward, next = {}, need = {} }
   local any = false
-  for k, p in ipairs(entry.inputs) do
-    local e = edge_of(a[p])
+  local inputs, count = input_values(entry, a)
+  for k = 1, count do
+    local e = edge_of(inputs[k])
     node.next[k] = e or false
     node.need[k] = e ~= nil
     any = any or e ~= nil
@@ -472,7 +807,22 @@ local function record(name, entry, f, ...)
   return table.unpack(r, 1, r.n)
 end
 
-local function wrap(name, entry, f)
+function wrap(name, entry, f)
+  local cf = { f }
+  if entry.list then
+    local at = entry.list
+    return function(...)
+      if recording then
+        local list = select(at, ...)
+        if type(list) == "table" then
+          for i = 1, #list do
+            if tracked[rawget(list, i)] then return record(name, entry, f, ...) end
+          end
+        end
+      end
+      return cf[ONE](...)
+    end
+  end
   local inputs = entry.inputs
   local p1, p2, p3 = inputs[1], inputs[2], inputs[3]
   if #inputs > 3 then
@@ -482,20 +832,20 @@ local function wrap(name, entry, f)
           if tracked[(select(p, ...))] then return record(name, entry, f, ...) end
         end
       end
-      return f(...)
+      return cf[ONE](...)
     end
   end
   -- The common shapes without select(): differentiable inputs first.
   if p1 == 1 and not p2 then
     return function(t, ...)
       if recording and tracked[t] then return record(name, entry, f, t, ...) end
-      return f(t, ...)
+      return cf[ONE](t, ...)
     end
   end
   if p1 == 1 and p2 == 2 and not p3 then
     return function(a, b, ...)
       if recording and (tracked[a] or tracked[b]) then return record(name, entry, f, a, b, ...) end
-      return f(a, b, ...)
+      return cf[ONE](a, b, ...)
     end
   end
   return function(...)
@@ -503,13 +853,14 @@ local function wrap(name, entry, f)
                       or (p3 and tracked[(select(p3, ...))])) then
       return record(name, entry, f, ...)
     end
-    return f(...)
+    return cf[ONE](...)
   end
 end
 
 -- In-place writers: refused on tracked tensors while recording (the graph would not
 -- see the write).
 local function guard_in_place(name, f, positions, what)
+  local cf = { f }
   return function(...)
     if recording then
       for _, p in ipairs(positions) do
@@ -520,12 +871,13 @@ local function guard_in_place(name, f, positions, what)
         end
       end
     end
-    return f(...)
+    return cf[ONE](...)
   end
 end
 
 local function copy_wrapper(entry)
   local f = raw.copy
+  local cf = { f }
   local one = wrap("copy", entry, f)
   return function(...)
     local dst, src = ...
@@ -534,7 +886,7 @@ local function copy_wrapper(entry)
         error(("copy: %s requires grad; copying into an existing tensor is not recorded by autograd "
                .. "(use lumus.copy(src) for a new tensor, or lumus.no_grad)"):format(tracked[src] and "src" or "dst"), 2)
       end
-      return f(...)
+      return cf[ONE](...)
     end
     return one(...)
   end
@@ -558,11 +910,17 @@ end
 -- than return a result the graph would not know (a silently wrong gradient).
 local NO_GRAD_NEEDED = {}
 for name in ([[shape size dim numel dtype stride is_contiguous is_freed describe free to_table to_bytes
-  requires_grad grad zero_grad detach backward _version eq ne lt le gt ge argmax argmin multinomial]]):gmatch("%S+") do
+  requires_grad grad zero_grad detach backward _version eq ne lt le gt ge argmax argmin multinomial
+  item int bool]]):gmatch("%S+") do
   NO_GRAD_NEEDED[name] = true
 end
+-- split and chunk call t:narrow per piece (src/ops/split.c), which records each view.
+NO_GRAD_NEEDED.split, NO_GRAD_NEEDED.chunk = true, true
+-- In-place writers besides fill: refused on a tracked first argument while recording.
+local IN_PLACE = { fill = true, write_bytes = true, uniform_ = true, normal_ = true }
 
 local function refuse_tracked(name, f)
+  local cf = { f }
   return function(...)
     if recording then
       for i = 1, select("#", ...) do
@@ -572,7 +930,7 @@ local function refuse_tracked(name, f)
         end
       end
     end
-    return f(...)
+    return cf[ONE](...)
   end
 end
 
@@ -583,17 +941,36 @@ local function install()
   -- the tensor ops and methods (lumus functions that are no methods take no tensors)
   for name, f in pairs(methods) do
     if type(f) == "function" and rawequal(f, raw[name]) and not ops[name] and not NO_GRAD_NEEDED[name]
-       and name ~= "fill" then
+       and not IN_PLACE[name] then
       local guarded = refuse_tracked(name, f)
       methods[name] = guarded
       if rawequal(rawget(M.lumus, name), f) then M.lumus[name] = guarded end
     end
   end
-  local fill = guard_in_place("fill", raw.fill, { 1 }, "t")
-  M.lumus.fill, methods.fill = fill, fill
+  for name in pairs(IN_PLACE) do
+    local guarded = guard_in_place(name, raw[name], { 1 }, "t")
+    methods[name] = guarded
+    if rawget(M.lumus, name) ~= nil then M.lumus[name] = guarded end
+  end
   local L = M.lumus
   Tensor.__add, Tensor.__sub, Tensor.__mul, Tensor.__div = L.add, L.sub, L.mul, L.div
   Tensor.__unm = function(t) return L.neg(t) end
+end
+
+--- A differentiable function written in Lua (as PyTorch's autograd.Function): returns a
+-- function that runs f(...) with nothing recorded inside it and, when an argument at
+-- entry.inputs requires grad, records one node with entry's save and backward (the
+-- entry as for M.register). The losses use it (lua/lumus/loss.lua).
+function M.function_op(name, entry, f)
+  local function quiet(...)
+    local was = recording
+    recording = false
+    local r = table.pack(pcall(f, ...))
+    recording = was
+    if not r[1] then error(r[2], 0) end
+    return table.unpack(r, 2, r.n)
+  end
+  return wrap(name, entry, quiet)
 end
 
 ---------------------------------------------------------------------------------------

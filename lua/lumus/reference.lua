@@ -1599,4 +1599,119 @@ function M.adamw_step(param, grad, state, opts)
   return M.adam_step(param, grad, state, o)
 end
 
+--- index_add(t, dim, ids, src): t with src's slice j (along dim) added into slice ids[j]
+-- (a list of 1-based ids; ids outside 1..size add nothing).
+function M.index_add(t, dim, ids, src)
+  local ts = M.shape(t)
+  dim = norm_dim("index_add", dim, #ts)
+  ids = type(ids[1]) == "table" and M.flatten(ids) or ids
+  local ft, st = M.flatten(t), row_major_strides(ts)
+  local ss = M.shape(src)
+  local fs = M.flatten(src)
+  local pos, c2 = 0, {}
+  each_coord(ss, function(c)
+    pos = pos + 1
+    local id = ids[c[dim]]
+    if id < 1 or id > ts[dim] then return end
+    for i = 1, #c do c2[i] = c[i] end
+    c2[dim] = id
+    local k = 1
+    for i = 1, #c2 do k = k + (c2[i] - 1) * st[i] end
+    ft[k] = ft[k] + fs[pos]
+  end)
+  return M.nest(ft, ts)
+end
+
+--- scatter_add(t, dim, ids, src): torch.scatter_add: t with src[c] added at c with c[dim]
+-- = ids[c] (ids nested like src; ids outside 1..size add nothing).
+function M.scatter_add(t, dim, ids, src)
+  local ts = M.shape(t)
+  dim = norm_dim("scatter_add", dim, #ts)
+  local ft, st = M.flatten(t), row_major_strides(ts)
+  local fi, fs = M.flatten(ids), M.flatten(src)
+  local pos = 0
+  each_coord(M.shape(src), function(c)
+    pos = pos + 1
+    local id = fi[pos]
+    if id < 1 or id > ts[dim] then return end
+    local k = 1
+    for i = 1, #c do k = k + ((i == dim and id or c[i]) - 1) * st[i] end
+    ft[k] = ft[k] + fs[pos]
+  end)
+  return M.nest(ft, ts)
+end
+
+local function reduce_loss(fname, values, count, reduction)
+  reduction = reduction or "mean"
+  if reduction == "none" then return values end
+  local s = 0
+  for i = 1, #values do s = s + values[i] end
+  if reduction == "sum" then return { s } end
+  if reduction == "mean" then return { s / count } end
+  error(("reference.%s: reduction must be \"mean\", \"sum\" or \"none\""):format(fname), 3)
+end
+
+--- cross_entropy(logits [N][C], target (list of N 1-based class ids) [, {reduction =
+-- "mean", ignore_index = -100}]): per row logsumexp(x) - x[t]; a row whose target is
+-- ignore_index gives 0 and does not count toward the mean; a target outside 1..C gives
+-- NaN (lumus.cross_entropy's rule). Returns {loss} (mean, sum) or the N losses (none).
+function M.cross_entropy(logits, target, opts)
+  opts = opts or {}
+  local ignore = opts.ignore_index or -100
+  local losses, count = {}, 0
+  for i, row in ipairs(logits) do
+    local t = target[i]
+    if t == ignore then
+      losses[i] = 0
+    else
+      count = count + 1
+      local m = -huge
+      for j = 1, #row do if row[j] > m or row[j] ~= row[j] then m = row[j] end end
+      local s = 0
+      for j = 1, #row do s = s + math.exp(row[j] - m) end
+      local lse = m + math.log(s)
+      losses[i] = (t >= 1 and t <= #row) and lse - row[t] or 0 / 0
+    end
+  end
+  return reduce_loss("cross_entropy", losses, count, opts.reduction)
+end
+
+--- mse_loss(input, target [, {reduction = "mean"}]): (input - target)^2, same shapes;
+-- "none" keeps input's shape.
+function M.mse_loss(input, target, opts)
+  opts = opts or {}
+  local fx, ft = M.flatten(input), M.flatten(target)
+  local sq = {}
+  for i = 1, #fx do sq[i] = (fx[i] - ft[i]) ^ 2 end
+  local r = reduce_loss("mse_loss", sq, #sq, opts.reduction)
+  if (opts.reduction or "mean") == "none" then return M.nest(sq, M.shape(input)) end
+  return r
+end
+
+local function log1p(u)   -- accurate for small u
+  local w = 1 + u
+  if w == 1 then return u end
+  return math.log(w) * u / (w - 1)
+end
+
+--- binary_cross_entropy_with_logits(input, target [, {reduction = "mean", pos_weight =}]):
+-- (1 - t) x + l (log1p(exp(-|x|)) + max(-x, 0)), l = 1 + (pos_weight - 1) t; pos_weight a
+-- list broadcast over the last dimension (PyTorch's formula, stable for any x).
+function M.binary_cross_entropy_with_logits(input, target, opts)
+  opts = opts or {}
+  local shape = M.shape(input)
+  local fx, ft = M.flatten(input), M.flatten(target)
+  local pw = opts.pos_weight
+  local last = shape[#shape]
+  local out = {}
+  for i = 1, #fx do
+    local x, t = fx[i], ft[i]
+    local lp = log1p(math.exp(-math.abs(x)))
+    out[i] = math.max(x, 0) - x * t + lp   -- = (1 - t) x + softplus(-x), without cancellation
+    if pw then out[i] = out[i] + (pw[(i - 1) % last + 1] - 1) * t * (lp + math.max(-x, 0)) end
+  end
+  if (opts.reduction or "mean") == "none" then return M.nest(out, shape) end
+  return reduce_loss("binary_cross_entropy_with_logits", out, #out, opts.reduction)
+end
+
 return M

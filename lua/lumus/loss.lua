@@ -1,0 +1,174 @@
+--- lumus.loss: loss functions with their gradients (attached to the lumus table).
+--
+--   lumus.mse_loss(input, target [, {reduction = "mean"}])
+--   lumus.cross_entropy(logits [N, C], target int32 [N] (1-based classes)
+--                       [, {reduction = "mean", ignore_index = -100}])
+--   lumus.binary_cross_entropy_with_logits(input, target [, {reduction = "mean", pos_weight =}])
+--
+-- reduction "mean" (the default) and "sum" give a one-element tensor, "none" the
+-- per-element (per-row for cross_entropy) losses. Each is recorded by autograd:
+-- mse_loss as the ops it is made of, cross_entropy as lumus.cross_entropy_forward (one
+-- fused log-softmax + NLL kernel, whose backward is lumus.cross_entropy_backward) and
+-- the reduction, binary_cross_entropy_with_logits as one node with the closed-form
+-- gradient. docs/losses.md has the formulas and the rules for bad targets.
+local core = require "lumus.core"
+local autograd = require "lumus.autograd"
+
+local M = {}
+
+local Tensor = core.Tensor
+local raw = {}
+for k, v in pairs(core) do if type(v) == "function" then raw[k] = v end end
+for k, v in pairs(Tensor.methods) do if type(v) == "function" then raw[k] = v end end
+
+local REDUCTIONS = { mean = true, sum = true, none = true }
+
+local function argerror(name, n, msg)
+  error(("bad argument #%d to 'lumus.%s' (%s)"):format(n, name, msg), 0)
+end
+
+local function shape_string(s) return table.concat(s, "x") end
+
+local function check_tensor(name, n, v, what, dtype)
+  if getmetatable(v) ~= Tensor then argerror(name, n, ("%s must be a tensor, got %s"):format(what, type(v))) end
+  if raw.is_freed(v) then argerror(name, n, what .. " has been freed") end
+  local dt = raw.dtype(v)
+  if dt ~= dtype then argerror(name, n, ("%s must be %s, got %s"):format(what, dtype, dt)) end
+  return raw.shape(v)
+end
+
+-- Reads the options table at argument n: known keys only (raw reads), a valid reduction.
+local function check_options(name, n, opts, known)
+  if opts == nil then return { reduction = "mean" } end
+  if type(opts) ~= "table" or getmetatable(opts) == Tensor then
+    argerror(name, n, ("options must be a table, got %s"):format(type(opts)))
+  end
+  local out = {}
+  for k, v in next, opts do
+    if type(k) ~= "string" or not known[k] then
+      local list = {}
+      for key in pairs(known) do list[#list + 1] = key end
+      table.sort(list)
+      argerror(name, n, ("unknown option '%s' (known: %s)"):format(tostring(k), table.concat(list, ", ")))
+    end
+    out[k] = v
+  end
+  if out.reduction ~= nil and not REDUCTIONS[out.reduction] then
+    argerror(name, n, ("reduction must be \"mean\", \"sum\" or \"none\", got %s"):format(tostring(out.reduction)))
+  end
+  out.reduction = out.reduction or "mean"
+  return out
+end
+
+local function same_shapes(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+local function reduce(L, loss, reduction)
+  if reduction == "sum" then return L.sum(loss) end
+  if reduction == "mean" then return L.mean(loss) end
+  return loss
+end
+
+-- log1p(u) for u in [0, 1] from float32 ops: log(w) u / (w - 1) with w = 1 + u (exact
+-- where w rounds to 1: then u itself), accurate to a few ulp (Goldberg's form).
+local function log1p(u)
+  local w = raw.add(u, 1)
+  local d = raw.sub(w, 1)
+  return raw.where(raw.eq(d, 0), u, raw.div(raw.mul(raw.log(w), u), d))
+end
+
+-- softplus(-x) = log(1 + e^-x) = log1p(e^-|x|) + max(-x, 0), without overflow.
+local function softplus_neg(x)
+  return raw.add(log1p(raw.exp(raw.neg(raw.abs(x)))), raw.relu(raw.neg(x)))
+end
+
+-- The elementwise BCE with logits: (1 - t) x + l softplus(-x), l = 1 + (pw - 1) t.
+local bce_elements = autograd.function_op("binary_cross_entropy_with_logits", {
+  inputs = { 1, 2, 3 },
+  save = function(a) return { x = a[1], t = a[2], pw = a[3] } end,
+  backward = function(g, s, need)
+    local x, t, pw = s.x, s.t, s.pw
+    local gx, gt, gpw
+    local sp = (need[2] and pw or need[3]) and softplus_neg(x) or nil
+    if need[1] then   -- (1 - t) - l sigmoid(-x)
+      local sig = raw.sigmoid(raw.neg(x))
+      local lsig = pw and raw.mul(raw.add(raw.mul(raw.sub(pw, 1), t), 1), sig) or sig
+      gx = raw.mul(g, raw.sub(raw.sub(1, t), lsig))
+    end
+    if need[2] then   -- -x + (pw - 1) softplus(-x)
+      local d = raw.neg(x)
+      if pw then d = raw.add(d, raw.mul(raw.sub(pw, 1), sp)) end
+      gt = raw.mul(g, d)
+    end
+    if need[3] then gpw = autograd.reduce_to(raw.mul(g, raw.mul(t, sp)), raw.shape(pw)) end
+    return gx, gt, gpw
+  end,
+}, function(x, t, pw)
+  -- max(x, 0) - x t + log1p(e^-|x|) [+ (pw - 1) t softplus(-x)]: the same value as the
+  -- formula above, without its cancellation ((1 - t) x + softplus(-x) loses a tiny loss
+  -- for t = 0 and a large negative x)
+  local loss = raw.add(raw.sub(raw.relu(x), raw.mul(x, t)), log1p(raw.exp(raw.neg(raw.abs(x)))))
+  if pw then loss = raw.add(loss, raw.mul(raw.mul(raw.sub(pw, 1), t), softplus_neg(x))) end
+  return loss
+end)
+
+function M.attach(L)
+  --- lumus.mse_loss(input, target [, {reduction =}]): (input - target)^2 reduced.
+  function L.mse_loss(input, target, opts)
+    local xs = check_tensor("mse_loss", 1, input, "input", "float32")
+    local ts = check_tensor("mse_loss", 2, target, "target", "float32")
+    local o = check_options("mse_loss", 3, opts, { reduction = true })
+    if not same_shapes(xs, ts) then
+      argerror("mse_loss", 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
+    end
+    local d = L.sub(input, target)
+    return reduce(L, L.mul(d, d), o.reduction)
+  end
+
+  --- lumus.cross_entropy(logits, target [, {reduction =, ignore_index =}])
+  function L.cross_entropy(logits, target, opts)
+    local xs = check_tensor("cross_entropy", 1, logits, "logits", "float32")
+    if #xs ~= 2 then argerror("cross_entropy", 1, ("logits must be a matrix [N, C], got shape %s"):format(shape_string(xs))) end
+    local ts = check_tensor("cross_entropy", 2, target, "target", "int32")
+    if #ts ~= 1 or ts[1] ~= xs[1] then
+      argerror("cross_entropy", 2, ("target must have shape [%d] (one 1-based class id per row of logits), got %s")
+        :format(xs[1], shape_string(ts)))
+    end
+    local o = check_options("cross_entropy", 3, opts, { reduction = true, ignore_index = true })
+    local ignore = o.ignore_index
+    if ignore ~= nil and (math.type(ignore) ~= "integer" or ignore < -2 ^ 31 or ignore >= 2 ^ 31) then
+      argerror("cross_entropy", 3, ("ignore_index must be an int32 integer, got %s"):format(tostring(ignore)))
+    end
+    local loss, _, weight = L.cross_entropy_forward(logits, target, ignore ~= nil and { ignore_index = ignore } or nil)
+    if o.reduction == "none" then return loss end
+    local total = L.sum(loss)
+    if o.reduction == "sum" then return total end
+    return L.div(total, raw.sum(weight))   -- over the rows not ignored (0 / 0 = NaN if none)
+  end
+
+  --- lumus.binary_cross_entropy_with_logits(input, target [, {reduction =, pos_weight =}])
+  function L.binary_cross_entropy_with_logits(input, target, opts)
+    local name = "binary_cross_entropy_with_logits"
+    local xs = check_tensor(name, 1, input, "input", "float32")
+    local ts = check_tensor(name, 2, target, "target", "float32")
+    local o = check_options(name, 3, opts, { reduction = true, pos_weight = true })
+    if not same_shapes(xs, ts) then
+      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
+    end
+    local pw = o.pos_weight
+    if pw ~= nil then
+      if getmetatable(pw) ~= Tensor then argerror(name, 3, ("pos_weight must be a tensor, got %s"):format(type(pw))) end
+      local ps = check_tensor(name, 3, pw, "pos_weight", "float32")
+      if #ps ~= 1 or ps[1] ~= xs[#xs] then
+        argerror(name, 3, ("pos_weight must have shape [%d] (the last dimension of input), got %s")
+          :format(xs[#xs], shape_string(ps)))
+      end
+    end
+    return reduce(L, bce_elements(input, target, pw), o.reduction)
+  end
+end
+
+return M
