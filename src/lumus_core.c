@@ -158,6 +158,8 @@ static const luaL_Reg tensor_ops[] = {
     {"to", lm_op_to},
     {"index_select", lm_op_index_select}, {"embedding", lm_op_embedding}, {"gather", lm_op_gather},
     {"split", lm_op_split}, {"chunk", lm_op_chunk},
+    {"rms_norm", lm_op_rms_norm}, {"rope", lm_op_rope},
+    {"scaled_dot_product_attention", lm_op_scaled_dot_product_attention},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
@@ -170,6 +172,7 @@ static const luaL_Reg tune_functions[] = {
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
     {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
+    {"attention", lm_op_attention_config},
     {NULL, NULL}
 };
 

@@ -173,4 +173,10 @@ void lm_record_index_elems(lua_State *L, const char *op, const lm_index_elems *g
 lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
                              const int64_t *shape, const lm_operands *in);
 
+/* Transformer ops (rms_norm.c, rope.c, attention.c; README "Ops"). */
+int lm_op_rms_norm(lua_State *L);      /* lumus.rms_norm(x [, weight] [, {eps=, out=}]) */
+int lm_op_rope(lua_State *L);          /* lumus.rope(x [, {base=, offset=, interleaved=, out=}]) */
+int lm_op_scaled_dot_product_attention(lua_State *L);   /* (q, k, v [, {causal=, mask=, scale=, out=}]) */
+int lm_op_attention_config(lua_State *L);                /* tune.attention */
+
 #endif
