@@ -267,20 +267,21 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     return 1;
 }
 
-/* tune.attention(B, H, Tq, Tk, hd) -> {workgroup =, lanes =, rows_per_lane =,
+/* tune.attention(bh, tq, tk, hd [, {}]) -> {workgroup =, lanes =, rows_per_lane =,
  * keys_per_lane =, block_q =, block_k =, splits =, tiles_per_split =, shared_bytes =}:
- * the kernel plan for these shapes on this device. */
+ * the kernel plan on this device for B * H = bh heads of tq queries over tk keys. */
 int lm_op_attention_config(lua_State *L) {
-    lua_Integer a[5];
-    for (int i = 0; i < 5; i++) {
+    lua_Integer a[4];
+    for (int i = 0; i < 4; i++) {
         a[i] = lm_check_integer(L, i + 1);
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
-    if (a[4] > ATTN_MAX_HD) lm_argerror(L, 5, "hd must be at most %d", ATTN_MAX_HD);
+    if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
+    lm_check_options(L, 5, lm_no_options);
     lm_context *ctx = lm_context_get(L);
     attn_plan c;
-    if (!plan_tiles(ctx, (uint32_t)a[4], (uint64_t)a[2], &c)) luaL_error(L, "%s: no tiles fit this device", lm_fname(L));
-    plan_splits(ctx, ((uint64_t)a[2] + c.bq - 1) / c.bq * (uint64_t)a[0] * (uint64_t)a[1], (uint64_t)a[3], &c);
+    if (!plan_tiles(ctx, (uint32_t)a[3], (uint64_t)a[1], &c)) luaL_error(L, "%s: no tiles fit this device", lm_fname(L));
+    plan_splits(ctx, ((uint64_t)a[1] + c.bq - 1) / c.bq * (uint64_t)a[0], (uint64_t)a[2], &c);
     lua_createtable(L, 0, 9);
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.tc); lua_setfield(L, -2, "lanes");
