@@ -49,7 +49,7 @@ layout(push_constant) uniform Params {
     uint qsb, qsh, qst, ksb, ksh, kst, vsb, vsh, vst;   // element strides of batch, head, row
     uint msb, msh, mst, msk;                            // the mask's (0 where it broadcasts)
     uint H, BH, Tq, Tk;
-    uint splits, tiles_per_split, groups_x, flags;      // flags: 1 causal, 2 bool mask, 4 float mask
+    uint splits, tiles_per_split, groups_x, flags;      // flags: 1 causal, 2 bool mask, 4 float mask, 8 vec4 loads
     float scale;
 } p;
 
@@ -69,16 +69,25 @@ void main() {
     uint tc = t % TC, tr = t / TC;
     uint q0 = qt * BQ;
     bool causal = (p.flags & 1u) != 0u;
+    bool vec_loads = (p.flags & 8u) != 0u;   // D % 4 == 0, q, k, v 4-element aligned with strides of 4s
     int shift = int(p.Tk) - int(p.Tq);
 
     // Q tile, scaled into log2 units
     uint64_t qbase = uint64_t(b) * p.qsb + uint64_t(h) * p.qsh;
     float qscale = p.scale * LOG2E;
-    for (uint e = gl_LocalInvocationID.x; e < BQ * DP; e += WG) {
-        uint r = e / DP, c = e % DP;
-        uint i = q0 + r;
-        float val = i < p.Tq && c < D ? elem_load(p.q, qbase + uint64_t(i) * p.qst + c) * qscale : 0.0;
-        sm[r * QS + c / 4u][c % 4u] = val;
+    if (vec_loads) {
+        for (uint e = gl_LocalInvocationID.x; e < BQ * D4; e += WG) {
+            uint r = e / D4, c4 = e % D4;
+            uint i = q0 + r;
+            sm[r * QS + c4] = i < p.Tq ? elem_load4(p.q, qbase + uint64_t(i) * p.qst + c4 * 4u) * qscale : vec4(0.0);
+        }
+    } else {
+        for (uint e = gl_LocalInvocationID.x; e < BQ * DP; e += WG) {
+            uint r = e / DP, c = e % DP;
+            uint i = q0 + r;
+            float val = i < p.Tq && c < D ? elem_load(p.q, qbase + uint64_t(i) * p.qst + c) * qscale : 0.0;
+            sm[r * QS + c / 4u][c % 4u] = val;
+        }
     }
 
     // key tiles of this workgroup
@@ -103,14 +112,24 @@ void main() {
     for (uint kt = t_begin; kt < t_end; ++kt) {
         uint k0 = kt * BK;
         barrier();   // the previous tile's P and V reads are done
-        for (uint e = gl_LocalInvocationID.x; e < BK * DP; e += WG) {
-            uint r = e / DP, c = e % DP;
-            uint j = k0 + r;
-            bool ok = j < p.Tk && c < D;
-            float kv = ok ? elem_load(p.k, kbase + uint64_t(j) * p.kst + c) : 0.0;
-            float vv = ok ? elem_load(p.v, vbase + uint64_t(j) * p.vst + c) : 0.0;
-            sm[K_AT + r * QS + c / 4u][c % 4u] = kv;
-            sm[V_AT + r * D4 + c / 4u][c % 4u] = vv;
+        if (vec_loads) {
+            for (uint e = gl_LocalInvocationID.x; e < BK * D4; e += WG) {
+                uint r = e / D4, c4 = e % D4;
+                uint j = k0 + r;
+                bool ok = j < p.Tk;
+                sm[K_AT + r * QS + c4] = ok ? elem_load4(p.k, kbase + uint64_t(j) * p.kst + c4 * 4u) : vec4(0.0);
+                sm[V_AT + r * D4 + c4] = ok ? elem_load4(p.v, vbase + uint64_t(j) * p.vst + c4 * 4u) : vec4(0.0);
+            }
+        } else {
+            for (uint e = gl_LocalInvocationID.x; e < BK * DP; e += WG) {
+                uint r = e / DP, c = e % DP;
+                uint j = k0 + r;
+                bool ok = j < p.Tk && c < D;
+                float kv = ok ? elem_load(p.k, kbase + uint64_t(j) * p.kst + c) : 0.0;
+                float vv = ok ? elem_load(p.v, vbase + uint64_t(j) * p.vst + c) : 0.0;
+                sm[K_AT + r * QS + c / 4u][c % 4u] = kv;
+                sm[V_AT + r * D4 + c / 4u][c % 4u] = vv;
+            }
         }
         barrier();
 

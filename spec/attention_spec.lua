@@ -184,6 +184,12 @@ describe("scaled_dot_product_attention", function()
     local q4, q4t = randt { 1, 4, 9, 8 }
     check(q4, k1:expand({ 1, 4, 9, 8 }), v1:expand({ 1, 4, 9, 8 }), q4t, k1t, v1t, {}, nil, "expanded heads")
     check(q4, k1, v1, q4t, k1t, v1t, {}, nil, "broadcast heads")
+    -- heads narrowed along hd from an unaligned start: element loads instead of vec4s
+    local w, wt = randt { 1, 2, 7, 10 }
+    local wn = w:narrow(4, 2, 8)
+    local wnt = { {} }
+    for h = 1, 2 do wnt[1][h] = {} for s = 1, 7 do wnt[1][h][s] = { table.unpack(wt[1][h][s], 2, 9) } end end
+    check(wn, wn, wn, wnt, wnt, wnt, { causal = true }, nil, "unaligned narrow")
     -- a last dimension that is not contiguous goes through a copy
     local kT, kTt = randt { 1, 1, 8, 9 }
     local kk = kT:transpose(3, 4)

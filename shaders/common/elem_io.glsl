@@ -13,6 +13,18 @@
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Ref { float v; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32Ref { uint v; };
+// elem_load4: 4 consecutive elements at element i (i a multiple of 4, base aligned to 4
+// elements).
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Elem4Ref { f16vec4 v; };
+vec4 elem_load4(uint64_t base, uint64_t i) { return vec4(Elem4Ref(base + i * 2ul).v); }
+#elif DT == 2
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Elem4Ref { u16vec4 v; };
+vec4 elem_load4(uint64_t base, uint64_t i) { return uintBitsToFloat(uvec4(Elem4Ref(base + i * 2ul).v) << 16); }
+#else
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Elem4Ref { vec4 v; };
+vec4 elem_load4(uint64_t base, uint64_t i) { return Elem4Ref(base + i * 4ul).v; }
+#endif
 #if DT == 1
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer ElemRef { float16_t v; };
 const uint64_t ELEM_BYTES = 2;

@@ -241,6 +241,13 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     lm_tensor *qkv[3] = { q, k, v };
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) *sw[i][j] = stride_word(L, i + 1, tensor_names[i], qkv[i], j);
+    /* vec4 loads of q, k, v: every row starts 4-element aligned */
+    int vec4 = hd % 4 == 0;
+    for (int i = 0; i < 3 && vec4; i++) {
+        if (lm_tensor_address(qkv[i]) % (4u * lm_dtype_size(q->dtype)) != 0) vec4 = 0;
+        for (int j = 0; j < 3; j++) if (*sw[i][j] % 4 != 0) vec4 = 0;
+    }
+    if (vec4) pc.flags |= 8u;
     int form = q->dtype == LM_FLOAT16 ? 1 : q->dtype == LM_BFLOAT16 ? 2 : 0;
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, qtiles * (uint64_t)(B * H) * c.splits, &gy);
