@@ -81,6 +81,16 @@ describe("scaled_dot_product_attention", function()
       check(q, k, v, qt, kt, vt, {}, nil, ("decode %d of %d"):format(Tq, Tk))
       check(q, k, v, qt, kt, vt, { causal = true }, nil, ("decode causal %d of %d"):format(Tq, Tk))
     end
+    -- a long cache on few rows: on a CPU device the keys split so that no workgroup
+    -- loops past llvmpipe's iteration budget
+    local q, qt = randt { 1, 8, 2, 4 }
+    local k, kt = randt { 1, 8, 9001, 4 }
+    local v, vt = randt { 1, 8, 9001, 4 }
+    check(q, k, v, qt, kt, vt, { causal = true }, nil, "long cache")
+    if lumus.device().kind == "cpu" then
+      local plan = lumus.tune.attention(8, 2, 9001, 4)
+      assert.is_true(plan.tiles_per_split <= 256, "tiles per workgroup on a CPU device")
+    end
     -- the plan does split on this device for such a shape, so the path above ran
     assert.is_true(lumus.tune.attention(2, 1, 1000, 64).splits > 1)
     assert.are.equal(1, lumus.tune.attention(1, 1, 1, 64).splits)

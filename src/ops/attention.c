@@ -27,6 +27,11 @@ static const lm_shader_id combine_shaders[3] = { LM_SH_ATTENTION_COMBINE_F32, LM
 #define ATTN_GROUPS_PER_SM 2   /* workgroups per multiprocessor before key tiles are split */
 #define ATTN_GROUPS_GPU 256    /* the same for a GPU that does not say its SM count */
 #define ATTN_MAX_SPLITS 128
+/* llvmpipe ends an invocation's loops after about 65535 iterations in all (see
+ * layer_norm.c): on a CPU device a workgroup takes at most this many key tiles (~50
+ * iterations each), more splitting the keys. */
+#define ATTN_CPU_MAX_TILES 256u
+#define ATTN_CPU_MAX_SPLITS 4096u
 
 typedef struct attn_plan {
     uint32_t wg, tc, rm, cn, bq, bk;
@@ -104,6 +109,8 @@ static void plan_splits(const lm_context *ctx, uint64_t row_groups, uint64_t tk,
         if (splits > ktiles) splits = ktiles;
         if (splits > ATTN_MAX_SPLITS) splits = ATTN_MAX_SPLITS;
     }
+    if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && ktiles > (uint64_t)ATTN_CPU_MAX_TILES * splits)
+        splits = (ktiles + ATTN_CPU_MAX_TILES - 1) / ATTN_CPU_MAX_TILES;
     uint64_t tps = ktiles ? (ktiles + splits - 1) / splits : 1;
     if (tps == 0) tps = 1;
     splits = ktiles ? (ktiles + tps - 1) / tps : 1;
@@ -126,6 +133,15 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     lua_settop(L, 4);
     lm_push_option(L, 4, "mask");                                   /* slot 5: the mask, or nil */
     if (!lua_isnil(L, 5)) lm_option_tensor(L, 4, "mask");
+    /* A bool mask is read by aligned 32-bit words, which stay inside lumus's own
+     * allocations (256-byte aligned blocks) but not necessarily inside a host's buffer. */
+    lm_tensor *m0 = lm_opt_tensor(L, 5);
+    if (m0 && m0->dtype == LM_BOOL && m0->storage->external && ((m0->storage->address | m0->storage->bytes) & 3u)) {
+        lua_pushcfunction(L, lm_op_copy);
+        lua_pushvalue(L, 5);
+        lua_call(L, 1, 1);
+        lua_replace(L, 5);
+    }
     /* Views whose rows are not contiguous go through a copy. */
     for (int i = 1; i <= 3; i++) {
         lm_tensor *t = lm_check_tensor(L, i);
@@ -204,6 +220,8 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         lm_argerror(L, 1, "head dimension %I needs more shared memory than this device has", (LUAI_UACINT)hd);
     uint64_t qtiles = ((uint64_t)Tq + c.bq - 1) / c.bq;
     plan_splits(ctx, qtiles * (uint64_t)(B * H), (uint64_t)Tk, &c);
+    if (c.splits > ATTN_CPU_MAX_SPLITS)
+        lm_argerror(L, 2, "k is too long for this CPU device (%I keys)", (LUAI_UACINT)Tk);
 
     int64_t oshape[4] = { B, H, Tq, hd };
     lm_operands in = { .t = { q, k, v, mask }, .name = { "q", "k", "v", "mask" } };
