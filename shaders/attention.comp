@@ -10,9 +10,10 @@
 // from the subgroup ids, and the pipeline is made with full subgroups), so the row max
 // and sum go through subgroupShuffleXor.
 // Shared memory (vec4 units): the Q tile, pre-scaled by scale * log2(e), rows of D4+1
-// vec4s; the K tile, the same layout, which the probabilities P (rows of BK/4+1 vec4s)
-// overwrite once the scores are computed; the V tile, rows of D4 vec4s. The paddings keep
-// the lanes' reads on distinct banks.
+// vec4s; the K tile, the same layout; the V tile, rows of D4 vec4s; the probabilities P
+// (rows of BK/4+1 vec4s) in a region of their own where shared memory allows (one
+// barrier fewer per tile), else over the K tile once the scores are computed. The
+// paddings keep the lanes' reads on distinct banks.
 //
 // Masking: keys past Tk, the causal mask aligned bottom-right (query i sees keys
 // j <= i + Tk - Tq, as a KV cache needs), a bool mask (false: not attended) or a float
@@ -22,6 +23,7 @@
 // m and l (float32) to dst; attention_combine.comp merges them.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common/elem_io.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -29,6 +31,7 @@ layout(constant_id = 1) const uint TC = 16;   // lanes per row group: a power of
 layout(constant_id = 2) const uint RM = 4;    // query rows per lane
 layout(constant_id = 3) const uint CN = 4;    // keys per lane per tile
 layout(constant_id = 4) const uint D = 64;    // head dimension
+layout(constant_id = 5) const bool P_APART = false;   // P has its own region (else it overwrites K)
 const uint WG = gl_WorkGroupSize.x;
 const uint TR = WG / TC;
 const uint BQ = TR * RM;
@@ -39,9 +42,10 @@ const uint QS = D4 + 1;
 const uint DN4 = (D4 + TC - 1) / TC;
 const uint PS = (BK + 3) / 4 + 1;
 const uint K_AT = BQ * QS;
-const uint KP_SIZE = BK * QS > BQ * PS ? BK * QS : BQ * PS;
+const uint KP_SIZE = P_APART ? BK * QS : (BK * QS > BQ * PS ? BK * QS : BQ * PS);
 const uint V_AT = K_AT + KP_SIZE;
-const uint SM_SIZE = V_AT + BK * D4;
+const uint P_AT = P_APART ? V_AT + BK * D4 : K_AT;
+const uint SM_SIZE = V_AT + BK * D4 + (P_APART ? BQ * PS : 0u);
 shared vec4 sm[SM_SIZE];
 
 layout(push_constant) uniform Params {
@@ -102,8 +106,8 @@ void main() {
 
     float m[RM], l[RM];
     vec4 o[RM * DN4];
-    for (uint i = 0; i < RM; ++i) { m[i] = NEG_INF; l[i] = 0.0; }
-    for (uint n = 0; n < RM * DN4; ++n) o[n] = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < RM; ++i) { m[i] = NEG_INF; l[i] = 0.0; }
+    [[unroll]] for (uint n = 0; n < RM * DN4; ++n) o[n] = vec4(0.0);
     uint64_t kbase = uint64_t(b) * p.ksb + uint64_t(h) * p.ksh;
     uint64_t vbase = uint64_t(b) * p.vsb + uint64_t(h) * p.vsh;
     uint64_t mbase = uint64_t(b) * p.msb + uint64_t(h) * p.msh;
@@ -134,20 +138,20 @@ void main() {
         barrier();
 
         float s[RM * CN];
-        for (uint n = 0; n < RM * CN; ++n) s[n] = 0.0;
-        for (uint d4 = 0; d4 < D4; ++d4) {
+        [[unroll]] for (uint n = 0; n < RM * CN; ++n) s[n] = 0.0;
+        [[unroll]] for (uint d4 = 0; d4 < D4; ++d4) {
             vec4 qv[RM];
-            for (uint i = 0; i < RM; ++i) qv[i] = sm[(tr * RM + i) * QS + d4];
-            for (uint j = 0; j < CN; ++j) {
+            [[unroll]] for (uint i = 0; i < RM; ++i) qv[i] = sm[(tr * RM + i) * QS + d4];
+            [[unroll]] for (uint j = 0; j < CN; ++j) {
                 vec4 kv = sm[K_AT + (tc + j * TC) * QS + d4];
-                for (uint i = 0; i < RM; ++i) s[i * CN + j] += dot(qv[i], kv);
+                [[unroll]] for (uint i = 0; i < RM; ++i) s[i * CN + j] += dot(qv[i], kv);
             }
         }
 
-        for (uint i = 0; i < RM; ++i) {
+        [[unroll]] for (uint i = 0; i < RM; ++i) {
             uint qi = q0 + tr * RM + i;
             float mx = NEG_INF;
-            for (uint j = 0; j < CN; ++j) {
+            [[unroll]] for (uint j = 0; j < CN; ++j) {
                 uint kj = k0 + tc + j * TC;
                 bool live = kj < p.Tk && qi < p.Tq && (!causal || int(kj) <= int(qi) + shift);
                 float sv = s[i * CN + j];
@@ -160,41 +164,40 @@ void main() {
                 s[i * CN + j] = sv;
                 mx = max(mx, sv);
             }
-            for (uint off = TC / 2u; off > 0u; off >>= 1) mx = max(mx, subgroupShuffleXor(mx, off));
+            [[unroll]] for (uint off = TC / 2u; off > 0u; off >>= 1) mx = max(mx, subgroupShuffleXor(mx, off));
             float mn = max(m[i], mx);
             float mu = mn == NEG_INF ? 0.0 : mn;   // a row with nothing yet: exp2(-inf) = 0, not NaN
             float alpha = exp2(m[i] - mu);
             float rs = 0.0;
-            for (uint j = 0; j < CN; ++j) {
+            [[unroll]] for (uint j = 0; j < CN; ++j) {
                 float pv = exp2(s[i * CN + j] - mu);
                 s[i * CN + j] = pv;
                 rs += pv;
             }
-            for (uint off = TC / 2u; off > 0u; off >>= 1) rs += subgroupShuffleXor(rs, off);
+            [[unroll]] for (uint off = TC / 2u; off > 0u; off >>= 1) rs += subgroupShuffleXor(rs, off);
             l[i] = l[i] * alpha + rs;
             m[i] = mn;
-            for (uint n = 0; n < DN4; ++n) o[i * DN4 + n] *= alpha;
+            [[unroll]] for (uint n = 0; n < DN4; ++n) o[i * DN4 + n] *= alpha;
         }
 
-        barrier();   // every lane is done with the K tile, which P overwrites
-        for (uint i = 0; i < RM; ++i)
-            for (uint j = 0; j < CN; ++j) {
+        if (!P_APART) barrier();   // every lane is done with the K tile, which P overwrites
+        [[unroll]] for (uint i = 0; i < RM; ++i)
+            [[unroll]] for (uint j = 0; j < CN; ++j) {
                 uint c = tc + j * TC;
-                sm[K_AT + (tr * RM + i) * PS + c / 4u][c % 4u] = s[i * CN + j];
+                sm[P_AT + (tr * RM + i) * PS + c / 4u][c % 4u] = s[i * CN + j];
             }
         barrier();
 
         for (uint c4 = 0; c4 < PS - 1u; ++c4) {
             vec4 pv[RM];
-            for (uint i = 0; i < RM; ++i) pv[i] = sm[K_AT + (tr * RM + i) * PS + c4];
-            for (uint u = 0; u < 4u; ++u) {
+            [[unroll]] for (uint i = 0; i < RM; ++i) pv[i] = sm[P_AT + (tr * RM + i) * PS + c4];
+            [[unroll]] for (uint u = 0; u < 4u; ++u) {
                 uint c = c4 * 4u + u;
-                if (c >= BK) break;
-                for (uint n = 0; n < DN4; ++n) {
+                [[unroll]] for (uint n = 0; n < DN4; ++n) {
                     uint d4 = tc + n * TC;
-                    if (d4 < D4) {
+                    if (c < BK && d4 < D4) {
                         vec4 vv = sm[V_AT + c * D4 + d4];
-                        for (uint i = 0; i < RM; ++i) o[i * DN4 + n] += pv[i][u] * vv;
+                        [[unroll]] for (uint i = 0; i < RM; ++i) o[i * DN4 + n] += pv[i][u] * vv;
                     }
                 }
             }
@@ -202,25 +205,25 @@ void main() {
     }
 
     uint rows = p.BH * p.Tq;
-    for (uint i = 0; i < RM; ++i) {
+    [[unroll]] for (uint i = 0; i < RM; ++i) {
         uint qi = q0 + tr * RM + i;
         if (qi >= p.Tq) continue;
         uint64_t row = uint64_t(z) * p.Tq + qi;
         if (p.splits == 1u) {
             float inv = l[i] == 0.0 ? 0.0 : 1.0 / l[i];
-            for (uint n = 0; n < DN4; ++n) {
+            [[unroll]] for (uint n = 0; n < DN4; ++n) {
                 uint d4 = tc + n * TC;
                 if (d4 >= D4) continue;
                 vec4 val = l[i] == 0.0 ? vec4(0.0) : o[i * DN4 + n] * inv;
-                for (uint u = 0; u < 4u; ++u)
+                [[unroll]] for (uint u = 0; u < 4u; ++u)
                     if (d4 * 4u + u < D) elem_store(p.dst, row * D + d4 * 4u + u, val[u]);
             }
         } else {
             uint64_t prow = uint64_t(split) * rows + row;
-            for (uint n = 0; n < DN4; ++n) {
+            [[unroll]] for (uint n = 0; n < DN4; ++n) {
                 uint d4 = tc + n * TC;
                 if (d4 >= D4) continue;
-                for (uint u = 0; u < 4u; ++u)
+                [[unroll]] for (uint u = 0; u < 4u; ++u)
                     if (d4 * 4u + u < D) F32Ref(p.dst + (prow * D + d4 * 4u + u) * 4ul).v = o[i * DN4 + n][u];
             }
             if (tc == 0u) {

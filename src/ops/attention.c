@@ -37,6 +37,7 @@ typedef struct attn_plan {
     uint32_t wg, tc, rm, cn, bq, bk;
     uint32_t splits, tiles_per_split;
     uint32_t shared_bytes;
+    uint32_t p_apart;       /* P in its own shared region (attention.comp's P_APART) */
     int full_subgroups;
 } attn_plan;
 
@@ -56,8 +57,9 @@ static int has_shuffle(const lm_context *ctx) {
 }
 
 /* Shared memory of attention.comp's layout, in bytes (see the shader). */
-static uint32_t shared_bytes(uint32_t wg, uint32_t tc, uint32_t rm, uint32_t cn, uint32_t d) {
+static uint32_t shared_bytes(uint32_t wg, uint32_t tc, uint32_t rm, uint32_t cn, uint32_t d, int apart) {
     uint32_t bq = wg / tc * rm, bk = tc * cn, d4 = (d + 3) / 4, qs = d4 + 1, ps = (bk + 3) / 4 + 1;
+    if (apart) return 16u * (bq * qs + bk * qs + bk * d4 + bq * ps);
     uint32_t kp = bk * qs > bq * ps ? bk * qs : bq * ps;
     return 16u * (bq * qs + kp + bk * d4);
 }
@@ -85,7 +87,9 @@ static int plan_tiles(const lm_context *ctx, uint32_t d, uint64_t tq, attn_plan 
         size_t n = decode ? sizeof decode_tiles / sizeof decode_tiles[0] : sizeof tiles / sizeof tiles[0];
         for (size_t i = 0; i < n; i++) {
             uint32_t rm = decode ? decode_tiles[i][0] : tiles[i][0], cn = decode ? decode_tiles[i][1] : tiles[i][1];
-            uint32_t bytes = shared_bytes(wg, c->tc, rm, cn, d);
+            uint32_t bytes = shared_bytes(wg, c->tc, rm, cn, d, 1);
+            c->p_apart = bytes <= smem;
+            if (!c->p_apart) bytes = shared_bytes(wg, c->tc, rm, cn, d, 0);
             if (bytes > smem) continue;
             c->wg = wg; c->rm = rm; c->cn = cn;
             c->bq = wg / c->tc * rm; c->bk = c->tc * cn;
@@ -271,7 +275,7 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     pc.groups_x = lm_grid(L, ctx, qtiles * (uint64_t)(B * H) * c.splits, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = main_shaders[form],
-        .spec = { c.wg, c.tc, c.rm, c.cn, (uint32_t)hd }, .full_subgroups = c.full_subgroups,
+        .spec = { c.wg, c.tc, c.rm, c.cn, (uint32_t)hd, c.p_apart }, .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { q, k, v, mask }, .writes = { part ? part : out },
     });
