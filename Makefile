@@ -14,7 +14,10 @@ VISIBILITY := -fvisibility=hidden
 ifneq ($(CI),)
 WARN += -Werror
 endif
-LIBS       ?= -lvulkan -lm
+# jansson parses and writes safetensors headers (src/safetensors.c).
+JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
+JANSSON_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+LIBS       ?= -lvulkan $(JANSSON_LIBS) -lm
 GLSLC      ?= glslc
 SPIRV_VAL  ?= spirv-val
 BUSTED     ?= busted
@@ -34,7 +37,7 @@ MODULE  := $(BUILD)/lumus/core.so
 
 # Debian packages the project builds, runs and tests with.
 DEB_PACKAGES := lua5.4 liblua5.4-dev libvulkan-dev glslc spirv-tools mesa-vulkan-drivers \
-                lua-busted luarocks vulkan-validationlayers
+                lua-busted luarocks vulkan-validationlayers libjansson-dev
 
 SRC := $(wildcard src/*.c src/ops/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
@@ -69,7 +72,7 @@ HOST_LIBS  := $(LUA_LIB) $(LIBS) -lpthread
 HOST_BINS  := $(BUILD)/examples/host_static $(BUILD)/examples/host_require
 CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap $(BUILD)/tests/close_loop $(BUILD)/tests/capture_host
 
-.PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan sanitize fuzz
+.PHONY: all deps test example examples install uninstall clean check-shaders valgrind ctest tsan sanitize fuzz fuzz-safetensors
 
 all: $(MODULE)
 
@@ -100,6 +103,8 @@ $(BUILD)/.deps:
 	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua 5.4 headers: $(LUA_INCDIR)/lua.h (Debian package liblua5.4-dev)"; \
 	echo '#include <vulkan/vulkan.h>' | $(CC) -E -x c - >/dev/null 2>&1 || \
 	  missing="$$missing\n  Vulkan headers: vulkan/vulkan.h (Debian package libvulkan-dev)"; \
+	echo '#include <jansson.h>' | $(CC) $(JANSSON_CFLAGS) -E -x c - >/dev/null 2>&1 || \
+	  missing="$$missing\n  jansson headers: jansson.h (Debian package libjansson-dev)"; \
 	if [ -n "$$missing" ]; then \
 	  printf "make: missing to build lumus:$$missing\n(\`make deps\` installs the Debian packages, as root)\n" >&2; exit 1; \
 	fi
@@ -125,7 +130,7 @@ $(BUILD)/obj/shaders.o: $(SHADER_INC)
 
 $(BUILD)/obj/%.o: src/%.c $(HDR) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(CC) $(CFLAGS) $(VISIBILITY) $(WARN) $(JANSSON_CFLAGS) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(MODULE): $(OBJ)
 	@mkdir -p $(dir $@)
@@ -170,7 +175,7 @@ ctest: examples
 TSAN_BIN := $(BUILD)/tsan/threads
 $(TSAN_BIN): $(SRC) $(HDR) src/embed/preload.c tests/threads.c tests/vk_host.c tests/vk_host.h $(EMBED_INC) $(SHADER_INC)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -g -O1 -fsanitize=thread -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -I$(BUILD)/embed -Itests \
+	$(CC) -std=c11 -g -O1 -fsanitize=thread $(JANSSON_CFLAGS) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -I$(BUILD)/embed -Itests \
 	  $(SRC) src/embed/preload.c tests/threads.c tests/vk_host.c -o $@ $(HOST_LIBS)
 
 tsan: $(TSAN_BIN)
@@ -225,7 +230,7 @@ SANITIZE_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(AS
 
 $(ASAN_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_CFLAGS) $(VISIBILITY) $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(CC) $(ASAN_CFLAGS) $(VISIBILITY) $(WARN) $(JANSSON_CFLAGS) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(ASAN_MODULE): $(ASAN_OBJ)
 	@mkdir -p $(dir $@)
@@ -248,6 +253,8 @@ FUZZ_CFLAGS  := -g -O1 -fPIC -fsanitize=address,undefined -fno-omit-frame-pointe
                 -fno-sanitize-recover=undefined
 FUZZ_OBJ     := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SRC))
 FUZZ_BIN     := $(FUZZ_BUILD)/parsers_fuzz
+# The safetensors header parser alone (fuzz/safetensors_fuzz.c: no Lua, no device).
+FUZZ_ST_BIN  := $(FUZZ_BUILD)/safetensors_fuzz
 # Packages the checking targets need beyond DEB_PACKAGES: clang and its libFuzzer
 # runtime for `make fuzz`, valgrind for `make valgrind` (gcc's ASan runtime comes with gcc).
 CHECK_PACKAGES := clang libclang-rt-dev valgrind
@@ -256,7 +263,7 @@ CHECK_PACKAGES := clang libclang-rt-dev valgrind
 # target below); `make deps DEB_PACKAGES="$(CHECK_PACKAGES)"` installs them.
 CHECK_NEED ?= $(CHECK_PACKAGES)
 valgrind: CHECK_NEED := valgrind
-fuzz: CHECK_NEED := clang libclang-rt-dev
+fuzz fuzz-safetensors: CHECK_NEED := clang libclang-rt-dev
 .PHONY: $(BUILD)/.check-deps
 $(BUILD)/.check-deps:
 	@missing=""; for p in $(CHECK_NEED); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -267,12 +274,22 @@ $(BUILD)/.check-deps:
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.check-deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(WARN) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(WARN) $(JANSSON_CFLAGS) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(FUZZ_BIN): fuzz/parsers_fuzz.c $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(WARN) -I$(LUA_INCDIR) -o $@ $< $(FUZZ_OBJ) -llua5.4 $(LIBS) -lpthread
 
-fuzz: $(FUZZ_BIN) $(MODULE)
+$(FUZZ_ST_BIN): fuzz/safetensors_fuzz.c src/safetensors.c src/safetensors.h | $(BUILD)/.check-deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(WARN) $(JANSSON_CFLAGS) -Isrc -o $@ $< src/safetensors.c $(JANSSON_LIBS)
+
+fuzz-safetensors: $(FUZZ_ST_BIN)
+	@mkdir -p $(FUZZ_BUILD)/corpus_safetensors
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(FUZZ_ST_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=30 -rss_limit_mb=2048 \
+	  -print_final_stats=1 $(FUZZ_BUILD)/corpus_safetensors fuzz/corpus_safetensors
+
+fuzz: $(FUZZ_BIN) $(MODULE) fuzz-safetensors
 	@mkdir -p $(FUZZ_BUILD)/corpus
 	LSAN_OPTIONS=suppressions=$(CURDIR)/sanitize/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

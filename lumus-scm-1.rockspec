@@ -19,6 +19,7 @@ dependencies = {
 }
 external_dependencies = {
    VULKAN = { header = "vulkan/vulkan.h", library = "vulkan" },
+   JANSSON = { header = "jansson.h", library = "jansson" },   -- safetensors headers (Debian: libjansson-dev)
 }
 build = {
    type = "make",

@@ -25,8 +25,13 @@
 #   summary.md                  the Markdown of all steps, in order
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
+#   frame_ops.md / .csv         bench/frame_ops.lua (device time per op of the frame)
+#   torch_train.md / .csv, train.md / .csv   bench/torch_train_mlp.py, bench/train_mlp.lua
+#                               (training parity, time per step, fused AdamW vs copy, memory)
 #   torch_attention.md / .csv, attention.md / .csv   bench/torch_attention.py, bench/attention.lua
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
+#   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
+#                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -66,6 +71,14 @@ if [ ! -f build/lumus/core.so ]; then
   echo "build/lumus/core.so is missing: run make before taking the build along" | tee -a "$log"
   exit 2
 fi
+# core.so links libjansson.so.4 (safetensors headers): its Debian package (libjansson4) must
+# be among the .gpu/ packages that setup.sh unpacks on that machine.
+if ldd build/lumus/core.so 2>/dev/null | grep -q 'not found'; then
+  echo "build/lumus/core.so cannot load, libraries missing here:" | tee -a "$log"
+  ldd build/lumus/core.so | grep 'not found' | tee -a "$log"
+  echo "(carry their Debian packages in .gpu/, e.g. apt-get download libjansson4)" | tee -a "$log"
+  exit 2
+fi
 
 # Clocks, power and throttle reasons every 200 ms, to tell a slow phase's cause.
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -76,6 +89,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 
 failed=()
+ran=()   # the steps run, in order, for the summary
 # step NAME LIMIT_SECONDS COMMAND...: runs COMMAND under a time limit, its output to
 # $out/NAME.md and the log.
 step() {
@@ -85,6 +99,7 @@ step() {
   echo | tee -a "$log"
   echo "== $name ($(date -u '+%H:%M:%S UTC'), limit ${limit}s): $*" | tee -a "$log"
   local t0=$SECONDS rc=0
+  ran+=("$name")
   timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.md" | tee -a "$log" || rc=$?
   echo "== $name: rc=$rc, $((SECONDS - t0)) s" | tee -a "$log"
   if [ "$rc" -ne 0 ]; then failed+=("$name (rc $rc)"); fi
@@ -147,6 +162,19 @@ lnb_baseline=()
 step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
   --csv "$out/layer_norm_backward.csv"
 
+# Device time per op of the frame, each op chained on its predecessor and independent.
+step frame_ops 120 lua5.4 bench/frame_ops.lua --csv "$out/frame_ops.csv"
+# The first-call hitch (issue 17): fresh processes with the pipeline cache off, empty,
+# loaded and loaded + warm_up, against a warm forward in the same process.
+step first_call 300 lua5.4 bench/first_call.lua --csv "$out/first_call.csv"
+# Training (issue 16): PyTorch's 200 AdamW steps of the MLP block from bench/train_data.lua's
+# weights and data, then lumus's from the same ones against it (loss per step within 1e-4,
+# time per step), the fused AdamW kernel vs copy, and 10,000 steps with flat memory.
+step torch_train 240 python3 bench/torch_train_mlp.py --csv "$out/torch_train.csv"
+train_baseline=()
+[ -s "$out/torch_train.csv" ] && train_baseline+=(--baseline "$out/torch_train.csv")
+step train 420 lua5.4 bench/train_mlp.lua ${train_baseline[@]+"${train_baseline[@]}"} --csv "$out/train.csv"
+
 # Fused attention: PyTorch's F.scaled_dot_product_attention, then lumus's against it.
 step torch_attention 120 python3 bench/torch_attention.py --csv "$out/torch_attention.csv"
 attn_baseline=()
@@ -156,7 +184,7 @@ step attention 180 lua5.4 bench/attention.lua ${attn_baseline[@]+"${attn_baselin
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward torch_attention attention; do
+  for name in ${ran[@]+"${ran[@]}"}; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

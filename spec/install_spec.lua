@@ -59,7 +59,7 @@ describe("luarocks make into a tree of its own", function()
     -- A host compiled against the installed header and static library.
     local host = elsewhere .. "/host"
     out, code = run(("cc -std=c11 -O1 -DLUMUS_STATIC -I/usr/include/lua5.4 -I%s/include %s/examples/host/host.c "
-      .. "-o %s %s/static/liblumus.a -llua5.4 -lvulkan -lm -lpthread"):format(rockdir, ROOT, host, rockdir))
+      .. "-o %s %s/static/liblumus.a -llua5.4 -lvulkan -ljansson -lm -lpthread"):format(rockdir, ROOT, host, rockdir))
     assert.are.equal(0, code, out)
     out, code = run(("cd %s && LUA_PATH='/nonexistent/?.lua' LUA_CPATH='/nonexistent/?.so' ./host 5 %s/examples/host/frame.lua 16 64")
       :format(elsewhere, ROOT))

@@ -39,8 +39,12 @@ local function mlp_block(d, hidden)
 end
 
 local function mlp_reference(block, xt)
-  local p = {}
-  for i, t in ipairs(block:parameters()) do p[i] = t:to_table() end
+  -- (state_dict, not parameters(): parameters() marks them requires_grad, after which
+  -- calls outside lumus.no_grad return fresh outputs rather than reuse them)
+  local p, sd = {}, block:state_dict()
+  for i, k in ipairs { "block.1.weight", "block.1.bias", "block.2.weight", "block.2.bias", "block.4.weight", "block.4.bias" } do
+    p[i] = sd[k]:to_table()
+  end
   local h = ref.layer_norm_forward(xt, p[1], p[2], 1e-5)
   h = ref.gelu(ref.linear(h, p[3], p[4]), "tanh")
   h = ref.relu(ref.linear(h, p[5], p[6]))

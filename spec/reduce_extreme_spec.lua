@@ -4,32 +4,21 @@
 -- numbers. Checked exactly against lumus.reference.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
 local NAN, INF = 0 / 0, math.huge
 
-local function ints(t)
-  local out = {}
-  for i, v in ipairs(t:to_table()) do out[i] = v end
-  return out
-end
 
-local function same_values(got, want, what)
-  for i = 1, #want do
-    local g, w = got[i], want[i]
-    if w ~= w then assert(g ~= g, what .. ": entry " .. i .. " should be NaN, got " .. tostring(g))
-    else assert(g == w, what .. ": entry " .. i .. " is " .. tostring(g) .. ", want " .. tostring(w)) end
-  end
-end
 
 local function check(xt, opts, what)
   local x = lumus.tensor(xt)
   for _, name in ipairs { "max", "min" } do
     local v, i = lumus[name](x, opts)
     local wv, wi = ref[name](xt, opts)
-    same_values(v:to_table(), wv, name .. " " .. what)
-    assert.are.same(wi, ints(i), name .. " indices " .. what)
+    checks.same_values(v:to_table(), wv, name .. " " .. what)
+    assert.are.same(wi, checks.flat(i), name .. " indices " .. what)
   end
   for _, name in ipairs { "argmax", "argmin" } do
-    assert.are.same(ref[name](xt, opts), ints(lumus[name](x, opts)), name .. " " .. what)
+    assert.are.same(ref[name](xt, opts), checks.flat(lumus[name](x, opts)), name .. " " .. what)
   end
   x:free()
 end
@@ -75,8 +64,8 @@ describe("max/min/argmax/argmin over long rows and columns", function()
     for i = 1, n do flat[i] = rows[5][i] end
     flat[2999] = NAN
     local x = lumus.tensor(flat)
-    assert.are.same({ 2999 }, ints(lumus.argmax(x)))
-    assert.are.same({ 2999 }, ints(lumus.argmin(x)))
+    assert.are.same({ 2999 }, checks.flat(lumus.argmax(x)))
+    assert.are.same({ 2999 }, checks.flat(lumus.argmin(x)))
     assert.is_true(lumus.max(x):to_table()[1] ~= lumus.max(x):to_table()[1])
   end)
 end)

@@ -8,25 +8,8 @@ local checks = dofile("spec/support/check.lua")
 local NAN, INF = 0 / 0, math.huge
 local ROUNDING = { float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
 
-local function ints(t)
-  local out = {}
-  for i, v in ipairs(t:to_table()) do out[i] = v end
-  return out
-end
 
-local function flat_values(t)
-  local out = {}
-  for i, v in ipairs(ref.flatten(t)) do out[i] = v end
-  return out
-end
 
-local function same_values(got, want, what)
-  for i = 1, #want do
-    local g, w = got[i], want[i]
-    if w ~= w then assert(g ~= g, what .. ": entry " .. i .. " should be NaN, got " .. tostring(g))
-    else assert(g == w, what .. ": entry " .. i .. " is " .. tostring(g) .. ", want " .. tostring(w)) end
-  end
-end
 
 local function check_all(x, xt, what)
   local dt = x:dtype()
@@ -45,11 +28,11 @@ local function check_all(x, xt, what)
   for _, name in ipairs { "max", "min" } do
     local v, i = lumus[name](x, { dim = 2 })
     local wv, wi = ref[name](xt, { dim = 2 })
-    same_values(flat_values(v:to("float32"):to_table()), wv, name .. " " .. what)
-    assert.are.same(wi, ints(i), name .. " indices " .. what)
+    checks.same_values(checks.flat(v:to("float32")), wv, name .. " " .. what)
+    assert.are.same(wi, checks.flat(i), name .. " indices " .. what)
   end
   for _, name in ipairs { "argmax", "argmin" } do
-    assert.are.same(ref[name](xt, { dim = 2 }), ints(lumus[name](x, { dim = 2 })), name .. " " .. what)
+    assert.are.same(ref[name](xt, { dim = 2 }), checks.flat(lumus[name](x, { dim = 2 })), name .. " " .. what)
   end
 end
 
@@ -80,8 +63,8 @@ describe("float16 and bfloat16 reductions over rows of every load width", functi
           for _, name in ipairs { "max", "min" } do
             local v, i = lumus[name](x, { dim = 1 })
             local wv, wi = ref[name](xt, { dim = 1 })
-            same_values(flat_values(v:to("float32"):to_table()), wv, name .. " columns " .. what_d)
-            assert.are.same(wi, ints(i), name .. " column indices " .. what_d)
+            checks.same_values(checks.flat(v:to("float32")), wv, name .. " columns " .. what_d)
+            assert.are.same(wi, checks.flat(i), name .. " column indices " .. what_d)
           end
           checks.close(lumus.sum(x, { dim = 1 }):to("float32"), ref.sum(xt, { dim = 1 }),
             { rel = ROUNDING[dt], abs = 1e-3, what = "sum columns " .. what_d })
@@ -93,8 +76,8 @@ describe("float16 and bfloat16 reductions over rows of every load width", functi
       for i = 1, 8192 do flat[i] = (i % 97) - 40 end
       flat[5000] = 500
       local x = lumus.tensor(flat, { dtype = dt })
-      assert.are.same({ 5000 }, ints(lumus.argmax(x)))
-      assert.are.same({ 97 }, ints(lumus.argmin(x)))   -- the first -40
+      assert.are.same({ 5000 }, checks.flat(lumus.argmax(x)))
+      assert.are.same({ 97 }, checks.flat(lumus.argmin(x)))   -- the first -40
     end
   end)
 end)

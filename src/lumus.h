@@ -10,7 +10,7 @@
  *
  * Linking. Every function here is in build/liblumus.a (the objects of lumus/core.so
  * plus the Lua files of lua/lumus/, embedded); all but lumus_open are also exported by
- * lumus/core.so itself. Link liblumus.a, -lvulkan -lm -lpthread and Lua 5.4. A host that loads lumus only
+ * lumus/core.so itself. Link liblumus.a, -lvulkan -ljansson -lm -lpthread and Lua 5.4. A host that loads lumus only
  * with `require "lumus"` from an installed tree needs none of this header; attaching a
  * device or wrapping buffers needs these functions, i.e. liblumus.a (or core.so linked
  * in directly). Use one copy of lumus per process: if liblumus.a is linked in, call
@@ -35,7 +35,10 @@
  * its own memory pools there (blocks of 2 MiB up to 256 MiB; lumus.set_memory_limit
  * caps them per lua_State, lumus.empty_cache gives the unused ones back).
  * LUMUS_VALIDATION concerns only instances lumus creates: for an attached device, enable
- * the validation layer on the host's instance.
+ * the validation layer on the host's instance. LUMUS_PIPELINE_CACHE (a file, or "off")
+ * applies to every context, attached ones too: each lua_State reads the pipeline cache
+ * when its context is made and writes it at lua_close (docs/pipeline_cache.md); a host
+ * calls lumus.warm_up() in Lua during its loading screen.
  *
  * Lifetime. lua_close waits for all of lumus's work in flight, then frees what lumus
  * created (memory blocks, command pools, fences, pipelines, its timeline semaphore, and

@@ -10,6 +10,7 @@
 #include "capture.h"
 #include "ops/ops.h"
 #include "ops/random.h"
+#include "pipeline_lua.h"
 
 static int l_synchronize(lua_State *L) {
     lm_stream_sync(L, lm_context_get(L));
@@ -138,6 +139,9 @@ static const luaL_Reg functions[] = {
     {"manual_seed", lm_op_manual_seed}, {"get_rng_state", lm_op_get_rng_state}, {"set_rng_state", lm_op_set_rng_state},
     {"cat", lm_op_cat}, {"stack", lm_op_stack},
     {"capture", lm_capture},
+    {"load_safetensors", lm_load_safetensors}, {"save_safetensors", lm_save_safetensors},
+    {"warm_up", lm_warm_up}, {"save_pipeline_cache", lm_save_pipeline_cache},
+    {"sgd_step_", lm_op_sgd_step_}, {"adam_step_", lm_op_adam_step_},
     {NULL, NULL}
 };
 
@@ -172,6 +176,7 @@ static const luaL_Reg tune_functions[] = {
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
     {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
+    {"pipeline_cache", lm_pipeline_cache_stats},
     {"attention", lm_op_attention_config},
     {NULL, NULL}
 };
@@ -188,6 +193,7 @@ static void set_tensor_ops(lua_State *L) {
 LUMUS_API int luaopen_lumus_core(lua_State *L) {
     luaL_newlib(L, functions);
     lm_register_names(L, functions, "lumus");
+    lm_safetensors_register_names(L);
     set_tensor_ops(L);
     for (size_t i = 0; i < sizeof tensor_op_lists / sizeof tensor_op_lists[0]; i++)
         lm_register_names(L, tensor_op_lists[i], "lumus");

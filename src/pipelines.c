@@ -16,11 +16,14 @@ VkResult lm_pipelines_init(lm_context *ctx) {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
         .pushConstantRangeCount = 1, .pPushConstantRanges = &range,
     };
-    return vkCreatePipelineLayout(ctx->device, &li, NULL, &pp->layout);
+    VkResult r = vkCreatePipelineLayout(ctx->device, &li, NULL, &pp->layout);
+    if (r == VK_SUCCESS) lm_pipeline_cache_open(ctx);
+    return r;
 }
 
 void lm_pipelines_destroy(lm_context *ctx) {
     lm_pipelines *pp = &ctx->pipes;
+    lm_pipeline_cache_close(ctx);
     for (size_t i = 0; i < pp->count; i++) vkDestroyPipeline(ctx->device, pp->entries[i].pipeline, NULL);
     free(pp->entries);
     pp->entries = NULL;
@@ -58,7 +61,9 @@ static void print_statistics(lm_context *ctx, VkPipeline p, lm_shader_id id, con
     fputc('\n', stderr);
 }
 
-static VkShaderModule module_for(lua_State *L, lm_context *ctx, lm_shader_id id) {
+_Static_assert(LM_PCACHE_SPEC == LM_MAX_SPEC, "the cache's list keeps every specialization constant");
+
+static VkResult module_for(lm_context *ctx, lm_shader_id id, VkShaderModule *out) {
     lm_pipelines *pp = &ctx->pipes;
     if (!pp->modules[id]) {
         size_t bytes;
@@ -66,18 +71,26 @@ static VkShaderModule module_for(lua_State *L, lm_context *ctx, lm_shader_id id)
         VkShaderModuleCreateInfo mi = {
             .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = bytes, .pCode = code,
         };
-        LM_VK(L, vkCreateShaderModule(ctx->device, &mi, NULL, &pp->modules[id]));
+        VkResult r = vkCreateShaderModule(ctx->device, &mi, NULL, &pp->modules[id]);
+        if (r != VK_SUCCESS) { pp->modules[id] = VK_NULL_HANDLE; return r; }
     }
-    return pp->modules[id];
+    *out = pp->modules[id];
+    return VK_SUCCESS;
 }
 
-VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
-                       const uint32_t spec[LM_MAX_SPEC], int full_subgroups) {
-    lm_pipelines *pp = &ctx->pipes;
+static VkPipeline find(lm_pipelines *pp, lm_shader_id id, const uint32_t spec[LM_MAX_SPEC]) {
     for (size_t i = 0; i < pp->count; i++) {
         lm_pipeline_entry *e = &pp->entries[i];
         if (e->shader == id && memcmp(e->spec, spec, sizeof e->spec) == 0) return e->pipeline;
     }
+    return VK_NULL_HANDLE;
+}
+
+/* Builds one pipeline (through the disk cache) and tables it; never raises except for
+ * host memory. */
+static VkResult build(lua_State *L, lm_context *ctx, const char *op, lm_shader_id id,
+                      const uint32_t spec[LM_MAX_SPEC], int full_subgroups, VkPipeline *out) {
+    lm_pipelines *pp = &ctx->pipes;
     if (pp->count == pp->cap) {
         size_t cap = pp->cap ? pp->cap * 2 : 16;
         lm_pipeline_entry *n = realloc(pp->entries, cap * sizeof *n);
@@ -85,6 +98,9 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
         pp->entries = n;
         pp->cap = cap;
     }
+    VkShaderModule module;
+    VkResult r = module_for(ctx, id, &module);
+    if (r != VK_SUCCESS) return r;
     VkSpecializationMapEntry map[LM_MAX_SPEC];
     for (uint32_t i = 0; i < LM_MAX_SPEC; i++) {
         map[i].constantID = i;
@@ -94,13 +110,20 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
     VkSpecializationInfo si = {
         .mapEntryCount = LM_MAX_SPEC, .pMapEntries = map, .dataSize = sizeof(uint32_t) * LM_MAX_SPEC, .pData = spec,
     };
+    VkPipelineCreationFeedback whole = { 0 }, stage = { 0 };
+    VkPipelineCreationFeedbackCreateInfo fb = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+        .pPipelineCreationFeedback = &whole, .pipelineStageCreationFeedbackCount = 1,
+        .pPipelineStageCreationFeedbacks = &stage,
+    };
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .pNext = pp->pcache.feedback ? &fb : NULL,
         .stage = {
             .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
             .flags = full_subgroups && ctx->full_subgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
             .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-            .module = module_for(L, ctx, id),
+            .module = module,
             .pName = "main",
             .pSpecializationInfo = &si,
         },
@@ -108,13 +131,67 @@ VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
         .flags = ctx->pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
     };
     VkPipeline p;
-    LM_VK(L, vkCreateComputePipelines(ctx->device, VK_NULL_HANDLE, 1, &ci, NULL, &p));
+    r = vkCreateComputePipelines(ctx->device, pp->pcache.cache, 1, &ci, NULL, &p);
+    if (r != VK_SUCCESS) return r;
     if (ctx->pipeline_stats) print_statistics(ctx, p, id, spec);
     lm_pipeline_entry *e = &pp->entries[pp->count++];
     e->shader = id;
     memcpy(e->spec, spec, sizeof e->spec);
     e->pipeline = p;
+    lm_pipeline_key key;
+    memset(&key, 0, sizeof key);
+    snprintf(key.shader, sizeof key.shader, "%s", lm_shader_name(id));
+    snprintf(key.op, sizeof key.op, "%s", op ? op : "");
+    memcpy(key.spec, spec, sizeof key.spec);
+    key.full_subgroups = full_subgroups != 0;
+    int hit = (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+              (whole.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT);
+    lm_pipeline_cache_note(ctx, &key, hit);
+    *out = p;
+    return VK_SUCCESS;
+}
+
+VkPipeline lm_pipeline_for(lua_State *L, lm_context *ctx, const char *op, lm_shader_id id,
+                           const uint32_t spec[LM_MAX_SPEC], int full_subgroups) {
+    VkPipeline p = find(&ctx->pipes, id, spec);
+    if (p) return p;
+    VkResult r = build(L, ctx, op, id, spec, full_subgroups, &p);
+    if (r != VK_SUCCESS) lm_vk_error(L, "creating a compute pipeline", r);
     return p;
+}
+
+VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
+                       const uint32_t spec[LM_MAX_SPEC], int full_subgroups) {
+    return lm_pipeline_for(L, ctx, NULL, id, spec, full_subgroups);
+}
+
+static int listed(lua_State *L, int arg, const char *op) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, arg);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, arg, i);
+        int same = strcmp(lua_tostring(L, -1), op) == 0;
+        lua_pop(L, 1);
+        if (same) return 1;
+    }
+    return 0;
+}
+
+size_t lm_pipelines_warm_up(lua_State *L, lm_context *ctx, int ops) {
+    lm_pipeline_cache *pc = &ctx->pipes.pcache;
+    size_t built = 0;
+    for (size_t i = 0; i < pc->nkeys; i++) {
+        lm_pipeline_key k = pc->keys[i];   /* a copy: building may grow the list */
+        if (ops && !listed(L, ops, k.op)) continue;
+        int id = -1;
+        for (int s = 0; s < LM_SH_COUNT && id < 0; s++) if (strcmp(lm_shader_name((lm_shader_id)s), k.shader) == 0) id = s;
+        /* The list is this machine's own file, checked; still, a workgroup size the
+         * device cannot run is never built. */
+        if (id < 0 || k.spec[0] == 0 || k.spec[0] > ctx->props.limits.maxComputeWorkGroupInvocations) continue;
+        if (find(&ctx->pipes, (lm_shader_id)id, k.spec)) continue;
+        VkPipeline p;
+        if (build(L, ctx, k.op[0] ? k.op : NULL, (lm_shader_id)id, k.spec, (int)k.full_subgroups, &p) == VK_SUCCESS) built++;
+    }
+    return built;
 }
 
 uint32_t lm_grid(lua_State *L, lm_context *ctx, uint64_t groups, uint32_t *height) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <vulkan/vulkan.h>
 #include <lua.h>
+#include "pipeline_cache.h"
 
 typedef struct lm_context lm_context;
 
@@ -33,6 +34,7 @@ typedef struct lm_pipelines {
     VkShaderModule modules[LM_SH_COUNT];
     lm_pipeline_entry *entries;
     size_t count, cap;
+    lm_pipeline_cache pcache;       /* the cache on disk (pipeline_cache.h) */
 } lm_pipelines;
 
 /* The embedded SPIR-V of each shader (shaders.c). */
@@ -46,6 +48,15 @@ void lm_pipelines_destroy(lm_context *ctx);
  * (unused ones zero); raises on failure. `full_subgroups` asks for whole subgroups. */
 VkPipeline lm_pipeline(lua_State *L, lm_context *ctx, lm_shader_id id,
                        const uint32_t spec[LM_MAX_SPEC], int full_subgroups);
+/* The same, naming the op that asked for it in the list the cache keeps for
+ * lumus.warm_up (op names as lm_launch's). */
+VkPipeline lm_pipeline_for(lua_State *L, lm_context *ctx, const char *op, lm_shader_id id,
+                           const uint32_t spec[LM_MAX_SPEC], int full_subgroups);
+
+/* Builds now the pipelines the cache lists (earlier processes' and this one's) that are
+ * not built yet; with ops != 0, only those whose op is in the list of strings at that
+ * stack index. Returns how many were built. */
+size_t lm_pipelines_warm_up(lua_State *L, lm_context *ctx, int ops);
 
 /* Splits `groups` workgroups into a grid within maxComputeWorkGroupCount; returns the
  * width, writes the height. Raises if even a 2-D grid cannot hold them. */

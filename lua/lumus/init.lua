@@ -113,10 +113,10 @@ Tensor.__unm = function(t) return core.neg(t) end   -- Lua passes the operand tw
 -- (lua/lumus/autograd.lua; it wraps the ops only once a tensor requires grad).
 require("lumus.autograd").attach(M)
 
--- Submodules load on first use: lumus.reference, lumus.nn.
+-- Submodules load on first use: lumus.reference, lumus.nn, lumus.optim.
 setmetatable(M, {
   __index = function(_, k)
-    if k == "reference" or k == "nn" then
+    if k == "reference" or k == "nn" or k == "optim" then
       local mod = require("lumus." .. k)
       rawset(M, k, mod)
       return mod

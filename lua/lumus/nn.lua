@@ -19,12 +19,22 @@
 --   nn.ReLU()                                        lumus.relu
 --   nn.Sequential(m1, m2, ...)        applies the modules in order; :add(m), :get(i), :size()
 --   nn.Residual(block)                x + block(x) (lumus.add)
+--   nn.Dropout([p = 0.5])             training: each element zeroed with probability p
+--                                     (lumus.rand), the rest scaled by 1/(1-p); a fresh
+--                                     tensor per call. Evaluation mode: x itself
+--   nn.Embedding(num, dim [, {seed = n}])   lumus.embedding(ids, weight), 1-based int32
+--                                     ids; weight [num, dim] from the standard normal
 --
 -- Every module has:
 --   m:forward(x), m(x)                the output tensor, m.output (see "Outputs" below)
 --   m.output                          the output of the last call
 --   m:parameters()                    list of its parameter tensors, children's included,
---                                     in a fixed order (a module's own, then its children's)
+--                                     in a fixed order (a module's own, then its children's);
+--                                     marks them requires_grad(true) (see "Training")
+--   m:named_parameters(), m:state_dict(), m:load_state_dict(sd [, {strict = true}])
+--                                     dotted names: children by position ("2.weight"),
+--                                     Residual's block as "block"
+--   m:requires_grad_([flag]), m:zero_grad(), m:train([mode]), m:eval(), m.training
 --   m:load(values [, {strict = true}])  copies values into the parameters, in place:
 --                                     Linear/LayerNorm take {weight = v, bias = v}, each v a
 --                                     nested table of the parameter's shape, a flat table of
@@ -59,6 +69,13 @@
 -- clear_state() or free(). A module of one's own may return a fresh tensor per call
 -- (containers accept it; the GC reclaims it) or keep self.output the same way.
 --
+-- Training: a call that autograd records (lumus.is_grad_enabled() and an input or one of
+-- the module's own parameters requires grad) returns fresh tensors and keeps them as
+-- m.output without reusing or freeing them (the graph may hold them; autograd refuses
+-- out= too); the call cache is dropped. The next call outside recording starts new
+-- buffers. So reuse holds inside lumus.no_grad and for modules whose parameters do not
+-- require grad (never asked for by parameters(), or m:requires_grad_(false)).
+--
 -- Own modules: local Scale = nn.Module:extend("Scale"), then Scale:__init(...) (set
 -- fields, call self:register_parameter(name, tensor) / self:register_module(m) so that
 -- parameters() sees them, and self:register_buffers("output", ...) for the fields that
@@ -70,8 +87,11 @@ local ref = require "lumus.reference"
 local nn = {}
 
 local Tensor = lumus.Tensor   -- the metatable of lumus tensors
-local linear, layer_norm_forward = lumus.linear, lumus.layer_norm_forward
 local function is_tensor(v) return getmetatable(v) == Tensor end
+-- Fetched at each call, not once: autograd replaces lumus.linear and the others with
+-- recording wrappers at the first requires_grad(true).
+local function linear(...) return lumus.linear(...) end
+local function layer_norm_forward(...) return lumus.layer_norm_forward(...) end
 
 ---------------------------------------------------------------------------------------
 -- Argument checks (errors point at the caller of the constructor: level 4 is the user's
@@ -187,6 +207,38 @@ local function cached_opts(self, x, h, key)
   return c.opts
 end
 
+-- Would autograd record this module's call on x (and h)? Grad is enabled and an input or
+-- one of the module's own parameters requires grad. Such a call returns fresh tensors:
+-- a reused output could be a tensor the graph saved, and autograd refuses out= anyway.
+local function records(self, x, h)
+  if not lumus.is_grad_enabled() then return false end
+  if is_tensor(x) and x:requires_grad() then return true end
+  if is_tensor(h) and h:requires_grad() then return true end
+  for _, name in ipairs(self._params) do
+    if self[name]:requires_grad() then return true end
+  end
+  return false
+end
+
+-- Keeps the fresh results of a recorded call as the module's outputs (fields[i] =
+-- values[i]) without freeing the buffers they replace (the caller may hold them; the GC
+-- reclaims them), and marks them as not reusable.
+local function keep_fresh(self, fields, values)
+  self._call = nil
+  for i, f in ipairs(fields) do self[f] = values[i] end
+  self._fresh = true
+end
+
+-- Before a call that reuses buffers: outputs of a recorded call belong to the graph and
+-- are dropped, not written or freed.
+local function forget_fresh(self)
+  if self._fresh then
+    for _, name in ipairs(self._buffers) do self[name] = nil end
+    self.output = nil
+    self._fresh = nil
+  end
+end
+
 ---------------------------------------------------------------------------------------
 -- Module
 
@@ -206,7 +258,7 @@ local function make_class(name, parent)
   return setmetatable(cls, {
     __index = parent,
     __call = function(c, ...)
-      local self = setmetatable({ _params = {}, _modules = {}, _buffers = {} }, c)
+      local self = setmetatable({ _params = {}, _modules = {}, _names = {}, _buffers = {}, training = true }, c)
       self:__init(...)
       return self
     end,
@@ -253,21 +305,123 @@ local function is_module(m)
 end
 
 --- Records a child module; parameters() includes its parameters after this module's own.
-function Module:register_module(m)
+-- `name` names it in state_dict keys (default: its position among the children).
+function Module:register_module(m, name)
   if not is_module(m) then
     error(("%s:register_module: a module expected, got %s"):format(self._type, type(m)), 2)
   end
   self._modules[#self._modules + 1] = m
+  self._names[#self._modules] = name ~= nil and tostring(name) or tostring(#self._modules)
   return m
 end
 
+-- The parameters as {name, tensor} pairs, this module's own first, then each child's
+-- under "<child name>.".
+local function named_parameters(self, prefix, out)
+  for _, name in ipairs(self._params) do out[#out + 1] = { prefix .. name, self[name] } end
+  for i, m in ipairs(self._modules) do
+    named_parameters(m, prefix .. (self._names and self._names[i] or tostring(i)) .. ".", out)
+  end
+  return out
+end
+
+--- The parameter tensors, in a fixed order. They carry gradients: each is marked
+-- requires_grad(true) (as torch's parameters are) unless m:requires_grad_(false) unmarked
+-- them since.
 function Module:parameters()
   local list = {}
-  for _, name in ipairs(self._params) do list[#list + 1] = self[name] end
-  for _, m in ipairs(self._modules) do
-    for _, p in ipairs(m:parameters()) do list[#list + 1] = p end
+  for i, np in ipairs(named_parameters(self, "", {})) do list[i] = np[2] end
+  if not self._frozen then
+    for _, p in ipairs(list) do
+      -- (autograd differentiates float32 only: other parameters stay as they are)
+      if not p:is_freed() and p:dtype() == "float32" and not p:requires_grad() then p:requires_grad(true) end
+    end
   end
   return list
+end
+
+--- {{name, tensor}, ...} with dotted names ("1.weight", "block.2.bias"); marks the
+-- tensors as parameters() does.
+function Module:named_parameters()
+  local list = named_parameters(self, "", {})
+  self:parameters()
+  return list
+end
+
+--- Marks (true) or unmarks (false) every parameter as requiring grad, children's
+-- included. Unmarked, modules reuse their outputs again outside lumus.no_grad too.
+function Module:requires_grad_(flag)
+  if flag == nil then flag = true end
+  if type(flag) ~= "boolean" then
+    error(("%s:requires_grad_: flag must be a boolean, got %s"):format(self._type, type(flag)), 2)
+  end
+  for _, np in ipairs(named_parameters(self, "", {})) do np[2]:requires_grad(flag) end
+  local function mark(m)
+    m._frozen = not flag or nil
+    for _, c in ipairs(m._modules) do mark(c) end
+  end
+  mark(self)
+  return self
+end
+
+--- Drops the parameters' gradients (p:zero_grad() each).
+function Module:zero_grad()
+  for _, np in ipairs(named_parameters(self, "", {})) do np[2]:zero_grad() end
+  return self
+end
+
+--- Training mode (default) or evaluation mode (mode false), for this module and its
+-- children: Dropout is the identity in evaluation mode.
+function Module:train(mode)
+  if mode == nil then mode = true end
+  if type(mode) ~= "boolean" then
+    error(("%s:train: mode must be a boolean, got %s"):format(self._type, type(mode)), 2)
+  end
+  self.training = mode
+  for _, m in ipairs(self._modules) do m:train(mode) end
+  return self
+end
+
+function Module:eval() return self:train(false) end
+
+--- {[dotted name] = parameter tensor}: the module's own tensors (not copies).
+function Module:state_dict()
+  local sd = {}
+  for _, np in ipairs(named_parameters(self, "", {})) do sd[np[1]] = np[2] end
+  return sd
+end
+
+--- Copies sd[name] into each parameter (shapes must match). strict (default): every
+-- parameter must be given and every key must name one.
+function Module:load_state_dict(sd, opts)
+  local fname = self._type .. ":load_state_dict"
+  if type(sd) ~= "table" then error(("%s: a table {name = tensor} expected, got %s"):format(fname, type(sd)), 2) end
+  opts = opts_table(fname, opts, { strict = true }, 3)
+  local strict = boolean_opt(fname, opts, "strict", true, 3)
+  local params, by_name = named_parameters(self, "", {}), {}
+  for _, np in ipairs(params) do by_name[np[1]] = np[2] end
+  if strict then
+    for k in pairs(sd) do
+      if by_name[k] == nil then error(("%s: unexpected key '%s'"):format(fname, tostring(k)), 2) end
+    end
+  end
+  for _, np in ipairs(params) do
+    local v = sd[np[1]]
+    if v == nil then
+      if strict then error(("%s: missing key '%s'"):format(fname, np[1]), 2) end
+    elseif not is_tensor(v) then
+      error(("%s: %s must be a tensor, got %s"):format(fname, np[1], type(v)), 2)
+    elseif shape_string(v:shape()) ~= shape_string(np[2]:shape()) then
+      error(("%s: %s has shape %s, the parameter %s"):format(fname, np[1], shape_string(v:shape()), shape_string(np[2]:shape())), 2)
+    end
+  end
+  lumus.no_grad(function()
+    for _, np in ipairs(params) do
+      local v = sd[np[1]]
+      if v ~= nil and not rawequal(v, np[2]) then lumus.copy(np[2], v) end
+    end
+  end)
+  return self
 end
 
 --- Records the names of fields that hold this module's own output buffers, which
@@ -279,9 +433,10 @@ end
 function Module:clear_state()
   for _, name in ipairs(self._buffers) do
     local t = self[name]
-    if is_tensor(t) then t:free() end
+    if is_tensor(t) and not self._fresh then t:free() end
     self[name] = nil
   end
+  self._fresh = nil
   self.output = nil
   self._call = nil
   for _, m in ipairs(self._modules) do m:clear_state() end
@@ -356,7 +511,7 @@ function Module:load(values, opts)
     if v == nil then
       if strict then error(("%s: missing parameter '%s' (pass {strict = false} to load some)"):format(fname, name), 2) end
     else
-      local ok, err = pcall(load_value, ("%s: %s"):format(fname, name), self[name], v)
+      local ok, err = pcall(lumus.no_grad, load_value, ("%s: %s"):format(fname, name), self[name], v)
       if not ok then error(err, 2) end
     end
   end
@@ -398,6 +553,12 @@ function Linear:__init(in_features, out_features, opts)
 end
 
 function Linear:forward(x)
+  if records(self, x) then
+    local y = linear(x, self.weight, self.bias)
+    keep_fresh(self, { "output" }, { y })
+    return y
+  end
+  forget_fresh(self)
   local opts = cached_opts(self, x)
   if opts then return linear(x, self.weight, self.bias, opts) end
   local old = self.output
@@ -444,6 +605,12 @@ function LayerNorm:__init(d, opts)
 end
 
 function LayerNorm:forward(x)
+  if records(self, x) then
+    local y, mean, invstd = layer_norm_forward(x, self.weight, self.bias, self.eps)
+    keep_fresh(self, { "output", "mean", "invstd" }, { y, mean, invstd })
+    return y
+  end
+  forget_fresh(self)
   local opts = cached_opts(self, x)
   if opts and opts.mean == self.mean and opts.invstd == self.invstd
      and not opts.mean:is_freed() and not opts.invstd:is_freed() then
@@ -510,6 +677,14 @@ end
 -- operand whose shape the result has (x, or h when it is the larger of a broadcast).
 -- `key` as for cached_opts; `make_opts()` the options of a call without out.
 local function elementwise_forward(self, f, x, h, make_opts, like, key)
+  if records(self, x, h) then
+    local o = make_opts(self)
+    local y
+    if h == nil then y = f(x, o) else y = f(x, h, o) end
+    keep_fresh(self, { "output" }, { y })
+    return y
+  end
+  forget_fresh(self)
   local opts = cached_opts(self, x, h, key)
   if opts then
     if h == nil then return f(x, opts) end
@@ -547,6 +722,84 @@ function ReLU:__init(opts)
 end
 
 function ReLU:forward(x) return elementwise_forward(self, kernel("relu", "nn.ReLU"), x, nil, no_options) end
+
+---------------------------------------------------------------------------------------
+-- Dropout
+
+local Dropout = make_class("Dropout", Module)
+nn.Dropout = Dropout
+
+function Dropout:__init(p)
+  if p == nil then p = 0.5 end
+  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+    error(("nn.Dropout: p must be a number in [0, 1], got %s"):format(tostring(p)), 3)
+  end
+  self.p = p
+end
+
+-- Training: each element is kept with probability 1 - p (lumus.rand(shape) >= p, from
+-- lumus's generator) and scaled by 1 / (1 - p), so the expected output is x; a fresh
+-- tensor per call. Evaluation mode, or p = 0: x itself.
+function Dropout:forward(x)
+  if not is_tensor(x) then error(("%s: input must be a tensor, got %s"):format(self:describe(), type(x)), 2) end
+  if not self.training or self.p == 0 then
+    self.output = x
+    return x
+  end
+  local scale = self.p < 1 and 1 / (1 - self.p) or 0
+  local keep = lumus.no_grad(function()
+    local mask = lumus.where(lumus.ge(lumus.rand(x:shape()), self.p), scale, 0)
+    if x:dtype() ~= "float32" then mask = mask:to(x:dtype()) end
+    return mask
+  end)
+  local y = lumus.mul(x, keep)
+  self.output = y
+  return y
+end
+
+function Dropout:describe() return ("nn.Dropout(p=%g)"):format(self.p) end
+
+---------------------------------------------------------------------------------------
+-- Embedding
+
+local Embedding = make_class("Embedding", Module)
+nn.Embedding = Embedding
+
+-- weight [num, dim] from the standard normal (torch's default), drawn row-major with
+-- lumus.reference's generator seeded as Linear's.
+function Embedding:__init(num, dim, opts)
+  self.num_embeddings = positive_int("nn.Embedding", "num_embeddings", num)
+  self.embedding_dim = positive_int("nn.Embedding", "embedding_dim", dim)
+  opts = opts_table("nn.Embedding", opts, { seed = true })
+  local seed = opts.seed
+  if seed ~= nil and math.type(seed) ~= "integer" then
+    error(("nn.Embedding: option seed must be an integer, got %s"):format(tostring(seed)), 3)
+  end
+  local g = ref.rng(seed or next_seed())
+  local n = self.num_embeddings * self.embedding_dim
+  local parts, buf = {}, {}
+  for i = 1, n, PACK_CHUNK do
+    local m = math.min(PACK_CHUNK, n - i + 1)
+    for j = 1, m do buf[j] = g.normal() end
+    parts[#parts + 1] = string.pack(m == PACK_CHUNK and PACK_FMT or "<" .. ("f"):rep(m), table.unpack(buf, 1, m))
+  end
+  self:register_parameter("weight", lumus.from_bytes(table.concat(parts), { self.num_embeddings, self.embedding_dim }))
+end
+
+--- ids: an int32 tensor of 1-based rows, any shape; the result [..., dim] is fresh.
+function Embedding:forward(ids)
+  if not is_tensor(ids) then error(("%s: ids must be an int32 tensor, got %s"):format(self:describe(), type(ids)), 2) end
+  if ids:dtype() ~= "int32" then
+    error(("%s: ids must be an int32 tensor (1-based rows), got %s"):format(self:describe(), ids:dtype()), 2)
+  end
+  local y = lumus.embedding(ids, self.weight)
+  self.output = y
+  return y
+end
+
+function Embedding:describe()
+  return ("nn.Embedding(%d, %d)"):format(self.num_embeddings, self.embedding_dim)
+end
 
 ---------------------------------------------------------------------------------------
 -- Containers
@@ -608,7 +861,7 @@ function Residual:__init(block)
   if not is_module(block) then
     error(("nn.Residual: a module expected, got %s"):format(type(block)), 3)
   end
-  self.block = self:register_module(block)
+  self.block = self:register_module(block, "block")
   self:register_buffers("output")
 end
 

@@ -1533,6 +1533,72 @@ function M.layer_norm_backward(dy, x, mean, invstd, weight)
   return dx
 end
 
+---------------------------------------------------------------------------------------
+-- Optimizer steps (torch.optim semantics) in float64, on flat tables, in place: the
+-- references of lumus.sgd_step_ / lumus.adam_step_ and of lumus.optim's optimizers.
+-- `state` is a table the function keeps its buffers in (empty before the first step).
+
+--- One SGD step: param, grad flat tables; opts {lr, momentum, dampening, nesterov,
+-- weight_decay}. state.momentum_buffer is created on the first step with momentum.
+function M.sgd_step(param, grad, state, opts)
+  local lr, mom = opts.lr or 1e-3, opts.momentum or 0
+  local damp, wd = opts.dampening or 0, opts.weight_decay or 0
+  local buf = state.momentum_buffer
+  local first = buf == nil
+  if mom ~= 0 and first then buf = {}; state.momentum_buffer = buf end
+  for i = 1, #param do
+    local g = grad[i]
+    if wd ~= 0 then g = g + wd * param[i] end
+    if mom ~= 0 then
+      if first then buf[i] = g else buf[i] = mom * buf[i] + (1 - damp) * g end
+      if opts.nesterov then g = g + mom * buf[i] else g = buf[i] end
+    end
+    param[i] = param[i] - lr * g
+  end
+  return param
+end
+
+--- One Adam (opts.decoupled: AdamW) step: opts {lr, betas = {b1, b2}, eps,
+-- weight_decay, amsgrad}. state.step counts steps; exp_avg, exp_avg_sq (and
+-- max_exp_avg_sq) start at zeros.
+function M.adam_step(param, grad, state, opts)
+  local lr, eps, wd = opts.lr or 1e-3, opts.eps or 1e-8, opts.weight_decay or 0
+  local b1, b2 = (opts.betas or {})[1] or 0.9, (opts.betas or {})[2] or 0.999
+  local n = #param
+  if not state.step then
+    state.step, state.exp_avg, state.exp_avg_sq = 0, {}, {}
+    for i = 1, n do state.exp_avg[i], state.exp_avg_sq[i] = 0, 0 end
+    if opts.amsgrad then
+      state.max_exp_avg_sq = {}
+      for i = 1, n do state.max_exp_avg_sq[i] = 0 end
+    end
+  end
+  state.step = state.step + 1
+  local m, v, vmax = state.exp_avg, state.exp_avg_sq, state.max_exp_avg_sq
+  local bc1 = 1 - b1 ^ state.step
+  local bc2 = 1 - b2 ^ state.step
+  for i = 1, n do
+    local g = grad[i]
+    if opts.decoupled then param[i] = param[i] * (1 - lr * wd)
+    elseif wd ~= 0 then g = g + wd * param[i] end
+    m[i] = m[i] + (1 - b1) * (g - m[i])
+    v[i] = b2 * v[i] + (1 - b2) * g * g
+    local d = v[i]
+    if vmax then vmax[i] = math.max(vmax[i], v[i]); d = vmax[i] end
+    param[i] = param[i] - (lr / bc1) * m[i] / (math.sqrt(d) / math.sqrt(bc2) + eps)
+  end
+  return param
+end
+
+--- AdamW: adam_step with decoupled weight decay (weight_decay defaults to 1e-2).
+function M.adamw_step(param, grad, state, opts)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.decoupled = true
+  if o.weight_decay == nil then o.weight_decay = 1e-2 end
+  return M.adam_step(param, grad, state, o)
+end
+
 --- Transformer ops, float64 (appended with lumus.rms_norm, lumus.rope and
 -- lumus.scaled_dot_product_attention):
 --   rms_norm(x, weight, eps)          x / sqrt(mean(x^2) + eps) * weight over the last dimension

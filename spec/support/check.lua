@@ -123,4 +123,16 @@ function M.floats(t, first, n)
   return out
 end
 
+-- Exact equality of two flat lists, NaN matching NaN; `what` names the check.
+function M.same_values(got, want, what)
+  for i = 1, #want do
+    local g, w = got[i], want[i]
+    if w ~= w then
+      if g == g then fail(what .. ": entry " .. i .. " should be NaN, got " .. tostring(g)) end
+    elseif g ~= w then
+      fail(what .. ": entry " .. i .. " is " .. tostring(g) .. ", want " .. tostring(w))
+    end
+  end
+end
+
 return M

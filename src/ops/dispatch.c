@@ -32,7 +32,7 @@ void lm_record_dispatch(lua_State *L, lm_context *ctx, const lm_launch *d) {
                            lm_dtype_name(used[j]->dtype));
     }
     double t0 = st->prof.on ? lm_stream_clock() : 0;
-    VkPipeline p = lm_pipeline(L, ctx, d->shader, d->spec, d->full_subgroups);
+    VkPipeline p = lm_pipeline_for(L, ctx, d->op, d->shader, d->spec, d->full_subgroups);
     VkCommandBuffer cb = st->recording ? lm_stream_recording_cmd(L, ctx, d->op) : lm_stream_cmd(L, ctx, d->op);
     for (int i = 0; i < LM_LAUNCH_TENSORS; i++) {
         if (d->reads[i]) lm_stream_read(ctx, d->reads[i]->storage);

@@ -173,6 +173,15 @@ void lm_record_index_elems(lua_State *L, const char *op, const lm_index_elems *g
 lm_tensor *lm_push_out_dtype(lua_State *L, int argn, lm_context *ctx, lm_dtype dtype, int ndim,
                              const int64_t *shape, const lm_operands *in);
 
+/* safetensors files (safetensors_io.c): lumus.load_safetensors, lumus.save_safetensors,
+ * and the names of their protected bodies for messages (call once at registration). */
+int lm_load_safetensors(lua_State *L);
+int lm_save_safetensors(lua_State *L);
+void lm_safetensors_register_names(lua_State *L);
+/* Optimizer steps (optim.c): update param and the state tensors given in opts, in place. */
+int lm_op_sgd_step_(lua_State *L);    /* lumus.sgd_step_(param, grad [, opts]) */
+int lm_op_adam_step_(lua_State *L);   /* lumus.adam_step_(param, grad, opts) */
+
 /* Transformer ops (rms_norm.c, rope.c, attention.c; README "Ops"). */
 int lm_op_rms_norm(lua_State *L);      /* lumus.rms_norm(x [, weight] [, {eps=, out=}]) */
 int lm_op_rope(lua_State *L);          /* lumus.rope(x [, {base=, offset=, interleaved=, out=}]) */
