@@ -208,6 +208,21 @@ describe("scaled_dot_product_attention", function()
     check(q4:narrow(2, 1, 1), kk, v1, { { q4t[1][1] } }, kkt, v1t, {}, nil, "transposed k")
   end)
 
+  it("computes the same under every forced register tile (tune.attention)", function()
+    local q, qt = randt { 1, 3, 37, 20 }
+    local k, kt = randt { 1, 3, 45, 20 }
+    local v, vt = randt { 1, 3, 45, 20 }
+    local want = ref.scaled_dot_product_attention(qt, kt, vt, { causal = true })
+    for _, rc in ipairs { { 1, 1 }, { 2, 2 }, { 8, 1 }, { 8, 2 }, { 4, 4 }, { 3, 5 } } do
+      local plan = lumus.tune.attention(3, 37, 45, 20, { rows_per_lane = rc[1], keys_per_lane = rc[2] })
+      assert.are.same({ rc[1], rc[2] }, { plan.rows_per_lane, plan.keys_per_lane })
+      checks.close(sdpa(q, k, v, { causal = true }), want, { mixed = 2e-5, what = ("tile %dx%d"):format(rc[1], rc[2]) })
+    end
+    lumus.tune.attention(1, 1, 1, 1, {})
+    checks.errors(lumus.tune.attention, "give both", 1, 1, 1, 1, { rows_per_lane = 2 })
+    checks.errors(lumus.tune.attention, "must be in 0..8", 1, 1, 1, 1, { rows_per_lane = 9, keys_per_lane = 1 })
+  end)
+
   it("takes scale and out", function()
     local q, qt = randt { 1, 2, 6, 8 }
     local k, kt = randt { 1, 2, 6, 8 }

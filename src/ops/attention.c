@@ -41,6 +41,9 @@ typedef struct attn_plan {
     int full_subgroups;
 } attn_plan;
 
+/* tune.attention's forced register tile (0: automatic), per thread as the states are. */
+static _Thread_local uint32_t forced_rm, forced_cn;
+
 static _Thread_local VkPhysicalDevice shuffle_phys;
 static _Thread_local int shuffle_ok;
 
@@ -85,8 +88,11 @@ static int plan_tiles(const lm_context *ctx, uint32_t d, uint64_t tq, attn_plan 
         if (wg > max_wg) continue;
         int decode = tq <= wg / c->tc;
         size_t n = decode ? sizeof decode_tiles / sizeof decode_tiles[0] : sizeof tiles / sizeof tiles[0];
-        for (size_t i = 0; i < n; i++) {
-            uint32_t rm = decode ? decode_tiles[i][0] : tiles[i][0], cn = decode ? decode_tiles[i][1] : tiles[i][1];
+        for (size_t i = 0; i < n + 1; i++) {
+            /* first the forced tile, if any (where it does not fit, the automatic ones) */
+            if (i == 0 && !(forced_rm && forced_cn)) continue;
+            uint32_t rm = i == 0 ? forced_rm : decode ? decode_tiles[i - 1][0] : tiles[i - 1][0];
+            uint32_t cn = i == 0 ? forced_cn : decode ? decode_tiles[i - 1][1] : tiles[i - 1][1];
             uint32_t bytes = shared_bytes(wg, c->tc, rm, cn, d, 1);
             c->p_apart = bytes <= smem;
             if (!c->p_apart) bytes = shared_bytes(wg, c->tc, rm, cn, d, 0);
@@ -296,9 +302,11 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     return 1;
 }
 
-/* tune.attention(bh, tq, tk, hd [, {}]) -> {workgroup =, lanes =, rows_per_lane =,
- * keys_per_lane =, block_q =, block_k =, splits =, tiles_per_split =, shared_bytes =}:
- * the kernel plan on this device for B * H = bh heads of tq queries over tk keys. */
+/* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =}]) -> {workgroup =,
+ * lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =, splits =,
+ * tiles_per_split =, shared_bytes =, p_apart =}: the kernel plan on this device for
+ * B * H = bh heads of tq queries over tk keys. A tune table forces the register tile
+ * (both 1..8) of later calls where it fits; {} returns to the automatic choice. */
 int lm_op_attention_config(lua_State *L) {
     lua_Integer a[4];
     for (int i = 0; i < 4; i++) {
@@ -306,12 +314,19 @@ int lm_op_attention_config(lua_State *L) {
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
     if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
-    lm_check_options(L, 5, lm_no_options);
+    static const char *const known[] = { "rows_per_lane", "keys_per_lane", NULL };
+    if (lm_check_options(L, 5, known)) {
+        lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
+        if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
+        if ((rm == 0) != (cn == 0)) lm_argerror(L, 5, "give both rows_per_lane and keys_per_lane (or neither)");
+        forced_rm = (uint32_t)rm;
+        forced_cn = (uint32_t)cn;
+    }
     lm_context *ctx = lm_context_get(L);
     attn_plan c;
     if (!plan_tiles(ctx, (uint32_t)a[3], (uint64_t)a[1], &c)) luaL_error(L, "%s: no tiles fit this device", lm_fname(L));
     plan_splits(ctx, ((uint64_t)a[1] + c.bq - 1) / c.bq * (uint64_t)a[0], (uint64_t)a[2], &c);
-    lua_createtable(L, 0, 9);
+    lua_createtable(L, 0, 10);
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.tc); lua_setfield(L, -2, "lanes");
     lua_pushinteger(L, c.rm); lua_setfield(L, -2, "rows_per_lane");
@@ -321,5 +336,6 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushinteger(L, c.splits); lua_setfield(L, -2, "splits");
     lua_pushinteger(L, c.tiles_per_split); lua_setfield(L, -2, "tiles_per_split");
     lua_pushinteger(L, c.shared_bytes); lua_setfield(L, -2, "shared_bytes");
+    lua_pushboolean(L, (int)c.p_apart); lua_setfield(L, -2, "p_apart");
     return 1;
 }
