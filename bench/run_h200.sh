@@ -30,6 +30,7 @@
 #                               (training parity, time per step, fused AdamW vs copy, memory)
 #   torch_losses.md / .csv, losses.md / .csv   bench/torch_losses.py, bench/losses.lua
 #                               (fused cross entropy forward/backward, index_add)
+#   torch_attention.md / .csv, attention.md / .csv   bench/torch_attention.py, bench/attention.lua
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -180,6 +181,12 @@ step torch_train 240 python3 bench/torch_train_mlp.py --csv "$out/torch_train.cs
 train_baseline=()
 [ -s "$out/torch_train.csv" ] && train_baseline+=(--baseline "$out/torch_train.csv")
 step train 420 lua5.4 bench/train_mlp.lua ${train_baseline[@]+"${train_baseline[@]}"} --csv "$out/train.csv"
+
+# Fused attention: PyTorch's F.scaled_dot_product_attention, then lumus's against it.
+step torch_attention 120 python3 bench/torch_attention.py --csv "$out/torch_attention.csv"
+attn_baseline=()
+[ -s "$out/torch_attention.csv" ] && attn_baseline+=(--baseline "$out/torch_attention.csv")
+step attention 180 lua5.4 bench/attention.lua ${attn_baseline[@]+"${attn_baseline[@]}"} --csv "$out/attention.csv"
 
 # One Markdown file with every step's output.
 {

@@ -32,7 +32,8 @@ local VIEWS = { transpose = true, permute = true, narrow = true, select = true, 
                 expand = true, unsqueeze = true, squeeze = true, contiguous = true, detach = true }
 local function writes_first(name) return WRITES_FIRST[name] or name:sub(-1) == "_" end
 -- Output-style keys an options table may carry (any table argument is fair game).
-local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "transpose_a", "dim", "alpha", "beta", "x" }
+local KEYS = { "out", "mean", "invstd", "weight", "bias", "eps", "transpose_b", "transpose_a", "dim", "alpha", "beta", "x",
+               "mask", "causal", "scale", "offset", "interleaved" }
 
 local MARK = "fuzz: raised by the fuzzer's own callback"   -- errors from our metamethods
 local MARK_TABLE = setmetatable({}, { __tostring = function() return MARK end })
@@ -1059,6 +1060,77 @@ end
 ORACLES.mse_loss = loss_oracle(ref.mse_loss, "float32", 3)
 ORACLES.binary_cross_entropy_with_logits = loss_oracle(ref.binary_cross_entropy_with_logits, "float32", 3)
 ORACLES.cross_entropy = loss_oracle(ref.cross_entropy, "int32", 3)
+-- rms_norm, rope and scaled_dot_product_attention on float32 inputs (rows with values
+-- beyond 1e15 or below 1e-15 in magnitude, or non-finite, are not checked: their
+-- semantics are the specs'): rms_norm 2e-5 |want|; rope 1e-5 |pair|; attention
+-- (1e-5 + 4e-6 hd |q| |k| scale) max|v| of the head.
+local function f32_snap(v) return type(v) == "table" and v.flat and (v.dtype == nil or v.dtype == "float32") and v end
+local function tame(flat, lo)
+  for i = 1, #flat do
+    local a = abs(flat[i])
+    if not (a <= 1e15) or (lo and a ~= 0 and a < 1e-15) then return false end
+  end
+  return true
+end
+ORACLES.rms_norm = function(inp, args)
+  local x = f32_snap(inp[1])
+  if not x then return nil end
+  local w, o = nil, opts_at(args, 3)
+  if is_tensor(args[2]) then
+    w = f32_snap(inp[2])
+    if not w then return nil end
+    w = w.flat
+  elseif args[2] ~= nil then
+    o = opts_at(args, 2)
+  end
+  local eps = o and rawget(o, "eps") or 1e-6
+  if type(eps) ~= "number" then return nil end
+  local d = x.shape[#x.shape]
+  local want, tol = {}, {}
+  for r, row in ipairs(rows_of(x.flat, d)) do
+    local ok = tame(row, true) and (not w or tame(w))
+    local y = ref.rms_norm(row, w, eps)
+    for j = 1, d do
+      local k = (r - 1) * d + j
+      want[k] = y[j]
+      tol[k] = ok and 2e-5 * abs(y[j]) + 4 * FLT_MIN or huge
+    end
+  end
+  return { { want = want, tol = tol, shape = x.shape } }
+end
+ORACLES.rope = function(inp, args)
+  local x = f32_snap(inp[1])
+  if not x or #x.shape < 2 then return nil end
+  local o = opts_at(args, 2) or {}
+  local ro = { base = rawget(o, "base"), offset = rawget(o, "offset"), interleaved = rawget(o, "interleaved") }
+  if ro.base ~= nil and type(ro.base) ~= "number" then return nil end
+  ro.offset = ro.offset ~= nil and math.tointeger(ro.offset) or ro.offset
+  local y = ref.flatten(ref.rope(x.nested, ro))
+  local d = x.shape[#x.shape]
+  local tol = {}
+  for r, row in ipairs(rows_of(x.flat, d)) do
+    local peak = 0
+    for j = 1, d do peak = math.max(peak, abs(row[j])) end
+    for j = 1, d do tol[(r - 1) * d + j] = tame(row) and 1e-5 * peak + 4 * FLT_MIN or huge end
+  end
+  return { { want = y, tol = tol, shape = x.shape } }
+end
+ORACLES.scaled_dot_product_attention = function(inp, args)
+  local q, k, v = f32_snap(inp[1]), f32_snap(inp[2]), f32_snap(inp[3])
+  local o = opts_at(args, 4) or {}
+  if not (q and k and v) or rawget(o, "mask") ~= nil then return nil end
+  local hd = q.shape[4]
+  local scale = rawget(o, "scale") or 1 / math.sqrt(hd)
+  if type(scale) ~= "number" then return nil end
+  local function peak(flat) local m = 0 for i = 1, #flat do m = math.max(m, abs(flat[i])) end return m end
+  if not (tame(q.flat) and tame(k.flat) and tame(v.flat)) then return nil end
+  local spread = hd * peak(q.flat) * peak(k.flat) * abs(scale)
+  if spread > 1e4 then return nil end
+  local want = ref.flatten(ref.scaled_dot_product_attention(q.nested, k.nested, v.nested,
+                                                            { causal = rawget(o, "causal") == true, scale = scale }))
+  local t = (1e-5 + 4e-6 * spread) * peak(v.flat) + 4 * FLT_MIN
+  return { { want = want, tol = constant(t, #want), shape = q.shape } }
+end
 
 local function describe_value(v, inp)
   if is_tensor(v) then

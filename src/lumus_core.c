@@ -164,6 +164,8 @@ static const luaL_Reg tensor_ops[] = {
     {"split", lm_op_split}, {"chunk", lm_op_chunk},
     {"index_add", lm_op_index_add}, {"scatter_add", lm_op_scatter_add},
     {"cross_entropy_forward", lm_op_cross_entropy_forward}, {"cross_entropy_backward", lm_op_cross_entropy_backward},
+    {"rms_norm", lm_op_rms_norm}, {"rope", lm_op_rope},
+    {"scaled_dot_product_attention", lm_op_scaled_dot_product_attention},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
@@ -177,6 +179,7 @@ static const luaL_Reg tune_functions[] = {
     {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
     {"pipeline_cache", lm_pipeline_cache_stats},
+    {"attention", lm_op_attention_config},
     {NULL, NULL}
 };
 

@@ -1714,4 +1714,146 @@ function M.binary_cross_entropy_with_logits(input, target, opts)
   return reduce_loss("binary_cross_entropy_with_logits", out, #out, opts.reduction)
 end
 
+--- Transformer ops, float64 (appended with lumus.rms_norm, lumus.rope and
+-- lumus.scaled_dot_product_attention):
+--   rms_norm(x, weight, eps)          x / sqrt(mean(x^2) + eps) * weight over the last dimension
+--                                     (weight a list or nil, eps 1e-6 by default)
+--   rope(x, opts)                     rotary embedding of x [..., T, hd]: {base = 10000,
+--                                     offset = 0, interleaved = false}
+--   scaled_dot_product_attention(q, k, v, opts)
+--                                     q [B][H][Tq][hd], k, v [B or 1][H or 1][Tk][hd];
+--                                     {causal =, mask =, scale =}: the causal mask aligned
+--                                     bottom-right (query i sees keys j <= i + Tk - Tq), mask
+--                                     booleans (false: not attended) or numbers (added), of a
+--                                     shape broadcasting to [B][H][Tq][Tk]; a row with every key
+--                                     masked gives 0 (PyTorch's SDPA since 2.5)
+
+-- Applies f to each last-dimension row of nested table t (depth >= 1), returning the
+-- nested result; f(row, index_path) returns the new row.
+local function map_rows(t, f, path)
+  path = path or {}
+  if type(t[1]) ~= "table" then return f(t, path) end
+  local out = {}
+  for i = 1, #t do
+    path[#path + 1] = i
+    out[i] = map_rows(t[i], f, path)
+    path[#path] = nil
+  end
+  return out
+end
+
+function M.rms_norm(x, weight, eps)
+  eps = eps or 1e-6
+  local shape = M.shape(x)
+  local d = shape[#shape]
+  if weight ~= nil and #weight ~= d then
+    error(("reference.rms_norm: weight must be a list of %d numbers or nil"):format(d), 2)
+  end
+  return map_rows(x, function(row)
+    local ss = 0
+    for j = 1, d do ss = ss + row[j] * row[j] end
+    local r = 1 / sqrt(ss / d + eps)
+    local y = {}
+    for j = 1, d do y[j] = row[j] * r * (weight and weight[j] or 1) end
+    return y
+  end)
+end
+
+function M.rope(x, opts)
+  opts = opts or {}
+  local base, offset, interleaved = opts.base or 10000, opts.offset or 0, opts.interleaved or false
+  local shape = M.shape(x)
+  if #shape < 2 then error("reference.rope: x must be at least 2-D ([..., T, hd])", 2) end
+  local d = shape[#shape]
+  if d % 2 ~= 0 then error("reference.rope: hd must be even", 2) end
+  local half = d // 2
+  return map_rows(x, function(row, path)
+    local pos = offset + path[#path] - 1
+    local y = {}
+    for j = 0, half - 1 do
+      local a = pos * base ^ (-2 * j / d)
+      local c, s = math.cos(a), math.sin(a)
+      local ia, ib = j + 1, j + half + 1
+      if interleaved then ia, ib = 2 * j + 1, 2 * j + 2 end
+      y[ia] = row[ia] * c - row[ib] * s
+      y[ib] = row[ia] * s + row[ib] * c
+    end
+    return y
+  end)
+end
+
+-- mask[b][h][i][j] of a mask broadcasting to [B][H][Tq][Tk] (right-aligned, size 1 repeats).
+local function mask_at(mask, mshape, idx)
+  local v = mask
+  for a = 1, #mshape do
+    local i = idx[4 - #mshape + a]
+    v = v[mshape[a] == 1 and 1 or i]
+  end
+  return v
+end
+
+function M.scaled_dot_product_attention(q, k, v, opts)
+  opts = opts or {}
+  local qs, ks, vs = M.shape(q), M.shape(k), M.shape(v)
+  if #qs ~= 4 or #ks ~= 4 or #vs ~= 4 then
+    error("reference.scaled_dot_product_attention: q, k and v must be 4-D", 2)
+  end
+  local B, H, Tq, D = qs[1], qs[2], qs[3], qs[4]
+  local Tk = ks[3]
+  local scale = opts.scale or 1 / sqrt(D)
+  local mask, mshape = opts.mask, nil
+  if mask ~= nil then   -- booleans or numbers: the shape along the first elements
+    mshape = {}
+    local level = mask
+    while type(level) == "table" do mshape[#mshape + 1] = #level; level = level[1] end
+  end
+  local out = {}
+  for b = 1, B do
+    out[b] = {}
+    for h = 1, H do
+      out[b][h] = {}
+      local Q = q[b][h]
+      local K, V = k[ks[1] == 1 and 1 or b][ks[2] == 1 and 1 or h], v[vs[1] == 1 and 1 or b][vs[2] == 1 and 1 or h]
+      for i = 1, Tq do
+        local s, any, nan, mx = {}, false, false, -huge
+        for j = 1, Tk do
+          local a = 0
+          for c = 1, D do a = a + Q[i][c] * K[j][c] end
+          a = a * scale
+          if opts.causal and (j - 1) > (i - 1) + (Tk - Tq) then a = -huge end
+          if mask ~= nil and a ~= -huge then
+            local m = mask_at(mask, mshape, { b, h, i, j })
+            if type(m) == "boolean" then
+              if not m then a = -huge end
+            else
+              a = a + m
+            end
+          end
+          s[j] = a
+          if a ~= a then nan = true elseif a ~= -huge then any = true end
+          if a > mx then mx = a end
+        end
+        local row = {}
+        if nan then
+          for c = 1, D do row[c] = 0 / 0 end
+        elseif not any then
+          for c = 1, D do row[c] = 0 end
+        else
+          local l = 0
+          for j = 1, Tk do s[j] = math.exp(s[j] - mx); l = l + s[j] end   -- mx = inf: NaN
+          for c = 1, D do
+            local acc = 0
+            for j = 1, Tk do
+              if s[j] ~= 0 then acc = acc + s[j] * V[j][c] end   -- masked keys are not read
+            end
+            row[c] = acc / l
+          end
+        end
+        out[b][h][i] = row
+      end
+    end
+  end
+  return out
+end
+
 return M

@@ -187,4 +187,10 @@ int lm_op_scatter_add(lua_State *L);   /* lumus.scatter_add(t, dim, ids, src [, 
 int lm_op_cross_entropy_forward(lua_State *L);    /* -> loss, logsumexp, weight per row */
 int lm_op_cross_entropy_backward(lua_State *L);   /* -> dlogits */
 
+/* Transformer ops (rms_norm.c, rope.c, attention.c; README "Ops"). */
+int lm_op_rms_norm(lua_State *L);      /* lumus.rms_norm(x [, weight] [, {eps=, out=}]) */
+int lm_op_rope(lua_State *L);          /* lumus.rope(x [, {base=, offset=, interleaved=, out=}]) */
+int lm_op_scaled_dot_product_attention(lua_State *L);   /* (q, k, v [, {causal=, mask=, scale=, out=}]) */
+int lm_op_attention_config(lua_State *L);                /* tune.attention */
+
 #endif

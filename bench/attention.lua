@@ -1,0 +1,166 @@
+-- bench/attention.lua: lumus.scaled_dot_product_attention throughput against PyTorch's
+-- F.scaled_dot_product_attention (bench/torch_attention.py, same run).
+--
+-- Cases (as torch_attention.py): q, k, v [B, H, T, hd] with B 8, H 12, hd 64, T 1024 and
+-- 4096, causal and not, float32 and float16; TFLOP/s counting 4*B*H*T^2*hd (halved when
+-- causal); then the decode shape, one query over 1024 keys (B 1, H 12), in µs. Median
+-- device time (lumus.gpu_time) into a preallocated out, the kernel plan
+-- (lumus.tune.attention: block_q x block_k, lanes, splits), and a check of sampled rows
+-- against float64 attention of the same inputs (within 2e-5 float32, 3e-3 float16 of
+-- max(1, |want|): "ok" or "FAIL"). With --baseline, PyTorch's figures and lumus's
+-- share of its throughput. Then a sweep of forced register tiles on the first shape.
+--
+--   lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
+--       [--samples N] [--baseline torch_attention.csv] [--csv out.csv]
+--
+-- h200 (default on a GPU) takes well under a minute; lavapipe (default on a CPU device)
+-- runs small shapes only, to check the script.
+local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local common = require "common"
+local chart = require "chart"
+
+local fmt = common.fmt
+
+local USAGE = [==[
+usage: lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
+  [--samples N] [--baseline torch_attention.csv] [--csv FILE]]==]
+local known = {}
+for name in ("preset iters warmup samples baseline csv"):gmatch("%S+") do known[name] = true end
+local opt = common.parse_args(arg, known, {}, USAGE)
+
+local lumus = common.load_lumus()
+local ref = common.load_reference()
+local dev_line, dev = common.device_line(lumus)
+
+local PRESETS = {
+  h200 = { B = 8, H = 12, hd = 64, lengths = { 1024, 4096 }, decode_tk = 1024, decode_h = 12, iters = 20, warmup = 3, samples = 4 },
+  lavapipe = { B = 1, H = 2, hd = 64, lengths = { 128 }, decode_tk = 512, decode_h = 2, iters = 2, warmup = 1, samples = 2 },
+}
+local preset_name = opt.preset or (dev.kind == "cpu" and "lavapipe") or "h200"
+local P = PRESETS[preset_name]
+if not P then io.stderr:write("unknown preset ", preset_name, "\n", USAGE, "\n"); os.exit(2) end
+local iters = common.int_opt(opt.iters, P.iters)
+local warmup = common.int_opt(opt.warmup, P.warmup)
+local samples = common.int_opt(opt.samples, P.samples)
+local TOL = { float32 = 2e-5, float16 = 3e-3 }
+
+local baseline = {}
+if opt.baseline then
+  local header, rows = chart.read_csv(opt.baseline)
+  if not header then
+    io.stderr:write("bench: warning: cannot read ", opt.baseline, ": ", tostring(rows), "\n")
+  else
+    for _, r in ipairs(rows) do baseline[tostring(r.case) .. " " .. tostring(r.dtype)] = r end
+  end
+end
+
+local cases = {}
+for _, dtype in ipairs { "float32", "float16" } do
+  for _, t in ipairs(P.lengths) do
+    for _, causal in ipairs { false, true } do
+      cases[#cases + 1] = { name = ("B%d H%d T%d hd%d%s"):format(P.B, P.H, t, P.hd, causal and " causal" or ""),
+                            dtype = dtype, B = P.B, H = P.H, tq = t, tk = t, causal = causal }
+    end
+  end
+  cases[#cases + 1] = { name = ("decode B1 H%d Tq1 Tk%d hd%d"):format(P.decode_h, P.decode_tk, P.hd), dtype = dtype,
+                        B = 1, H = P.decode_h, tq = 1, tk = P.decode_tk, causal = false, decode = true }
+end
+
+-- float64 attention of row i (1-based) of head (b, h), from the tensors' own values.
+local function check_rows(q, k, v, y, c, list)
+  local worst, ok = 0, true
+  for _, e in ipairs(list) do
+    local b, h, i = e[1], e[2], e[3]
+    local function head(t, rows) return t:narrow(1, b, 1):narrow(2, h, 1):narrow(3, rows[1], rows[2]):float():to_table()[1][1] end
+    local qr = head(q, { i, 1 })[1]
+    local kk, vv = head(k, { 1, c.tk }), head(v, { 1, c.tk })
+    local got = head(y, { i, 1 })[1]
+    local last = c.causal and (i + c.tk - c.tq) or c.tk
+    local s, mx = {}, -math.huge
+    for j = 1, last do
+      local a = 0
+      for d = 1, #qr do a = a + qr[d] * kk[j][d] end
+      s[j] = a / math.sqrt(#qr)
+      if s[j] > mx then mx = s[j] end
+    end
+    local l = 0
+    for j = 1, last do s[j] = math.exp(s[j] - mx); l = l + s[j] end
+    for d = 1, #qr do
+      local acc = 0
+      for j = 1, last do acc = acc + s[j] * vv[j][d] end
+      local want = acc / l
+      local err = math.abs(got[d] - want)
+      if not (err <= TOL[c.dtype] * math.max(1, math.abs(want))) then ok = false end
+      if err > worst or err ~= err then worst = err end
+    end
+  end
+  return worst, ok
+end
+
+print(("# scaled_dot_product_attention (%s)"):format(dev_line))
+print()
+print(("preset %s, %d timed calls (median), %d sampled rows checked per case"):format(preset_name, iters, samples))
+print()
+print("| case | dtype | plan (block_q x block_k, lanes, splits) | lumus µs | lumus TFLOP/s | torch µs | torch TFLOP/s | lumus / torch | check |")
+print("|:---|:---|:---|---:|---:|---:|---:|---:|:---|")
+local csv_rows = {}
+local gen = ref.rng(20261203)
+for _, c in ipairs(cases) do
+  local q = lumus.randn({ c.B, c.H, c.tq, P.hd }, { dtype = c.dtype })
+  local k = lumus.randn({ c.B, c.H, c.tk, P.hd }, { dtype = c.dtype })
+  local v = lumus.randn({ c.B, c.H, c.tk, P.hd }, { dtype = c.dtype })
+  local out = lumus.zeros({ c.B, c.H, c.tq, P.hd }, { dtype = c.dtype })
+  local o = { causal = c.causal, out = out }
+  local plan = lumus.tune.attention(c.B * c.H, c.tq, c.tk, P.hd)
+  local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, o) end, iters, warmup)
+  local us = sec * 1e6
+  local flops = 4 * c.B * c.H * c.tq * c.tk * P.hd / (c.causal and 2 or 1)
+  local tflops = flops / sec / 1e12
+  local list = {}
+  for s = 1, samples do
+    list[s] = { math.floor(gen.uniform() * c.B) + 1, math.floor(gen.uniform() * c.H) + 1,
+                s == 1 and c.tq or math.floor(gen.uniform() * c.tq) + 1 }
+  end
+  local worst, ok = check_rows(q, k, v, out, c, list)
+  local base = baseline[c.name .. " " .. c.dtype]
+  local tus = base and tonumber(base.torch_us)
+  local ttf = base and tonumber(base.torch_tflops)
+  print(("| %s | %s | %dx%d, %d, %d | %s | %s | %s | %s | %s | %s (%.2g) |"):format(
+    c.name, c.dtype, plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
+    tus and ("%.0f%%"):format(100 * tus / us) or "-", ok and "ok" or "FAIL", worst))
+  csv_rows[#csv_rows + 1] = { c.name, c.dtype, ("%.3f"):format(us), ("%.3f"):format(tflops), tus or "", ttf or "", ok and "ok" or "FAIL" }
+  q:free(); k:free(); v:free(); out:free()
+  lumus.synchronize()
+  lumus.empty_cache()
+end
+-- Register tiles forced through lumus.tune.attention on the first shape (where a tile
+-- does not fit shared memory the plan falls back to the automatic one, as shown).
+print()
+print("Register tile sweep (rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
+print()
+print("| dtype | forced | plan (block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
+print("|:---|:---|:---|---:|---:|---:|")
+for _, dtype in ipairs { "float32", "float16" } do
+  local t = P.lengths[1]
+  local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  for _, rc in ipairs { { 4, 4 }, { 8, 2 }, { 4, 2 }, { 8, 1 }, { 2, 4 }, { 2, 8 }, { 8, 4 } } do
+    local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { rows_per_lane = rc[1], keys_per_lane = rc[2] })
+    local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out }) end, iters, warmup)
+    print(("| %s | %dx%d | %dx%d, %s | %.1f | %s | %s |"):format(dtype, rc[1], rc[2], plan.block_q, plan.block_k,
+      tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6), fmt(4 * P.B * P.H * t * t * P.hd / sec / 1e12)))
+  end
+  lumus.tune.attention(1, 1, 1, 1, {})
+  q:free(); k:free(); v:free(); out:free()
+  lumus.synchronize()
+  lumus.empty_cache()
+end
+if opt.csv then
+  local f = assert(io.open(opt.csv, "w"))
+  f:write("case,dtype,lumus_us,lumus_tflops,torch_us,torch_tflops,check\n")
+  for _, r in ipairs(csv_rows) do f:write(table.concat(r, ","), "\n") end
+  f:close()
+end
