@@ -55,8 +55,8 @@ static void check_u32(lua_State *L, const char *op, int64_t v) {
 
 /* The tiled form for merged dimensions [B,] R, C where src steps 1 along R and dst 1
  * along C (a transposed matrix made contiguous): returns 0 when the shape is not that. */
-static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
-                            const int64_t *size, const int64_t *s, const int64_t *d) {
+static int record_transpose32(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
+                              const int64_t *size, const int64_t *s, const int64_t *d) {
     if (!(n == 2 || n == 3) || d[n - 1] != 1 || s[n - 2] != 1 || s[n - 1] == 1) return 0;
     int64_t batch = n == 3 ? size[0] : 1;
     struct {
@@ -80,6 +80,90 @@ static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { src }, .writes = { dst },
     });
+    return 1;
+}
+
+#define TILE64 64
+#define TILE64_BATCH 4   /* shaders/transpose.comp's MAX_BATCH */
+
+/* The tile64 form (shaders/transpose.comp) for merged dimensions where dst steps 1 along
+ * the last, C, src steps more than 1 there and 1 along another, R; the rest (up to
+ * TILE64_BATCH) are batches: returns 0 when the shape is not that or its offsets within
+ * a tile or its workgroup count would pass 32 bits. */
+static int record_transpose64(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
+                              const int64_t *size, const int64_t *s, const int64_t *d) {
+    int c = n - 1, r = -1;
+    if (n < 2 || d[c] != 1 || s[c] == 1) return 0;
+    for (int i = 0; i < c; i++) if (s[i] == 1) r = i;
+    if (r < 0 || n - 2 > TILE64_BATCH) return 0;
+    const int64_t lim = (int64_t)1 << 32;
+    if (s[c] >= lim / TILE64 - 1 || d[r] >= lim / TILE64 - 1) return 0;
+    struct {
+        uint64_t src, dst;
+        uint32_t r, c, src_c, dst_r, tiles_r, tiles_c, groups, groups_x, nbatch;
+        uint32_t bsize[TILE64_BATCH], src_b[TILE64_BATCH], dst_b[TILE64_BATCH];
+    } pc = {
+        .src = lm_tensor_address(src), .dst = lm_tensor_address(dst),
+        .r = (uint32_t)size[r], .c = (uint32_t)size[c], .src_c = (uint32_t)s[c], .dst_r = (uint32_t)d[r],
+        .tiles_r = (uint32_t)((size[r] + TILE64 - 1) / TILE64),
+        .tiles_c = (uint32_t)((size[c] + TILE64 - 1) / TILE64),
+    };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "transpose push constants");
+    uint64_t groups = (uint64_t)pc.tiles_r * pc.tiles_c;
+    for (int i = 0; i < c; i++) {
+        if (i == r) continue;
+        pc.bsize[pc.nbatch] = (uint32_t)size[i];
+        pc.src_b[pc.nbatch] = (uint32_t)s[i];
+        pc.dst_b[pc.nbatch] = (uint32_t)d[i];
+        pc.nbatch++;
+        groups *= (uint64_t)size[i];
+        if (groups >= (uint64_t)lim) return 0;
+    }
+    if (groups >= (uint64_t)lim) return 0;
+    pc.groups = (uint32_t)groups;
+    lm_context *ctx = dst->storage->ctx;
+    lm_shader_id shader = sized(L, ctx, "copy", dst->dtype, LM_SH_TRANSPOSE64, LM_SH_TRANSPOSE64_16,
+                                LM_SH_TRANSPOSE64_8);
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "copy", .any_dtype = 1, .shader = shader,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { src }, .writes = { dst },
+    });
+    return 1;
+}
+
+/* The transpose forms a strided copy may take (tune.transpose). */
+enum { TRANSPOSE_TILE64, TRANSPOSE_TILE32, TRANSPOSE_NONE };
+static const char *const transpose_forms[] = { "tile64", "tile32", "general", NULL };
+
+static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
+                            const int64_t *size, const int64_t *s, const int64_t *d) {
+    int form = dst->storage->ctx->transpose_form;
+    if (form == TRANSPOSE_NONE) return 0;
+    if (form == TRANSPOSE_TILE64 && record_transpose64(L, src, dst, n, size, s, d)) return 1;
+    return record_transpose32(L, src, dst, n, size, s, d);
+}
+
+/* tune.transpose([{form = "tile64" | "tile32" | "general"}]) -> the form strided copies
+ * that transpose take: tile64 (the default; tile32 where its shape limits exclude it),
+ * tile32 (32 x 32 tiles, [B,] R, C shapes only), or general (no tiles). {} restores the
+ * default. */
+int lm_op_transpose_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    static const char *const known[] = { "form", NULL };
+    if (lm_check_options(L, 1, known)) {
+        lua_getfield(L, 1, "form");
+        int form = lua_isnil(L, -1) ? TRANSPOSE_TILE64 : -1;
+        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+        for (int i = 0; transpose_forms[i] && form < 0; i++)
+            if (strcmp(name, transpose_forms[i]) == 0) form = i;
+        if (form < 0) lm_argerror(L, 1, "form must be \"tile64\", \"tile32\" or \"general\"");
+        ctx->transpose_form = form;
+        lua_pop(L, 1);
+    }
+    lua_pushstring(L, transpose_forms[ctx->transpose_form]);
     return 1;
 }
 
