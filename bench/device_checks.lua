@@ -78,5 +78,42 @@ for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   check(ok, ("layer_norm D=%d: |x| ~ 1e20 gives finite y (y[1] %.6g)"):format(d, y[1]))
 end
 
+-- float16 results packed by the device's conversion (lumus.tune.elementwise{hw_half=true})
+-- against the shader's software rounding to nearest even: the same bits for every one of
+-- the 65536 float16 inputs (NaN payloads may differ), through ops whose results tie,
+-- overflow and fall into subnormals. The default is on only where this holds.
+if lumus.tune.elementwise and lumus.device().narrow_storage ~= false then
+  local saved = lumus.tune.elementwise().hw_half
+  local parts = {}
+  for b = 0, 65535 do parts[#parts + 1] = string.pack("<I2", b) end
+  local x = lumus.from_bytes(table.concat(parts), { 65536 }, { dtype = "float16" })
+  local function diffs(f)
+    lumus.tune.elementwise({ hw_half = false }); local a = f():to_bytes()
+    lumus.tune.elementwise({ hw_half = true }); local b = f():to_bytes()
+    local bad, first = 0, nil
+    for i = 1, #a, 2 do
+      local u, v = string.unpack("<I2", a, i), string.unpack("<I2", b, i)
+      local nan_u = (u & 0x7c00) == 0x7c00 and (u & 0x3ff) ~= 0
+      local nan_v = (v & 0x7c00) == 0x7c00 and (v & 0x3ff) ~= 0
+      if u ~= v and not (nan_u and nan_v) then
+        bad = bad + 1
+        first = first or ("input %04x: software %04x, device %04x"):format((i - 1) // 2, u, v)
+      end
+    end
+    return bad, first
+  end
+  for _, c in ipairs({ { "x * (1/3)", function() return x:mul(1 / 3) end },
+                       { "x * 1e-3 (subnormals)", function() return x:mul(1e-3) end },
+                       { "x * 1000 (overflow)", function() return x:mul(1000) end },
+                       { "x + 3.3e-5 (ties near 1)", function() return x:add(3.3e-5) end },
+                       { "exp(x)", function() return x:exp() end } }) do
+    local bad, first = diffs(c[2])
+    check(bad == 0, ("float16 %s: device packing equals software rounding (%d differ%s)")
+      :format(c[1], bad, first and "; " .. first or ""))
+  end
+  lumus.tune.elementwise({ hw_half = saved })
+  x:free()
+end
+
 print(("device_checks: %d passed, %d failed"):format(passed, failed))
 os.exit(failed == 0 and 0 or 1)

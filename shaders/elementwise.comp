@@ -42,6 +42,10 @@ layout(constant_id = 1) const uint OP = LM_EW_ADD;
 layout(constant_id = 2) const uint MODE = LM_EW_SAME;
 layout(constant_id = 3) const uint DT = LM_EW_F32;
 layout(constant_id = 4) const uint UNROLL = 4;   // src/ops/elementwise.c sizes the grid with it
+// 1: float16 results are packed by packHalf2x16 (the device's conversion, which the host
+// enables only where it rounds to nearest even with subnormals, as half_bits does; NaN
+// payloads may differ), else by half_bits below. Constant id 6 (5 is C_TENSOR's).
+layout(constant_id = 6) const uint HW_HALF = 0;
 const uint WG = gl_WorkGroupSize.x;
 
 const bool COMPARE = OP >= LM_EW_EQ && OP <= LM_EW_GE;
@@ -466,6 +470,12 @@ float widen(uint h, uint dt) {
 }
 uint elem_bytes(uint dt) { return dt == LM_EW_F32 ? 4u : dt == LM_EW_BOOL ? 1u : 2u; }
 
+// 4 float16 or bfloat16 results in two words.
+uvec2 half_words(vec4 v, uint dt) {
+    if (dt == LM_EW_F16 && HW_HALF != 0u) return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    return uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16), narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
+}
+
 // Element i of a tensor at base.
 float load1(uint64_t base, uint64_t i, uint dt) {
     if (dt == LM_EW_F32) return FloatArray(base + i * 4ul).v[0];
@@ -525,8 +535,7 @@ void store4(uint64_t base, uint64_t q, vec4 v, uint count, uint dt) {
         else store_masked(base + q * 4ul, w, (1u << (8u * count)) - 1u);
         return;
     }
-    uvec2 w = uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16),
-                    narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
+    uvec2 w = half_words(v, dt);
     if (count == 4u) { Uvec2Array(base + q * 8ul).v[0] = w; return; }
     uint64_t a0 = base + q * 8ul;
     if (count >= 2u) UintArray(a0).v[0] = w.x; else store_masked(a0, w.x, 0xffffu);
@@ -535,9 +544,6 @@ void store4(uint64_t base, uint64_t q, vec4 v, uint count, uint dt) {
 
 uint bool_word(vec4 v) {
     return uint(v.x != 0.0) | (uint(v.y != 0.0) << 8) | (uint(v.z != 0.0) << 16) | (uint(v.w != 0.0) << 24);
-}
-uvec2 half_words(vec4 v, uint dt) {
-    return uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16), narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
 }
 
 // All 8 elements 8q..8q+7 of a 16- or 8-bit result at base (16-byte aligned), one store.

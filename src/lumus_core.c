@@ -176,7 +176,7 @@ static const luaL_Reg tune_functions[] = {
     {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
     {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
-    {"transpose", lm_op_transpose_config},
+    {"transpose", lm_op_transpose_config}, {"elementwise", lm_op_elementwise_config},
     {NULL, NULL}
 };
 

@@ -58,6 +58,35 @@ lm_tensor *lm_ew_push_result(lua_State *L, int argn, lm_context *ctx, lm_dtype d
     return out;
 }
 
+/* NVIDIA's float32 -> float16 conversion rounds to nearest even and keeps subnormals, as
+ * the shader's half_bits does in software (shaders/elementwise.comp, HW_HALF). */
+#define LM_VENDOR_NVIDIA 0x10DEu
+
+/* The shader's HW_HALF: 1 where float16 results use the device's packHalf2x16. */
+static uint32_t hw_half(const lm_context *ctx) {
+    if (ctx->ew_hw_half) return ctx->ew_hw_half == 1;
+    return ctx->props.vendorID == LM_VENDOR_NVIDIA;
+}
+
+/* tune.elementwise([{hw_half = bool}]) -> {hw_half = bool}: whether float16 results are
+ * packed by the device's conversion (default: on NVIDIA devices) or by the shader's
+ * software rounding; {} restores the default. */
+int lm_op_elementwise_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    static const char *const known[] = { "hw_half", NULL };
+    if (lm_check_options(L, 1, known)) {
+        lua_getfield(L, 1, "hw_half");
+        int t = lua_type(L, -1);
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN) lm_argerror(L, 1, "hw_half must be a boolean");
+        ctx->ew_hw_half = t == LUA_TNIL ? 0 : lua_toboolean(L, -1) ? 1 : 2;
+        lua_pop(L, 1);
+    }
+    lua_createtable(L, 0, 1);
+    lua_pushboolean(L, (int)hw_half(ctx));
+    lua_setfield(L, -2, "hw_half");
+    return 1;
+}
+
 /* The operands an op reads: 1, 2 or 3 (the shader's ARITY, the same rule). */
 static int op_arity(lm_ew_op op) {
     switch (op) {
@@ -107,7 +136,7 @@ static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor
     pc.groups_x = lm_grid(L, ctx, (nv + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = c->name, .any_dtype = 1, .shader = vec == 4 ? LM_SH_EW_VEC4 : LM_SH_EW_VEC1,
-        .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL },
+        .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL, hw_half(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { a, b, third }, .writes = { c->out },
     });
@@ -190,7 +219,7 @@ static void record_nd(lua_State *L, const char *name, lm_ew_op op, uint32_t dtyp
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (quads + EW_WG - 1) / EW_WG, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1 },
+        .op = name, .any_dtype = 1, .shader = LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { t[0], arity > 1 ? t[1] : NULL, arity > 2 ? t[2] : NULL }, .writes = { out },
     });
