@@ -26,6 +26,7 @@
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
 #   transpose.md               bench/transpose.lua (transposing copies per form vs copy)
+#   half_pack.md               bench/half_pack.lua (float16 elementwise: software vs device packing)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
@@ -148,11 +149,13 @@ step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline
   --csv "$out/layer_norm_backward.csv"
 # Transposing copies in each form of lumus.tune.transpose, % of the same-run copy.
 step transpose 120 lua5.4 bench/transpose.lua
+# float16 elementwise results packed in software vs by the device (lumus.tune.elementwise).
+step half_pack 90 lua5.4 bench/half_pack.lua
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward transpose; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward transpose half_pack; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"
