@@ -1,7 +1,7 @@
 -- bench/half_pack.lua: float16 elementwise ops with their results packed by the shader's
 -- software rounding and by the device's packHalf2x16 (lumus.tune.elementwise{hw_half=}),
 -- side by side in one run, each as % of the same-run float16 copy; plus float32 pow for
--- reference. Median of lumus.gpu_time samples (bench/common.lua's device_time).
+-- reference, and float32 pow with exact products by Dekker's split vs by fma. Median of lumus.gpu_time samples (bench/common.lua's device_time).
 --
 --   lua5.4 bench/half_pack.lua [--n ELEMENTS] [--iters N]
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -54,3 +54,29 @@ for _, c in ipairs(cases) do
   print("| " .. table.concat(row, " | ") .. " |")
 end
 lumus.tune.elementwise({ hw_half = saved })
+
+-- float32 pow: exact products by Dekker's split vs by fma (lumus.tune.elementwise{fused_fma=}),
+-- against the float32 copy; x > 0 (the common path) and x of both signs with integral y.
+local x32 = lumus.randn({ N }):abs():add(0.01)
+local s32 = lumus.randn({ N })
+local o32 = lumus.empty({ N })
+local t_copy32 = device_time(function() lumus.copy(x32, { out = o32 }) end)
+local saved_fma = lumus.tune.elementwise().fused_fma
+print()
+print(("float32 copy %.1f µs; default fused_fma = %s"):format(t_copy32 * 1e6, tostring(saved_fma)))
+print()
+print("| op (float32) | Dekker µs | % of copy | fma µs | % of copy |")
+print("|:---|---:|---:|---:|---:|")
+for _, c in ipairs({ { "pow(x, 1.7), x > 0", function() lumus.pow(x32, 1.7, { out = o32 }) end },
+                     { "pow(x, 5), any sign", function() lumus.pow(s32, 5, { out = o32 }) end },
+                     { "pow(2.5, x)", function() lumus.pow(2.5, s32, { out = o32 }) end } }) do
+  local row = { c[1] }
+  for _, on in ipairs({ false, true }) do
+    lumus.tune.elementwise({ fused_fma = on })
+    local t = device_time(c[2])
+    row[#row + 1] = ("%.1f"):format(t * 1e6)
+    row[#row + 1] = ("%.1f"):format(100 * t_copy32 / t)
+  end
+  print("| " .. table.concat(row, " | ") .. " |")
+end
+lumus.tune.elementwise({ fused_fma = saved_fma })

@@ -46,6 +46,10 @@ layout(constant_id = 4) const uint UNROLL = 4;   // src/ops/elementwise.c sizes 
 // enables only where it rounds to nearest even with subnormals, as half_bits does; NaN
 // payloads may differ), else by half_bits below. Constant id 6 (5 is C_TENSOR's).
 layout(constant_id = 6) const uint HW_HALF = 0;
+// 1: the device's fma is fused (one rounding), so two_prod's error term is one fma; the
+// host sets it only for such devices (Vulkan does not promise it, and lavapipe's is a
+// multiply and an add).
+layout(constant_id = 7) const uint FUSED_FMA = 0;
 const uint WG = gl_WorkGroupSize.x;
 
 const bool COMPARE = OP >= LM_EW_EQ && OP <= LM_EW_GE;
@@ -272,6 +276,12 @@ VT log_narrow(VT x) {
 // a b = p + e exactly (Dekker's product with Veltkamp's split: Vulkan does not promise
 // that fma is fused, and lavapipe's is not). |a|, |b| < 2^100.
 void two_prod(VT a, VT b, out VT p, out VT e) {
+    if (FUSED_FMA != 0u) {
+        precise VT pf = a * b;
+        p = pf;
+        e = fma(a, b, -pf);
+        return;
+    }
     precise VT ca = 4097.0 * a, cb = 4097.0 * b;
     precise VT ah = ca - (ca - a), bh = cb - (cb - b);
     precise VT al = a - ah, bl = b - bh;
@@ -399,11 +409,23 @@ VT pow_mag(VT ax, VT y) {
     return scale2(r, k);
 }
 
+bool all_(BT b) {
+#if defined(VEC) && VEC == 4
+    return all(b);
+#else
+    return b;
+#endif
+}
+
 VT pow_(VT x, VT y) {
     VT ax = abs(x);
     // 16-bit results: exp(y log |x|) has |y log |x|| < 93 wherever the result is finite
     // and not 0 in them, so its float32 errors stay far below their ulp.
     VT mag = NARROW ? exp_narrow(y * log_(ax)) : pow_mag(ax, y);
+    // A finite positive x and a finite y (NaN fails the comparisons): mag is the result
+    // (x = 1 and y = 0 give exactly 1 there). The rest below only when some element of
+    // the vector needs it.
+    if (all_(AND(AND(LESS(VT(0.0), x), LESS(x, VT(INF))), LESS(abs(y), VT(INF))))) return mag;
     // Zeros and infinities of x or y, which the logarithm above does not see.
     mag = SELECT(EQUAL(ax, VT(0.0)), SELECT(LESS(y, VT(0.0)), VT(INF), VT(0.0)), mag);
     mag = SELECT(EQUAL(ax, VT(INF)), SELECT(LESS(y, VT(0.0)), VT(0.0), VT(INF)), mag);

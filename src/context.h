@@ -81,6 +81,7 @@ struct lm_context {
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
+    int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */
