@@ -262,6 +262,10 @@ static void prefault(void *p, size_t n) {
 #endif
 }
 
+void lm_host_prefault(lm_context *ctx, void *p, size_t n) {
+    if (ctx->mem.prefault && n >= LM_PREFAULT_MIN) prefault(p, n);
+}
+
 /* Lua's allocator, wrapped for the length of one lua_pushlstring: the first new block of
  * at least `want` bytes (the string's, allocated before anything else in that call) is
  * pre-faulted. Every block still comes from, and goes back to, Lua's own allocator. */

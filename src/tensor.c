@@ -553,6 +553,7 @@ static int m_to_bytes(lua_State *L) {
     unsigned char *span = span_len ? lua_newuserdatauv(L, (size_t)span_len, 0) : NULL;
     unsigned char *p = lua_newuserdatauv(L, n ? n : 1, 0);
     t = lm_check_tensor(L, 1);   /* the allocations may have run a finalizer that freed it */
+    lm_host_prefault(t->storage->ctx, p, n);
     if (n) read_elements(L, t, first, count, p, span, lo);
     lm_push_host_string(L, t->storage->ctx, (const char *)p, n);
     return 1;
@@ -613,6 +614,7 @@ static int m_to_table(lua_State *L) {
     unsigned char *span = span_len ? lua_newuserdatauv(L, (size_t)span_len, 0) : NULL;
     unsigned char *data = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
     t = lm_check_tensor(L, 1);
+    lm_host_prefault(t->storage->ctx, data, (size_t)lm_tensor_bytes(t));
     read_elements(L, t, 0, t->numel, data, span, lo);
     int64_t at = 0;
     push_nested(L, t, data, 0, &at);
