@@ -61,7 +61,11 @@ describe("elementwise float16 packing by the device", function()
     assert.is_false(lumus.tune.elementwise({ hw_half = false }).hw_half)
     assert.are.equal(lumus.device().vendor_id == 0x10DE, lumus.tune.elementwise({}).hw_half)
     assert.has_error(function() lumus.tune.elementwise({ hw_half = 1 }) end,
-      "bad argument #1 to 'elementwise' (hw_half must be a boolean)")
+      "bad argument #1 to 'elementwise' (hw_half must be a boolean, got number)")
+    assert.has_error(function() lumus.tune.elementwise({ fused_fma = "yes" }) end,
+      "bad argument #1 to 'elementwise' (fused_fma must be a boolean, got string)")
+    local trap = setmetatable({}, { __index = function(_, k) error("metamethod ran for " .. tostring(k)) end })
+    assert.is_table(lumus.tune.elementwise(trap))
     assert.has_error(function() lumus.tune.elementwise({ half = true }) end)
   end)
 end)

@@ -77,11 +77,8 @@ static uint32_t fused_fma(const lm_context *ctx) {
 /* A boolean option of tune.elementwise into *setting: 0 (absent: the device default),
  * 1 (true) or 2 (false). */
 static void tri_option(lua_State *L, const char *key, int *setting) {
-    lua_getfield(L, 1, key);
-    int t = lua_type(L, -1);
-    if (t != LUA_TNIL && t != LUA_TBOOLEAN) lm_argerror(L, 1, "%s must be a boolean", key);
-    *setting = t == LUA_TNIL ? 0 : lua_toboolean(L, -1) ? 1 : 2;
-    lua_pop(L, 1);
+    int v = lm_option_boolean(L, 1, key, -1);
+    *setting = v < 0 ? 0 : v ? 1 : 2;
 }
 
 /* tune.elementwise([{hw_half = bool, fused_fma = bool}]) -> the settings: whether

@@ -153,16 +153,8 @@ static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
 int lm_op_transpose_config(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     static const char *const known[] = { "form", NULL };
-    if (lm_check_options(L, 1, known)) {
-        lua_getfield(L, 1, "form");
-        int form = lua_isnil(L, -1) ? TRANSPOSE_TILE64 : -1;
-        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-        for (int i = 0; transpose_forms[i] && form < 0; i++)
-            if (strcmp(name, transpose_forms[i]) == 0) form = i;
-        if (form < 0) lm_argerror(L, 1, "form must be \"tile64\", \"tile32\" or \"general\"");
-        ctx->transpose_form = form;
-        lua_pop(L, 1);
-    }
+    if (lm_check_options(L, 1, known))
+        ctx->transpose_form = lm_option_choice(L, 1, "form", transpose_forms, TRANSPOSE_TILE64);
     lua_pushstring(L, transpose_forms[ctx->transpose_form]);
     return 1;
 }
