@@ -27,6 +27,7 @@
 #                               bench/layer_norm_backward.lua
 #   transpose.md               bench/transpose.lua (transposing copies per form vs copy)
 #   half_pack.md               bench/half_pack.lua (float16 elementwise: software vs device packing)
+#   device_checks.md           bench/device_checks.lua (pass/fail lines)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
@@ -151,11 +152,13 @@ step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline
 step transpose 120 lua5.4 bench/transpose.lua
 # float16 elementwise results packed in software vs by the device (lumus.tune.elementwise).
 step half_pack 90 lua5.4 bench/half_pack.lua
+# The semantics checks a GPU needs (NaN/inf, memory, float16 packing, pow's ulps).
+step device_checks 120 lua5.4 bench/device_checks.lua
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward transpose half_pack; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward transpose half_pack device_checks; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"
