@@ -268,13 +268,20 @@ void lm_host_prefault(lm_context *ctx, void *p, size_t n) {
 
 /* Lua's allocator, wrapped for the length of one lua_pushlstring: the first new block of
  * at least `want` bytes (the string's, allocated before anything else in that call) is
- * pre-faulted. Every block still comes from, and goes back to, Lua's own allocator. */
-typedef struct prefault_hook { lua_Alloc f; void *ud; size_t want; int done; } prefault_hook;
+ * pre-faulted. With a serial, the first allocation of the call (the string's) then waits
+ * for that batch, so a download fills the staging memory while the pages are faulted in,
+ * and Lua's copy out of it starts only once it is complete. Every block still comes from,
+ * and goes back to, Lua's own allocator. */
+typedef struct prefault_hook {
+    lua_Alloc f; void *ud; size_t want; int done;
+    lm_context *ctx; uint64_t serial; int waited;
+} prefault_hook;
 
 static void *prefault_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     prefault_hook *h = ud;
     void *p = h->f(h->ud, ptr, osize, nsize);
     if (p && !ptr && !h->done && nsize >= h->want) { h->done = 1; prefault(p, nsize); }
+    if (h->serial && !h->waited) { h->waited = 1; lm_stream_wait(NULL, h->ctx, h->serial); }
     return p;
 }
 
@@ -286,11 +293,16 @@ static int push_string(lua_State *L) {
     return 1;
 }
 
-/* Raises (a memory error) only after restoring the allocator. */
-void lm_push_host_string(lua_State *L, lm_context *ctx, const char *p, size_t n) {
-    if (!ctx->mem.prefault || n < LM_PREFAULT_MIN) { lua_pushlstring(L, p, n); return; }
+/* lm_push_host_string, the bytes valid once batch `serial` (0: now) has finished.
+ * Raises (a memory error) only after restoring the allocator. */
+static void push_string_after(lua_State *L, lm_context *ctx, const char *p, size_t n, uint64_t serial) {
+    if (!ctx->mem.prefault || n < LM_PREFAULT_MIN) {
+        if (serial) lm_stream_wait(NULL, ctx, serial);
+        lua_pushlstring(L, p, n);
+        return;
+    }
     push_args a = { p, n };
-    prefault_hook h = { NULL, NULL, n, 0 };
+    prefault_hook h = { NULL, NULL, n, 0, ctx, serial, 0 };
     h.f = lua_getallocf(L, &h.ud);
     luaL_checkstack(L, 3, "to_bytes");
     lua_setallocf(L, prefault_alloc, &h);
@@ -298,14 +310,19 @@ void lm_push_host_string(lua_State *L, lm_context *ctx, const char *p, size_t n)
     lua_pushlightuserdata(L, &a);
     int rc = lua_pcall(L, 1, 1, 0);
     lua_setallocf(L, h.f, h.ud);
+    if (serial && !h.waited) lm_stream_wait(NULL, ctx, serial);   /* an allocation failed first */
     if (rc != LUA_OK) lua_error(L);
 }
 
-typedef struct staged_push { lm_context *ctx; const char *p; size_t n; } staged_push;
+void lm_push_host_string(lua_State *L, lm_context *ctx, const char *p, size_t n) {
+    push_string_after(L, ctx, p, n, 0);
+}
+
+typedef struct staged_push { lm_context *ctx; const char *p; size_t n; uint64_t serial; } staged_push;
 
 static int push_staged(lua_State *L) {
     const staged_push *a = lua_touserdata(L, 1);
-    lm_push_host_string(L, a->ctx, a->p, a->n);
+    push_string_after(L, a->ctx, a->p, a->n, a->serial);
     return 1;
 }
 
@@ -321,19 +338,23 @@ int lm_storage_push_bytes(lua_State *L, lm_storage *s, VkDeviceSize offset, size
     lm_chunk *stage = staging_chunk(L, ctx, n);
     record_copy(L, s, stage, offset, n, 0, "download");
     uint64_t serial = lm_stream_current_serial(ctx);
-    lm_stream_wait(NULL, ctx, serial);
-    if (ctx->stream.failed[0]) {
-        lm_stream_free_after(ctx, stage, serial);
-        lm_stream_check(L, ctx);
-    }
+    /* Submitted now, waited for inside the push once the string's pages are being
+     * faulted in (push_string_after), so the two overlap. */
+    lm_stream_submit(NULL, ctx);
     /* The string straight from staging: one host copy. Protected, so the staging chunk
      * goes back even when the allocation fails. */
-    staged_push a = { ctx, (const char *)lm_chunk_mapped(stage), n };
+    staged_push a = { ctx, (const char *)lm_chunk_mapped(stage), n, serial };
     luaL_checkstack(L, 3, "to_bytes");
     lua_pushcfunction(L, push_staged);
     lua_pushlightuserdata(L, &a);
     int rc = lua_pcall(L, 1, 1, 0);
+    /* The batch has finished here (waited for in the push, or after a failed allocation). */
+    lm_stream_wait(NULL, ctx, serial);
     lm_stream_free_after(ctx, stage, serial);
     if (rc != LUA_OK) lua_error(L);
+    if (ctx->stream.failed[0]) {   /* the bytes copied are not the tensor's */
+        lua_pop(L, 1);
+        lm_stream_check(L, ctx);
+    }
     return 1;
 }
