@@ -57,6 +57,9 @@ local cases = {
   { { 2, 2, 2, 2, 33, 35 }, { 2, 1, 4, 3, 6, 5 }, "four batch dimensions" },
   { { 2, 2, 2, 2, 2, 33, 35 }, { 2, 1, 4, 3, 5, 7, 6 }, "more batches than the tile form takes" },
   { { 1, 300 }, { 2, 1 }, "a single row (no transpose after merging)" },
+  { { 4, 6, 8, 16 }, { 1, 3, 2, 4 }, "a head split: inner runs contiguous (16-byte units)" },
+  { { 3, 5, 32 }, { 2, 1, 3 }, "rows permuted, runs of 32 (16-byte units)" },
+  { { 3, 5, 6 }, { 2, 1, 3 }, "rows permuted, runs of 6 (not whole 16-byte units for 4 bytes)" },
 }
 
 for _, dtype in ipairs({ "float32", "float16", "bool" }) do
@@ -81,6 +84,20 @@ for _, dtype in ipairs({ "float32", "float16", "bool" }) do
         end
       end)
     end
+
+    it("copies narrowed rows at aligned and unaligned offsets (16-byte units or not)", function()
+      local x = source({ 10, 64 }, dtype)
+      local bytes = x:to_bytes()
+      for _, start in ipairs({ 1, 2, 5, 17 }) do
+        local v = x:narrow(2, start, 32)
+        local want = {}
+        for r = 0, 9 do
+          local at = (r * 64 + start - 1) * es
+          want[#want + 1] = bytes:sub(at + 1, at + 32 * es)
+        end
+        assert.is_true(v:contiguous():to_bytes() == table.concat(want), "start " .. start)
+      end
+    end)
 
     it("reads a transposed narrow view (offset source) and writes into an out view", function()
       local x = source({ 100, 90 }, dtype)

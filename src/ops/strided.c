@@ -174,11 +174,27 @@ static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, const v
     int n = collapse(dst->ndim, dst->shape, src ? src->strides : zeros, dst->strides, size, s, d);
     for (int i = 0; i < n; i++) { check_u32(L, op, size[i]); check_u32(L, op, s[i]); check_u32(L, op, d[i]); }
     if (src && record_transpose(L, src, dst, n, size, s, d)) return;
+    /* A copy whose innermost runs are contiguous on both sides and every step and start
+     * 16-byte aligned moves 16-byte units (a head split's permute, a narrow of whole rows). */
+    uint64_t units = (uint64_t)dst->numel;
+    if (src) {
+        int64_t es = (int64_t)lm_dtype_size(dst->dtype);
+        uint64_t sa = lm_tensor_address(src), da = lm_tensor_address(dst);
+        int ok = s[n - 1] == 1 && d[n - 1] == 1 && size[n - 1] * es % 16 == 0 && sa % 16 == 0 && da % 16 == 0;
+        for (int i = 0; ok && i < n - 1; i++) ok = s[i] * es % 16 == 0 && d[i] * es % 16 == 0;
+        if (ok) {
+            int64_t k = 16 / es;
+            size[n - 1] /= k;
+            for (int i = 0; i < n - 1; i++) { s[i] /= k; d[i] /= k; }
+            units /= (uint64_t)k;
+            shader = LM_SH_STRIDED_COPY128;
+        }
+    }
     struct {
         uint64_t src, dst, n;
         uint32_t ndim_flags, groups_x;
         uint32_t size[LM_MAX_DIMS], src_stride[LM_MAX_DIMS], dst_stride[LM_MAX_DIMS];
-    } pc = { .dst = lm_tensor_address(dst), .n = (uint64_t)dst->numel, .ndim_flags = (uint32_t)n };
+    } pc = { .dst = lm_tensor_address(dst), .n = units, .ndim_flags = (uint32_t)n };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "strided copy push constants");
     if (src) {
         pc.src = lm_tensor_address(src);
@@ -195,7 +211,7 @@ static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, const v
     }
     uint64_t per_group = (uint64_t)STRIDED_WG * STRIDED_ELEMS;
     uint32_t gy;
-    pc.groups_x = lm_grid(L, ctx, ((uint64_t)dst->numel + per_group - 1) / per_group, &gy);
+    pc.groups_x = lm_grid(L, ctx, (units + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1, .shader = shader, .spec = { STRIDED_WG, STRIDED_ELEMS, 0 },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
