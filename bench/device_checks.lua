@@ -78,5 +78,77 @@ for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   check(ok, ("layer_norm D=%d: |x| ~ 1e20 gives finite y (y[1] %.6g)"):format(d, y[1]))
 end
 
+-- float16 results packed by the device's conversion (lumus.tune.elementwise{hw_half=true})
+-- against the shader's software rounding to nearest even: the same bits for every one of
+-- the 65536 float16 inputs (NaN payloads may differ), through ops whose results tie,
+-- overflow and fall into subnormals. The default is on only where this holds.
+if lumus.tune.elementwise and lumus.device().narrow_storage ~= false then
+  local saved = lumus.tune.elementwise().hw_half
+  local parts = {}
+  for b = 0, 65535 do parts[#parts + 1] = string.pack("<I2", b) end
+  local x = lumus.from_bytes(table.concat(parts), { 65536 }, { dtype = "float16" })
+  local function diffs(f)
+    lumus.tune.elementwise({ hw_half = false }); local a = f():to_bytes()
+    lumus.tune.elementwise({ hw_half = true }); local b = f():to_bytes()
+    local bad, first = 0, nil
+    for i = 1, #a, 2 do
+      local u, v = string.unpack("<I2", a, i), string.unpack("<I2", b, i)
+      local nan_u = (u & 0x7c00) == 0x7c00 and (u & 0x3ff) ~= 0
+      local nan_v = (v & 0x7c00) == 0x7c00 and (v & 0x3ff) ~= 0
+      if u ~= v and not (nan_u and nan_v) then
+        bad = bad + 1
+        first = first or ("input %04x: software %04x, device %04x"):format((i - 1) // 2, u, v)
+      end
+    end
+    return bad, first
+  end
+  for _, c in ipairs({ { "x * (1/3)", function() return x:mul(1 / 3) end },
+                       { "x * 1e-3 (subnormals)", function() return x:mul(1e-3) end },
+                       { "x * 1000 (overflow)", function() return x:mul(1000) end },
+                       { "x + 3.3e-5 (ties near 1)", function() return x:add(3.3e-5) end },
+                       { "exp(x)", function() return x:exp() end } }) do
+    local bad, first = diffs(c[2])
+    check(bad == 0, ("float16 %s: device packing equals software rounding (%d differ%s)")
+      :format(c[1], bad, first and "; " .. first or ""))
+  end
+  lumus.tune.elementwise({ hw_half = saved })
+  x:free()
+end
+
+-- float32 pow with exact products from fma (lumus.tune.elementwise{fused_fma=true}, the
+-- default on NVIDIA) and from Dekker's split: within 4 ulp of the float64 reference over
+-- bases 2^-20..2^20 and exponents up to +-41 (large |y log2 x| is where an unfused fma
+-- would show, as errors of thousands of ulp).
+if lumus.tune.elementwise then
+  local ref = require "lumus.reference"
+  local saved = lumus.tune.elementwise().fused_fma
+  local xs, ys = {}, {}
+  for i = 0, 4000 do
+    xs[#xs + 1] = ref.f32(2.0 ^ (-20 + 40 * i / 4000))
+    ys[#ys + 1] = ref.f32(({ 1.7, -2.5, 7.3, -0.3, 41, -13.1, 0.01, 3.5 })[i % 8 + 1])
+  end
+  local xt, yt = lumus.tensor(xs), lumus.tensor(ys)
+  local function ulp(v)
+    local a = math.abs(v)
+    if a < 2 ^ -126 then return 2 ^ -149 end
+    local _, e = math.frexp(a)
+    return 2.0 ^ (e - 24)
+  end
+  for _, on in ipairs({ true, false }) do
+    lumus.tune.elementwise({ fused_fma = on })
+    local got = lumus.pow(xt, yt):to_table()
+    local worst, at = 0, 1
+    for i = 1, #xs do
+      local want = xs[i] ^ ys[i]
+      if want < 3.4e38 and want > 1e-37 then
+        local err = math.abs(got[i] - want) / ulp(want)
+        if err > worst then worst, at = err, i end
+      end
+    end
+    check(worst <= 4, ("float32 pow, fused_fma = %s: worst %.2f ulp (pow(%.9g, %.9g))"):format(tostring(on), worst, xs[at], ys[at]))
+  end
+  lumus.tune.elementwise({ fused_fma = saved })
+end
+
 print(("device_checks: %d passed, %d failed"):format(passed, failed))
 os.exit(failed == 0 and 0 or 1)

@@ -31,6 +31,9 @@
 #   torch_losses.md / .csv, losses.md / .csv   bench/torch_losses.py, bench/losses.lua
 #                               (fused cross entropy forward/backward, index_add)
 #   torch_attention.md / .csv, attention.md / .csv   bench/torch_attention.py, bench/attention.lua
+#   transpose.md               bench/transpose.lua (transposing copies per form vs copy)
+#   half_pack.md               bench/half_pack.lua (float16 elementwise: software vs device packing)
+#   device_checks.md           bench/device_checks.lua (pass/fail lines)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -187,6 +190,12 @@ step torch_attention 120 python3 bench/torch_attention.py --csv "$out/torch_atte
 attn_baseline=()
 [ -s "$out/torch_attention.csv" ] && attn_baseline+=(--baseline "$out/torch_attention.csv")
 step attention 180 lua5.4 bench/attention.lua ${attn_baseline[@]+"${attn_baseline[@]}"} --csv "$out/attention.csv"
+# Transposing copies in each form of lumus.tune.transpose, % of the same-run copy.
+step transpose 120 lua5.4 bench/transpose.lua
+# float16 elementwise results packed in software vs by the device (lumus.tune.elementwise).
+step half_pack 90 lua5.4 bench/half_pack.lua
+# The semantics checks a GPU needs (NaN/inf, memory, float16 packing, pow's ulps).
+step device_checks 120 lua5.4 bench/device_checks.lua
 
 # One Markdown file with every step's output.
 {

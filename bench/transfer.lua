@@ -12,7 +12,10 @@
 --                       luaL_Buffer, then copy it into the new string). The script checks
 --                       with collectgarbage("count") that its copy allocated the bytes.
 --   from_bytes          lumus.from_bytes(s, {n}) + lumus.synchronize()
---   to_bytes            t:to_bytes() (waits for the tensor, then downloads into a string)
+--   to_bytes            t:to_bytes() (waits for the tensor, then downloads into a string),
+--                       with lumus.tune.stream{prefault=} off then on (pages of the new
+--                       string faulted in one madvise: see src/storage.c)
+--   write_bytes         t:write_bytes(s) into an existing tensor + lumus.synchronize()
 --   Lua table copy      table.move into a fresh table (the fastest plain-Lua table copy;
 --                       the table grows by rehashing, as any table built in Lua does)
 --   tensor(table)       lumus.tensor(flat list of n numbers) + lumus.synchronize()
@@ -94,9 +97,31 @@ lumus.synchronize()
 local back = x:to_bytes()
 local roundtrip_ok = back == s
 back = nil                                                    -- luacheck: ignore
+-- to_bytes with the large-string pre-faulting off, then on (lumus.tune.stream{prefault=}):
+-- one run shows both; the default is on unless LUMUS_PREFAULT=0.
+local has_prefault = lumus.tune and lumus.tune.stream and lumus.tune.stream().prefault ~= nil
+local prefault_default = has_prefault and lumus.tune.stream().prefault
+if has_prefault then
+  lumus.tune.stream({ prefault = false })
+  local t_off, t_off_min = timed(runs, function() return x:to_bytes() end,
+    function(b) assert(#b == bytes) end)
+  add("t:to_bytes() prefault off", t_off, t_off_min, t_str)
+  lumus.tune.stream({ prefault = true })
+end
 local t_to, t_to_min = timed(runs, function() return x:to_bytes() end,
   function(b) assert(#b == bytes) end)
-add("t:to_bytes()", t_to, t_to_min, t_str)
+add(has_prefault and "t:to_bytes() prefault on" or "t:to_bytes()", t_to, t_to_min, t_str)
+local back2 = x:to_bytes()
+roundtrip_ok = roundtrip_ok and back2 == s
+back2 = nil                                                   -- luacheck: ignore
+if has_prefault then lumus.tune.stream({ prefault = prefault_default }) end
+
+-- write_bytes into an existing tensor (no device allocation) + synchronize.
+local t_wb, t_wb_min = timed(runs, function()
+  x:write_bytes(s)
+  lumus.synchronize()
+end)
+add("t:write_bytes(s) + synchronize", t_wb, t_wb_min, t_str)
 x:free()
 
 -- Tables (the same values as s).
@@ -121,11 +146,11 @@ print(("# Transfers of %d MiB (%d float32) — %s"):format(mib, n, dev_line))
 print(("%s; median of %d runs (%d for tables) after %d warm-up; host clock %s")
   :format(os.date("!%Y-%m-%d %H:%M UTC"), runs, table_runs, warmup, clock_name))
 print()
-print("| transfer | ms (median) | ms (min) | MB/s | vs string copy | vs table copy |")
-print("|:---|---:|---:|---:|---:|---:|")
+print("| transfer | ms (median) | ms (min) | MB/s | GB/s | vs string copy | vs table copy |")
+print("|:---|---:|---:|---:|---:|---:|---:|")
 for _, r in ipairs(results) do
-  print(("| %s | %.2f | %.2f | %.0f | %s | %s |"):format(r.name, r.t * 1e3, r.tmin * 1e3,
-    bytes / r.t / 1e6, r.base and ("%.2fx"):format(r.t / r.base) or "1.00x",
+  print(("| %s | %.2f | %.2f | %.0f | %.2f | %s | %s |"):format(r.name, r.t * 1e3, r.tmin * 1e3,
+    bytes / r.t / 1e6, bytes / r.t / 1e9, r.base and ("%.2fx"):format(r.t / r.base) or "1.00x",
     r.base2 and ("%.2fx"):format(r.t / r.base2) or "-"))
 end
 print()

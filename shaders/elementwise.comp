@@ -42,12 +42,20 @@ layout(constant_id = 1) const uint OP = LM_EW_ADD;
 layout(constant_id = 2) const uint MODE = LM_EW_SAME;
 layout(constant_id = 3) const uint DT = LM_EW_F32;
 layout(constant_id = 4) const uint UNROLL = 4;   // src/ops/elementwise.c sizes the grid with it
+// 1: float16 results are packed by packHalf2x16 (the device's conversion, which the host
+// enables only where it rounds to nearest even with subnormals, as half_bits does; NaN
+// payloads may differ), else by half_bits below. Constant id 6 (5 is C_TENSOR's).
+layout(constant_id = 6) const uint HW_HALF = 0;
+// 1: the device's fma is fused (one rounding), so two_prod's error term is one fma; the
+// host sets it only for such devices (Vulkan does not promise it, and lavapipe's is a
+// multiply and an add).
+layout(constant_id = 7) const uint FUSED_FMA = 0;
 const uint WG = gl_WorkGroupSize.x;
 
 const bool COMPARE = OP >= LM_EW_EQ && OP <= LM_EW_GE;
 const uint DT_A = OP == LM_EW_WHERE ? LM_EW_BOOL : DT;   // a's type
 const uint DT_OUT = COMPARE ? LM_EW_BOOL : DT;
-// float16/bfloat16 data: exp, tanh, sigmoid, silu and pow take cheaper float32 paths
+// float16/bfloat16 data: exp, log, tanh, sigmoid, silu and pow take cheaper float32 paths
 // whose errors stay far below those formats' ulp (the results are rounded to them).
 const bool NARROW = DT != LM_EW_F32;
 
@@ -244,9 +252,36 @@ VT log_(VT x) {
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
 }
 
+// log for 16-bit results (float16, bfloat16): within 1/8 of 1, log1p's series in the
+// exact f = x - 1 to f^7/7 (truncation 2^-24 relative); elsewhere GLSL's log2 (Vulkan:
+// within 2^-21 absolutely on [0.5, 2], 3 ulp outside), whose error there is below 2^-18
+// of the result. Both far inside one ulp of either format. float32 subnormals (bfloat16
+// has them) are scaled by 2^24 first, for devices that flush them.
+VT log_narrow(VT x) {
+    precise VT f = x - VT(1.0);
+    VT q = fma(f, VT(1.0 / 7.0), VT(-1.0 / 6.0));
+    q = fma(q, f, VT(1.0 / 5.0));
+    q = fma(q, f, VT(-1.0 / 4.0));
+    q = fma(q, f, VT(1.0 / 3.0));
+    q = fma(q, f, VT(-0.5));
+    VT near = fma(f * f, q, f);
+    BT sub = LESS(x, VT(1.17549435e-38));
+    VT far = (log2(SELECT(sub, x * 16777216.0, x)) - SELECT(sub, VT(24.0), VT(0.0))) * 0.693147180559945309;
+    VT y = SELECT(LESS(abs(f), VT(0.125)), near, far);
+    y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
+    y = SELECT(EQUAL(x, VT(INF)), x, y);
+    return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
+}
+
 // a b = p + e exactly (Dekker's product with Veltkamp's split: Vulkan does not promise
 // that fma is fused, and lavapipe's is not). |a|, |b| < 2^100.
 void two_prod(VT a, VT b, out VT p, out VT e) {
+    if (FUSED_FMA != 0u) {
+        precise VT pf = a * b;
+        p = pf;
+        e = fma(a, b, -pf);
+        return;
+    }
     precise VT ca = 4097.0 * a, cb = 4097.0 * b;
     precise VT ah = ca - (ca - a), bh = cb - (cb - b);
     precise VT al = a - ah, bl = b - bh;
@@ -374,11 +409,23 @@ VT pow_mag(VT ax, VT y) {
     return scale2(r, k);
 }
 
+bool all_(BT b) {
+#if defined(VEC) && VEC == 4
+    return all(b);
+#else
+    return b;
+#endif
+}
+
 VT pow_(VT x, VT y) {
     VT ax = abs(x);
     // 16-bit results: exp(y log |x|) has |y log |x|| < 93 wherever the result is finite
     // and not 0 in them, so its float32 errors stay far below their ulp.
     VT mag = NARROW ? exp_narrow(y * log_(ax)) : pow_mag(ax, y);
+    // A finite positive x and a finite y (NaN fails the comparisons): mag is the result
+    // (x = 1 and y = 0 give exactly 1 there). The rest below only when some element of
+    // the vector needs it.
+    if (all_(AND(AND(LESS(VT(0.0), x), LESS(x, VT(INF))), LESS(abs(y), VT(INF))))) return mag;
     // Zeros and infinities of x or y, which the logarithm above does not see.
     mag = SELECT(EQUAL(ax, VT(0.0)), SELECT(LESS(y, VT(0.0)), VT(INF), VT(0.0)), mag);
     mag = SELECT(EQUAL(ax, VT(INF)), SELECT(LESS(y, VT(0.0)), VT(0.0), VT(INF)), mag);
@@ -411,7 +458,7 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
     if (OP == LM_EW_ABS) return abs(a);
     if (OP == LM_EW_EXP) return NARROW ? exp_narrow(a) : exp_(a);
-    if (OP == LM_EW_LOG) return log_(a);
+    if (OP == LM_EW_LOG) return NARROW ? log_narrow(a) : log_(a);
     if (OP == LM_EW_SQRT) return sqrt_(a);
     if (OP == LM_EW_RSQRT) return rsqrt_(a);
     if (OP == LM_EW_TANH) return tanh_(a);
@@ -465,6 +512,12 @@ float widen(uint h, uint dt) {
     return dt == LM_EW_F16 ? unpackHalf2x16(h).x : uintBitsToFloat(h << 16);
 }
 uint elem_bytes(uint dt) { return dt == LM_EW_F32 ? 4u : dt == LM_EW_BOOL ? 1u : 2u; }
+
+// 4 float16 or bfloat16 results in two words.
+uvec2 half_words(vec4 v, uint dt) {
+    if (dt == LM_EW_F16 && HW_HALF != 0u) return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    return uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16), narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
+}
 
 // Element i of a tensor at base.
 float load1(uint64_t base, uint64_t i, uint dt) {
@@ -525,8 +578,7 @@ void store4(uint64_t base, uint64_t q, vec4 v, uint count, uint dt) {
         else store_masked(base + q * 4ul, w, (1u << (8u * count)) - 1u);
         return;
     }
-    uvec2 w = uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16),
-                    narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
+    uvec2 w = half_words(v, dt);
     if (count == 4u) { Uvec2Array(base + q * 8ul).v[0] = w; return; }
     uint64_t a0 = base + q * 8ul;
     if (count >= 2u) UintArray(a0).v[0] = w.x; else store_masked(a0, w.x, 0xffffu);
@@ -535,9 +587,6 @@ void store4(uint64_t base, uint64_t q, vec4 v, uint count, uint dt) {
 
 uint bool_word(vec4 v) {
     return uint(v.x != 0.0) | (uint(v.y != 0.0) << 8) | (uint(v.z != 0.0) << 16) | (uint(v.w != 0.0) << 24);
-}
-uvec2 half_words(vec4 v, uint dt) {
-    return uvec2(narrow_bits(v.x, dt) | (narrow_bits(v.y, dt) << 16), narrow_bits(v.z, dt) | (narrow_bits(v.w, dt) << 16));
 }
 
 // All 8 elements 8q..8q+7 of a 16- or 8-bit result at base (16-byte aligned), one store.

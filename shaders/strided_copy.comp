@@ -21,7 +21,16 @@
 #ifndef ELEM_BYTES
 #define ELEM_BYTES 4
 #endif
-#if ELEM_BYTES == 4
+#define ET uint
+#if ELEM_BYTES == 16
+// Copies only (no fill): runs of 16 contiguous, 16-byte aligned bytes on both sides as one
+// unit (src/ops/strided.c rescales the shape and strides to such units).
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer ElemArray { uvec4 v[]; };
+#undef ET
+#define ET uvec4
+#define LOAD(addr) ElemArray(addr).v[0]
+#define STORE(addr, x) ElemArray(addr).v[0] = (x)
+#elif ELEM_BYTES == 4
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer ElemArray { uint v[]; };
 #define LOAD(addr) ElemArray(addr).v[0]
 #define STORE(addr, x) ElemArray(addr).v[0] = (x)
@@ -126,8 +135,8 @@ void main() {
                 d += c * p.dst_stride[k];
             }
         }
-        uint v;
-        if (fill) v = uint(p.src);
+        ET v;
+        if (fill) v = ET(uint(p.src));
         else v = LOAD(p.src + s * ESIZE);
         STORE(p.dst + d * ESIZE, v);
     }

@@ -79,6 +79,9 @@ struct lm_context {
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
+    int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
+    int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
+    int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */

@@ -1,6 +1,7 @@
 /* luaopen_lumus_core: the C module's registration table. */
 #include <lua.h>
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 #include "lumus.h"
 #include "context.h"
@@ -91,18 +92,23 @@ static int l_host_profile(lua_State *L) {
     return 1;
 }
 
-/* tune.stream([{submit_idle = k}]) -> {submit_idle = k}; {} restores the default (0). */
+/* tune.stream([{submit_idle = k, prefault = bool}]) -> the settings; {} restores the
+ * defaults (0; prefault on unless LUMUS_PREFAULT=0). */
 static int l_stream_config(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
-    static const char *const known[] = { "submit_idle", NULL };
+    static const char *const known[] = { "submit_idle", "prefault", NULL };
     if (lm_check_options(L, 1, known)) {
         lua_Integer k = lm_option_integer(L, 1, "submit_idle", 0);
         if (k < 0 || k > LM_BATCH_OPS) lm_argerror(L, 1, "submit_idle must be in 0..%d", LM_BATCH_OPS);
         ctx->stream.submit_idle = (uint32_t)k;
+        const char *pf = getenv("LUMUS_PREFAULT");
+        ctx->mem.prefault = lm_option_boolean(L, 1, "prefault", !(pf && strcmp(pf, "0") == 0));
     }
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 2);
     lua_pushinteger(L, ctx->stream.submit_idle);
     lua_setfield(L, -2, "submit_idle");
+    lua_pushboolean(L, ctx->mem.prefault);
+    lua_setfield(L, -2, "prefault");
     return 1;
 }
 
@@ -180,6 +186,7 @@ static const luaL_Reg tune_functions[] = {
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
     {"pipeline_cache", lm_pipeline_cache_stats},
     {"attention", lm_op_attention_config},
+    {"transpose", lm_op_transpose_config}, {"elementwise", lm_op_elementwise_config},
     {NULL, NULL}
 };
 

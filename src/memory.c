@@ -60,6 +60,10 @@ VkResult lm_memory_init(lm_context *ctx) {
     if (stg < 0 && !m->direct) return VK_ERROR_FEATURE_NOT_PRESENT;
     pool_setup(&m->staging, mp, stg < 0 ? dev : stg, 64 * LM_MIB);
 
+    /* LUMUS_PREFAULT=0 turns off storage.c's pre-faulting of large strings (for A/B runs;
+     * lumus.tune.stream{prefault=} sets it at run time). */
+    const char *pf = getenv("LUMUS_PREFAULT");
+    m->prefault = !(pf && strcmp(pf, "0") == 0);
     m->alignment = 256;
     VkDeviceSize a = ctx->props.limits.minStorageBufferOffsetAlignment;
     if (a > m->alignment) m->alignment = a;

@@ -63,6 +63,7 @@ typedef struct lm_memory {
     VkDeviceSize max_single;    /* largest allocation the device accepts */
     uint64_t chunks;            /* live chunks in the device pool */
     int has_budget;             /* VK_EXT_memory_budget: blocks stay within heapBudget */
+    int prefault;               /* large downloaded strings: pages faulted in one go (storage.c) */
 } lm_memory;
 
 /* A device allocation shared by a tensor and its views: a Lua userdata (so that Lua

@@ -34,6 +34,11 @@ void lm_storage_read(lua_State *L, lm_storage *s, VkDeviceSize offset, void *dst
  * returns 0 (nothing pushed) when that needs a host buffer and lm_storage_read: a large
  * n through staging. The string is built from the mapped or staging memory directly. */
 int lm_storage_push_bytes(lua_State *L, lm_storage *s, VkDeviceSize offset, size_t n);
+/* Pushes the n host bytes at p as a new string, a large one with its pages faulted in at
+ * once (unless lumus.tune.stream{prefault = false}). */
+void lm_push_host_string(lua_State *L, lm_context *ctx, const char *p, size_t n);
+/* Faults in the pages of a large fresh host buffer at once (as lm_push_host_string). */
+void lm_host_prefault(lm_context *ctx, void *p, size_t n);
 /* The serial after which no recorded device work touches the storage (for a wrapped
  * host buffer: no work on any wrapped buffer, since they may alias). */
 uint64_t lm_storage_serial(const lm_storage *s);

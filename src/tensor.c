@@ -551,11 +551,11 @@ static int m_to_bytes(lua_State *L) {
     if (lm_tensor_is_contiguous(t) &&
         lm_storage_push_bytes(L, t->storage, (VkDeviceSize)(t->offset + first) * es, n)) return 1;
     unsigned char *span = span_len ? lua_newuserdatauv(L, (size_t)span_len, 0) : NULL;
-    luaL_Buffer b;
-    char *p = luaL_buffinitsize(L, &b, n ? n : 1);
+    unsigned char *p = lua_newuserdatauv(L, n ? n : 1, 0);
     t = lm_check_tensor(L, 1);   /* the allocations may have run a finalizer that freed it */
-    if (n) read_elements(L, t, first, count, (unsigned char *)p, span, lo);
-    luaL_pushresultsize(&b, n);
+    lm_host_prefault(t->storage->ctx, p, n);
+    if (n) read_elements(L, t, first, count, p, span, lo);
+    lm_push_host_string(L, t->storage->ctx, (const char *)p, n);
     return 1;
 }
 
@@ -616,6 +616,7 @@ static int m_to_table(lua_State *L) {
     unsigned char *span = span_len ? lua_newuserdatauv(L, (size_t)span_len, 0) : NULL;
     unsigned char *data = lua_newuserdatauv(L, (size_t)lm_tensor_bytes(t), 0);
     t = lm_check_tensor(L, 1);
+    lm_host_prefault(t->storage->ctx, data, (size_t)lm_tensor_bytes(t));
     read_elements(L, t, 0, t->numel, data, span, lo);
     int64_t at = 0;
     push_nested(L, t, data, 0, &at);

@@ -58,6 +58,49 @@ lm_tensor *lm_ew_push_result(lua_State *L, int argn, lm_context *ctx, lm_dtype d
     return out;
 }
 
+/* NVIDIA's float32 -> float16 conversion rounds to nearest even and keeps subnormals, as
+ * the shader's half_bits does in software (shaders/elementwise.comp, HW_HALF). */
+#define LM_VENDOR_NVIDIA 0x10DEu
+
+/* The shader's HW_HALF: 1 where float16 results use the device's packHalf2x16. */
+static uint32_t hw_half(const lm_context *ctx) {
+    if (ctx->ew_hw_half) return ctx->ew_hw_half == 1;
+    return ctx->props.vendorID == LM_VENDOR_NVIDIA;
+}
+
+/* The shader's FUSED_FMA: 1 where fma rounds once (NVIDIA compiles it to FFMA). */
+static uint32_t fused_fma(const lm_context *ctx) {
+    if (ctx->ew_fused_fma) return ctx->ew_fused_fma == 1;
+    return ctx->props.vendorID == LM_VENDOR_NVIDIA;
+}
+
+/* A boolean option of tune.elementwise into *setting: 0 (absent: the device default),
+ * 1 (true) or 2 (false). */
+static void tri_option(lua_State *L, const char *key, int *setting) {
+    int v = lm_option_boolean(L, 1, key, -1);
+    *setting = v < 0 ? 0 : v ? 1 : 2;
+}
+
+/* tune.elementwise([{hw_half = bool, fused_fma = bool}]) -> the settings: whether
+ * float16 results are packed by the device's conversion or by the shader's software
+ * rounding, and whether pow (and sqrt) take exact products from fma or from Dekker's
+ * split (each by default on NVIDIA devices); an absent key restores its default. A
+ * device whose fma is not fused gives inaccurate pow with fused_fma = true. */
+int lm_op_elementwise_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    static const char *const known[] = { "hw_half", "fused_fma", NULL };
+    if (lm_check_options(L, 1, known)) {
+        tri_option(L, "hw_half", &ctx->ew_hw_half);
+        tri_option(L, "fused_fma", &ctx->ew_fused_fma);
+    }
+    lua_createtable(L, 0, 2);
+    lua_pushboolean(L, (int)hw_half(ctx));
+    lua_setfield(L, -2, "hw_half");
+    lua_pushboolean(L, (int)fused_fma(ctx));
+    lua_setfield(L, -2, "fused_fma");
+    return 1;
+}
+
 /* The operands an op reads: 1, 2 or 3 (the shader's ARITY, the same rule). */
 static int op_arity(lm_ew_op op) {
     switch (op) {
@@ -107,7 +150,7 @@ static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor
     pc.groups_x = lm_grid(L, ctx, (nv + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = c->name, .any_dtype = 1, .shader = vec == 4 ? LM_SH_EW_VEC4 : LM_SH_EW_VEC1,
-        .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL },
+        .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { a, b, third }, .writes = { c->out },
     });
@@ -190,7 +233,7 @@ static void record_nd(lua_State *L, const char *name, lm_ew_op op, uint32_t dtyp
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (quads + EW_WG - 1) / EW_WG, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1 },
+        .op = name, .any_dtype = 1, .shader = LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { t[0], arity > 1 ? t[1] : NULL, arity > 2 ? t[2] : NULL }, .writes = { out },
     });

@@ -112,6 +112,8 @@ int lm_op_max(lua_State *L); int lm_op_min(lua_State *L);
 int lm_op_argmax(lua_State *L); int lm_op_argmin(lua_State *L); int lm_op_topk(lua_State *L);
 int lm_op_row_config(lua_State *L);
 int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
+int lm_op_transpose_config(lua_State *L);   /* tune.transpose (strided.c) */
+int lm_op_elementwise_config(lua_State *L); /* tune.elementwise (elementwise.c) */
 
 /* The options of ops whose only option is out: {"out", NULL}; of ops with none: {NULL}. */
 extern const char *const lm_out_option[];

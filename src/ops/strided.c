@@ -55,8 +55,8 @@ static void check_u32(lua_State *L, const char *op, int64_t v) {
 
 /* The tiled form for merged dimensions [B,] R, C where src steps 1 along R and dst 1
  * along C (a transposed matrix made contiguous): returns 0 when the shape is not that. */
-static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
-                            const int64_t *size, const int64_t *s, const int64_t *d) {
+static int record_transpose32(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
+                              const int64_t *size, const int64_t *s, const int64_t *d) {
     if (!(n == 2 || n == 3) || d[n - 1] != 1 || s[n - 2] != 1 || s[n - 1] == 1) return 0;
     int64_t batch = n == 3 ? size[0] : 1;
     struct {
@@ -83,6 +83,82 @@ static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
     return 1;
 }
 
+#define TILE64 64
+#define TILE64_BATCH 4   /* shaders/transpose.comp's MAX_BATCH */
+
+/* The tile64 form (shaders/transpose.comp) for merged dimensions where dst steps 1 along
+ * the last, C, src steps more than 1 there and 1 along another, R; the rest (up to
+ * TILE64_BATCH) are batches: returns 0 when the shape is not that or its offsets within
+ * a tile or its workgroup count would pass 32 bits. */
+static int record_transpose64(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
+                              const int64_t *size, const int64_t *s, const int64_t *d) {
+    int c = n - 1, r = -1;
+    if (n < 2 || d[c] != 1 || s[c] == 1) return 0;
+    for (int i = 0; i < c; i++) if (s[i] == 1) r = i;
+    if (r < 0 || n - 2 > TILE64_BATCH) return 0;
+    const int64_t lim = (int64_t)1 << 32;
+    if (s[c] >= lim / TILE64 - 1 || d[r] >= lim / TILE64 - 1) return 0;
+    struct {
+        uint64_t src, dst;
+        uint32_t r, c, src_c, dst_r, tiles_r, tiles_c, groups, groups_x, nbatch;
+        uint32_t bsize[TILE64_BATCH], src_b[TILE64_BATCH], dst_b[TILE64_BATCH];
+    } pc = {
+        .src = lm_tensor_address(src), .dst = lm_tensor_address(dst),
+        .r = (uint32_t)size[r], .c = (uint32_t)size[c], .src_c = (uint32_t)s[c], .dst_r = (uint32_t)d[r],
+        .tiles_r = (uint32_t)((size[r] + TILE64 - 1) / TILE64),
+        .tiles_c = (uint32_t)((size[c] + TILE64 - 1) / TILE64),
+    };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "transpose push constants");
+    uint64_t groups = (uint64_t)pc.tiles_r * pc.tiles_c;
+    for (int i = 0; i < c; i++) {
+        if (i == r) continue;
+        pc.bsize[pc.nbatch] = (uint32_t)size[i];
+        pc.src_b[pc.nbatch] = (uint32_t)s[i];
+        pc.dst_b[pc.nbatch] = (uint32_t)d[i];
+        pc.nbatch++;
+        groups *= (uint64_t)size[i];
+        if (groups >= (uint64_t)lim) return 0;
+    }
+    if (groups >= (uint64_t)lim) return 0;
+    pc.groups = (uint32_t)groups;
+    lm_context *ctx = dst->storage->ctx;
+    lm_shader_id shader = sized(L, ctx, "copy", dst->dtype, LM_SH_TRANSPOSE64, LM_SH_TRANSPOSE64_16,
+                                LM_SH_TRANSPOSE64_8);
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "copy", .any_dtype = 1, .shader = shader,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { src }, .writes = { dst },
+    });
+    return 1;
+}
+
+/* The transpose forms a strided copy may take (tune.transpose). */
+enum { TRANSPOSE_TILE64, TRANSPOSE_TILE32, TRANSPOSE_NONE };
+static const char *const transpose_forms[] = { "tile64", "tile32", "general", NULL };
+
+static int record_transpose(lua_State *L, lm_tensor *src, lm_tensor *dst, int n,
+                            const int64_t *size, const int64_t *s, const int64_t *d) {
+    int form = dst->storage->ctx->transpose_form;
+    if (form == TRANSPOSE_NONE) return 0;
+    if (form == TRANSPOSE_TILE64 && record_transpose64(L, src, dst, n, size, s, d)) return 1;
+    return record_transpose32(L, src, dst, n, size, s, d);
+}
+
+/* tune.transpose([{form = "tile64" | "tile32" | "general"}]) -> the form strided copies
+ * that transpose take: tile64 (the default; tile32 where its shape limits exclude it),
+ * tile32 (32 x 32 tiles, [B,] R, C shapes only), or general (no tiles). {} restores the
+ * default. */
+int lm_op_transpose_config(lua_State *L) {
+    lm_context *ctx = lm_context_get(L);
+    static const char *const known[] = { "form", NULL };
+    if (lm_check_options(L, 1, known))
+        ctx->transpose_form = lm_option_choice(L, 1, "form", transpose_forms, TRANSPOSE_TILE64);
+    lua_pushstring(L, transpose_forms[ctx->transpose_form]);
+    return 1;
+}
+
 /* dst = src element by element over dst's shape (src has the same shape and dtype,
  * possibly with stride-0 dimensions), or dst = the element `value` (dst's dtype) when
  * src is NULL. Elements move as bits. */
@@ -98,11 +174,27 @@ static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, const v
     int n = collapse(dst->ndim, dst->shape, src ? src->strides : zeros, dst->strides, size, s, d);
     for (int i = 0; i < n; i++) { check_u32(L, op, size[i]); check_u32(L, op, s[i]); check_u32(L, op, d[i]); }
     if (src && record_transpose(L, src, dst, n, size, s, d)) return;
+    /* A copy whose innermost runs are contiguous on both sides and every step and start
+     * 16-byte aligned moves 16-byte units (a head split's permute, a narrow of whole rows). */
+    uint64_t units = (uint64_t)dst->numel;
+    if (src) {
+        int64_t es = (int64_t)lm_dtype_size(dst->dtype);
+        uint64_t sa = lm_tensor_address(src), da = lm_tensor_address(dst);
+        int ok = s[n - 1] == 1 && d[n - 1] == 1 && size[n - 1] * es % 16 == 0 && sa % 16 == 0 && da % 16 == 0;
+        for (int i = 0; ok && i < n - 1; i++) ok = s[i] * es % 16 == 0 && d[i] * es % 16 == 0;
+        if (ok) {
+            int64_t k = 16 / es;
+            size[n - 1] /= k;
+            for (int i = 0; i < n - 1; i++) { s[i] /= k; d[i] /= k; }
+            units /= (uint64_t)k;
+            shader = LM_SH_STRIDED_COPY128;
+        }
+    }
     struct {
         uint64_t src, dst, n;
         uint32_t ndim_flags, groups_x;
         uint32_t size[LM_MAX_DIMS], src_stride[LM_MAX_DIMS], dst_stride[LM_MAX_DIMS];
-    } pc = { .dst = lm_tensor_address(dst), .n = (uint64_t)dst->numel, .ndim_flags = (uint32_t)n };
+    } pc = { .dst = lm_tensor_address(dst), .n = units, .ndim_flags = (uint32_t)n };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "strided copy push constants");
     if (src) {
         pc.src = lm_tensor_address(src);
@@ -119,7 +211,7 @@ static void record_strided(lua_State *L, lm_tensor *src, lm_tensor *dst, const v
     }
     uint64_t per_group = (uint64_t)STRIDED_WG * STRIDED_ELEMS;
     uint32_t gy;
-    pc.groups_x = lm_grid(L, ctx, ((uint64_t)dst->numel + per_group - 1) / per_group, &gy);
+    pc.groups_x = lm_grid(L, ctx, (units + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1, .shader = shader, .spec = { STRIDED_WG, STRIDED_ELEMS, 0 },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
