@@ -25,6 +25,7 @@
 #   summary.md                  the Markdown of all steps, in order
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
+#   ln_ab.md / .csv             bench/ln_ab.lua (LayerNorm forward: new forms against old, forced variants)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
@@ -145,11 +146,16 @@ lnb_baseline=()
 [ -s "$out/torch_lnb.csv" ] && lnb_baseline+=(--baseline "$out/torch_lnb.csv")
 step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
   --csv "$out/layer_norm_backward.csv"
+# LayerNorm forward A/B (issue 18): the planner's new forms against the old choices and
+# forced variants, on the headline shapes and the sweep's shapes (its file, else its seed).
+ab_shapes=(--seed "$sweep_seed")
+[ -s "$out/sweep_shapes.csv" ] && ab_shapes=(--shapes "$out/sweep_shapes.csv")
+step ln_ab 240 lua5.4 bench/ln_ab.lua "${ab_shapes[@]}" --csv "$out/ln_ab.csv"
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward ln_ab; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

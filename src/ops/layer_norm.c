@@ -71,11 +71,35 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_SPIN_LIMIT (1u << 15)
 #define LN_SPIN_MAX 50000u
 
+/* Tuning beyond lm_context's ln_* fields, set by tune.layer_norm and kept per lua_State
+ * in the registry (LN_TUNE_KEY): how masked rows are read (LN_LOADS_*). */
+enum { LN_LOADS_CLAMPED, LN_LOADS_GUARDED };
+typedef struct ln_tune {
+    int loads;
+} ln_tune;
+static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
+
+static ln_tune get_tune(lua_State *L) {
+    ln_tune t = { 0 };
+    lua_getfield(L, LUA_REGISTRYINDEX, LN_TUNE_KEY);
+    const ln_tune *u = lua_touserdata(L, -1);
+    if (u) t = *u;
+    lua_pop(L, 1);
+    return t;
+}
+
+static void set_tune(lua_State *L, const ln_tune *t) {
+    ln_tune *u = lua_newuserdatauv(L, sizeof *u, 0);
+    *u = *t;
+    lua_setfield(L, LUA_REGISTRYINDEX, LN_TUNE_KEY);
+}
+
 /* What the device and the row length allow, shared by the planners. */
 typedef struct ln_shape {
     uint32_t vec;       /* 4: rows read as vec4; else 1 (floats) */
     int masked;         /* vec4 over D not a multiple of 4: the aligned vec4s covering a
                          * row, lanes outside it masked (common/layer_norm.glsl) */
+    int clamped;        /* masked rows read by clamped loads (ANY_D=2), else guarded */
     uint32_t n;         /* vectors per row: D / vec, or with `masked` the most vec4s
                          * that cover a row, ceil((D + 3) / 4) */
     uint32_t d;         /* elements per row */
@@ -93,6 +117,7 @@ typedef struct ln_plan {
     lm_shader_id shader;
     uint32_t vec;
     int masked;                 /* see ln_shape */
+    int clamped;                /* see ln_shape */
     uint32_t n;                 /* vectors per row, as ln_shape */
     uint32_t wg;                /* threads per workgroup: a power of two, or (a GPU's
                                  * group form) a multiple of the largest subgroup */
@@ -112,7 +137,7 @@ static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
  * form but the row form). They are on a GPU, where memory hides the masking's extra
  * instructions; a CPU device (lavapipe) pays for each, so there they are read as floats;
  * the tuning hook's `scalar` decides either way. */
-static ln_shape shape_of(const lm_context *ctx, int64_t d, uint32_t rows, int masked_ok) {
+static ln_shape shape_of(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, int masked_ok) {
     ln_shape s;
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     s.d = (uint32_t)d;
@@ -120,6 +145,7 @@ static ln_shape shape_of(const lm_context *ctx, int64_t d, uint32_t rows, int ma
     s.sms = ctx->sm_count ? ctx->sm_count : LN_GUESS_SMS;
     s.masked = d % 4 != 0 && masked_ok &&
                (ctx->ln_scalar == LN_SCALAR_AUTO ? !cpu : ctx->ln_scalar == LN_SCALAR_MASKED);
+    s.clamped = s.masked && t->loads == LN_LOADS_CLAMPED;
     s.vec = d % 4 == 0 || s.masked ? 4 : 1;
     s.n = s.masked ? (uint32_t)((d + 6) / 4) : (uint32_t)(d / s.vec);
     s.max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
@@ -138,8 +164,22 @@ static uint32_t cpu_loop_wg(const ln_shape *s, uint32_t wg, uint32_t passes, uin
     return wg > s->max_wg ? s->max_wg : wg;
 }
 
+/* The clamped-load build (ANY_D=2) of a guarded masked one (ANY_D=1). */
+static lm_shader_id clamped_build(lm_shader_id guarded) {
+    switch (guarded) {
+    case LM_SH_LN_GROUP_ANY: return LM_SH_LN_GROUP_CLAMP;
+    case LM_SH_LN_SUBGROUP_ANY: return LM_SH_LN_SUBGROUP_CLAMP;
+    case LM_SH_LN_STREAM_ANY: return LM_SH_LN_STREAM_CLAMP;
+    case LM_SH_LN_SPLIT_ANY: return LM_SH_LN_SPLIT_CLAMP;
+    case LM_SH_LN_SPLIT64_ANY: return LM_SH_LN_SPLIT64_CLAMP;
+    case LM_SH_LN_SPLIT64SM_ANY: return LM_SH_LN_SPLIT64SM_CLAMP;
+    default: return guarded;
+    }
+}
+
 static lm_shader_id by_vec(const ln_shape *s, lm_shader_id vec4, lm_shader_id masked, lm_shader_id vec1) {
-    return s->masked ? masked : s->vec == 4 ? vec4 : vec1;
+    if (s->masked) return s->clamped ? clamped_build(masked) : masked;
+    return s->vec == 4 ? vec4 : vec1;
 }
 
 static int subgroup_fits(const lm_context *ctx, const ln_shape *s) {
@@ -180,7 +220,7 @@ static int choose_form(const lm_context *ctx, const ln_shape *s, const ln_shape 
 
 /* Row form: one invocation per row, wg rows per workgroup. */
 static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_ROW, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "row", .items = 1 };
+    ln_plan c = { .form = LM_LN_ROW, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "row", .items = 1 };
     c.shader = s->vec == 4 ? LM_SH_LN_ROW_VEC4 : LM_SH_LN_ROW_VEC1;   /* never masked */
     c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_ROW_WG;
     c.rows_per_group = c.wg;
@@ -191,7 +231,7 @@ static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
  * (at most the smallest subgroup) that gives each lane about `target` vectors, so short
  * rows share a subgroup instead of idling its lanes; workgroup / seg rows per workgroup. */
 static ln_plan plan_subgroup(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "subgroup", .full_subgroups = 1 };
+    ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "subgroup", .full_subgroups = 1 };
     c.shader = by_vec(s, LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_ANY, LM_SH_LN_SUBGROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : LN_SEGMENT_ITEMS;
     uint32_t seg = pow2_at_least(ceil_div(s->n, target));
@@ -204,7 +244,7 @@ static ln_plan plan_subgroup(const lm_context *ctx, const ln_shape *s) {
 
 /* Streaming form: one workgroup per row, `items` vectors per thread in registers. */
 static ln_plan plan_stream(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_STREAM, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "stream", .rows_per_group = 1 };
+    ln_plan c = { .form = LM_LN_STREAM, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "stream", .rows_per_group = 1 };
     c.shader = by_vec(s, LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_ANY, LM_SH_LN_STREAM_VEC1);
     c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
     c.wg = cpu_loop_wg(s, ctx->ln_wg_override ? ctx->ln_wg_override : s->max_wg, 3, c.items);
@@ -221,7 +261,7 @@ static uint32_t group_width(uint32_t threads, uint32_t unit) {
 }
 
 static ln_plan plan_group(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "group", .rows_per_group = 1 };
+    ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "group", .rows_per_group = 1 };
     c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_ANY, LM_SH_LN_GROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
                     : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
@@ -261,7 +301,7 @@ static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
  * largest. A split that would hold more than LN_FORCED_MAX_ITEMS per thread streams.
  * `affine`: the call has weight or bias, the only case where SM classes pay. */
 static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) {
-    ln_plan c = { .form = LM_LN_SPLIT, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "split" };
+    ln_plan c = { .form = LM_LN_SPLIT, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "split" };
     uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
     uint32_t small_wg = LN_SPLIT_WG <= s->max_wg ? LN_SPLIT_WG : s->max_wg;
     uint32_t spread = ctx->ln_parts || ctx->ln_wg_override || ctx->ln_items_target ? 1 : spread_parts(s);
@@ -316,9 +356,9 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
 
 /* The plan for `rows` rows of D. `in_place`: y is x. `affine`: the call has weight or
  * bias. */
-static ln_plan plan(const lm_context *ctx, int64_t d, uint32_t rows, int in_place, int affine) {
-    ln_shape s = shape_of(ctx, d, rows, 1);
-    ln_shape row_shape = shape_of(ctx, d, rows, 0);
+static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, int in_place, int affine) {
+    ln_shape s = shape_of(ctx, t, d, rows, 1);
+    ln_shape row_shape = shape_of(ctx, t, d, rows, 0);
     switch (choose_form(ctx, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
     case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
@@ -423,7 +463,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
     int in_place = lm_tensors_overlap(x, y);
-    ln_plan c = plan(ctx, d, (uint32_t)rows, in_place, w || b);
+    ln_tune tune = get_tune(L);
+    ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, in_place, w || b);
     int split = c.form == LM_LN_SPLIT;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
@@ -444,7 +485,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     /* The split form's jobs are counted in 32 bits: more rows take another form. */
     if (split && groups > 0xffffffffu) {
         split = 0;
-        c = plan(ctx, d, (uint32_t)rows, 1, w || b);
+        c = plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);
         groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     }
     uint32_t gy;
@@ -498,12 +539,13 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", NULL };
+                                         "return_scratch", "scalar", "masked_loads", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
     if (rows < 1 || rows > 0xffffffffLL) lm_argerror(L, 3, "rows must be in 1..2^32-1, got %I", (LUAI_UACINT)rows);
     lm_context *ctx = lm_context_get(L);
+    ln_tune tune = get_tune(L);
     if (lm_check_options(L, 2, known)) {
         /* Checked before any is set; items are bounded because each becomes a register
          * array in a specialized shader (a huge one would take the compiler forever). */
@@ -531,6 +573,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         int scalar = lm_option_boolean(L, 2, "scalar", -1);
         static const char *const records[] = { "tagged", "fenced", NULL };
         int fenced = lm_option_choice(L, 2, "records", records, 0) == 1;
+        static const char *const loads[] = { "clamped", "guarded", NULL };
+        int masked_loads = lm_option_choice(L, 2, "masked_loads", loads, LN_LOADS_CLAMPED);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -549,14 +593,17 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_fenced_records = fenced;
         ctx->ln_classes = (uint32_t)classes;
         ctx->ln_epoch = (uint32_t)epoch;
+        tune.loads = masked_loads;
+        set_tune(L, &tune);
     }
-    ln_plan c = plan(ctx, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
+    ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushboolean(L, c.masked); lua_setfield(L, -2, "masked");
+    if (c.masked) { lua_pushstring(L, c.clamped ? "clamped" : "guarded"); lua_setfield(L, -2, "loads"); }
     lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
     if (c.form == LM_LN_SPLIT) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");

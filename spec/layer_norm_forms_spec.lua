@@ -1,0 +1,103 @@
+-- The LayerNorm forward forms of issue 18, each forced through lumus.tune.layer_norm,
+-- against the float64 reference (lumus.reference): masked rows (D not a multiple of 4)
+-- read by clamped vec4 loads (the default) and by guarded ones (masked_loads =
+-- "guarded", the loads before), on tiny, odd and prime D, few and many rows, in place
+-- and not, with and without weight and bias.
+--
+-- Row counts are odd so every skew (row * D mod 4) occurs; outputs out of place start as
+-- NaN, so an element left unwritten shows; in place, a write into a neighbour's elements
+-- changes that neighbour's input. Tolerances as spec/layer_norm_shapes_spec.lua: y within
+-- 1e-4 * max(1, |ref|) per element and 1e-5 relative L2, mean within
+-- 1e-5 * max(1, |ref|), invstd within 1e-4 relative.
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+
+local Y_REL_L2, Y_MAX, MEAN_MAX, INVSTD_REL = 1e-5, 1e-4, 1e-5, 1e-4
+local NAN = 0 / 0
+local config = lumus.tune.layer_norm
+
+-- Normalizes rows x d and returns nil, or a message naming what is off.
+local function mismatch(rows, d, rng, how)
+  local xt = ref.random_table({ rows, d }, function() return 2 + rng.normal() end)
+  local wt, bt
+  if how.affine then
+    wt = ref.random_table({ d }, function() return 1 + 0.5 * rng.normal() end)
+    bt = ref.random_table({ d }, function() return rng.normal() end)
+  end
+  local x = lumus.tensor(xt)
+  local w, b = wt and lumus.tensor(wt), bt and lumus.tensor(bt)
+  local y = how.in_place and x or lumus.full({ rows, d }, NAN)
+  local m, r = lumus.full({ rows }, NAN), lumus.full({ rows }, NAN)
+  lumus.layer_norm_forward(x, w, b, 1e-5, { out = y, mean = m, invstd = r })
+  local gy, gm, gr = y:to_table(), m:to_table(), r:to_table()
+  for _, t in ipairs { x, y, m, r, w, b } do t:free() end
+  local wy, wm, wr = ref.layer_norm_forward(xt, wt, bt, 1e-5)
+  local cy = ref.compare(gy, wy)
+  if not (cy.max_rel <= Y_MAX and cy.rel_l2 <= Y_REL_L2) then
+    return ("y: max error %.3g, relative L2 %.3g"):format(cy.max_rel, cy.rel_l2)
+  end
+  local cm = ref.compare(gm, wm)
+  if not (cm.max_rel <= MEAN_MAX) then return ("mean: max error %.3g"):format(cm.max_rel) end
+  for i = 1, rows do
+    local e = math.abs(gr[i] / wr[i] - 1)
+    if not (e <= INVSTD_REL) then return ("invstd: relative error %.3g at row %d"):format(e, i) end
+  end
+end
+
+local function label_of(tune)
+  local parts = {}
+  for _, k in ipairs { "form", "parts", "masked_loads" } do
+    if tune[k] ~= nil then parts[#parts + 1] = ("%s=%s"):format(k, tostring(tune[k])) end
+  end
+  return #parts > 0 and table.concat(parts, " ") or "automatic"
+end
+
+-- Runs `shapes` ({rows, d}) under `tune`, each in place and out of place, weight and
+-- bias on every other; returns the list of failures.
+local function run_all(tune, shapes, seed)
+  local rng = ref.rng(seed)
+  local bad = {}
+  for k, s in ipairs(shapes) do
+    local rows, d = s[1], s[2]
+    config(d, tune)
+    for _, in_place in ipairs { false, true } do
+      local why = mismatch(rows, d, rng, { in_place = in_place, affine = k % 2 == 1 })
+      if why then bad[#bad + 1] = ("%dx%d under %s%s: %s"):format(rows, d, label_of(tune), in_place and ", in place" or "", why) end
+    end
+  end
+  return bad
+end
+
+local SHORT = { { 33, 1 }, { 67, 2 }, { 129, 3 }, { 41, 5 }, { 23, 7 }, { 9, 11 }, { 17, 13 }, { 7, 41 },
+                { 5, 110 }, { 3, 139 }, { 3, 163 }, { 5, 319 } }
+local LONG = { { 3, 1031 }, { 1, 2261 }, { 2, 4099 }, { 3, 11107 } }
+
+describe("layer_norm_forward forms", function()
+  after_each(function() config(1, {}) end)
+
+  it("reports how masked rows are read and refuses an unknown way", function()
+    assert.are.equal("clamped", config(7, { form = "group", scalar = false }).loads)
+    assert.are.equal("guarded", config(7, { form = "group", scalar = false, masked_loads = "guarded" }).loads)
+    assert.is_nil(config(8, { form = "group" }).loads)   -- D % 4 == 0: no masking
+    local ok, err = pcall(config, 7, { masked_loads = "fast" })
+    assert.is_false(ok)
+    assert.matches("masked_loads", err)
+  end)
+
+  for _, loads in ipairs { "clamped", "guarded" } do
+    for _, form in ipairs { "group", "subgroup", "stream" } do
+      it(("matches the reference with %s loads in the %s form on short and odd rows"):format(loads, form), function()
+        local bad = run_all({ form = form, scalar = false, masked_loads = loads }, SHORT, #form + #loads)
+        assert(#bad == 0, table.concat(bad, "\n"))
+      end)
+    end
+    it(("matches the reference with %s loads in the group, stream and split forms on long odd rows"):format(loads), function()
+      local bad = {}
+      for _, tune in ipairs { { form = "group" }, { form = "stream" }, { form = "split", parts = 3 } } do
+        tune.scalar, tune.masked_loads = false, loads
+        for _, b in ipairs(run_all(tune, LONG, 5)) do bad[#bad + 1] = b end
+      end
+      assert(#bad == 0, table.concat(bad, "\n"))
+    end)
+  end
+end)
