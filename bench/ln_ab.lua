@@ -41,7 +41,7 @@ local EPS = 1e-5
 local t_start = os.time()
 
 -- The planner as it was before the new forms: each switch turns one off.
-local OLD = { masked_loads = "guarded" }
+local OLD = { masked_loads = "guarded", tile = false }
 
 -- Forced variants: name, tune table, and which shapes they run on (s: rows, D, n vectors).
 local VARIANTS = {
@@ -53,6 +53,9 @@ local VARIANTS = {
   { "split p32/512", { form = "split", parts = 32, wg = 512 }, function(s) return s.rows < sms and s.D >= 131072 end },
   { "stream", { form = "stream" }, function(s) return s.rows < sms end },
   { "group", { form = "group" }, function(s) return s.D <= 512 end },
+  { "tile", { form = "tile" }, function(s) return s.D <= 2048 end },
+  { "tile x8", { form = "tile", items_target = 8 }, function(s) return s.D <= 2048 end },
+  { "tile 512", { form = "tile", wg = 512, items_target = 2 }, function(s) return s.D <= 1024 end },
 }
 if opt.only then
   local want = {}
@@ -107,6 +110,7 @@ end
 local function form_of(c)
   return c.variant .. "/" .. c.workgroup .. "x" .. c.items .. (c.parts and ("/p" .. c.parts) or "")
     .. (c.rows_per_group and c.rows_per_group > 1 and ("/r" .. c.rows_per_group) or "")
+    .. (c.segment and ("/s" .. c.segment) or "")
     .. (c.masked and ("/" .. (c.loads or "masked")) or (c.vec == 1 and "/scalar" or ""))
 end
 

@@ -72,6 +72,54 @@ local SHORT = { { 33, 1 }, { 67, 2 }, { 129, 3 }, { 41, 5 }, { 23, 7 }, { 9, 11 
                 { 5, 110 }, { 3, 139 }, { 3, 163 }, { 5, 319 } }
 local LONG = { { 3, 1031 }, { 1, 2261 }, { 2, 4099 }, { 3, 11107 } }
 
+-- Rows with NaN, +-inf or values whose squares overflow float32, beside ordinary rows
+-- (whose statistics must not change): expectations as spec/layer_norm_semantics_spec.lua.
+local INF = math.huge
+local KINDS = {
+  function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[1] = NAN return r, "nan" end,
+  function(d, g) local r = {} for i = 1, d do r[i] = 2 + g.normal() end return r end,
+  function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[d] = INF return r, "inf" end,
+  function(d, g) local r = {} for i = 1, d do r[i] = (i % 2 == 0 and 3e38 or -2e38) * g.uniform() end return r end,
+  function(d, g) local r = {} for i = 1, d do r[i] = 1e4 + g.normal() end return r end,
+}
+local function nonfinite_mismatches(rows, d, label)
+  local g = ref.rng(d + rows)
+  local xt, nonfinite = {}, {}
+  for i = 1, rows do
+    local row, what = KINDS[(i - 1) % #KINDS + 1](d, g)
+    for j = 1, d do row[j] = ref.f32(row[j]) end
+    xt[i], nonfinite[i] = row, what
+  end
+  local x = lumus.tensor(xt)
+  local y, m, r = lumus.layer_norm_forward(x, nil, nil, 1e-5)
+  local gy, gm, gr = y:to_table(), m:to_table(), r:to_table()
+  for _, t in ipairs { x, y, m, r } do t:free() end
+  local wy, wm, wr = ref.layer_norm_forward(xt, nil, nil, 1e-5)
+  local bad = {}
+  for i = 1, rows do
+    local what = ("%s %dx%d row %d"):format(label, rows, d, i)
+    if nonfinite[i] then
+      local ok = gr[i] ~= gr[i] and (nonfinite[i] == "nan" and gm[i] ~= gm[i] or gm[i] == INF)
+      for j = 1, d do ok = ok and gy[i][j] ~= gy[i][j] end
+      if not ok then bad[#bad + 1] = what .. ": not NaN / inf as PyTorch" end
+    else
+      local cy = ref.compare({ gy[i] }, { wy[i] })
+      local amax = 0
+      for j = 1, d do amax = math.max(amax, math.abs(xt[i][j])) end
+      if not (cy.max_rel <= Y_MAX) then bad[#bad + 1] = ("%s: y max error %.3g"):format(what, cy.max_rel) end
+      if not (math.abs(gm[i] - wm[i]) <= 1e-5 * math.max(1, amax)) then bad[#bad + 1] = what .. ": mean" end
+      local flushed = wr[i] < 2.0 ^ -126 and gr[i] == 0   -- a subnormal invstd may be flushed
+      if not flushed and not (math.abs(gr[i] / wr[i] - 1) <= INVSTD_REL) then bad[#bad + 1] = what .. ": invstd" end
+    end
+  end
+  return bad
+end
+
+-- The tile form over several runs (rows past one run's), small runs (wg, items_target)
+-- that hold a single row, and segments of 1 to 32 lanes per row.
+local TILE = { { 3001, 7 }, { 4097, 2 }, { 1501, 3 }, { 33, 1 }, { 67, 139 }, { 23, 419 }, { 9, 1021 },
+               { 5, 4093 }, { 131, 64 }, { 301, 5 } }
+
 describe("layer_norm_forward forms", function()
   after_each(function() config(1, {}) end)
 
@@ -82,6 +130,36 @@ describe("layer_norm_forward forms", function()
     local ok, err = pcall(config, 7, { masked_loads = "fast" })
     assert.is_false(ok)
     assert.matches("masked_loads", err)
+  end)
+
+  it("matches the reference in the tile form, in runs of several sizes", function()
+    local bad = {}
+    for _, tune in ipairs { { form = "tile" }, { form = "tile", wg = 32, items_target = 2 },
+                            { form = "tile", wg = 64, items_target = 1 } } do
+      for _, b in ipairs(run_all(tune, TILE, 3)) do bad[#bad + 1] = b end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("plans the tile form with whole rows per run and a segment per row", function()
+    local c = config(7, { form = "tile" }, 1000)
+    assert.are.equal("tile", c.variant)
+    assert.are.equal(math.floor((4 * c.workgroup * c.items - 3) / 7), c.rows_per_group)
+    assert.are.equal(1, c.segment)
+    assert.are.equal(32, config(419, { form = "tile" }).segment)
+    -- a row longer than a run takes another form
+    assert.are_not.equal("tile", config(4099, { form = "tile", wg = 32, items_target = 2 }).variant)
+  end)
+
+  it("keeps NaN, inf and huge rows to themselves in the tile form", function()
+    local bad = {}
+    for _, tune in ipairs { { form = "tile" }, { form = "tile", wg = 32, items_target = 2 } } do
+      for _, d in ipairs { 1, 2, 5, 7, 37, 139 } do
+        config(d, tune)
+        for _, b in ipairs(nonfinite_mismatches(23, d, "tile")) do bad[#bad + 1] = b end
+      end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
   for _, loads in ipairs { "clamped", "guarded" } do

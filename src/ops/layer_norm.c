@@ -71,11 +71,28 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_SPIN_LIMIT (1u << 15)
 #define LN_SPIN_MAX 50000u
 
+/* Tile form (layer_norm_tile.comp): many short rows of D % 4 != 0 on a GPU, up to
+ * LN_TILE_MAX_D, move through shared memory in runs of about LN_TILE_WG x
+ * LN_TILE_ITEMS vec4s; a row per segment of lanes, each lane about LN_TILE_SEG_ELEMS
+ * elements of it (at most a subgroup's 32 lanes a row). */
+#define LN_TILE_MAX_D 1024u
+#define LN_TILE_WG 256u
+#define LN_TILE_ITEMS 4u
+#define LN_TILE_SEG_ELEMS 8u
+#define LN_TILE_MAX_SEG 32u
+/* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
+ * names them after it). */
+enum { LN_FORM_TILE = LM_LN_ROW + 1 };
+
 /* Tuning beyond lm_context's ln_* fields, set by tune.layer_norm and kept per lua_State
- * in the registry (LN_TUNE_KEY): how masked rows are read (LN_LOADS_*). */
+ * in the registry (LN_TUNE_KEY): how masked rows are read (LN_LOADS_*), a form of this
+ * file forced (LN_FORM_*, 0: none), and whether the automatic plan may take the tile
+ * form (`no_tile`: the plan as before it). */
 enum { LN_LOADS_CLAMPED, LN_LOADS_GUARDED };
 typedef struct ln_tune {
     int loads;
+    int form;
+    int no_tile;
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -125,6 +142,7 @@ typedef struct ln_plan {
     uint32_t rows_per_group;    /* group, subgroup, stream, row forms: rows per workgroup */
     uint32_t parts;             /* split form: workgroups per row, none of them empty */
     uint32_t classes;           /* split form: SM classes (1: tickets) */
+    uint32_t seg;               /* tile form: lanes per row */
     int tagged_records;         /* split form: 64-bit tagged record words */
     int full_subgroups;         /* the pipeline needs whole subgroups (subgroup form) */
     const char *variant;        /* the form's name, for the tuning hook */
@@ -216,6 +234,29 @@ static int choose_form(const lm_context *ctx, const ln_shape *s, const ln_shape 
     if (s->n <= s->max_wg * LN_MAX_ITEMS) return LM_LN_GROUP;
     if (!in_place && !s->cpu && s->n <= s->max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) return LM_LN_SPLIT;
     return LM_LN_STREAM;
+}
+
+/* Tile form: rows_per_group whole rows per run of at most wg x items vec4s (the
+ * shared memory the device has bounds items); 0 rows_per_group where a row does not fit. */
+static ln_plan plan_tile(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LN_FORM_TILE, .vec = 4, .n = s->n, .variant = "tile", .shader = LM_SH_LN_TILE };
+    uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_TILE_WG;
+    if (wg > s->max_wg) wg = s->max_wg;
+    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_TILE_ITEMS;
+    uint64_t limit = ctx->props.limits.maxComputeSharedMemorySize;
+    while (items > 1 && 16ull * wg * items + 8ull * wg + 16 > limit) items--;
+    c.wg = wg;
+    c.items = items;
+    c.rows_per_group = (4 * wg * items - 3) / s->d;
+    uint32_t seg = 1, most = wg < LN_TILE_MAX_SEG ? wg : LN_TILE_MAX_SEG;
+    while (seg * 2 <= most && seg * 2 * LN_TILE_SEG_ELEMS <= s->d) seg *= 2;
+    c.seg = seg;
+    return c;
+}
+
+/* Whether the automatic plan takes the tile form: short masked rows on a GPU. */
+static int tile_fits(const ln_tune *t, const ln_shape *s) {
+    return !t->no_tile && !s->cpu && s->masked && s->d <= LN_TILE_MAX_D;
 }
 
 /* Row form: one invocation per row, wg rows per workgroup. */
@@ -359,6 +400,10 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
 static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, int in_place, int affine) {
     ln_shape s = shape_of(ctx, t, d, rows, 1);
     ln_shape row_shape = shape_of(ctx, t, d, rows, 0);
+    if (t->form == LN_FORM_TILE || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && tile_fits(t, &s))) {
+        ln_plan c = plan_tile(ctx, &s);
+        if (c.rows_per_group > 0) return c;
+    }
     switch (choose_form(ctx, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
     case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
@@ -518,7 +563,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg },
         .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -539,7 +584,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", "masked_loads", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -554,8 +599,10 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_Integer wg = lm_option_integer(L, 2, "wg", 0);
         if (wg != 0 && !(wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0))
             lm_argerror(L, 2, "wg must be a power of two up to 1024 (0: default), got %I", (LUAI_UACINT)wg);
-        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", NULL };
+        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", "tile", NULL };
         int form = lm_option_choice(L, 2, "form", forms, LM_LN_AUTO);
+        int own_form = form > LM_LN_ROW ? form : 0;   /* a form of this file, not lm_context's */
+        if (own_form) form = LM_LN_AUTO;
         if (lm_option_boolean(L, 2, "stream", 0)) form = LM_LN_STREAM;
         lua_Integer sub = lm_option_integer(L, 2, "subgroup_items", 0);
         if (sub < 0 || sub > 64) lm_argerror(L, 2, "subgroup_items must be in 0..64 (0: default), got %I", (LUAI_UACINT)sub);
@@ -575,6 +622,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int fenced = lm_option_choice(L, 2, "records", records, 0) == 1;
         static const char *const loads[] = { "clamped", "guarded", NULL };
         int masked_loads = lm_option_choice(L, 2, "masked_loads", loads, LN_LOADS_CLAMPED);
+        int tile_ok = lm_option_boolean(L, 2, "tile", 1);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -594,6 +642,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_classes = (uint32_t)classes;
         ctx->ln_epoch = (uint32_t)epoch;
         tune.loads = masked_loads;
+        tune.form = own_form;
+        tune.no_tile = !tile_ok;
         set_tune(L, &tune);
     }
     ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
@@ -613,6 +663,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     } else {
         lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     }
+    if (c.form == LN_FORM_TILE) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
     lua_pushinteger(L, (lua_Integer)ctx->ln_epoch); lua_setfield(L, -2, "epoch");
     return 1;
 }
