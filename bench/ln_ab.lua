@@ -41,7 +41,7 @@ local EPS = 1e-5
 local t_start = os.time()
 
 -- The planner as it was before the new forms: each switch turns one off.
-local OLD = { masked_loads = "guarded", tile = false }
+local OLD = { masked_loads = "guarded", tile = false, split2 = false }
 
 -- Forced variants: name, tune table, and which shapes they run on (s: rows, D, n vectors).
 local VARIANTS = {
@@ -52,6 +52,10 @@ local VARIANTS = {
   { "split p16/1024", { form = "split", parts = 16, wg = 1024 }, function(s) return s.rows < sms and s.D >= 65536 end },
   { "split p32/512", { form = "split", parts = 32, wg = 512 }, function(s) return s.rows < sms and s.D >= 131072 end },
   { "stream", { form = "stream" }, function(s) return s.rows < sms end },
+  { "old split", { form = "split" }, function(s) return s.rows < sms and s.D >= 8192 end },
+  { "split2", { form = "split2" }, function(s) return s.D >= 8192 end },
+  { "split2 x4", { form = "split2", items_target = 4 }, function(s) return s.rows < sms and s.D >= 8192 end },
+  { "split2 1024x4", { form = "split2", wg = 1024, items_target = 4 }, function(s) return s.rows < sms and s.D >= 8192 end },
   { "group", { form = "group" }, function(s) return s.D <= 512 end },
   { "tile", { form = "tile" }, function(s) return s.D <= 2048 end },
   { "tile x8", { form = "tile", items_target = 8 }, function(s) return s.D <= 2048 end },

@@ -1,8 +1,9 @@
 -- The LayerNorm forward forms of issue 18, each forced through lumus.tune.layer_norm,
--- against the float64 reference (lumus.reference): masked rows (D not a multiple of 4)
--- read by clamped vec4 loads (the default) and by guarded ones (masked_loads =
+-- against the float64 reference (lumus.reference): the tile form (short rows through
+-- shared memory), the two-stage split (few long rows), and masked rows (D not a multiple
+-- of 4) read by clamped vec4 loads (the default) and by guarded ones (masked_loads =
 -- "guarded", the loads before), on tiny, odd and prime D, few and many rows, in place
--- and not, with and without weight and bias.
+-- and not, with and without weight and bias, and rows of NaN, inf and huge values.
 --
 -- Row counts are odd so every skew (row * D mod 4) occurs; outputs out of place start as
 -- NaN, so an element left unwritten shows; in place, a write into a neighbour's elements
@@ -157,6 +158,38 @@ describe("layer_norm_forward forms", function()
       for _, d in ipairs { 1, 2, 5, 7, 37, 139 } do
         config(d, tune)
         for _, b in ipairs(nonfinite_mismatches(23, d, "tile")) do bad[#bad + 1] = b end
+      end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("matches the reference in the two-stage split form, any D, slices of several sizes", function()
+    local shapes = { { 3, 70001 }, { 2, 8192 }, { 5, 4099 }, { 1, 9 }, { 7, 1031 }, { 1, 65537 } }
+    local bad = {}
+    for _, tune in ipairs { { form = "split2" }, { form = "split2", scalar = false },
+                            { form = "split2", parts = 7, scalar = false },
+                            { form = "split2", wg = 32, items_target = 3, scalar = false } } do
+      local rng = ref.rng(17)
+      for k, sh in ipairs(shapes) do
+        local rows, d = sh[1], sh[2]
+        local c = config(d, tune, rows)
+        assert.are.equal("split2", c.variant)
+        local why = mismatch(rows, d, rng, { affine = k % 2 == 1 })
+        if why then bad[#bad + 1] = ("%dx%d under %s: %s"):format(rows, d, label_of(tune), why) end
+        -- in place it takes another form (a non-finite row is read again whole)
+        why = mismatch(rows, d, rng, { in_place = true, affine = k % 2 == 0 })
+        if why then bad[#bad + 1] = ("%dx%d under %s, in place: %s"):format(rows, d, label_of(tune), why) end
+      end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("keeps NaN, inf and huge rows to themselves in the two-stage split form", function()
+    local bad = {}
+    for _, tune in ipairs { { form = "split2", parts = 3 }, { form = "split2", parts = 5, scalar = false } } do
+      for _, d in ipairs { 37, 4099 } do
+        config(d, tune)
+        for _, b in ipairs(nonfinite_mismatches(11, d, "split2")) do bad[#bad + 1] = b end
       end
     end
     assert(#bad == 0, table.concat(bad, "\n"))

@@ -80,19 +80,29 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_TILE_ITEMS 4u
 #define LN_TILE_SEG_ELEMS 8u
 #define LN_TILE_MAX_SEG 32u
+/* Two-stage split form (layer_norm_split2.comp): few rows too long for a workgroup
+ * (where the split form would spread them) on a GPU, out of place. Slices of
+ * LN_SPLIT2_WG x LN_SPLIT2_ITEMS vectors, more where the call would have fewer than
+ * LN_SPLIT2_WAVES workgroups per multiprocessor; at most LN_SPLIT2_MAX_ITEMS vectors per
+ * thread. */
+#define LN_SPLIT2_WG 256u
+#define LN_SPLIT2_ITEMS 8u
+#define LN_SPLIT2_WAVES 4u
+#define LN_SPLIT2_MAX_ITEMS 16u
 /* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
  * names them after it). */
-enum { LN_FORM_TILE = LM_LN_ROW + 1 };
+enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
 
 /* Tuning beyond lm_context's ln_* fields, set by tune.layer_norm and kept per lua_State
  * in the registry (LN_TUNE_KEY): how masked rows are read (LN_LOADS_*), a form of this
  * file forced (LN_FORM_*, 0: none), and whether the automatic plan may take the tile
- * form (`no_tile`: the plan as before it). */
+ * form or the two-stage split (`no_tile`, `no_split2`: the plan as before them). */
 enum { LN_LOADS_CLAMPED, LN_LOADS_GUARDED };
 typedef struct ln_tune {
     int loads;
     int form;
     int no_tile;
+    int no_split2;
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -254,6 +264,39 @@ static ln_plan plan_tile(const lm_context *ctx, const ln_shape *s) {
     return c;
 }
 
+/* Two-stage split form: `parts` slices per row of at most wg x items vectors. */
+static ln_plan plan_split2(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LN_FORM_SPLIT2, .vec = s->vec, .masked = s->masked, .clamped = s->masked, .n = s->n,
+                  .variant = "split2" };
+    uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_SPLIT2_WG;
+    if (wg > s->max_wg) wg = s->max_wg;
+    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT2_ITEMS;
+    uint64_t parts = ctx->ln_parts ? ctx->ln_parts : ceil_div(s->n, wg * items);
+    uint64_t fill = ceil_div(LN_SPLIT2_WAVES * s->sms, s->rows);
+    if (!ctx->ln_parts && parts < fill) parts = fill;
+    uint64_t fewest = ceil_div(s->n, wg * LN_SPLIT2_MAX_ITEMS);
+    if (parts < fewest) parts = fewest;
+    if (parts > s->n) parts = s->n;
+    uint32_t chunk = (uint32_t)ceil_div(s->n, (uint32_t)parts);
+    c.parts = ceil_div(s->n, chunk);   /* no empty slice */
+    c.wg = cpu_loop_wg(s, wg, 4, 0);
+    c.items = ceil_div(chunk, c.wg);
+    c.shader = s->masked ? LM_SH_LN_SPLIT2_STATS_CLAMP : s->vec == 4 ? LM_SH_LN_SPLIT2_STATS_VEC4 : LM_SH_LN_SPLIT2_STATS_VEC1;
+    return c;
+}
+
+/* Stage 2's build of stage 1's shader. */
+static lm_shader_id split2_apply(lm_shader_id stats) {
+    return stats == LM_SH_LN_SPLIT2_STATS_CLAMP ? LM_SH_LN_SPLIT2_APPLY_CLAMP
+         : stats == LM_SH_LN_SPLIT2_STATS_VEC4 ? LM_SH_LN_SPLIT2_APPLY_VEC4 : LM_SH_LN_SPLIT2_APPLY_VEC1;
+}
+
+/* Whether the automatic plan takes the two-stage split: where the split form would
+ * spread few rows over the multiprocessors. */
+static int split2_fits(const ln_tune *t, const ln_shape *s, int in_place) {
+    return !t->no_split2 && !s->cpu && !in_place && spread_parts(s) > 1;
+}
+
 /* Whether the automatic plan takes the tile form: short masked rows on a GPU. */
 static int tile_fits(const ln_tune *t, const ln_shape *s) {
     return !t->no_tile && !s->cpu && s->masked && s->d <= LN_TILE_MAX_D;
@@ -404,6 +447,8 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
         ln_plan c = plan_tile(ctx, &s);
         if (c.rows_per_group > 0) return c;
     }
+    if (!in_place && (t->form == LN_FORM_SPLIT2 || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && split2_fits(t, &s, in_place))))
+        return plan_split2(ctx, &s);
     switch (choose_form(ctx, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
     case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
@@ -525,6 +570,40 @@ int lm_op_layer_norm_forward(lua_State *L) {
         .rows = (uint32_t)rows, .n = c.n, .d = (uint32_t)d, .eps = eps,
     };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "layer_norm's push constants outgrew the layout");
+    if (c.form == LN_FORM_SPLIT2 && (uint64_t)rows * c.parts > 0xffffffffu)
+        c = plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);   /* jobs are counted in 32 bits */
+    if (c.form == LN_FORM_SPLIT2) {
+        /* Stage 1's records (4 floats per slice) in a scratch of this call (slot 9). */
+        int64_t words = (int64_t)(4u * (uint64_t)rows * c.parts);
+        lm_tensor *records = lm_push_tensor(L, ctx, 1, &words);
+        /* The allocation may have run finalizers that freed any of them (see ops.h). */
+        x = lm_check_tensor(L, 1);
+        w = lm_opt_tensor(L, 2);
+        b = lm_opt_tensor(L, 3);
+        y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
+        mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
+        invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
+        pc.scratch = lm_tensor_address(records);
+        pc.chunk = (pc.n + c.parts - 1) / c.parts;
+        uint32_t gy;
+        pc.groups_x = lm_grid(L, ctx, (uint64_t)rows * c.parts, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts },
+            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x }, .writes = { records },
+        });
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts },
+            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x, w, b, records }, .writes = { y, mean, invstd },
+        });
+        /* The records go back once the recorded work is done (a deferred free). */
+        lm_storage *st = records->storage;
+        records->storage = NULL;
+        lm_storage_release(st);
+        lua_settop(L, 8);
+        return 3;
+    }
     uint64_t groups = split ? (uint64_t)rows * c.parts
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     /* The split form's jobs are counted in 32 bits: more rows take another form. */
@@ -584,7 +663,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", "masked_loads", "tile", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -599,7 +678,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_Integer wg = lm_option_integer(L, 2, "wg", 0);
         if (wg != 0 && !(wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0))
             lm_argerror(L, 2, "wg must be a power of two up to 1024 (0: default), got %I", (LUAI_UACINT)wg);
-        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", "tile", NULL };
+        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", "tile", "split2", NULL };
         int form = lm_option_choice(L, 2, "form", forms, LM_LN_AUTO);
         int own_form = form > LM_LN_ROW ? form : 0;   /* a form of this file, not lm_context's */
         if (own_form) form = LM_LN_AUTO;
@@ -623,6 +702,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         static const char *const loads[] = { "clamped", "guarded", NULL };
         int masked_loads = lm_option_choice(L, 2, "masked_loads", loads, LN_LOADS_CLAMPED);
         int tile_ok = lm_option_boolean(L, 2, "tile", 1);
+        int split2_ok = lm_option_boolean(L, 2, "split2", 1);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -644,6 +724,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.loads = masked_loads;
         tune.form = own_form;
         tune.no_tile = !tile_ok;
+        tune.no_split2 = !split2_ok;
         set_tune(L, &tune);
     }
     ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
@@ -655,7 +736,9 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushboolean(L, c.masked); lua_setfield(L, -2, "masked");
     if (c.masked) { lua_pushstring(L, c.clamped ? "clamped" : "guarded"); lua_setfield(L, -2, "loads"); }
     lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
-    if (c.form == LM_LN_SPLIT) {
+    if (c.form == LN_FORM_SPLIT2) {
+        lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
+    } else if (c.form == LM_LN_SPLIT) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
         lua_pushstring(L, c.tagged_records ? "tagged" : "fenced");
         lua_setfield(L, -2, "records");
