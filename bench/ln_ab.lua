@@ -9,8 +9,9 @@
 -- --shapes-only to draw the same list).
 --
 --   lua5.4 bench/ln_ab.lua [--seed N | --shapes FILE] [--iters N] [--warmup N]
---       [--only NAME,...] [--no-headline] [--csv FILE]
+--       [--only NAME,...] [--no-headline] [--no-backward] [--backward-shapes RxD,...] [--csv FILE]
 --
+-- Then layer_norm_backward on a few shapes, the plan now against the plan before.
 -- Variants (columns): new = automatic; old = automatic with OLD below; the others only
 -- where they differ from both (see VARIANTS).
 
@@ -22,10 +23,10 @@ local fmt = common.fmt
 
 local USAGE = [==[
 usage: lua5.4 bench/ln_ab.lua [--seed N | --shapes FILE] [--iters N] [--warmup N]
-  [--only VARIANT,...] [--no-headline] [--csv FILE]]==]
+  [--only VARIANT,...] [--no-headline] [--no-backward] [--backward-shapes RxD,...] [--csv FILE]]==]
 local known = {}
-for name in ("seed shapes iters warmup only no-headline csv"):gmatch("%S+") do known[name] = true end
-local opt = common.parse_args(arg, known, { ["no-headline"] = true }, USAGE)
+for name in ("seed shapes iters warmup only no-headline no-backward backward-shapes csv"):gmatch("%S+") do known[name] = true end
+local opt = common.parse_args(arg, known, { ["no-headline"] = true, ["no-backward"] = true }, USAGE)
 
 local lumus = common.load_lumus()
 local ref = common.load_reference()
@@ -231,6 +232,51 @@ for _, which in ipairs { "new", "old" } do
   end
 end
 print(("ln_ab: %d s"):format(os.time() - t_start))
+
+-- layer_norm_backward (with weight): the plan now against the plan before (fill =
+-- false, float_items = 4), x and dy read and dx written over the same-run copy's GB/s.
+local BWD = { { 8192, 768 }, { 4096, 4096 }, { 16384, 4096 }, { 65536, 768 }, { 4096, 65536 }, { 959742, 88 },
+              { 919501, 104 }, { 94713, 803 }, { 6571, 332 }, { 26577, 1132 }, { 643775, 364 }, { 2048, 768 }, { 5106, 4934 }, { 3033, 51988 } }
+if opt.backward_shapes then BWD = common.parse_shapes(opt.backward_shapes) end
+local btune = lumus.tune.layer_norm_backward
+if btune and not opt.no_backward then
+  local blines = {}
+  for _, sh in ipairs(BWD) do
+    local R, D = sh[1], sh[2]
+    local ok, err = pcall(function()
+      local x = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
+      local dy = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
+      local w = lumus.from_bytes(common.random_bytes(gen, D, 0.1, 1.0), { D })
+      local y0, mean, invstd = lumus.layer_norm_forward(x, w, nil, EPS)
+      y0:free()
+      local dx, dw, db = lumus.empty({ R, D }), lumus.empty({ D }), lumus.empty({ D })
+      local o = { out = dx, dweight = dw, dbias = db }
+      local tc = common.device_time(lumus, function() lumus.copy(x, { out = dx }) end, iters, warmup)
+      local copy_gbs = 2 * 4 * R * D / tc / 1e9
+      local row = { R .. "x" .. D, fmt(copy_gbs) }
+      local results = {}
+      for _, v in ipairs { { "new", { form = "auto" } }, { "old", { form = "auto", fill = false, float_items = 4 } } } do
+        local plan = btune(D, R, v[2])
+        local t = common.device_time(lumus, function() lumus.layer_norm_backward(dy, x, mean, invstd, w, o) end, iters, warmup)
+        local pct = 100 * 3 * 4 * R * D / t / 1e9 / copy_gbs
+        results[v[1]] = t
+        row[#row + 1] = fmt(pct, 1)
+        row[#row + 1] = ("%s/%dx%d k%d g%d"):format(plan.form, plan.workgroup, plan.items, plan.rows_at_once, plan.groups)
+      end
+      btune(D, R, { form = "auto" })
+      row[#row + 1] = ("%.2fx"):format(results.old / results.new)
+      blines[#blines + 1] = row
+      for _, t in ipairs { x, dy, w, dx, dw, db, mean, invstd } do t:free() end
+      collectgarbage()
+    end)
+    if not ok then io.stderr:write(("ln_ab: backward %dx%d failed: %s\n"):format(R, D, tostring(err))); btune(D, R, { form = "auto" }) end
+    io.stderr:write(("ln_ab: backward %dx%d done (%ds)\n"):format(R, D, os.time() - t_start))
+  end
+  print()
+  print("layer_norm_backward (weight; x, dy read + dx written over the same-run copy):")
+  print(common.markdown_table({ "shape", "copy GB/s", "new %", "new plan", "old %", "old plan", "new vs old" }, blines))
+  print(("ln_ab: %d s"):format(os.time() - t_start))
+end
 
 if opt.csv then
   chart.write_csv(opt.csv, { "rows", "D", "mib", "copy_gbs", "new_pct", "new_us", "new_form", "new_err",

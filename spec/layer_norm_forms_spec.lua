@@ -212,3 +212,54 @@ describe("layer_norm_forward forms", function()
     end)
   end
 end)
+
+-- layer_norm_backward's plans of issue 18: rows of D % 4 != 0 held as up to 16 floats
+-- per thread in the fused form (float_items; GPUs by default, forced here), dx within
+-- 2e-5 * max(1, |ref|) and dweight/dbias within 1e-5 of the column's sum of |terms| (as
+-- spec/layer_norm_backward_spec.lua), and the same bits from call to call.
+describe("layer_norm_backward plans", function()
+  local checks = dofile("spec/support/check.lua")
+  local tune = lumus.tune.layer_norm_backward
+  after_each(function() tune(4, nil, { form = "auto" }) end)
+
+  local function check(rows, d, seed)
+    local rng = ref.rng(seed)
+    local x = ref.random_table({ rows, d }, function() return rng.normal() end)
+    local dy = ref.random_table({ rows, d }, function() return rng.normal() end)
+    local w = ref.random_table({ d }, function() return 0.5 + rng.uniform() end)
+    local X, DY, W = lumus.tensor(x), lumus.tensor(dy), lumus.tensor(w)
+    local _, m, r = lumus.layer_norm_forward(X, W, nil)
+    local dx, dw, db = lumus.layer_norm_backward(DY, X, m, r, W)
+    local dx2, dw2, db2 = lumus.layer_norm_backward(DY, X, m, r, W)
+    assert.are.equal(dw:to_bytes(), dw2:to_bytes())
+    assert.are.equal(db:to_bytes(), db2:to_bytes())
+    assert.are.equal(dx:to_bytes(), dx2:to_bytes())
+    local mt, rt = m:to_table(), r:to_table()
+    local rdx, rdw, rdb = ref.layer_norm_backward(dy, x, mt, rt, w)
+    checks.close(dx, rdx, { mixed = 2e-5, what = ("dx %dx%d"):format(rows, d) })
+    local bw, bb = {}, {}
+    for j = 1, d do
+      local sw, sb = 0, 0
+      for i = 1, rows do
+        sw = sw + math.abs(dy[i][j] * (x[i][j] - mt[i]) * rt[i])
+        sb = sb + math.abs(dy[i][j])
+      end
+      bw[j], bb[j] = 1e-5 * sw + 1e-6, 1e-5 * sb + 1e-6
+    end
+    checks.close(dw, rdw, { abs = bw, what = "dweight" })
+    checks.close(db, rdb, { abs = bb, what = "dbias" })
+  end
+
+  it("holds rows of D % 4 != 0 as up to 16 floats per thread in the fused form", function()
+    for k, s in ipairs { { 5, 4934 }, { 3, 9001 }, { 7, 4099 } } do
+      local plan = tune(s[2], s[1], { float_items = 16 })
+      assert.are.equal("fused", plan.form)
+      assert.is_true(plan.items <= 16)
+      check(s[1], s[2], 40 + k)
+    end
+    assert.are.equal("columns", tune(9001, 3, { float_items = 4 }).form)
+    local ok, err = pcall(tune, 9001, 3, { float_items = 17 })
+    assert.is_false(ok)
+    assert.matches("float_items must be in 0..16", err)
+  end)
+end)

@@ -9,6 +9,8 @@
 
 #define LNB_MAX_ITEMS 4        /* fused form: most vectors per thread of a row (registers
                                 * hold x and dy of K rows plus the column partials) */
+#define LNB_FLOAT_ITEMS 16     /* fused form, rows of D % 4 != 0 (read as floats): most
+                                * floats per thread, the registers of 4 vec4 */
 #define LNB_FORCED_MAX_ITEMS 16
 #define LNB_ITEMS_CPU 8
 #define LNB_ROWS_MIN 32        /* rows per partial row where there are rows enough: the
@@ -16,6 +18,10 @@
                                 * op's */
 #define LNB_ROWS_FLOOR 8       /* ... and at least this many while filling the device */
 #define LNB_DEFAULT_SMS 128    /* multiprocessors assumed where the device does not say */
+#define LNB_FILL_THREADS 1024  /* fused form on a GPU: threads per multiprocessor the row
+                                * blocks aim for, so narrow rows' small workgroups still
+                                * keep enough loads in flight (their partial rows are
+                                * small: 2 D floats per block) */
 #define LNB_CPU_SMS 8
 #define LNB_ROWS_MAX_CPU 1024  /* llvmpipe cuts an invocation's loops short past 65535
                                 * iterations: bound a thread's rows on CPU devices */
@@ -27,6 +33,9 @@ typedef struct lnb_tune {
     int form;                  /* 0 automatic, 1 fused, 2 columns */
     uint32_t wg, items, k, groups;
     int prefetch;              /* fused: load the next rows early */
+    int no_fill;               /* fused: blocks from the multiprocessors alone, as before
+                                * LNB_FILL_THREADS */
+    uint32_t float_items;      /* fused: most floats per thread (0: LNB_FLOAT_ITEMS) */
 } lnb_tune;
 static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
 
@@ -62,6 +71,12 @@ static void split_rows(const lm_context *ctx, const lnb_tune *t, uint64_t rows, 
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     uint64_t sms = cpu ? LNB_CPU_SMS : ctx->sm_count ? ctx->sm_count : LNB_DEFAULT_SMS;
     uint64_t want = ceil_div(2 * sms, per_group), most = ceil_div(4 * sms, per_group);
+    if (!cpu && !c->columns && !t->no_fill) {
+        /* Fused: also LNB_FILL_THREADS threads per multiprocessor (up to twice that). */
+        uint64_t fill = ceil_div(sms * LNB_FILL_THREADS, c->wg);
+        if (want < fill) want = fill;
+        if (most < 2 * fill) most = 2 * fill;
+    }
     uint64_t g = ceil_div(rows, LNB_ROWS_MIN);
     if (g < want) { g = ceil_div(rows, LNB_ROWS_FLOOR); if (g > want) g = want; }
     if (g > most) g = most;
@@ -86,7 +101,9 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     uint32_t lo = ctx->max_subgroup > 32 ? ctx->max_subgroup : 32;
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     c.reduce_wg = max_wg >= 256 ? 256 : 128;
-    c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * LNB_MAX_ITEMS);
+    uint32_t most_items = t->float_items && c.vec == 1 ? t->float_items
+                        : c.vec == 4 || cpu ? LNB_MAX_ITEMS : LNB_FLOAT_ITEMS;
+    c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * most_items);
     if (!c.columns) {
         /* On a CPU device a workgroup runs on one thread and each barrier costs a context
          * switch: fewer, wider threads per row there. */
@@ -280,11 +297,11 @@ int lm_op_layer_norm_backward(lua_State *L) {
 }
 
 /* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
- * prefetch=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
+ * prefetch=, fill=, float_items=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
  * vec, groups, rows_per_group}); the options (0, false or "auto": automatic, off) hold
  * for later calls; {} restores the automatic plan. */
 int lm_op_layer_norm_backward_config(lua_State *L) {
-    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", NULL };
+    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", "fill", "float_items", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = lua_isnoneornil(L, 2) ? 1024 : lm_check_integer(L, 2);
@@ -305,8 +322,13 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         lua_Integer groups = lm_option_integer(L, 3, "groups", 0);
         if (groups < 0 || groups > 0xffffffffLL) lm_argerror(L, 3, "groups must be in 0..2^32-1 (0: automatic), got %I", (LUAI_UACINT)groups);
         int prefetch = lm_option_boolean(L, 3, "prefetch", 0);
+        int fill = lm_option_boolean(L, 3, "fill", 1);
+        lua_Integer float_items = lm_option_integer(L, 3, "float_items", 0);
+        if (float_items < 0 || float_items > LNB_FORCED_MAX_ITEMS)
+            lm_argerror(L, 3, "float_items must be in 0..%d (0: automatic), got %I", LNB_FORCED_MAX_ITEMS, (LUAI_UACINT)float_items);
         t = (lnb_tune){ .form = form, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k,
-                        .groups = (uint32_t)groups, .prefetch = prefetch };
+                        .groups = (uint32_t)groups, .prefetch = prefetch, .no_fill = !fill,
+                        .float_items = (uint32_t)float_items };
         lnb_tune *u = lua_newuserdatauv(L, sizeof *u, 0);
         *u = t;
         lua_setfield(L, LUA_REGISTRYINDEX, TUNE_KEY);
