@@ -45,13 +45,13 @@ local t_start = os.time()
 local budget = common.int_opt(opt.budget, 170)
 
 -- The planner as it was before the new forms: each switch turns one off.
-local OLD = { masked_loads = "guarded", tile = false, split2 = false }
+local OLD = { masked_loads = "guarded", tile = false, split2 = false, long_split = false }
 
 -- Forced variants: name, tune table, and which shapes they run on (s: rows, D, n vectors).
 local VARIANTS = {
   { "new", {} },
   { "old", OLD },
-  { "clamped", { tile = false, split2 = false }, function(s) return s.D % 4 ~= 0 end },
+  { "clamped", { tile = false, split2 = false, long_split = false }, function(s) return s.D % 4 ~= 0 end },
   { "split", { form = "split" }, function(s) return s.D >= 4096 and s.rows >= sms end },
   { "split p16/1024", { form = "split", parts = 16, wg = 1024 }, function(s) return s.rows < sms and s.D >= 65536 end },
   { "split p32/512", { form = "split", parts = 32, wg = 512 }, function(s) return s.rows < sms and s.D >= 131072 end },
@@ -60,7 +60,7 @@ local VARIANTS = {
   { "split2", { form = "split2" }, function(s) return s.D >= 8192 end },
   { "split2 x4", { form = "split2", items_target = 4 }, function(s) return s.rows < sms and s.D >= 8192 end },
   { "split2 1024x4", { form = "split2", wg = 1024, items_target = 4 }, function(s) return s.rows < sms and s.D >= 8192 end },
-  { "group", { form = "group" }, function(s) return s.D <= 512 end },
+  { "group", { form = "group" }, function(s) return s.D <= 512 or (s.D > 16384 and s.rows >= sms) end },
   { "tile", { form = "tile" }, function(s) return s.D <= 2048 end },
   { "tile x8", { form = "tile", items_target = 8 }, function(s) return s.D <= 2048 end },
   { "tile 512", { form = "tile", wg = 512, items_target = 2 }, function(s) return s.D <= 1024 end },

@@ -20,6 +20,9 @@
 #define LN_ITEMS_CPU 16
 #define LN_MAX_ITEMS 8         /* group form: most vectors per thread kept in registers
                                 * (more spill on the H200) */
+#define LN_GROUP_WIDE 512u     /* GPUs, out of place: widest group form workgroup before
+                                * the split form (1024-thread groups ran at 38-49% on the
+                                * H200 where 160-512 ran at 70-92%) */
 #define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
@@ -96,13 +99,15 @@ enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
 /* Tuning beyond lm_context's ln_* fields, set by tune.layer_norm and kept per lua_State
  * in the registry (LN_TUNE_KEY): how masked rows are read (LN_LOADS_*), a form of this
  * file forced (LN_FORM_*, 0: none), and whether the automatic plan may take the tile
- * form or the two-stage split (`no_tile`, `no_split2`: the plan as before them). */
+ * form, the two-stage split, or the split form for rows past LN_GROUP_WIDE threads'
+ * registers (`no_tile`, `no_split2`, `no_long_split`: the plan as before them). */
 enum { LN_LOADS_CLAMPED, LN_LOADS_GUARDED };
 typedef struct ln_tune {
     int loads;
     int form;
     int no_tile;
     int no_split2;
+    int no_long_split;
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -231,7 +236,7 @@ static uint32_t spread_parts(const ln_shape *s) {
 /* The form for rows of this shape: the tuning hook's, where it can run, else the
  * device's. `in_place` (y is x) rules out the split form, whose fallback rereads x.
  * `row_shape` is the row form's (never masked). */
-static int choose_form(const lm_context *ctx, const ln_shape *s, const ln_shape *row_shape, int in_place) {
+static int choose_form(const lm_context *ctx, const ln_tune *t, const ln_shape *s, const ln_shape *row_shape, int in_place) {
     int form = ctx->ln_form;
     if (form == LM_LN_AUTO && ctx->ln_parts && !in_place) form = LM_LN_SPLIT;   /* parts forced */
     if (form == LM_LN_AUTO && s->cpu && row_shape->n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
@@ -241,6 +246,11 @@ static int choose_form(const lm_context *ctx, const ln_shape *s, const ln_shape 
     /* Automatic, or a forced subgroup form, which only runs where it fits. */
     if (subgroup_fits(ctx, s)) return LM_LN_SUBGROUP;
     if (!in_place && spread_parts(s) > 1) return LM_LN_SPLIT;
+    /* A GPU's rows past LN_GROUP_WIDE x LN_MAX_ITEMS vectors (where a group form would
+     * take wider workgroups, one per multiprocessor with their barriers) go to the
+     * split form's smaller ones, out of place. */
+    if (!in_place && !s->cpu && !t->no_long_split && s->n > LN_GROUP_WIDE * LN_MAX_ITEMS &&
+        s->n <= s->max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) return LM_LN_SPLIT;
     if (s->n <= s->max_wg * LN_MAX_ITEMS) return LM_LN_GROUP;
     if (!in_place && !s->cpu && s->n <= s->max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) return LM_LN_SPLIT;
     return LM_LN_STREAM;
@@ -449,7 +459,7 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
     }
     if (!in_place && (t->form == LN_FORM_SPLIT2 || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && split2_fits(t, &s, in_place))))
         return plan_split2(ctx, &s);
-    switch (choose_form(ctx, &s, &row_shape, in_place)) {
+    switch (choose_form(ctx, t, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
     case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
     case LM_LN_GROUP: return plan_group(ctx, &s);
@@ -663,7 +673,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -703,6 +713,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int masked_loads = lm_option_choice(L, 2, "masked_loads", loads, LN_LOADS_CLAMPED);
         int tile_ok = lm_option_boolean(L, 2, "tile", 1);
         int split2_ok = lm_option_boolean(L, 2, "split2", 1);
+        int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -725,6 +736,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.form = own_form;
         tune.no_tile = !tile_ok;
         tune.no_split2 = !split2_ok;
+        tune.no_long_split = !long_split_ok;
         set_tune(L, &tune);
     }
     ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
