@@ -246,9 +246,11 @@ end
 print(("ln_ab: %d s"):format(os.time() - t_start))
 
 -- layer_norm_backward (with weight): the plan now against the plan before (fill =
--- false, float_items = 4), x and dy read and dx written over the same-run copy's GB/s.
+-- false, float_items = 4, stat_parts = 1), x and dy read and dx written over the
+-- same-run copy's GB/s.
 local BWD = { { 8192, 768 }, { 4096, 4096 }, { 16384, 4096 }, { 65536, 768 }, { 4096, 65536 }, { 959742, 88 },
-              { 919501, 104 }, { 94713, 803 }, { 6571, 332 }, { 26577, 1132 }, { 643775, 364 }, { 2048, 768 }, { 5106, 4934 }, { 3033, 51988 } }
+              { 919501, 104 }, { 94713, 803 }, { 6571, 332 }, { 26577, 1132 }, { 643775, 364 }, { 2048, 768 }, { 5106, 4934 }, { 3033, 51988 }, { 34, 33968 },
+              { 343, 25576 }, { 356, 65526 } }
 if opt.backward_shapes then BWD = common.parse_shapes(opt.backward_shapes) end
 local btune = lumus.tune.layer_norm_backward
 if btune and not opt.no_backward then
@@ -267,13 +269,14 @@ if btune and not opt.no_backward then
       local copy_gbs = 2 * 4 * R * D / tc / 1e9
       local row = { R .. "x" .. D, fmt(copy_gbs) }
       local results = {}
-      for _, v in ipairs { { "new", { form = "auto" } }, { "old", { form = "auto", fill = false, float_items = 4 } } } do
+      for _, v in ipairs { { "new", { form = "auto" } }, { "old", { form = "auto", fill = false, float_items = 4, stat_parts = 1 } } } do
         local plan = btune(D, R, v[2])
         local t = common.device_time(lumus, function() lumus.layer_norm_backward(dy, x, mean, invstd, w, o) end, iters, warmup)
         local pct = 100 * 3 * 4 * R * D / t / 1e9 / copy_gbs
         results[v[1]] = t
         row[#row + 1] = fmt(pct, 1)
-        row[#row + 1] = ("%s/%dx%d k%d g%d"):format(plan.form, plan.workgroup, plan.items, plan.rows_at_once, plan.groups)
+        row[#row + 1] = ("%s/%dx%d k%d g%d%s"):format(plan.form, plan.workgroup, plan.items, plan.rows_at_once, plan.groups,
+          plan.stat_parts and ("/s" .. plan.stat_parts) or "")
       end
       btune(D, R, { form = "auto" })
       row[#row + 1] = ("%.2fx"):format(results.old / results.new)

@@ -258,8 +258,25 @@ describe("layer_norm_backward plans", function()
       check(s[1], s[2], 40 + k)
     end
     assert.are.equal("columns", tune(9001, 3, { float_items = 4 }).form)
+    if lumus.device().kind == "cpu" then   -- CPU devices: one slice per row unless forced
+      assert.are.equal(1, tune(9001, 3, { float_items = 4 }).stat_parts)
+    end
     local ok, err = pcall(tune, 9001, 3, { float_items = 17 })
     assert.is_false(ok)
     assert.matches("float_items must be in 0..16", err)
+    ok, err = pcall(tune, 9001, 3, { stat_parts = 4097 })
+    assert.is_false(ok)
+    assert.matches("stat_parts must be in 0..4096", err)
+  end)
+
+  it("sums long rows in slices (stat_parts) in the columns form, any slice count", function()
+    for k, sp in ipairs { 2, 3, 7 } do
+      for j, sh in ipairs { { 3, 9001 }, { 2, 20000 }, { 4, 4934 } } do
+        local plan = tune(sh[2], sh[1], { form = "columns", stat_parts = sp })
+        assert.are.equal("columns", plan.form)
+        assert.are.equal(sp, plan.stat_parts)
+        check(sh[1], sh[2], 60 + 10 * k + j)
+      end
+    end
   end)
 end)
