@@ -88,12 +88,18 @@ void main() {
         // y = (((x * sc) - m0) - c) * a * b, mean and invstd: exact statistics, or below.
         float sc = 1.0, c = st.x, a = 1.0, b = st.y, mean = m0 + st.x, invstd = st.y;
         bool bad = live && !is_finite(q.y);
-        // The flag holds the last batch with such a row (+1): a thread can only write the
-        // next batch's value after the barrier below, which every thread passes after
-        // reading this one's.
-        if (bad) any_bad = base + 1u;
-        barrier();
-        if (any_bad == base + 1u) {   // uniform: some row of this batch is NaN, inf or overflows
+        // Whether a row of this batch is NaN, inf or overflows: a lane's own row where it
+        // has the row alone (no reduction to keep in step), else uniform over the
+        // workgroup through a flag holding the last batch with such a row (+1). A thread
+        // writes the next batch's value only after that batch's first segment sum, whose
+        // barrier every thread passes after reading this one's.
+        bool rescale = bad;
+        if (SEG > 1u) {
+            if (bad) any_bad = base + 1u;
+            barrier();
+            rescale = any_bad == base + 1u;
+        }
+        if (rescale) {
             // common/layer_norm.glsl's scaled_stats, over the row in shared memory.
             float em = 0.0;
             for (uint e = at + lane; e < end; e += SEG) em = max(em, exponent_of(tile_at(e)));
