@@ -53,17 +53,14 @@ local VARIANTS = {
   { "old", OLD },
   { "clamped", { tile = false, split2 = false, long_split = false }, function(s) return s.D % 4 ~= 0 end },
   { "split", { form = "split" }, function(s) return s.D >= 4096 and s.rows >= sms end },
-  { "split p16/1024", { form = "split", parts = 16, wg = 1024 }, function(s) return s.rows < sms and s.D >= 65536 end },
-  { "split p32/512", { form = "split", parts = 32, wg = 512 }, function(s) return s.rows < sms and s.D >= 131072 end },
   { "stream", { form = "stream" }, function(s) return s.rows < sms end },
   { "old split", { form = "split" }, function(s) return s.rows < sms and s.D >= 8192 end },
   { "split2", { form = "split2" }, function(s) return s.D >= 8192 end },
-  { "split2 x4", { form = "split2", items_target = 4 }, function(s) return s.rows < sms and s.D >= 8192 end },
-  { "split2 1024x4", { form = "split2", wg = 1024, items_target = 4 }, function(s) return s.rows < sms and s.D >= 8192 end },
+  { "split2 x2", { form = "split2", items_target = 2 }, function(s) return s.rows < sms and s.D >= 8192 end },
+  { "split2 x8", { form = "split2", items_target = 8 }, function(s) return s.rows < sms and s.D >= 8192 end },
   { "group", { form = "group" }, function(s) return s.D <= 512 or (s.D > 16384 and s.rows >= sms) end },
-  { "tile", { form = "tile" }, function(s) return s.D <= 2048 end },
-  { "tile x8", { form = "tile", items_target = 8 }, function(s) return s.D <= 2048 end },
-  { "tile 512", { form = "tile", wg = 512, items_target = 2 }, function(s) return s.D <= 1024 end },
+  { "tile", { form = "tile" }, function(s) return s.D <= 64 end },
+  { "tile 256x4", { form = "tile", wg = 256, items_target = 4 }, function(s) return s.D <= 64 end },
 }
 if opt.only then
   local want = {}
@@ -245,9 +242,9 @@ for _, which in ipairs { "new", "old" } do
 end
 print(("ln_ab: %d s"):format(os.time() - t_start))
 
--- layer_norm_backward (with weight): the plan now against the plan before (fill =
--- false, float_items = 4, stat_parts = 1), x and dy read and dx written over the
--- same-run copy's GB/s.
+-- layer_norm_backward (with weight): the plan now against the plan before
+-- (float_items = 4, stat_parts = 1), x and dy read and dx written over the same-run
+-- copy's GB/s.
 local BWD = { { 8192, 768 }, { 4096, 4096 }, { 16384, 4096 }, { 65536, 768 }, { 4096, 65536 }, { 959742, 88 },
               { 919501, 104 }, { 94713, 803 }, { 6571, 332 }, { 26577, 1132 }, { 643775, 364 }, { 2048, 768 }, { 5106, 4934 }, { 3033, 51988 }, { 34, 33968 },
               { 343, 25576 }, { 356, 65526 } }
@@ -269,7 +266,7 @@ if btune and not opt.no_backward then
       local copy_gbs = 2 * 4 * R * D / tc / 1e9
       local row = { R .. "x" .. D, fmt(copy_gbs) }
       local results = {}
-      for _, v in ipairs { { "new", { form = "auto" } }, { "old", { form = "auto", fill = false, float_items = 4, stat_parts = 1 } } } do
+      for _, v in ipairs { { "new", { form = "auto" } }, { "old", { form = "auto", float_items = 4, stat_parts = 1 } } } do
         local plan = btune(D, R, v[2])
         local t = common.device_time(lumus, function() lumus.layer_norm_backward(dy, x, mean, invstd, w, o) end, iters, warmup)
         local pct = 100 * 3 * 4 * R * D / t / 1e9 / copy_gbs

@@ -75,22 +75,29 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_SPIN_MAX 50000u
 
 /* Tile form (layer_norm_tile.comp): many short rows of D % 4 != 0 on a GPU, up to
- * LN_TILE_MAX_D, move through shared memory in runs of about LN_TILE_WG x
- * LN_TILE_ITEMS vec4s; a row per segment of lanes, each lane about LN_TILE_SEG_ELEMS
- * elements of it (at most a subgroup's 32 lanes a row). */
-#define LN_TILE_MAX_D 1024u
-#define LN_TILE_WG 256u
-#define LN_TILE_ITEMS 4u
+ * LN_TILE_MAX_D (a lane per row: on the H200 it beat the subgroup form there, 58-64%
+ * of the copy ceiling against 45-55%, and lost to it on longer rows), move through
+ * shared memory in runs of about LN_TILE_WG x LN_TILE_ITEMS vec4s (512 x 2 beat 256 x 4
+ * and 256 x 8); a forced tile form takes a row per segment of lanes, each lane about
+ * LN_TILE_SEG_ELEMS elements of it (at most a subgroup's 32 lanes a row). */
+#define LN_TILE_MAX_D 15u
+#define LN_TILE_WG 512u
+#define LN_TILE_ITEMS 2u
 #define LN_TILE_SEG_ELEMS 8u
 #define LN_TILE_MAX_SEG 32u
 /* Two-stage split form (layer_norm_split2.comp): few rows too long for a workgroup
- * (where the split form would spread them) on a GPU, out of place. Slices of
+ * (where the split form would spread them) on a GPU, out of place, but where the split
+ * form takes at most LN_SPLIT_FEW_PARTS parts for under LN_SPLIT2_MIN_BYTES of x (its
+ * one dispatch wins there: 39-52% of the copy ceiling against 33-42%). Slices of
  * LN_SPLIT2_WG x LN_SPLIT2_ITEMS vectors, more where the call would have fewer than
  * LN_SPLIT2_WAVES workgroups per multiprocessor; at most LN_SPLIT2_MAX_ITEMS vectors per
  * thread. */
 #define LN_SPLIT2_WG 256u
-#define LN_SPLIT2_ITEMS 8u
+#define LN_SPLIT2_ITEMS 4u     /* 4 (twice the slices) ran at 45-120% on the H200 where 8
+                                * ran at 27-55% */
 #define LN_SPLIT2_WAVES 4u
+#define LN_SPLIT_FEW_PARTS 9u
+#define LN_SPLIT2_MIN_BYTES (8ull << 20)
 #define LN_SPLIT2_MAX_ITEMS 16u
 /* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
  * names them after it). */
@@ -457,8 +464,14 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
         ln_plan c = plan_tile(ctx, &s);
         if (c.rows_per_group > 0) return c;
     }
-    if (!in_place && (t->form == LN_FORM_SPLIT2 || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && split2_fits(t, &s, in_place))))
+    if (!in_place && (t->form == LN_FORM_SPLIT2 || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && split2_fits(t, &s, in_place)))) {
+        if (t->form != LN_FORM_SPLIT2) {
+            ln_plan one = plan_split(ctx, &s, affine);
+            if (one.form == LM_LN_SPLIT && one.parts <= LN_SPLIT_FEW_PARTS &&
+                (uint64_t)rows * (uint64_t)d * 4u < LN_SPLIT2_MIN_BYTES) return one;
+        }
         return plan_split2(ctx, &s);
+    }
     switch (choose_form(ctx, t, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
     case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
