@@ -34,6 +34,7 @@
 #   transpose.md               bench/transpose.lua (transposing copies per form vs copy)
 #   half_pack.md               bench/half_pack.lua (float16 elementwise: software vs device packing)
 #   device_checks.md           bench/device_checks.lua (pass/fail lines)
+#   ln_ab.md / .csv             bench/ln_ab.lua (LayerNorm forward: new forms against old, forced variants)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -196,6 +197,11 @@ step transpose 120 lua5.4 bench/transpose.lua
 step half_pack 90 lua5.4 bench/half_pack.lua
 # The semantics checks a GPU needs (NaN/inf, memory, float16 packing, pow's ulps).
 step device_checks 120 lua5.4 bench/device_checks.lua
+# LayerNorm forward A/B (issue 18): the planner's new forms against the old choices and
+# forced variants, on the headline shapes and the sweep's shapes (its file, else its seed).
+ab_shapes=(--seed "$sweep_seed")
+[ -s "$out/sweep_shapes.csv" ] && ab_shapes=(--shapes "$out/sweep_shapes.csv")
+step ln_ab 240 lua5.4 bench/ln_ab.lua "${ab_shapes[@]}" --csv "$out/ln_ab.csv"
 
 # One Markdown file with every step's output.
 {

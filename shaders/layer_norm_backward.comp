@@ -47,7 +47,7 @@ layout(push_constant) uniform Params {
     uint64_t x, dy, dx, weight, mean, invstd;   // device addresses (weight 0: absent)
     uint64_t partial;    // 2 * groups rows of d floats: dweight's partial rows, then dbias's
                          // (0: no weight, no column sums)
-    uint64_t stats;      // long rows: (sum g, sum g * xhat) per row
+    uint64_t stats;      // long rows: (sum g, sum g * xhat) per slice of a row
     uint64_t dweight, dbias;
     uint rows;           // rows of x
     uint n;              // vectors per row (d / VEC)
@@ -56,6 +56,7 @@ layout(push_constant) uniform Params {
     uint groups;         // partial rows (blocks of rows)
     uint groups_x;       // width of the dispatch grid, for 2-D folding
     uint col_blocks;     // APPLY: workgroups across a row; REDUCE: across d
+    uint stat_parts;     // STATS: slices per row (workgroups), each its own pair of sums
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -172,15 +173,21 @@ void main() {
 }
 
 #elif STAGE == STAGE_STATS
+// A workgroup per slice of a row (p.stat_parts slices of ceil(n / stat_parts) vectors),
+// so that few long rows still spread over the device; APPLY adds a row's pairs in slice
+// order.
 void main() {
-    uint row = group_index();
+    uint job = group_index();
+    uint row = job / p.stat_parts, slice = job % p.stat_parts;
     if (row >= p.rows) return;   // uniform
     uint tid = gl_LocalInvocationID.x;
     float m = row_mean(row), rs = row_invstd(row);
     ROW_ARRAY xr = row_ptr(p.x, row);
     ROW_ARRAY dyr = row_ptr(p.dy, row);
+    uint chunk = (p.n + p.stat_parts - 1u) / p.stat_parts;
+    uint end = min((slice + 1u) * chunk, p.n);
     VT a = VT(0.0), b = VT(0.0);
-    for (uint idx = tid; idx < p.n; idx += WG) {
+    for (uint idx = slice * chunk + tid; idx < end; idx += WG) {
         VT gv = dyr.v[idx] * load_weight(idx);
         a += gv;
         b += gv * ((xr.v[idx] - m) * rs);
@@ -188,8 +195,8 @@ void main() {
     vec4 sa = vec4(hsum(a), 0.0, 0.0, 0.0), sb = vec4(hsum(b), 0.0, 0.0, 0.0);
     group_sum2(sa, sb);
     if (tid == 0) {
-        FloatArray(p.stats).v[2u * row] = sa.x;
-        FloatArray(p.stats).v[2u * row + 1u] = sb.x;
+        FloatArray(p.stats).v[2u * job] = sa.x;
+        FloatArray(p.stats).v[2u * job + 1u] = sb.x;
     }
 }
 
@@ -218,8 +225,13 @@ void main() {
             uint row = r + k;
             float rs = row_invstd(row);
             VT xh = (xv[k] - row_mean(row)) * rs;
-            float ma = FloatArray(p.stats).v[2u * row] * inv_d;
-            float mb = FloatArray(p.stats).v[2u * row + 1u] * inv_d;
+            uint at = 2u * row * p.stat_parts;
+            float sa = FloatArray(p.stats).v[at], sb = FloatArray(p.stats).v[at + 1u];
+            for (uint s = 1u; s < p.stat_parts; ++s) {
+                sa += FloatArray(p.stats).v[at + 2u * s];
+                sb += FloatArray(p.stats).v[at + 2u * s + 1u];
+            }
+            float ma = sa * inv_d, mb = sb * inv_d;
             row_ptr(p.dx, row).v[idx] = rs * ((dyv[k] * w - ma) - xh * mb);
             if (sums) { acc_w += dyv[k] * xh; acc_b += dyv[k]; }
         }

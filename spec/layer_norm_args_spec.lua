@@ -131,7 +131,7 @@ describe("tune.layer_norm options", function()
       { { item_target = 4 }, "unknown option 'item_target' %(known: form, stream, wg," },
       { { bias = true }, "unknown option 'bias'" },
       { { 4 }, "unknown option: a number key" },
-      { { form = "tiled" }, 'form must be "auto", "group", "subgroup", "stream", "split" or "row", got "tiled"' },
+      { { form = "tiled" }, 'form must be "auto", "group", "subgroup", "stream", "split", "row", "tile" or "split2", got "tiled"' },
       { { form = 3 }, "form must be .* got number" },
       { { tickets = 0 }, "tickets must be a boolean, got number" },
       { { stream = 1 }, "stream must be a boolean, got number" },

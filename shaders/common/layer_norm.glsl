@@ -113,6 +113,24 @@ uint64_t row_base(uint64_t base, uint row) { return base + ((uint64_t(row) * uin
 uint first_elem(uint row, uint idx) { return 4u * idx - row_skew(row); }
 bool whole_vector(uint e0) { return e0 < p.d && p.d - e0 >= 4u; }
 
+vec4 ln_keep(uint row, uint idx, vec4 v) {
+    uvec4 e = uvec4(first_elem(row, idx)) + uvec4(0u, 1u, 2u, 3u);
+    return mix(vec4(0.0), v, lessThan(e, uvec4(p.d)));
+}
+#if ANY_D == 2
+// Clamped loads (ANY_D = 2): every vector is one aligned vec4 load, its lanes outside the
+// row zeroed by a select, with no branch, so a thread's ITEMS loads are all in flight at
+// once (a branch per load, as ANY_D = 1 has, lets the compiler issue them only one
+// after another). The index is clamped to the row's last vec4, so no load leaves the
+// 16-byte blocks that hold the tensor's elements (plain tensors start 16-byte aligned).
+// A partial vector's outside lanes belong to the neighbouring row: in place, that row's
+// workgroup may be rewriting them while they are read, which changes only lanes the
+// select drops. Stores stay exact, as below.
+vec4 ln_load(uint64_t base, uint row, uint idx) {
+    uint last = (row_skew(row) + p.d - 1u) >> 2;
+    return ln_keep(row, idx, Vec4Array(row_base(base, row)).v[min(idx, last)]);
+}
+#else
 vec4 ln_load(uint64_t base, uint row, uint idx) {
     uint e0 = first_elem(row, idx);
     uint64_t at = row_base(base, row);
@@ -122,6 +140,7 @@ vec4 ln_load(uint64_t base, uint row, uint idx) {
         if (e0 + k < p.d) r[k] = FloatArray(at).v[4u * idx + k];
     return r;
 }
+#endif
 void ln_store(uint row, uint idx, vec4 v) {
     uint e0 = first_elem(row, idx);
     uint64_t at = row_base(p.y, row);
@@ -129,13 +148,24 @@ void ln_store(uint row, uint idx, vec4 v) {
     for (uint k = 0u; k < 4u; ++k)
         if (e0 + k < p.d) FloatArray(at).v[4u * idx + k] = v[k];
 }
-vec4 ln_keep(uint row, uint idx, vec4 v) {
-    uvec4 e = uvec4(first_elem(row, idx)) + uvec4(0u, 1u, 2u, 3u);
-    return mix(vec4(0.0), v, lessThan(e, uvec4(p.d)));
-}
 // Lanes of weight or bias for vector idx: elements 4*idx - o .. 4*idx - o + 3, from the
 // aligned vec4s idx - 1 and idx of the parameter (o is uniform over the row), or per
 // element at the row's ends.
+#if ANY_D == 2
+// Clamped: vec4s idx - 1 and idx of the parameter, each index clamped to its last vec4
+// (lanes that need a clamped vector lie outside the row, whose results are never
+// stored), combined by selects on o. No branch but the uniform o == 0.
+vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
+    if (addr == 0ul) return vec4(absent);
+    uint o = row_skew(row);
+    uint last = (p.d - 1u) >> 2;
+    vec4 b = ParamVec4(addr).v[min(idx, last)];
+    if (o == 0u) return b;
+    vec4 a = ParamVec4(addr).v[min(idx - 1u, last)];
+    vec4 r = mix(vec4(a.yzw, b.x), vec4(a.zw, b.xy), bvec4(o == 2u));
+    return mix(r, vec4(a.w, b.xyz), bvec4(o == 1u));
+}
+#else
 vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
     if (addr == 0ul) return vec4(absent);
     uint o = row_skew(row);
@@ -153,6 +183,7 @@ vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
         if (e0 + k < p.d) r[k] = ParamFloat(addr).v[e0 + k];
     return r;
 }
+#endif
 vec4 load_weight(uint row, uint idx) { return load_param(p.weight, 1.0, row, idx); }
 vec4 load_bias(uint row, uint idx) { return load_param(p.bias, 0.0, row, idx); }
 // Elements of the row in its vectors [a, b).

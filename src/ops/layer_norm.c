@@ -20,6 +20,9 @@
 #define LN_ITEMS_CPU 16
 #define LN_MAX_ITEMS 8         /* group form: most vectors per thread kept in registers
                                 * (more spill on the H200) */
+#define LN_GROUP_WIDE 512u     /* GPUs, out of place: widest group form workgroup before
+                                * the split form (1024-thread groups ran at 38-49% on the
+                                * H200 where 160-512 ran at 70-92%) */
 #define LN_STREAM_ITEMS 8      /* vectors per thread the streaming form keeps */
 #define LN_SUBGROUP_ITEMS 4    /* rows up to this many vectors per lane use a subgroup */
 #define LN_SUBGROUP_WG 256
@@ -71,11 +74,71 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_SPIN_LIMIT (1u << 15)
 #define LN_SPIN_MAX 50000u
 
+/* Tile form (layer_norm_tile.comp): many short rows of D % 4 != 0 on a GPU, up to
+ * LN_TILE_MAX_D (a lane per row: on the H200 it beat the subgroup form there, 58-64%
+ * of the copy ceiling against 45-55%, and lost to it on longer rows), move through
+ * shared memory in runs of about LN_TILE_WG x LN_TILE_ITEMS vec4s (512 x 2 beat 256 x 4
+ * and 256 x 8); a forced tile form takes a row per segment of lanes, each lane about
+ * LN_TILE_SEG_ELEMS elements of it (at most a subgroup's 32 lanes a row). */
+#define LN_TILE_MAX_D 15u
+#define LN_TILE_WG 512u
+#define LN_TILE_ITEMS 2u
+#define LN_TILE_SEG_ELEMS 8u
+#define LN_TILE_MAX_SEG 32u
+/* Two-stage split form (layer_norm_split2.comp): few rows too long for a workgroup
+ * (where the split form would spread them) on a GPU, out of place, but where the split
+ * form takes at most LN_SPLIT_FEW_PARTS parts for under LN_SPLIT2_MIN_BYTES of x (its
+ * one dispatch wins there: 39-52% of the copy ceiling against 33-42%). Slices of
+ * LN_SPLIT2_WG x LN_SPLIT2_ITEMS vectors, more where the call would have fewer than
+ * LN_SPLIT2_WAVES workgroups per multiprocessor; at most LN_SPLIT2_MAX_ITEMS vectors per
+ * thread. */
+#define LN_SPLIT2_WG 256u
+#define LN_SPLIT2_ITEMS 4u     /* 4 (twice the slices) ran at 45-120% on the H200 where 8
+                                * ran at 27-55% */
+#define LN_SPLIT2_WAVES 4u
+#define LN_SPLIT_FEW_PARTS 9u
+#define LN_SPLIT2_MIN_BYTES (8ull << 20)
+#define LN_SPLIT2_MAX_ITEMS 16u
+/* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
+ * names them after it). */
+enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
+
+/* Tuning beyond lm_context's ln_* fields, set by tune.layer_norm and kept per lua_State
+ * in the registry (LN_TUNE_KEY): how masked rows are read (LN_LOADS_*), a form of this
+ * file forced (LN_FORM_*, 0: none), and whether the automatic plan may take the tile
+ * form, the two-stage split, or the split form for rows past LN_GROUP_WIDE threads'
+ * registers (`no_tile`, `no_split2`, `no_long_split`: the plan as before them). */
+enum { LN_LOADS_CLAMPED, LN_LOADS_GUARDED };
+typedef struct ln_tune {
+    int loads;
+    int form;
+    int no_tile;
+    int no_split2;
+    int no_long_split;
+} ln_tune;
+static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
+
+static ln_tune get_tune(lua_State *L) {
+    ln_tune t = { 0 };
+    lua_getfield(L, LUA_REGISTRYINDEX, LN_TUNE_KEY);
+    const ln_tune *u = lua_touserdata(L, -1);
+    if (u) t = *u;
+    lua_pop(L, 1);
+    return t;
+}
+
+static void set_tune(lua_State *L, const ln_tune *t) {
+    ln_tune *u = lua_newuserdatauv(L, sizeof *u, 0);
+    *u = *t;
+    lua_setfield(L, LUA_REGISTRYINDEX, LN_TUNE_KEY);
+}
+
 /* What the device and the row length allow, shared by the planners. */
 typedef struct ln_shape {
     uint32_t vec;       /* 4: rows read as vec4; else 1 (floats) */
     int masked;         /* vec4 over D not a multiple of 4: the aligned vec4s covering a
                          * row, lanes outside it masked (common/layer_norm.glsl) */
+    int clamped;        /* masked rows read by clamped loads (ANY_D=2), else guarded */
     uint32_t n;         /* vectors per row: D / vec, or with `masked` the most vec4s
                          * that cover a row, ceil((D + 3) / 4) */
     uint32_t d;         /* elements per row */
@@ -93,6 +156,7 @@ typedef struct ln_plan {
     lm_shader_id shader;
     uint32_t vec;
     int masked;                 /* see ln_shape */
+    int clamped;                /* see ln_shape */
     uint32_t n;                 /* vectors per row, as ln_shape */
     uint32_t wg;                /* threads per workgroup: a power of two, or (a GPU's
                                  * group form) a multiple of the largest subgroup */
@@ -100,6 +164,7 @@ typedef struct ln_plan {
     uint32_t rows_per_group;    /* group, subgroup, stream, row forms: rows per workgroup */
     uint32_t parts;             /* split form: workgroups per row, none of them empty */
     uint32_t classes;           /* split form: SM classes (1: tickets) */
+    uint32_t seg;               /* tile form: lanes per row */
     int tagged_records;         /* split form: 64-bit tagged record words */
     int full_subgroups;         /* the pipeline needs whole subgroups (subgroup form) */
     const char *variant;        /* the form's name, for the tuning hook */
@@ -112,7 +177,7 @@ static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
  * form but the row form). They are on a GPU, where memory hides the masking's extra
  * instructions; a CPU device (lavapipe) pays for each, so there they are read as floats;
  * the tuning hook's `scalar` decides either way. */
-static ln_shape shape_of(const lm_context *ctx, int64_t d, uint32_t rows, int masked_ok) {
+static ln_shape shape_of(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, int masked_ok) {
     ln_shape s;
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     s.d = (uint32_t)d;
@@ -120,6 +185,7 @@ static ln_shape shape_of(const lm_context *ctx, int64_t d, uint32_t rows, int ma
     s.sms = ctx->sm_count ? ctx->sm_count : LN_GUESS_SMS;
     s.masked = d % 4 != 0 && masked_ok &&
                (ctx->ln_scalar == LN_SCALAR_AUTO ? !cpu : ctx->ln_scalar == LN_SCALAR_MASKED);
+    s.clamped = s.masked && t->loads == LN_LOADS_CLAMPED;
     s.vec = d % 4 == 0 || s.masked ? 4 : 1;
     s.n = s.masked ? (uint32_t)((d + 6) / 4) : (uint32_t)(d / s.vec);
     s.max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
@@ -138,8 +204,22 @@ static uint32_t cpu_loop_wg(const ln_shape *s, uint32_t wg, uint32_t passes, uin
     return wg > s->max_wg ? s->max_wg : wg;
 }
 
+/* The clamped-load build (ANY_D=2) of a guarded masked one (ANY_D=1). */
+static lm_shader_id clamped_build(lm_shader_id guarded) {
+    switch (guarded) {
+    case LM_SH_LN_GROUP_ANY: return LM_SH_LN_GROUP_CLAMP;
+    case LM_SH_LN_SUBGROUP_ANY: return LM_SH_LN_SUBGROUP_CLAMP;
+    case LM_SH_LN_STREAM_ANY: return LM_SH_LN_STREAM_CLAMP;
+    case LM_SH_LN_SPLIT_ANY: return LM_SH_LN_SPLIT_CLAMP;
+    case LM_SH_LN_SPLIT64_ANY: return LM_SH_LN_SPLIT64_CLAMP;
+    case LM_SH_LN_SPLIT64SM_ANY: return LM_SH_LN_SPLIT64SM_CLAMP;
+    default: return guarded;
+    }
+}
+
 static lm_shader_id by_vec(const ln_shape *s, lm_shader_id vec4, lm_shader_id masked, lm_shader_id vec1) {
-    return s->masked ? masked : s->vec == 4 ? vec4 : vec1;
+    if (s->masked) return s->clamped ? clamped_build(masked) : masked;
+    return s->vec == 4 ? vec4 : vec1;
 }
 
 static int subgroup_fits(const lm_context *ctx, const ln_shape *s) {
@@ -163,7 +243,7 @@ static uint32_t spread_parts(const ln_shape *s) {
 /* The form for rows of this shape: the tuning hook's, where it can run, else the
  * device's. `in_place` (y is x) rules out the split form, whose fallback rereads x.
  * `row_shape` is the row form's (never masked). */
-static int choose_form(const lm_context *ctx, const ln_shape *s, const ln_shape *row_shape, int in_place) {
+static int choose_form(const lm_context *ctx, const ln_tune *t, const ln_shape *s, const ln_shape *row_shape, int in_place) {
     int form = ctx->ln_form;
     if (form == LM_LN_AUTO && ctx->ln_parts && !in_place) form = LM_LN_SPLIT;   /* parts forced */
     if (form == LM_LN_AUTO && s->cpu && row_shape->n <= LN_ROW_MAX_VECTORS) form = LM_LN_ROW;
@@ -173,14 +253,75 @@ static int choose_form(const lm_context *ctx, const ln_shape *s, const ln_shape 
     /* Automatic, or a forced subgroup form, which only runs where it fits. */
     if (subgroup_fits(ctx, s)) return LM_LN_SUBGROUP;
     if (!in_place && spread_parts(s) > 1) return LM_LN_SPLIT;
+    /* A GPU's rows past LN_GROUP_WIDE x LN_MAX_ITEMS vectors (where a group form would
+     * take wider workgroups, one per multiprocessor with their barriers) go to the
+     * split form's smaller ones, out of place. */
+    if (!in_place && !s->cpu && !t->no_long_split && s->n > LN_GROUP_WIDE * LN_MAX_ITEMS &&
+        s->n <= s->max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) return LM_LN_SPLIT;
     if (s->n <= s->max_wg * LN_MAX_ITEMS) return LM_LN_GROUP;
     if (!in_place && !s->cpu && s->n <= s->max_wg * LN_SPLIT_ITEMS * LN_MAX_PARTS) return LM_LN_SPLIT;
     return LM_LN_STREAM;
 }
 
+/* Tile form: rows_per_group whole rows per run of at most wg x items vec4s (the
+ * shared memory the device has bounds items); 0 rows_per_group where a row does not fit. */
+static ln_plan plan_tile(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LN_FORM_TILE, .vec = 4, .n = s->n, .variant = "tile", .shader = LM_SH_LN_TILE };
+    uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_TILE_WG;
+    if (wg > s->max_wg) wg = s->max_wg;
+    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_TILE_ITEMS;
+    uint64_t limit = ctx->props.limits.maxComputeSharedMemorySize;
+    while (items > 1 && 16ull * wg * items + 8ull * wg + 16 > limit) items--;
+    c.wg = wg;
+    c.items = items;
+    c.rows_per_group = (4 * wg * items - 3) / s->d;
+    uint32_t seg = 1, most = wg < LN_TILE_MAX_SEG ? wg : LN_TILE_MAX_SEG;
+    while (seg * 2 <= most && seg * 2 * LN_TILE_SEG_ELEMS <= s->d) seg *= 2;
+    c.seg = seg;
+    return c;
+}
+
+/* Two-stage split form: `parts` slices per row of at most wg x items vectors. */
+static ln_plan plan_split2(const lm_context *ctx, const ln_shape *s) {
+    ln_plan c = { .form = LN_FORM_SPLIT2, .vec = s->vec, .masked = s->masked, .clamped = s->masked, .n = s->n,
+                  .variant = "split2" };
+    uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_SPLIT2_WG;
+    if (wg > s->max_wg) wg = s->max_wg;
+    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT2_ITEMS;
+    uint64_t parts = ctx->ln_parts ? ctx->ln_parts : ceil_div(s->n, wg * items);
+    uint64_t fill = ceil_div(LN_SPLIT2_WAVES * s->sms, s->rows);
+    if (!ctx->ln_parts && parts < fill) parts = fill;
+    uint64_t fewest = ceil_div(s->n, wg * LN_SPLIT2_MAX_ITEMS);
+    if (parts < fewest) parts = fewest;
+    if (parts > s->n) parts = s->n;
+    uint32_t chunk = (uint32_t)ceil_div(s->n, (uint32_t)parts);
+    c.parts = ceil_div(s->n, chunk);   /* no empty slice */
+    c.wg = cpu_loop_wg(s, wg, 4, 0);
+    c.items = ceil_div(chunk, c.wg);
+    c.shader = s->masked ? LM_SH_LN_SPLIT2_STATS_CLAMP : s->vec == 4 ? LM_SH_LN_SPLIT2_STATS_VEC4 : LM_SH_LN_SPLIT2_STATS_VEC1;
+    return c;
+}
+
+/* Stage 2's build of stage 1's shader. */
+static lm_shader_id split2_apply(lm_shader_id stats) {
+    return stats == LM_SH_LN_SPLIT2_STATS_CLAMP ? LM_SH_LN_SPLIT2_APPLY_CLAMP
+         : stats == LM_SH_LN_SPLIT2_STATS_VEC4 ? LM_SH_LN_SPLIT2_APPLY_VEC4 : LM_SH_LN_SPLIT2_APPLY_VEC1;
+}
+
+/* Whether the automatic plan takes the two-stage split: where the split form would
+ * spread few rows over the multiprocessors. */
+static int split2_fits(const ln_tune *t, const ln_shape *s, int in_place) {
+    return !t->no_split2 && !s->cpu && !in_place && spread_parts(s) > 1;
+}
+
+/* Whether the automatic plan takes the tile form: short masked rows on a GPU. */
+static int tile_fits(const ln_tune *t, const ln_shape *s) {
+    return !t->no_tile && !s->cpu && s->masked && s->d <= LN_TILE_MAX_D;
+}
+
 /* Row form: one invocation per row, wg rows per workgroup. */
 static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_ROW, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "row", .items = 1 };
+    ln_plan c = { .form = LM_LN_ROW, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "row", .items = 1 };
     c.shader = s->vec == 4 ? LM_SH_LN_ROW_VEC4 : LM_SH_LN_ROW_VEC1;   /* never masked */
     c.wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_ROW_WG;
     c.rows_per_group = c.wg;
@@ -191,7 +332,7 @@ static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
  * (at most the smallest subgroup) that gives each lane about `target` vectors, so short
  * rows share a subgroup instead of idling its lanes; workgroup / seg rows per workgroup. */
 static ln_plan plan_subgroup(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "subgroup", .full_subgroups = 1 };
+    ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "subgroup", .full_subgroups = 1 };
     c.shader = by_vec(s, LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_ANY, LM_SH_LN_SUBGROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : LN_SEGMENT_ITEMS;
     uint32_t seg = pow2_at_least(ceil_div(s->n, target));
@@ -204,7 +345,7 @@ static ln_plan plan_subgroup(const lm_context *ctx, const ln_shape *s) {
 
 /* Streaming form: one workgroup per row, `items` vectors per thread in registers. */
 static ln_plan plan_stream(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_STREAM, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "stream", .rows_per_group = 1 };
+    ln_plan c = { .form = LM_LN_STREAM, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "stream", .rows_per_group = 1 };
     c.shader = by_vec(s, LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_ANY, LM_SH_LN_STREAM_VEC1);
     c.items = ctx->ln_items_target ? ctx->ln_items_target : LN_STREAM_ITEMS;
     c.wg = cpu_loop_wg(s, ctx->ln_wg_override ? ctx->ln_wg_override : s->max_wg, 3, c.items);
@@ -221,7 +362,7 @@ static uint32_t group_width(uint32_t threads, uint32_t unit) {
 }
 
 static ln_plan plan_group(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "group", .rows_per_group = 1 };
+    ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "group", .rows_per_group = 1 };
     c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_ANY, LM_SH_LN_GROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
                     : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
@@ -261,7 +402,7 @@ static uint32_t split_classes(const lm_context *ctx, uint32_t parts) {
  * largest. A split that would hold more than LN_FORCED_MAX_ITEMS per thread streams.
  * `affine`: the call has weight or bias, the only case where SM classes pay. */
 static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) {
-    ln_plan c = { .form = LM_LN_SPLIT, .vec = s->vec, .masked = s->masked, .n = s->n, .variant = "split" };
+    ln_plan c = { .form = LM_LN_SPLIT, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "split" };
     uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT_ITEMS;
     uint32_t small_wg = LN_SPLIT_WG <= s->max_wg ? LN_SPLIT_WG : s->max_wg;
     uint32_t spread = ctx->ln_parts || ctx->ln_wg_override || ctx->ln_items_target ? 1 : spread_parts(s);
@@ -316,10 +457,22 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
 
 /* The plan for `rows` rows of D. `in_place`: y is x. `affine`: the call has weight or
  * bias. */
-static ln_plan plan(const lm_context *ctx, int64_t d, uint32_t rows, int in_place, int affine) {
-    ln_shape s = shape_of(ctx, d, rows, 1);
-    ln_shape row_shape = shape_of(ctx, d, rows, 0);
-    switch (choose_form(ctx, &s, &row_shape, in_place)) {
+static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, int in_place, int affine) {
+    ln_shape s = shape_of(ctx, t, d, rows, 1);
+    ln_shape row_shape = shape_of(ctx, t, d, rows, 0);
+    if (t->form == LN_FORM_TILE || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && tile_fits(t, &s))) {
+        ln_plan c = plan_tile(ctx, &s);
+        if (c.rows_per_group > 0) return c;
+    }
+    if (!in_place && (t->form == LN_FORM_SPLIT2 || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && split2_fits(t, &s, in_place)))) {
+        if (t->form != LN_FORM_SPLIT2) {
+            ln_plan one = plan_split(ctx, &s, affine);
+            if (one.form == LM_LN_SPLIT && one.parts <= LN_SPLIT_FEW_PARTS &&
+                (uint64_t)rows * (uint64_t)d * 4u < LN_SPLIT2_MIN_BYTES) return one;
+        }
+        return plan_split2(ctx, &s);
+    }
+    switch (choose_form(ctx, t, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
     case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
     case LM_LN_GROUP: return plan_group(ctx, &s);
@@ -423,7 +576,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
     int in_place = lm_tensors_overlap(x, y);
-    ln_plan c = plan(ctx, d, (uint32_t)rows, in_place, w || b);
+    ln_tune tune = get_tune(L);
+    ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, in_place, w || b);
     int split = c.form == LM_LN_SPLIT;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
@@ -439,12 +593,46 @@ int lm_op_layer_norm_forward(lua_State *L) {
         .rows = (uint32_t)rows, .n = c.n, .d = (uint32_t)d, .eps = eps,
     };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "layer_norm's push constants outgrew the layout");
+    if (c.form == LN_FORM_SPLIT2 && (uint64_t)rows * c.parts > 0xffffffffu)
+        c = plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);   /* jobs are counted in 32 bits */
+    if (c.form == LN_FORM_SPLIT2) {
+        /* Stage 1's records (4 floats per slice) in a scratch of this call (slot 9). */
+        int64_t words = (int64_t)(4u * (uint64_t)rows * c.parts);
+        lm_tensor *records = lm_push_tensor(L, ctx, 1, &words);
+        /* The allocation may have run finalizers that freed any of them (see ops.h). */
+        x = lm_check_tensor(L, 1);
+        w = lm_opt_tensor(L, 2);
+        b = lm_opt_tensor(L, 3);
+        y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
+        mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
+        invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
+        pc.scratch = lm_tensor_address(records);
+        pc.chunk = (pc.n + c.parts - 1) / c.parts;
+        uint32_t gy;
+        pc.groups_x = lm_grid(L, ctx, (uint64_t)rows * c.parts, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts },
+            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x }, .writes = { records },
+        });
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts },
+            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x, w, b, records }, .writes = { y, mean, invstd },
+        });
+        /* The records go back once the recorded work is done (a deferred free). */
+        lm_storage *st = records->storage;
+        records->storage = NULL;
+        lm_storage_release(st);
+        lua_settop(L, 8);
+        return 3;
+    }
     uint64_t groups = split ? (uint64_t)rows * c.parts
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     /* The split form's jobs are counted in 32 bits: more rows take another form. */
     if (split && groups > 0xffffffffu) {
         split = 0;
-        c = plan(ctx, d, (uint32_t)rows, 1, w || b);
+        c = plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);
         groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     }
     uint32_t gy;
@@ -477,7 +665,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg },
         .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -498,12 +686,13 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
     if (rows < 1 || rows > 0xffffffffLL) lm_argerror(L, 3, "rows must be in 1..2^32-1, got %I", (LUAI_UACINT)rows);
     lm_context *ctx = lm_context_get(L);
+    ln_tune tune = get_tune(L);
     if (lm_check_options(L, 2, known)) {
         /* Checked before any is set; items are bounded because each becomes a register
          * array in a specialized shader (a huge one would take the compiler forever). */
@@ -512,8 +701,10 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_Integer wg = lm_option_integer(L, 2, "wg", 0);
         if (wg != 0 && !(wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0))
             lm_argerror(L, 2, "wg must be a power of two up to 1024 (0: default), got %I", (LUAI_UACINT)wg);
-        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", NULL };
+        static const char *const forms[] = { "auto", "group", "subgroup", "stream", "split", "row", "tile", "split2", NULL };
         int form = lm_option_choice(L, 2, "form", forms, LM_LN_AUTO);
+        int own_form = form > LM_LN_ROW ? form : 0;   /* a form of this file, not lm_context's */
+        if (own_form) form = LM_LN_AUTO;
         if (lm_option_boolean(L, 2, "stream", 0)) form = LM_LN_STREAM;
         lua_Integer sub = lm_option_integer(L, 2, "subgroup_items", 0);
         if (sub < 0 || sub > 64) lm_argerror(L, 2, "subgroup_items must be in 0..64 (0: default), got %I", (LUAI_UACINT)sub);
@@ -531,6 +722,11 @@ int lm_op_layer_norm_config(lua_State *L) {
         int scalar = lm_option_boolean(L, 2, "scalar", -1);
         static const char *const records[] = { "tagged", "fenced", NULL };
         int fenced = lm_option_choice(L, 2, "records", records, 0) == 1;
+        static const char *const loads[] = { "clamped", "guarded", NULL };
+        int masked_loads = lm_option_choice(L, 2, "masked_loads", loads, LN_LOADS_CLAMPED);
+        int tile_ok = lm_option_boolean(L, 2, "tile", 1);
+        int split2_ok = lm_option_boolean(L, 2, "split2", 1);
+        int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -549,16 +745,25 @@ int lm_op_layer_norm_config(lua_State *L) {
         ctx->ln_fenced_records = fenced;
         ctx->ln_classes = (uint32_t)classes;
         ctx->ln_epoch = (uint32_t)epoch;
+        tune.loads = masked_loads;
+        tune.form = own_form;
+        tune.no_tile = !tile_ok;
+        tune.no_split2 = !split2_ok;
+        tune.no_long_split = !long_split_ok;
+        set_tune(L, &tune);
     }
-    ln_plan c = plan(ctx, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
+    ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushboolean(L, c.masked); lua_setfield(L, -2, "masked");
+    if (c.masked) { lua_pushstring(L, c.clamped ? "clamped" : "guarded"); lua_setfield(L, -2, "loads"); }
     lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
-    if (c.form == LM_LN_SPLIT) {
+    if (c.form == LN_FORM_SPLIT2) {
+        lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
+    } else if (c.form == LM_LN_SPLIT) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
         lua_pushstring(L, c.tagged_records ? "tagged" : "fenced");
         lua_setfield(L, -2, "records");
@@ -566,6 +771,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     } else {
         lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     }
+    if (c.form == LN_FORM_TILE) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
     lua_pushinteger(L, (lua_Integer)ctx->ln_epoch); lua_setfield(L, -2, "epoch");
     return 1;
 }

@@ -9,6 +9,8 @@
 
 #define LNB_MAX_ITEMS 4        /* fused form: most vectors per thread of a row (registers
                                 * hold x and dy of K rows plus the column partials) */
+#define LNB_FLOAT_ITEMS 16     /* fused form, rows of D % 4 != 0 (read as floats): most
+                                * floats per thread, the registers of 4 vec4 */
 #define LNB_FORCED_MAX_ITEMS 16
 #define LNB_ITEMS_CPU 8
 #define LNB_ROWS_MIN 32        /* rows per partial row where there are rows enough: the
@@ -16,10 +18,16 @@
                                 * op's */
 #define LNB_ROWS_FLOOR 8       /* ... and at least this many while filling the device */
 #define LNB_DEFAULT_SMS 128    /* multiprocessors assumed where the device does not say */
+#define LNB_FILL_THREADS 1024  /* fused form on a GPU: threads per multiprocessor the row
+                                * blocks aim for, so narrow rows' small workgroups still
+                                * keep enough loads in flight (their partial rows are
+                                * small: 2 D floats per block) */
 #define LNB_CPU_SMS 8
 #define LNB_ROWS_MAX_CPU 1024  /* llvmpipe cuts an invocation's loops short past 65535
                                 * iterations: bound a thread's rows on CPU devices */
 #define LNB_APPLY_WG 256
+#define LNB_STAT_SLICE 2048u   /* columns form: fewest vectors per STATS slice */
+#define LNB_STAT_WG 256u
 #define LNB_REDUCE_COLS 32     /* the reduce stage's columns per workgroup (its COLS) */
 
 /* Overrides from tune.layer_norm_backward, kept per lua_State in the registry. */
@@ -27,6 +35,10 @@ typedef struct lnb_tune {
     int form;                  /* 0 automatic, 1 fused, 2 columns */
     uint32_t wg, items, k, groups;
     int prefetch;              /* fused: load the next rows early */
+    int fill;                  /* fused: blocks also aim for LNB_FILL_THREADS (off by
+                                * default: on the H200 it lost 6-30% on most shapes) */
+    uint32_t float_items;      /* fused: most floats per thread (0: LNB_FLOAT_ITEMS) */
+    uint32_t stat_parts;       /* columns: STATS slices per row (0: automatic) */
 } lnb_tune;
 static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
 
@@ -36,7 +48,8 @@ typedef struct lnb_plan {
     uint32_t wg, items, k;     /* fused: threads per row, vectors each, rows at once;
                                 * columns: APPLY's threads and rows at once */
     uint32_t prefetch;         /* fused: 1 loads the next K rows before this K's sums */
-    uint32_t stats_wg;         /* columns: STATS's threads per row */
+    uint32_t stats_wg;         /* columns: STATS's threads per slice */
+    uint32_t stat_parts;       /* columns: STATS's slices (workgroups) per row */
     uint32_t col_blocks;       /* columns: APPLY workgroups across a row */
     uint32_t rows_per_group, groups;
     uint32_t reduce_wg;
@@ -62,6 +75,12 @@ static void split_rows(const lm_context *ctx, const lnb_tune *t, uint64_t rows, 
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     uint64_t sms = cpu ? LNB_CPU_SMS : ctx->sm_count ? ctx->sm_count : LNB_DEFAULT_SMS;
     uint64_t want = ceil_div(2 * sms, per_group), most = ceil_div(4 * sms, per_group);
+    if (!cpu && !c->columns && t->fill) {
+        /* Fused: also LNB_FILL_THREADS threads per multiprocessor (up to twice that). */
+        uint64_t fill = ceil_div(sms * LNB_FILL_THREADS, c->wg);
+        if (want < fill) want = fill;
+        if (most < 2 * fill) most = 2 * fill;
+    }
     uint64_t g = ceil_div(rows, LNB_ROWS_MIN);
     if (g < want) { g = ceil_div(rows, LNB_ROWS_FLOOR); if (g > want) g = want; }
     if (g > most) g = most;
@@ -86,7 +105,9 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     uint32_t lo = ctx->max_subgroup > 32 ? ctx->max_subgroup : 32;
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     c.reduce_wg = max_wg >= 256 ? 256 : 128;
-    c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * LNB_MAX_ITEMS);
+    uint32_t most_items = t->float_items && c.vec == 1 ? t->float_items
+                        : c.vec == 4 || cpu ? LNB_MAX_ITEMS : LNB_FLOAT_ITEMS;
+    c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * most_items);
     if (!c.columns) {
         /* On a CPU device a workgroup runs on one thread and each barrier costs a context
          * switch: fewer, wider threads per row there. */
@@ -113,6 +134,17 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
         c.col_blocks = (uint32_t)ceil_div(c.n, c.wg);
         uint32_t s = pow2_at_least(c.n);
         c.stats_wg = s < lo ? lo : s > max_wg ? max_wg : s;
+        /* Fewer rows than twice the multiprocessors: rows cut into slices of at least
+         * LNB_STAT_SLICE vectors for STATS, LNB_STAT_WG threads each, enough for two
+         * workgroups per multiprocessor. */
+        uint64_t sms = cpu ? LNB_CPU_SMS : ctx->sm_count ? ctx->sm_count : LNB_DEFAULT_SMS;
+        uint64_t sp = t->stat_parts ? t->stat_parts : cpu || rows < 1 ? 1 : ceil_div(2 * sms, (uint64_t)rows);
+        uint64_t most = ceil_div(c.n, LNB_STAT_SLICE);
+        if (!t->stat_parts && sp > most) sp = most;
+        if (sp > c.n) sp = c.n;
+        if (sp < 1) sp = 1;
+        c.stat_parts = (uint32_t)sp;
+        if (sp > 1 && !t->stat_parts) c.stats_wg = LNB_STAT_WG < max_wg ? LNB_STAT_WG : max_wg;
     }
     split_rows(ctx, t, (uint64_t)rows, c.columns ? c.col_blocks : 1, &c);
     return c;
@@ -144,7 +176,7 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
 /* Push constants, as shaders/layer_norm_backward.comp declares them. */
 typedef struct lnb_push {
     uint64_t x, dy, dx, weight, mean, invstd, partial, stats, dweight, dbias;
-    uint32_t rows, n, d, rows_per_group, groups, groups_x, col_blocks, pad;
+    uint32_t rows, n, d, rows_per_group, groups, groups_x, col_blocks, stat_parts;
 } lnb_push;
 _Static_assert(sizeof(lnb_push) <= LM_PUSH_BYTES, "layer_norm_backward's push constants outgrew the layout");
 
@@ -207,7 +239,7 @@ int lm_op_layer_norm_backward(lua_State *L) {
     if (w && !db) { lm_push_tensor(L, ctx, 1, &d); lua_replace(L, 9); }
     /* Scratch: the partial rows (with weight), then the rows' sums (long rows). */
     uint64_t partial_words = w ? 2ull * c.groups * (uint64_t)d : 0;
-    uint64_t scratch_words = partial_words + (c.columns ? 2ull * (uint64_t)rows : 0);
+    uint64_t scratch_words = partial_words + (c.columns ? 2ull * (uint64_t)rows * c.stat_parts : 0);
     if (scratch_words) { int64_t n = (int64_t)scratch_words; lm_push_tensor(L, ctx, 1, &n); }
     else lua_pushnil(L);                                          /* slot 10 */
     /* The allocations may have run finalizers that freed any of them (see ops.h). */
@@ -231,6 +263,7 @@ int lm_op_layer_norm_backward(lua_State *L) {
         .dweight = dw ? lm_tensor_address(dw) : 0, .dbias = db ? lm_tensor_address(db) : 0,
         .rows = (uint32_t)rows, .n = c.n, .d = (uint32_t)d,
         .rows_per_group = c.rows_per_group, .groups = c.groups, .col_blocks = c.col_blocks,
+        .stat_parts = c.columns ? c.stat_parts : 1,
     };
     int v4 = c.vec == 4;
     uint32_t gy;
@@ -243,7 +276,7 @@ int lm_op_layer_norm_backward(lua_State *L) {
             .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch },
         });
     } else {
-        pc.groups_x = lm_grid(L, ctx, (uint64_t)rows, &gy);
+        pc.groups_x = lm_grid(L, ctx, (uint64_t)rows * c.stat_parts, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_STATS_VEC4 : LM_SH_LN_BWD_STATS_VEC1,
             .spec = { c.stats_wg, 1, 1 }, .push = &pc, .push_bytes = sizeof pc,
@@ -280,11 +313,11 @@ int lm_op_layer_norm_backward(lua_State *L) {
 }
 
 /* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
- * prefetch=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
+ * prefetch=, fill=, float_items=, stat_parts=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
  * vec, groups, rows_per_group}); the options (0, false or "auto": automatic, off) hold
  * for later calls; {} restores the automatic plan. */
 int lm_op_layer_norm_backward_config(lua_State *L) {
-    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", NULL };
+    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", "fill", "float_items", "stat_parts", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = lua_isnoneornil(L, 2) ? 1024 : lm_check_integer(L, 2);
@@ -305,8 +338,16 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         lua_Integer groups = lm_option_integer(L, 3, "groups", 0);
         if (groups < 0 || groups > 0xffffffffLL) lm_argerror(L, 3, "groups must be in 0..2^32-1 (0: automatic), got %I", (LUAI_UACINT)groups);
         int prefetch = lm_option_boolean(L, 3, "prefetch", 0);
+        int fill = lm_option_boolean(L, 3, "fill", 0);
+        lua_Integer float_items = lm_option_integer(L, 3, "float_items", 0);
+        if (float_items < 0 || float_items > LNB_FORCED_MAX_ITEMS)
+            lm_argerror(L, 3, "float_items must be in 0..%d (0: automatic), got %I", LNB_FORCED_MAX_ITEMS, (LUAI_UACINT)float_items);
+        lua_Integer stat_parts = lm_option_integer(L, 3, "stat_parts", 0);
+        if (stat_parts < 0 || stat_parts > 4096)
+            lm_argerror(L, 3, "stat_parts must be in 0..4096 (0: automatic), got %I", (LUAI_UACINT)stat_parts);
         t = (lnb_tune){ .form = form, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k,
-                        .groups = (uint32_t)groups, .prefetch = prefetch };
+                        .groups = (uint32_t)groups, .prefetch = prefetch, .fill = fill,
+                        .float_items = (uint32_t)float_items, .stat_parts = (uint32_t)stat_parts };
         lnb_tune *u = lua_newuserdatauv(L, sizeof *u, 0);
         *u = t;
         lua_setfield(L, LUA_REGISTRYINDEX, TUNE_KEY);
@@ -321,5 +362,6 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushinteger(L, c.groups); lua_setfield(L, -2, "groups");
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
+    if (c.columns) { lua_pushinteger(L, c.stat_parts); lua_setfield(L, -2, "stat_parts"); }
     return 1;
 }

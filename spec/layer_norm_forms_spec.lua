@@ -1,0 +1,282 @@
+-- The LayerNorm forward forms of issue 18, each forced through lumus.tune.layer_norm,
+-- against the float64 reference (lumus.reference): the tile form (short rows through
+-- shared memory), the two-stage split (few long rows), and masked rows (D not a multiple
+-- of 4) read by clamped vec4 loads (the default) and by guarded ones (masked_loads =
+-- "guarded", the loads before), on tiny, odd and prime D, few and many rows, in place
+-- and not, with and without weight and bias, and rows of NaN, inf and huge values.
+--
+-- Row counts are odd so every skew (row * D mod 4) occurs; outputs out of place start as
+-- NaN, so an element left unwritten shows; in place, a write into a neighbour's elements
+-- changes that neighbour's input. Tolerances as spec/layer_norm_shapes_spec.lua: y within
+-- 1e-4 * max(1, |ref|) per element and 1e-5 relative L2, mean within
+-- 1e-5 * max(1, |ref|), invstd within 1e-4 relative.
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+
+local Y_REL_L2, Y_MAX, MEAN_MAX, INVSTD_REL = 1e-5, 1e-4, 1e-5, 1e-4
+local NAN = 0 / 0
+local config = lumus.tune.layer_norm
+
+-- Normalizes rows x d and returns nil, or a message naming what is off.
+local function mismatch(rows, d, rng, how)
+  local xt = ref.random_table({ rows, d }, function() return 2 + rng.normal() end)
+  local wt, bt
+  if how.affine then
+    wt = ref.random_table({ d }, function() return 1 + 0.5 * rng.normal() end)
+    bt = ref.random_table({ d }, function() return rng.normal() end)
+  end
+  local x = lumus.tensor(xt)
+  local w, b = wt and lumus.tensor(wt), bt and lumus.tensor(bt)
+  local y = how.in_place and x or lumus.full({ rows, d }, NAN)
+  local m, r = lumus.full({ rows }, NAN), lumus.full({ rows }, NAN)
+  lumus.layer_norm_forward(x, w, b, 1e-5, { out = y, mean = m, invstd = r })
+  local gy, gm, gr = y:to_table(), m:to_table(), r:to_table()
+  for _, t in ipairs { x, y, m, r, w, b } do t:free() end
+  local wy, wm, wr = ref.layer_norm_forward(xt, wt, bt, 1e-5)
+  local cy = ref.compare(gy, wy)
+  if not (cy.max_rel <= Y_MAX and cy.rel_l2 <= Y_REL_L2) then
+    return ("y: max error %.3g, relative L2 %.3g"):format(cy.max_rel, cy.rel_l2)
+  end
+  local cm = ref.compare(gm, wm)
+  if not (cm.max_rel <= MEAN_MAX) then return ("mean: max error %.3g"):format(cm.max_rel) end
+  for i = 1, rows do
+    local e = math.abs(gr[i] / wr[i] - 1)
+    if not (e <= INVSTD_REL) then return ("invstd: relative error %.3g at row %d"):format(e, i) end
+  end
+end
+
+local function label_of(tune)
+  local parts = {}
+  for _, k in ipairs { "form", "parts", "masked_loads" } do
+    if tune[k] ~= nil then parts[#parts + 1] = ("%s=%s"):format(k, tostring(tune[k])) end
+  end
+  return #parts > 0 and table.concat(parts, " ") or "automatic"
+end
+
+-- Runs `shapes` ({rows, d}) under `tune`, each in place and out of place, weight and
+-- bias on every other; returns the list of failures.
+local function run_all(tune, shapes, seed)
+  local rng = ref.rng(seed)
+  local bad = {}
+  for k, s in ipairs(shapes) do
+    local rows, d = s[1], s[2]
+    config(d, tune)
+    for _, in_place in ipairs { false, true } do
+      local why = mismatch(rows, d, rng, { in_place = in_place, affine = k % 2 == 1 })
+      if why then bad[#bad + 1] = ("%dx%d under %s%s: %s"):format(rows, d, label_of(tune), in_place and ", in place" or "", why) end
+    end
+  end
+  return bad
+end
+
+local SHORT = { { 33, 1 }, { 67, 2 }, { 129, 3 }, { 41, 5 }, { 23, 7 }, { 9, 11 }, { 17, 13 }, { 7, 41 },
+                { 5, 110 }, { 3, 139 }, { 3, 163 }, { 5, 319 } }
+local LONG = { { 3, 1031 }, { 1, 2261 }, { 2, 4099 }, { 3, 11107 } }
+
+-- Rows with NaN, +-inf or values whose squares overflow float32, beside ordinary rows
+-- (whose statistics must not change): expectations as spec/layer_norm_semantics_spec.lua.
+local INF = math.huge
+local KINDS = {
+  function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[1] = NAN return r, "nan" end,
+  function(d, g) local r = {} for i = 1, d do r[i] = 2 + g.normal() end return r end,
+  function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[d] = INF return r, "inf" end,
+  function(d, g) local r = {} for i = 1, d do r[i] = (i % 2 == 0 and 3e38 or -2e38) * g.uniform() end return r end,
+  function(d, g) local r = {} for i = 1, d do r[i] = 1e4 + g.normal() end return r end,
+}
+local function nonfinite_mismatches(rows, d, label)
+  local g = ref.rng(d + rows)
+  local xt, nonfinite = {}, {}
+  for i = 1, rows do
+    local row, what = KINDS[(i - 1) % #KINDS + 1](d, g)
+    for j = 1, d do row[j] = ref.f32(row[j]) end
+    xt[i], nonfinite[i] = row, what
+  end
+  local x = lumus.tensor(xt)
+  local y, m, r = lumus.layer_norm_forward(x, nil, nil, 1e-5)
+  local gy, gm, gr = y:to_table(), m:to_table(), r:to_table()
+  for _, t in ipairs { x, y, m, r } do t:free() end
+  local wy, wm, wr = ref.layer_norm_forward(xt, nil, nil, 1e-5)
+  local bad = {}
+  for i = 1, rows do
+    local what = ("%s %dx%d row %d"):format(label, rows, d, i)
+    if nonfinite[i] then
+      local ok = gr[i] ~= gr[i] and (nonfinite[i] == "nan" and gm[i] ~= gm[i] or gm[i] == INF)
+      for j = 1, d do ok = ok and gy[i][j] ~= gy[i][j] end
+      if not ok then bad[#bad + 1] = what .. ": not NaN / inf as PyTorch" end
+    else
+      local cy = ref.compare({ gy[i] }, { wy[i] })
+      local amax = 0
+      for j = 1, d do amax = math.max(amax, math.abs(xt[i][j])) end
+      if not (cy.max_rel <= Y_MAX) then bad[#bad + 1] = ("%s: y max error %.3g"):format(what, cy.max_rel) end
+      if not (math.abs(gm[i] - wm[i]) <= 1e-5 * math.max(1, amax)) then bad[#bad + 1] = what .. ": mean" end
+      local flushed = wr[i] < 2.0 ^ -126 and gr[i] == 0   -- a subnormal invstd may be flushed
+      if not flushed and not (math.abs(gr[i] / wr[i] - 1) <= INVSTD_REL) then bad[#bad + 1] = what .. ": invstd" end
+    end
+  end
+  return bad
+end
+
+-- The tile form over several runs (rows past one run's), small runs (wg, items_target)
+-- that hold a single row, and segments of 1 to 32 lanes per row.
+local TILE = { { 3001, 7 }, { 4097, 2 }, { 1501, 3 }, { 33, 1 }, { 67, 139 }, { 23, 419 }, { 9, 1021 },
+               { 5, 4093 }, { 131, 64 }, { 301, 5 } }
+
+describe("layer_norm_forward forms", function()
+  after_each(function() config(1, {}) end)
+
+  it("reports how masked rows are read and refuses an unknown way", function()
+    assert.are.equal("clamped", config(7, { form = "group", scalar = false }).loads)
+    assert.are.equal("guarded", config(7, { form = "group", scalar = false, masked_loads = "guarded" }).loads)
+    assert.is_nil(config(8, { form = "group" }).loads)   -- D % 4 == 0: no masking
+    local ok, err = pcall(config, 7, { masked_loads = "fast" })
+    assert.is_false(ok)
+    assert.matches("masked_loads", err)
+  end)
+
+  it("matches the reference in the tile form, in runs of several sizes", function()
+    local bad = {}
+    for _, tune in ipairs { { form = "tile" }, { form = "tile", wg = 32, items_target = 2 },
+                            { form = "tile", wg = 64, items_target = 1 } } do
+      for _, b in ipairs(run_all(tune, TILE, 3)) do bad[#bad + 1] = b end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("plans the tile form with whole rows per run and a segment per row", function()
+    local c = config(7, { form = "tile" }, 1000)
+    assert.are.equal("tile", c.variant)
+    assert.are.equal(math.floor((4 * c.workgroup * c.items - 3) / 7), c.rows_per_group)
+    assert.are.equal(1, c.segment)
+    assert.are.equal(32, config(419, { form = "tile" }).segment)
+    -- a row longer than a run takes another form
+    assert.are_not.equal("tile", config(4099, { form = "tile", wg = 32, items_target = 2 }).variant)
+  end)
+
+  it("keeps NaN, inf and huge rows to themselves in the tile form", function()
+    local bad = {}
+    for _, tune in ipairs { { form = "tile" }, { form = "tile", wg = 32, items_target = 2 } } do
+      for _, d in ipairs { 1, 2, 5, 7, 37, 139 } do
+        config(d, tune)
+        for _, b in ipairs(nonfinite_mismatches(23, d, "tile")) do bad[#bad + 1] = b end
+      end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("matches the reference in the two-stage split form, any D, slices of several sizes", function()
+    local shapes = { { 3, 70001 }, { 2, 8192 }, { 5, 4099 }, { 1, 9 }, { 7, 1031 }, { 1, 65537 } }
+    local bad = {}
+    for _, tune in ipairs { { form = "split2" }, { form = "split2", scalar = false },
+                            { form = "split2", parts = 7, scalar = false },
+                            { form = "split2", wg = 32, items_target = 3, scalar = false } } do
+      local rng = ref.rng(17)
+      for k, sh in ipairs(shapes) do
+        local rows, d = sh[1], sh[2]
+        local c = config(d, tune, rows)
+        assert.are.equal("split2", c.variant)
+        local why = mismatch(rows, d, rng, { affine = k % 2 == 1 })
+        if why then bad[#bad + 1] = ("%dx%d under %s: %s"):format(rows, d, label_of(tune), why) end
+        -- in place it takes another form (a non-finite row is read again whole)
+        why = mismatch(rows, d, rng, { in_place = true, affine = k % 2 == 0 })
+        if why then bad[#bad + 1] = ("%dx%d under %s, in place: %s"):format(rows, d, label_of(tune), why) end
+      end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("keeps NaN, inf and huge rows to themselves in the two-stage split form", function()
+    local bad = {}
+    for _, tune in ipairs { { form = "split2", parts = 3 }, { form = "split2", parts = 5, scalar = false } } do
+      for _, d in ipairs { 37, 4099 } do
+        config(d, tune)
+        for _, b in ipairs(nonfinite_mismatches(11, d, "split2")) do bad[#bad + 1] = b end
+      end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  for _, loads in ipairs { "clamped", "guarded" } do
+    for _, form in ipairs { "group", "subgroup", "stream" } do
+      it(("matches the reference with %s loads in the %s form on short and odd rows"):format(loads, form), function()
+        local bad = run_all({ form = form, scalar = false, masked_loads = loads }, SHORT, #form + #loads)
+        assert(#bad == 0, table.concat(bad, "\n"))
+      end)
+    end
+    it(("matches the reference with %s loads in the group, stream and split forms on long odd rows"):format(loads), function()
+      local bad = {}
+      for _, tune in ipairs { { form = "group" }, { form = "stream" }, { form = "split", parts = 3 } } do
+        tune.scalar, tune.masked_loads = false, loads
+        for _, b in ipairs(run_all(tune, LONG, 5)) do bad[#bad + 1] = b end
+      end
+      assert(#bad == 0, table.concat(bad, "\n"))
+    end)
+  end
+end)
+
+-- layer_norm_backward's plans of issue 18: rows of D % 4 != 0 held as up to 16 floats
+-- per thread in the fused form (float_items; GPUs by default, forced here), dx within
+-- 2e-5 * max(1, |ref|) and dweight/dbias within 1e-5 of the column's sum of |terms| (as
+-- spec/layer_norm_backward_spec.lua), and the same bits from call to call.
+describe("layer_norm_backward plans", function()
+  local checks = dofile("spec/support/check.lua")
+  local tune = lumus.tune.layer_norm_backward
+  after_each(function() tune(4, nil, { form = "auto" }) end)
+
+  local function check(rows, d, seed)
+    local rng = ref.rng(seed)
+    local x = ref.random_table({ rows, d }, function() return rng.normal() end)
+    local dy = ref.random_table({ rows, d }, function() return rng.normal() end)
+    local w = ref.random_table({ d }, function() return 0.5 + rng.uniform() end)
+    local X, DY, W = lumus.tensor(x), lumus.tensor(dy), lumus.tensor(w)
+    local _, m, r = lumus.layer_norm_forward(X, W, nil)
+    local dx, dw, db = lumus.layer_norm_backward(DY, X, m, r, W)
+    local dx2, dw2, db2 = lumus.layer_norm_backward(DY, X, m, r, W)
+    assert.are.equal(dw:to_bytes(), dw2:to_bytes())
+    assert.are.equal(db:to_bytes(), db2:to_bytes())
+    assert.are.equal(dx:to_bytes(), dx2:to_bytes())
+    local mt, rt = m:to_table(), r:to_table()
+    local rdx, rdw, rdb = ref.layer_norm_backward(dy, x, mt, rt, w)
+    checks.close(dx, rdx, { mixed = 2e-5, what = ("dx %dx%d"):format(rows, d) })
+    local bw, bb = {}, {}
+    for j = 1, d do
+      local sw, sb = 0, 0
+      for i = 1, rows do
+        sw = sw + math.abs(dy[i][j] * (x[i][j] - mt[i]) * rt[i])
+        sb = sb + math.abs(dy[i][j])
+      end
+      bw[j], bb[j] = 1e-5 * sw + 1e-6, 1e-5 * sb + 1e-6
+    end
+    checks.close(dw, rdw, { abs = bw, what = "dweight" })
+    checks.close(db, rdb, { abs = bb, what = "dbias" })
+  end
+
+  it("holds rows of D % 4 != 0 as up to 16 floats per thread in the fused form", function()
+    for k, s in ipairs { { 5, 4934 }, { 3, 9001 }, { 7, 4099 } } do
+      local plan = tune(s[2], s[1], { float_items = 16 })
+      assert.are.equal("fused", plan.form)
+      assert.is_true(plan.items <= 16)
+      check(s[1], s[2], 40 + k)
+    end
+    assert.are.equal("columns", tune(9001, 3, { float_items = 4 }).form)
+    if lumus.device().kind == "cpu" then   -- CPU devices: one slice per row unless forced
+      assert.are.equal(1, tune(9001, 3, { float_items = 4 }).stat_parts)
+    end
+    local ok, err = pcall(tune, 9001, 3, { float_items = 17 })
+    assert.is_false(ok)
+    assert.matches("float_items must be in 0..16", err)
+    ok, err = pcall(tune, 9001, 3, { stat_parts = 4097 })
+    assert.is_false(ok)
+    assert.matches("stat_parts must be in 0..4096", err)
+  end)
+
+  it("sums long rows in slices (stat_parts) in the columns form, any slice count", function()
+    for k, sp in ipairs { 2, 3, 7 } do
+      for j, sh in ipairs { { 3, 9001 }, { 2, 20000 }, { 4, 4934 } } do
+        local plan = tune(sh[2], sh[1], { form = "columns", stat_parts = sp })
+        assert.are.equal("columns", plan.form)
+        assert.are.equal(sp, plan.stat_parts)
+        check(sh[1], sh[2], 60 + 10 * k + j)
+      end
+    end
+  end)
+end)
