@@ -112,6 +112,8 @@ Tensor.__unm = function(t) return core.neg(t) end   -- Lua passes the operand tw
 -- Autograd: t:requires_grad(true), loss:backward(), t:grad(), lumus.no_grad(fn)
 -- (lua/lumus/autograd.lua; it wraps the ops only once a tensor requires grad).
 require("lumus.autograd").attach(M)
+-- lumus.sample (lua/lumus/sampling.lua): next-token sampling from existing kernels.
+require("lumus.sampling").attach(M)
 
 -- Submodules load on first use: lumus.reference, lumus.nn.
 setmetatable(M, {
