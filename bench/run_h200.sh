@@ -26,6 +26,10 @@
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
+#   gpt2_weights.md, torch_gpt2.md / .csv, gpt2.md / .csv   GPT-2 small with random weights
+#                               (bench/gpt2_make_weights.py into $GPT2_DIR, default /tmp/gpt2),
+#                               PyTorch's logits, greedy ids and decode rate
+#                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -145,11 +149,17 @@ lnb_baseline=()
 [ -s "$out/torch_lnb.csv" ] && lnb_baseline+=(--baseline "$out/torch_lnb.csv")
 step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
   --csv "$out/layer_norm_backward.csv"
+# GPT-2 small (issue 17): weights made once by transformers, PyTorch's logits / greedy ids /
+# decode rate, then lumus's checked against them (the large files stay in $GPT2_DIR).
+gpt2_dir=${GPT2_DIR:-/tmp/gpt2}
+step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
+step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
+step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward gpt2_weights torch_gpt2 gpt2; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"
