@@ -61,6 +61,7 @@
 --   where(mask, a, b)                 a where mask (booleans, or nonzero numbers), else b
 --   layer_norm_backward(dy, x, mean, invstd, weight)
 --                                     LayerNorm's gradients: dx [, dweight, dbias]
+--   sample_distribution(logits, opts) the probabilities lumus.sample draws from
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge

@@ -115,6 +115,8 @@ function M.attach(lumus)
     probs:free(); pos:free(); idx:free()
     return ids
   end
+  -- a method too (logits:sample{...}), as every op whose first argument is a tensor
+  lumus.Tensor.methods.sample = lumus.sample
 end
 
 return M
