@@ -93,6 +93,25 @@ describe("gpt2", function()
     assert.same({ { want[1], want[2], want[3] }, { want[1], want[2], want[3] } }, two)
   end)
 
+  it("reads back only the sampled ids, one [B] int32 tensor per step", function()
+    local methods = getmetatable(lumus.zeros(1)).methods
+    local reads = {}
+    local saved = {}
+    for _, name in ipairs({ "to_table", "to_bytes", "item" }) do
+      saved[name] = methods[name]
+      methods[name] = function(t, ...)
+        reads[#reads + 1] = { name = name, numel = t:numel(), dtype = t:dtype() }
+        return saved[name](t, ...)
+      end
+    end
+    local ok, err = pcall(model.generate, model, lumus.tensor({ PROMPT, PROMPT }, { dtype = "int32" }), 5,
+      { temperature = 0.9, top_k = 8, seed = 2 })
+    for name, f in pairs(saved) do methods[name] = f end
+    assert(ok, err)
+    assert.equal(5, #reads)
+    for _, r in ipairs(reads) do assert.same({ name = "to_table", numel = 2, dtype = "int32" }, r) end
+  end)
+
   it("samples reproducibly with a seed", function()
     local a = model:generate(PROMPT, 6, { temperature = 0.8, top_k = 10, seed = 5 })
     local b = model:generate(PROMPT, 6, { temperature = 0.8, top_k = 10, seed = 5 })

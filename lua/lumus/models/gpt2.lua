@@ -286,8 +286,8 @@ function Model:generate(ids, n, opts)
     -- The next step is recorded before this one's ids are read, so that the device
     -- has work queued while the host waits for the 4 * B bytes.
     if step < n then logits = self:forward(next_ids:view({ b, 1 }), cache) end
-    local bytes = next_ids:to_bytes()
-    for r = 1, b do out[r][step] = string.unpack("<i4", bytes, 4 * (r - 1) + 1) end
+    local got = next_ids:to_table()          -- B int32 values: 4 * B bytes
+    for r = 1, b do out[r][step] = got[r] end
     next_ids:free()
   end
   cache:free()
