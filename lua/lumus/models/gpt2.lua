@@ -227,10 +227,9 @@ function Model:forward(ids, cache)
     error(("gpt2:forward: %d positions exceed n_positions %d"):format(t, c.n_positions), 2)
   end
   local tok = lumus.embedding(ids, self.wte)                     -- [B, T, D]
-  local pos = lumus.arange(start + 1, start + t + 1)             -- int32, 1-based
-  local pe = lumus.embedding(pos, self.wpe)                      -- [T, D]
-  local h = lumus.add(tok, pe)
-  tok:free(); pos:free(); pe:free()
+  -- positions start+1 .. start+T are consecutive rows of wpe: a view, read by add
+  local h = lumus.add(tok, self.wpe:narrow(1, start + 1, t))
+  tok:free()
   for i, blk in ipairs(self.blocks) do
     local nh = blk:forward(h, cache and cache.layers[i])
     h:free()
