@@ -301,6 +301,8 @@ install: $(MODULE) $(STATIC_LIB)
 	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus $(INST_INCDIR) $(INST_STATICDIR)
 	cp $(MODULE) $(INST_LIBDIR)/lumus/core.so
 	cp lua/lumus/*.lua $(INST_LUADIR)/lumus/
+	mkdir -p $(INST_LUADIR)/lumus/models
+	cp lua/lumus/models/*.lua $(INST_LUADIR)/lumus/models/
 	cp src/lumus.h $(INST_INCDIR)/lumus.h
 	cp $(STATIC_LIB) $(INST_STATICDIR)/liblumus.a
 

@@ -38,6 +38,10 @@
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
+#   gpt2_weights.md, torch_gpt2.md / .csv, gpt2.md / .csv   GPT-2 small with random weights
+#                               (bench/gpt2_make_weights.py into $GPT2_DIR, default /tmp/gpt2),
+#                               PyTorch's logits, greedy ids and decode rate
+#                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -202,6 +206,12 @@ step device_checks 120 lua5.4 bench/device_checks.lua
 ab_shapes=(--seed "$sweep_seed")
 [ -s "$out/sweep_shapes.csv" ] && ab_shapes=(--shapes "$out/sweep_shapes.csv")
 step ln_ab 240 lua5.4 bench/ln_ab.lua "${ab_shapes[@]}" --csv "$out/ln_ab.csv"
+# GPT-2 small (issue 17): weights made once by transformers, PyTorch's logits / greedy ids /
+# decode rate, then lumus's checked against them (the large files stay in $GPT2_DIR).
+gpt2_dir=${GPT2_DIR:-/tmp/gpt2}
+step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
+step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
+step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
 
 # One Markdown file with every step's output.
 {

@@ -114,6 +114,8 @@ Tensor.__unm = function(t) return core.neg(t) end   -- Lua passes the operand tw
 require("lumus.autograd").attach(M)
 -- Losses with their gradients (lua/lumus/loss.lua).
 require("lumus.loss").attach(M)
+-- lumus.sample (lua/lumus/sampling.lua): next-token sampling from existing kernels.
+require("lumus.sampling").attach(M)
 
 -- Submodules load on first use: lumus.reference, lumus.nn, lumus.optim.
 setmetatable(M, {

@@ -883,4 +883,7 @@ function Residual:load(values, opts)
   return self
 end
 
+-- MultiheadAttention, KVCache, TransformerBlock: lua/lumus/nn_transformer.lua.
+require("lumus.nn_transformer").attach(nn)
+
 return nn

@@ -61,6 +61,7 @@
 --   where(mask, a, b)                 a where mask (booleans, or nonzero numbers), else b
 --   layer_norm_backward(dy, x, mean, invstd, weight)
 --                                     LayerNorm's gradients: dx [, dweight, dbias]
+--   sample_distribution(logits, opts) the probabilities lumus.sample draws from
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
@@ -1854,6 +1855,49 @@ function M.scaled_dot_product_attention(q, k, v, opts)
     end
   end
   return out
+end
+
+-- The distribution lumus.sample draws each row from (a list of V probabilities per row,
+-- nested as logits is: [N][V] or [V]): greedy (or temperature 0, or top_k 1) puts all
+-- mass on the first largest logit; otherwise softmax(logits / temperature) over the
+-- top_k largest (ties to the lower index), then the nucleus: candidate i, best first,
+-- kept while the mass of those before it is below top_p; renormalized.
+function M.sample_distribution(logits, opts)
+  opts = opts or {}
+  if type(logits[1]) == "table" then
+    local out = {}
+    for r = 1, #logits do out[r] = M.sample_distribution(logits[r], opts) end
+    return out
+  end
+  local v = #logits
+  local t = opts.temperature or 1
+  local order = {}
+  for i = 1, v do order[i] = i end
+  table.sort(order, function(a, b)
+    if logits[a] ~= logits[b] then return logits[a] > logits[b] end
+    return a < b
+  end)
+  local probs = {}
+  for i = 1, v do probs[i] = 0 end
+  if opts.greedy or t == 0 or opts.top_k == 1 then
+    probs[order[1]] = 1
+    return probs
+  end
+  local k = math.min(opts.top_k or v, v)
+  if not opts.top_k and opts.top_p then k = math.min(v, 1024) end
+  local m = logits[order[1]] / t
+  local e, s = {}, 0
+  for j = 1, k do e[j] = math.exp(logits[order[j]] / t - m); s = s + e[j] end
+  local kept, mass, before = {}, 0, 0
+  for j = 1, k do
+    local pj = e[j] / s
+    if opts.top_p == nil or before < opts.top_p then kept[j] = pj; mass = mass + pj end
+    before = before + pj
+  end
+  for j = 1, k do
+    if kept[j] then probs[order[j]] = kept[j] / mass end
+  end
+  return probs
 end
 
 return M

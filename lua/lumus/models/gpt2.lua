@@ -1,0 +1,297 @@
+--- GPT-2 inference on lumus (require "lumus.models.gpt2").
+--
+--   local gpt2 = require "lumus.models.gpt2"
+--   local model = gpt2.from_safetensors("model.safetensors" [, config [, {progress =} [, {dtype =}]]])
+--   local model = gpt2.from_tensors(tensors, config [, {dtype =}])  -- name -> lumus tensor
+--   local cache = model:new_cache(batch, max_len)       -- per-layer KV caches
+--   local logits = model:forward(ids, cache)            -- ids int32 [B, T] -> [B, T, vocab]
+--   local new = model:generate(ids, n [, {greedy =, temperature =, top_k =, top_p =, seed =}])
+--
+-- TOKEN IDS ARE 1-BASED, as every lumus position: a GPT-2 tokenizer's id t is t + 1 here,
+-- and an id returned by generate is the tokenizer's id + 1 (examples/gpt2.lua converts).
+--
+-- config: n_layer, n_head, n_embd, vocab_size, n_positions, layer_norm_epsilon (1e-5);
+-- gpt2.config_small is GPT-2 small's (124M). Tensor names and layouts are Hugging Face's
+-- GPT2LMHeadModel, with or without the "transformer." prefix: wte.weight [vocab, n_embd],
+-- wpe.weight [n_positions, n_embd], h.N.ln_1.{weight,bias}, h.N.attn.c_attn.{weight
+-- [n_embd, 3 n_embd], bias}, h.N.attn.c_proj.{weight [n_embd, n_embd], bias},
+-- h.N.ln_2.*, h.N.mlp.c_fc.{weight [n_embd, 4 n_embd], bias}, h.N.mlp.c_proj.{weight
+-- [4 n_embd, n_embd], bias}, ln_f.*. The Conv1D weights (y = x W + b, W [in, out]) are
+-- transposed once on load into nn.TransformerBlock's [out, in]. lm_head.weight, if
+-- present, is used; else the head is tied to wte. GELU is the tanh form ("gelu_new").
+-- Weights of other dtypes are converted on load to opts.dtype ("float32", the default;
+-- "float16" or "bfloat16" where this build's matmul, linear and layer_norm take them).
+--
+-- forward(ids, cache): without a cache the T positions are 1..T; with one, they continue
+-- from cache.length (prefill, then one token at a time), and the cache grows by T.
+-- generate(ids, n, opts) runs a prefill and n - 1 single-token steps with a KV cache,
+-- samples each token on the device (lumus.sample) and reads back only the sampled ids
+-- (4 bytes per row per step). ids: int32 tensor [T] or [B, T], or a Lua list of ids.
+-- Returns the n new ids: a list for one row ([T] tensor or list), a list of B lists
+-- otherwise. seed: lumus.manual_seed(seed) first (the global stream).
+local lumus = require "lumus"
+
+local M = {}
+
+M.config_small = { n_layer = 12, n_head = 12, n_embd = 768, vocab_size = 50257, n_positions = 1024,
+  layer_norm_epsilon = 1e-5 }
+
+local Tensor = lumus.Tensor
+local function is_tensor(v) return getmetatable(v) == Tensor end
+local function shape_string(s) return table.concat(s, "x") end
+
+local CONFIG_KEYS = { n_layer = true, n_head = true, n_embd = true, vocab_size = true, n_positions = true,
+  layer_norm_epsilon = true }
+
+local function check_config(fname, config)
+  if type(config) ~= "table" then error(("%s: config must be a table, got %s"):format(fname, type(config)), 3) end
+  local c = {}
+  for k, v in pairs(config) do
+    if not CONFIG_KEYS[k] then error(("%s: unknown config key '%s'"):format(fname, tostring(k)), 3) end
+    c[k] = v
+  end
+  for _, k in ipairs({ "n_layer", "n_head", "n_embd", "vocab_size", "n_positions" }) do
+    local v = c[k]
+    if type(v) ~= "number" or v ~= math.floor(v) or v < 1 then
+      error(("%s: config.%s must be a positive integer, got %s"):format(fname, k, tostring(v)), 3)
+    end
+  end
+  if c.n_embd % c.n_head ~= 0 then
+    error(("%s: config.n_embd %d must be divisible by n_head %d"):format(fname, c.n_embd, c.n_head), 3)
+  end
+  c.layer_norm_epsilon = c.layer_norm_epsilon or 1e-5
+  return c
+end
+
+local Model = {}
+Model.__index = Model
+M.Model = Model
+
+--- A model from Hugging Face GPT-2 tensors (see the header). The given tensors are
+-- used as they are where no conversion or transpose is needed (the model then shares
+-- them with the caller).
+function M.from_tensors(tensors, config, opts)
+  local fname = "gpt2.from_tensors"
+  if type(tensors) ~= "table" then error(("%s: tensors must be a table, got %s"):format(fname, type(tensors)), 2) end
+  local c = check_config(fname, config)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "dtype" then error(("%s: unknown option '%s' (known: dtype)"):format(fname, tostring(k)), 2) end
+  end
+  local dtype = opts.dtype or "float32"
+  if dtype ~= "float32" and dtype ~= "float16" and dtype ~= "bfloat16" then
+    error(("%s: option dtype must be \"float32\", \"float16\" or \"bfloat16\", got %s"):format(fname, tostring(dtype)), 2)
+  end
+  local nn = lumus.nn
+  local function get(name, shape, optional)
+    local t = tensors["transformer." .. name]
+    if t == nil then t = tensors[name] end
+    if t == nil then
+      if optional then return nil end
+      error(("%s: missing tensor 'transformer.%s' (or '%s')"):format(fname, name, name), 3)
+    end
+    if not is_tensor(t) then error(("%s: '%s' must be a tensor, got %s"):format(fname, name, type(t)), 3) end
+    if shape_string(t:shape()) ~= shape_string(shape) then
+      error(("%s: '%s' has shape %s, expected %s"):format(fname, name, shape_string(t:shape()), shape_string(shape)), 3)
+    end
+    if t:dtype() ~= dtype then t = t:to(dtype) end
+    return t
+  end
+  local d, v = c.n_embd, c.vocab_size
+  local self = setmetatable({ config = c, blocks = {}, dtype = dtype }, Model)
+  self.wte = get("wte.weight", { v, d })
+  self.wpe = get("wpe.weight", { c.n_positions, d })
+  for i = 0, c.n_layer - 1 do
+    local p = ("h.%d."):format(i)
+    local blk = nn.TransformerBlock(d, c.n_head, { mlp_ratio = 4, activation = "gelu_tanh", norm = "layer",
+      eps = c.layer_norm_epsilon, causal = true, init = false })
+    -- The block's own empty parameters are replaced by the loaded (transposed) ones.
+    local function set(m, name, t)
+      m[name]:free()
+      m:register_parameter(name, t)
+    end
+    local function conv1d(name, n_in, n_out)
+      return get(name, { n_in, n_out }):transpose(1, 2):contiguous()
+    end
+    set(blk, "ln1_weight", get(p .. "ln_1.weight", { d }))
+    set(blk, "ln1_bias", get(p .. "ln_1.bias", { d }))
+    set(blk, "ln2_weight", get(p .. "ln_2.weight", { d }))
+    set(blk, "ln2_bias", get(p .. "ln_2.bias", { d }))
+    set(blk, "fc_weight", conv1d(p .. "mlp.c_fc.weight", d, 4 * d))
+    set(blk, "fc_bias", get(p .. "mlp.c_fc.bias", { 4 * d }))
+    set(blk, "proj_weight", conv1d(p .. "mlp.c_proj.weight", 4 * d, d))
+    set(blk, "proj_bias", get(p .. "mlp.c_proj.bias", { d }))
+    set(blk.attn, "in_proj_weight", conv1d(p .. "attn.c_attn.weight", d, 3 * d))
+    set(blk.attn, "in_proj_bias", get(p .. "attn.c_attn.bias", { 3 * d }))
+    set(blk.attn, "out_proj_weight", conv1d(p .. "attn.c_proj.weight", d, d))
+    set(blk.attn, "out_proj_bias", get(p .. "attn.c_proj.bias", { d }))
+    self.blocks[i + 1] = blk
+  end
+  self.ln_f_weight = get("ln_f.weight", { d })
+  self.ln_f_bias = get("ln_f.bias", { d })
+  local head = tensors["lm_head.weight"]
+  if head ~= nil then
+    if not is_tensor(head) or shape_string(head:shape()) ~= shape_string({ v, d }) then
+      error(("%s: 'lm_head.weight' must be a [%d, %d] tensor"):format(fname, v, d), 2)
+    end
+    if head:dtype() ~= dtype then head = head:to(dtype) end
+  end
+  self.lm_head = head or self.wte
+  return self
+end
+
+--- A model from a .safetensors file (lumus.load_safetensors). config defaults to
+-- gpt2.config_small; opts are passed to load_safetensors (e.g. progress =), model_opts
+-- to from_tensors ({dtype =}). Tensors of
+-- the file that the model does not use are freed.
+function M.from_safetensors(path, config, opts, model_opts)
+  if type(lumus.load_safetensors) ~= "function" then
+    error("gpt2.from_safetensors: lumus.load_safetensors is not available in this build of lumus", 2)
+  end
+  local tensors = opts and lumus.load_safetensors(path, opts) or lumus.load_safetensors(path)
+  local model = M.from_tensors(tensors, config or M.config_small, model_opts)
+  local used = {}
+  for _, p in ipairs(model:parameters()) do used[p] = true end
+  for _, t in pairs(tensors) do
+    if is_tensor(t) and not used[t] then t:free() end
+  end
+  return model
+end
+
+--- Every parameter tensor: wte, wpe, the blocks' (in order), ln_f, lm_head if untied.
+function Model:parameters()
+  local list = { self.wte, self.wpe }
+  for _, blk in ipairs(self.blocks) do
+    for _, p in ipairs(blk:parameters()) do list[#list + 1] = p end
+  end
+  list[#list + 1] = self.ln_f_weight
+  list[#list + 1] = self.ln_f_bias
+  if self.lm_head ~= self.wte then list[#list + 1] = self.lm_head end
+  return list
+end
+
+function Model:free()
+  for _, p in ipairs(self:parameters()) do p:free() end
+end
+
+---------------------------------------------------------------------------------------
+-- Cache: one nn.KVCache per layer; length = positions held.
+
+local Cache = {}
+Cache.__index = Cache
+
+function Model:new_cache(batch, max_len)
+  local c = self.config
+  max_len = max_len or c.n_positions
+  if type(max_len) ~= "number" or max_len ~= math.floor(max_len) or max_len < 1 or max_len > c.n_positions then
+    error(("gpt2:new_cache: max_len must be an integer in 1..%d (n_positions), got %s")
+      :format(c.n_positions, tostring(max_len)), 2)
+  end
+  local layers = {}
+  for i, blk in ipairs(self.blocks) do layers[i] = blk:new_cache(batch, max_len, { dtype = self.dtype }) end
+  return setmetatable({ layers = layers, length = 0, max_len = max_len, batch = batch }, Cache)
+end
+
+function Cache:reset()
+  for _, l in ipairs(self.layers) do l:reset() end
+  self.length = 0
+  return self
+end
+
+function Cache:free()
+  for _, l in ipairs(self.layers) do l:free() end
+end
+
+---------------------------------------------------------------------------------------
+
+--- logits [B, T, vocab] for int32 ids [B, T] (1-based), positions from cache.length + 1.
+function Model:forward(ids, cache)
+  local c = self.config
+  if not is_tensor(ids) or ids:dim() ~= 2 or ids:dtype() ~= "int32" then
+    error(("gpt2:forward: ids must be an int32 tensor [B, T] of 1-based token ids, got %s")
+      :format(is_tensor(ids) and ids:dtype() .. " of shape " .. shape_string(ids:shape()) or type(ids)), 2)
+  end
+  local b, t = ids:size(1), ids:size(2)
+  local start = 0
+  if cache ~= nil then
+    if getmetatable(cache) ~= Cache then error("gpt2:forward: cache must come from model:new_cache", 2) end
+    if cache.batch ~= b then
+      error(("gpt2:forward: the cache is for batch %d, ids have %d rows"):format(cache.batch, b), 2)
+    end
+    start = cache.length
+    if start + t > cache.max_len then
+      error(("gpt2:forward: %d cached + %d new positions exceed the cache's max_len %d")
+        :format(start, t, cache.max_len), 2)
+    end
+  elseif t > c.n_positions then
+    error(("gpt2:forward: %d positions exceed n_positions %d"):format(t, c.n_positions), 2)
+  end
+  local tok = lumus.embedding(ids, self.wte)                     -- [B, T, D]
+  -- positions start+1 .. start+T are consecutive rows of wpe: a view, read by add
+  local h = lumus.add(tok, self.wpe:narrow(1, start + 1, t))
+  tok:free()
+  for i, blk in ipairs(self.blocks) do
+    local nh = blk:forward(h, cache and cache.layers[i])
+    h:free()
+    h = nh
+  end
+  local n, mean, invstd = lumus.layer_norm_forward(h, self.ln_f_weight, self.ln_f_bias, c.layer_norm_epsilon)
+  h:free(); mean:free(); invstd:free()
+  local logits = lumus.matmul(n, self.lm_head, { transpose_b = true })
+  n:free()
+  if cache ~= nil then cache.length = start + t end
+  return logits
+end
+
+local GENERATE_OPTS = { greedy = true, temperature = true, top_k = true, top_p = true, seed = true }
+
+--- n new token ids (1-based) after ids; see the header.
+function Model:generate(ids, n, opts)
+  local fname = "gpt2:generate"
+  opts = opts or {}
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(fname, type(opts)), 2) end
+  local sample_opts = {}
+  for k, v in pairs(opts) do
+    if not GENERATE_OPTS[k] then
+      error(("%s: unknown option '%s' (known: greedy, seed, temperature, top_k, top_p)"):format(fname, tostring(k)), 2)
+    end
+    if k ~= "seed" then sample_opts[k] = v end
+  end
+  if type(n) ~= "number" or n ~= math.floor(n) or n < 1 then
+    error(("%s: n must be a positive integer, got %s"):format(fname, tostring(n)), 2)
+  end
+  local one_row, owned = false, nil
+  if type(ids) == "table" and not is_tensor(ids) then
+    owned = lumus.tensor({ ids }, { dtype = "int32" })
+    ids, one_row = owned, true
+  elseif is_tensor(ids) and ids:dim() == 1 then
+    ids, one_row = ids:view({ 1, ids:size(1) }), true
+  end
+  if not is_tensor(ids) or ids:dim() ~= 2 then
+    error(("%s: ids must be an int32 tensor [T] or [B, T] or a list of ids"):format(fname), 2)
+  end
+  local b, t = ids:size(1), ids:size(2)
+  if t + n - 1 > self.config.n_positions then
+    error(("%s: %d prompt + %d new tokens exceed n_positions %d"):format(fname, t, n, self.config.n_positions), 2)
+  end
+  if opts.seed ~= nil then lumus.manual_seed(opts.seed) end
+  local cache = self:new_cache(b, t + n - 1)
+  local out = {}
+  for r = 1, b do out[r] = {} end
+  local logits = self:forward(ids, cache)
+  for step = 1, n do
+    local next_ids = lumus.sample(logits:select(2, logits:size(2)), sample_opts)   -- int32 [B]
+    logits:free()
+    -- The next step is recorded before this one's ids are read, so that the device
+    -- has work queued while the host waits for the 4 * B bytes.
+    if step < n then logits = self:forward(next_ids:view({ b, 1 }), cache) end
+    local got = next_ids:to_table()          -- B int32 values: 4 * B bytes
+    for r = 1, b do out[r][step] = got[r] end
+    next_ids:free()
+  end
+  cache:free()
+  if owned then owned:free() end
+  return one_row and out[1] or out
+end
+
+return M

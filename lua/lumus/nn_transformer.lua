@@ -1,0 +1,319 @@
+--- Transformer modules for lumus.nn (attached by lua/lumus/nn.lua):
+--
+--   nn.MultiheadAttention(E, H [, {bias = true, causal = false, init = true}])
+--     x [B, T, E] -> [B, T, E]: one fused q/k/v projection (in_proj_weight [3E, E],
+--     in_proj_bias [3E], torch layout: y = x W^T + b; q, k, v are its thirds, each head
+--     hd = E / H contiguous columns), attention over heads, out_proj_weight [E, E],
+--     out_proj_bias [E]. causal: query i sees keys 1..i, aligned to the end when keys
+--     outnumber queries (a KV cache): the last query sees every key.
+--     mha:forward(x [, cache]): with a cache (mha:new_cache(B, max_len) or nn.KVCache),
+--     the new keys and values are written at positions cache.length + 1 .. + T, the
+--     queries attend to positions 1 .. cache.length + T, and cache.length grows by T.
+--   nn.KVCache(B, H, max_len, hd [, {dtype = "float32"}])
+--     k, v: [B, H, max_len, hd] allocated once and written in place (narrow + copy);
+--     cache.length (positions held, from 0), cache:append(k, v) -> the k and v views of
+--     1..length, cache:reset(), cache:free().
+--   nn.TransformerBlock(D, H [, {mlp_ratio = 4, hidden =, activation = "gelu_tanh",
+--     norm = "layer", eps = 1e-5, bias = true, causal = true, init = true}])
+--     pre-norm: h = x + attn(norm1(x)); y = h + proj(act(fc(norm2(h)))).
+--     activation: "gelu_tanh", "gelu" (erf), "relu", "silu"; norm: "layer" (weight and
+--     bias) or "rms" (weight only). Parameters: ln1_weight, ln1_bias, ln2_weight,
+--     ln2_bias, fc_weight [hidden, D], fc_bias, proj_weight [D, hidden], proj_bias, then
+--     the attention's. block:forward(x [, cache]) passes the cache to its attention.
+--
+-- init = false leaves the parameters uninitialized (lumus.empty), for loading weights;
+-- otherwise weights are uniform(-1/sqrt(in), 1/sqrt(in)) from the device generator
+-- (lumus.manual_seed fixes them), biases 0, norm weights 1.
+-- These modules return a new tensor per call (m.output is the last one); they are for
+-- inference: they free their intermediates as they go.
+-- Attention runs lumus.scaled_dot_product_attention where this build has it, else the
+-- composite below (matmul, scale, causal mask by where, softmax, matmul).
+local lumus = require "lumus"
+
+local M = {}
+
+local Tensor = lumus.Tensor
+local function is_tensor(v) return getmetatable(v) == Tensor end
+local function shape_string(t) return table.concat(t:shape(), "x") end
+
+local function positive_int(fname, what, v)
+  if type(v) ~= "number" or v ~= math.floor(v) or v < 1 or v >= 2 ^ 31 then
+    error(("%s: %s must be a positive integer, got %s"):format(fname, what, tostring(v)), 4)
+  end
+  return math.floor(v)
+end
+
+local function options(fname, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(fname, type(opts)), 4) end
+  for k in pairs(opts) do
+    if known[k] == nil then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(("%s: unknown option '%s' (known: %s)"):format(fname, tostring(k), table.concat(names, ", ")), 4)
+    end
+  end
+  return opts
+end
+
+local function boolean(fname, opts, key, default)
+  local v = opts[key]
+  if v == nil then return default end
+  if type(v) ~= "boolean" then error(("%s: option %s must be a boolean, got %s"):format(fname, key, type(v)), 4) end
+  return v
+end
+
+-- Attention of q [B, H, T, hd] over k, v [B, H, L, hd] (L >= T), by existing kernels.
+-- With causal, query i (1-based) sees keys 1 .. L - T + i.
+function M.composite_attention(q, k, v, causal, scale)
+  local raw = lumus.matmul(q, k, { transpose_b = true })   -- [B, H, T, L]
+  local s = lumus.scale(raw, scale)
+  raw:free()
+  local t, l = q:size(3), k:size(3)
+  if causal and t > 1 then
+    local last = lumus.arange(l - t + 1.0, l + 1.0):view({ t, 1 })   -- last key each query sees
+    local key = lumus.arange(1.0, l + 1.0):view({ 1, l })
+    local allowed = lumus.le(key, last)                          -- bool [T, L]
+    local masked = lumus.where(allowed, s, -math.huge)
+    s:free(); allowed:free(); last:free(); key:free()
+    s = masked
+  end
+  local p = lumus.softmax(s)
+  s:free()
+  local o = lumus.matmul(p, v)                                   -- [B, H, T, hd]
+  p:free()
+  return o
+end
+
+-- Set to true (specs) to use the composite even where the fused op exists.
+M.force_composite = false
+
+local function attention(q, k, v, causal, scale)
+  local fused = lumus.scaled_dot_product_attention
+  if fused ~= nil and not M.force_composite then
+    return fused(q, k, v, { causal = causal and q:size(3) > 1, scale = scale })
+  end
+  return M.composite_attention(q, k, v, causal, scale)
+end
+
+---------------------------------------------------------------------------------------
+-- KV cache
+
+local KVCache = {}
+KVCache.__index = KVCache
+KVCache.__name = "nn.KVCache"
+
+local function new_kv_cache(b, h, max_len, hd, opts)
+  local fname = "nn.KVCache"
+  b = positive_int(fname, "batch", b)
+  h = positive_int(fname, "heads", h)
+  max_len = positive_int(fname, "max_len", max_len)
+  hd = positive_int(fname, "head_dim", hd)
+  opts = options(fname, opts, { dtype = true })
+  local dtype = opts.dtype or "float32"
+  return setmetatable({
+    k = lumus.zeros({ b, h, max_len, hd }, { dtype = dtype }),
+    v = lumus.zeros({ b, h, max_len, hd }, { dtype = dtype }),
+    batch = b, heads = h, max_len = max_len, head_dim = hd, length = 0,
+  }, KVCache)
+end
+
+--- Writes k, v [B, H, T, hd] at positions length+1 .. length+T; returns the k and v
+-- views of positions 1 .. length (after the write).
+function KVCache:append(k, v)
+  local t = k:size(3)
+  if k:dim() ~= 4 or k:size(1) ~= self.batch or k:size(2) ~= self.heads or k:size(4) ~= self.head_dim then
+    error(("nn.KVCache:append: k must be [%d, %d, T, %d], got shape %s")
+      :format(self.batch, self.heads, self.head_dim, shape_string(k)), 3)
+  end
+  if self.length + t > self.max_len then
+    error(("nn.KVCache:append: %d positions held + %d new exceed max_len %d")
+      :format(self.length, t, self.max_len), 3)
+  end
+  self.k:narrow(3, self.length + 1, t):copy(k)
+  self.v:narrow(3, self.length + 1, t):copy(v)
+  self.length = self.length + t
+  return self.k:narrow(3, 1, self.length), self.v:narrow(3, 1, self.length)
+end
+
+function KVCache:reset() self.length = 0; return self end
+function KVCache:free() self.k:free(); self.v:free() end
+KVCache.__tostring = function(self)
+  return ("nn.KVCache(%dx%dx%dx%d, length %d)"):format(self.batch, self.heads, self.max_len, self.head_dim, self.length)
+end
+
+---------------------------------------------------------------------------------------
+
+-- A [rows, cols] parameter: uniform(-1/sqrt(cols), 1/sqrt(cols)) from the device generator.
+local function weight(rows, cols, init)
+  local w = lumus.empty({ rows, cols })
+  if init then w:uniform_(-1 / math.sqrt(cols), 1 / math.sqrt(cols)) end
+  return w
+end
+
+local function vector(n, value, init)
+  if not init then return lumus.empty({ n }) end
+  return value == 0 and lumus.zeros({ n }) or lumus.ones({ n })
+end
+
+function M.attach(nn)
+  nn.KVCache = setmetatable({}, {
+    __call = function(_, ...) return new_kv_cache(...) end,
+    __index = KVCache,
+  })
+
+  -------------------------------------------------------------------------------------
+  local MHA = nn.Module:extend("MultiheadAttention")
+  nn.MultiheadAttention = MHA
+
+  function MHA:__init(embed_dim, num_heads, opts)
+    local fname = "nn.MultiheadAttention"
+    local e = positive_int(fname, "embed_dim", embed_dim)
+    local h = positive_int(fname, "num_heads", num_heads)
+    if e % h ~= 0 then
+      error(("%s: embed_dim %d must be divisible by num_heads %d"):format(fname, e, h), 3)
+    end
+    opts = options(fname, opts, { bias = true, causal = true, init = true })
+    self.embed_dim, self.num_heads, self.head_dim = e, h, math.floor(e / h)
+    self.causal = boolean(fname, opts, "causal", false)
+    local bias = boolean(fname, opts, "bias", true)
+    local init = boolean(fname, opts, "init", true)
+    self:register_parameter("in_proj_weight", weight(3 * e, e, init))
+    if bias then self:register_parameter("in_proj_bias", vector(3 * e, 0, init)) end
+    self:register_parameter("out_proj_weight", weight(e, e, init))
+    if bias then self:register_parameter("out_proj_bias", vector(e, 0, init)) end
+  end
+
+  --- A KV cache for this module: [batch, heads, max_len, head_dim] keys and values.
+  function MHA:new_cache(batch, max_len, opts)
+    return new_kv_cache(batch, self.num_heads, max_len, self.head_dim, opts)
+  end
+
+  function MHA:forward(x, cache)
+    local e, h, hd = self.embed_dim, self.num_heads, self.head_dim
+    if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= e then
+      error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), e,
+        is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
+    end
+    if cache ~= nil and getmetatable(cache) ~= KVCache then
+      error(("%s: cache must be an nn.KVCache, got %s"):format(self:describe(), type(cache)), 2)
+    end
+    local b, t = x:size(1), x:size(2)
+    local qkv = lumus.linear(x, self.in_proj_weight, self.in_proj_bias)   -- [B, T, 3E]
+    local heads = qkv:view({ b, t, 3, h, hd })
+    local q = heads:select(3, 1):transpose(2, 3)                          -- [B, H, T, hd]
+    local k = heads:select(3, 2):transpose(2, 3)
+    local v = heads:select(3, 3):transpose(2, 3)
+    if cache ~= nil then
+      k, v = cache:append(k, v)
+    end
+    local o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
+    qkv:free()
+    local merged = o:transpose(2, 3):contiguous():view({ b, t, e })
+    o:free()
+    local y = lumus.linear(merged, self.out_proj_weight, self.out_proj_bias)
+    merged:free()
+    self.output = y
+    return y
+  end
+
+  function MHA:describe()
+    return ("nn.MultiheadAttention(%d, heads=%d%s%s)"):format(self.embed_dim, self.num_heads,
+      self.causal and ", causal" or "", self.in_proj_bias and "" or ", no bias")
+  end
+
+  -------------------------------------------------------------------------------------
+  local Block = nn.Module:extend("TransformerBlock")
+  nn.TransformerBlock = Block
+
+  local ACTIVATIONS = { gelu_tanh = "gelu_tanh", gelu = "gelu_erf", relu = "relu", silu = "silu" }
+
+  function Block:__init(dim, heads, opts)
+    local fname = "nn.TransformerBlock"
+    local d = positive_int(fname, "dim", dim)
+    local h = positive_int(fname, "heads", heads)
+    opts = options(fname, opts, { mlp_ratio = true, hidden = true, activation = true, norm = true,
+      eps = true, bias = true, causal = true, init = true })
+    local ratio = opts.mlp_ratio or 4
+    if type(ratio) ~= "number" or not (ratio > 0) then
+      error(("%s: option mlp_ratio must be a positive number, got %s"):format(fname, tostring(ratio)), 3)
+    end
+    local hidden = opts.hidden and positive_int(fname, "option hidden", opts.hidden)
+      or math.max(1, math.floor(d * ratio + 0.5))
+    local act = opts.activation or "gelu_tanh"
+    if ACTIVATIONS[act] == nil then
+      error(("%s: option activation must be \"gelu_tanh\", \"gelu\", \"relu\" or \"silu\", got %s")
+        :format(fname, tostring(act)), 3)
+    end
+    local norm = opts.norm or "layer"
+    if norm ~= "layer" and norm ~= "rms" then
+      error(("%s: option norm must be \"layer\" or \"rms\", got %s"):format(fname, tostring(norm)), 3)
+    end
+    local eps = opts.eps or 1e-5
+    if type(eps) ~= "number" or not (eps >= 0) or eps == math.huge then
+      error(("%s: option eps must be a finite number >= 0, got %s"):format(fname, tostring(eps)), 3)
+    end
+    local bias = boolean(fname, opts, "bias", true)
+    local causal = boolean(fname, opts, "causal", true)
+    local init = boolean(fname, opts, "init", true)
+    self.dim, self.heads, self.hidden, self.activation, self.norm, self.eps =
+      d, h, hidden, act, norm, eps
+    self:register_parameter("ln1_weight", vector(d, 1, init))
+    if norm == "layer" then self:register_parameter("ln1_bias", vector(d, 0, init)) end
+    self:register_parameter("ln2_weight", vector(d, 1, init))
+    if norm == "layer" then self:register_parameter("ln2_bias", vector(d, 0, init)) end
+    self:register_parameter("fc_weight", weight(hidden, d, init))
+    if bias then self:register_parameter("fc_bias", vector(hidden, 0, init)) end
+    self:register_parameter("proj_weight", weight(d, hidden, init))
+    if bias then self:register_parameter("proj_bias", vector(d, 0, init)) end
+    self.attn = self:register_module(nn.MultiheadAttention(d, h, { bias = bias, causal = causal, init = init }))
+  end
+
+  function Block:new_cache(batch, max_len, opts) return self.attn:new_cache(batch, max_len, opts) end
+
+  -- norm i (1 or 2) of x, a new tensor.
+  local function normalize(self, x, i)
+    local w = self["ln" .. i .. "_weight"]
+    if self.norm == "layer" then
+      local y, mean, invstd = lumus.layer_norm_forward(x, w, self["ln" .. i .. "_bias"], self.eps)
+      mean:free(); invstd:free()
+      return y
+    end
+    local sq = lumus.mul(x, x)
+    local ms = lumus.mean(sq, { dim = -1, keepdim = true })
+    local r = lumus.rsqrt(lumus.add(ms, self.eps))
+    local y = lumus.mul(lumus.mul(x, r), w)
+    sq:free(); ms:free(); r:free()
+    return y
+  end
+
+  function Block:forward(x, cache)
+    if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= self.dim then
+      error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), self.dim,
+        is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
+    end
+    local n1 = normalize(self, x, 1)
+    local a = self.attn:forward(n1, cache)
+    n1:free()
+    local r = lumus.add(x, a)
+    local n2 = normalize(self, r, 2)
+    local f = lumus.linear(n2, self.fc_weight, self.fc_bias)
+    n2:free()
+    local g = lumus[ACTIVATIONS[self.activation]](f)
+    f:free()
+    local p = lumus.linear(g, self.proj_weight, self.proj_bias)
+    g:free()
+    local y = lumus.add(r, p)
+    r:free(); p:free()
+    self.output = y
+    return y
+  end
+
+  function Block:describe()
+    return ("nn.TransformerBlock(%d, heads=%d, hidden=%d, %s, %s norm%s)"):format(self.dim, self.heads,
+      self.hidden, self.activation, self.norm, self.attn.causal and ", causal" or "")
+  end
+end
+
+return M
