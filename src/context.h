@@ -77,6 +77,8 @@ struct lm_context {
     uint64_t ln_scratch_failures; /* stream.failures when it was last zeroed */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
+    int mm_path;                  /* matmul kernel: 0 automatic, else a forced lm_mm_path */
+    uint32_t mm_split;            /* matmul small-M path's K slices (0 = automatic) */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
 };
