@@ -1,10 +1,11 @@
 #version 450
-// C = A B (+ bias) for few rows of A (M = MR, 1..16): the small-M path of lumus.matmul and
-// lumus.linear. Such products are bound by reading B once; each workgroup streams a block
-// of B's columns and keeps all MR rows' partial sums in registers, so B is read exactly
-// once whatever M is. A (MR x K, small) is re-read from cache.
+// C = A B (+ bias) for few rows of A: the small-M path of lumus.matmul and lumus.linear.
+// Such products are bound by reading B; each workgroup streams a block of B's columns and
+// keeps the partial sums of a block of MR rows (1..16) in registers, so B is read once
+// per row block (once when M <= MR; more row blocks re-read B, from L2 when it is small).
+// A (small) is re-read from cache.
 //
-//   A: MR x K row-major, rows lda elements apart.   C: MR x N row-major, contiguous.
+//   A: M x K row-major, rows lda elements apart.   C: M x N row-major, contiguous.
 //   B, by TRANS_B:
 //   ROWS form (TRANS_B, a torch-style weight [N, K]): each subgroup owns CPT columns of C
 //     (CPT rows of B) and its lanes walk K in vec4 steps (or single elements when not
@@ -35,7 +36,12 @@ layout(push_constant) uniform Params {
     uint m, n, k, lda, ldb;
     uint groups_x;                                 // grid width (2-D folding)
     uint groups;                                   // workgroups with work
+    uint row_blocks;                               // blocks of MR rows (M > MR: a is read in blocks)
 } p;
+
+// This workgroup's first row; rows past M read row M (clamped) and store nothing.
+uint row0;
+uint64_t a_row(uint i) { return uint64_t(min(row0 + i, p.m - 1u)) * p.lda; }
 
 const uint WG = gl_WorkGroupSize.x;
 
@@ -62,7 +68,7 @@ void rows_form(uint g) {
                 vec4 w[CPT];
                 [[unroll]] for (uint j = 0; j < CPT; ++j) w[j] = ld4(p.b, brow[j] + 4u * q);
                 [[unroll]] for (uint i = 0; i < MR; ++i) {
-                    vec4 x = ld4(p.a, uint64_t(i) * p.lda + 4u * q);
+                    vec4 x = ld4(p.a, a_row(i) + 4u * q);
                     [[unroll]] for (uint j = 0; j < CPT; ++j) acc[i][j] += dot(x, w[j]);
                 }
             }
@@ -71,7 +77,7 @@ void rows_form(uint g) {
                 float w[CPT];
                 [[unroll]] for (uint j = 0; j < CPT; ++j) w[j] = ld1(p.b, brow[j] + q);
                 [[unroll]] for (uint i = 0; i < MR; ++i) {
-                    float x = ld1(p.a, uint64_t(i) * p.lda + q);
+                    float x = ld1(p.a, a_row(i) + q);
                     [[unroll]] for (uint j = 0; j < CPT; ++j) acc[i][j] = fma(x, w[j], acc[i][j]);
                 }
             }
@@ -90,7 +96,7 @@ void rows_form(uint g) {
         float s = 0.0;
         for (uint t = 0; t < KS; ++t) s += red_rows[((sg + t) * MR + i) * CPT + j];
         uint n = n0 + j;
-        if (n < p.n) st1(p.c, uint64_t(i) * p.n + n, s + bias_at(n));
+        if (n < p.n && row0 + i < p.m) st1(p.c, uint64_t(row0 + i) * p.n + n, s + bias_at(n));
     }
 }
 
@@ -114,7 +120,7 @@ void cols_form(uint g) {
         }
         [[unroll]] for (uint i = 0; i < MR; ++i)
             [[unroll]] for (uint r = 0; r < 4; ++r)
-                acc[i] = fma(vec4(ld1(p.a, uint64_t(i) * p.lda + k + r * KS)), w[r], acc[i]);
+                acc[i] = fma(vec4(ld1(p.a, a_row(i) + k + r * KS)), w[r], acc[i]);
     }
     for (; k < p.k; k += KS) {
         uint64_t row = uint64_t(k) * p.ldb;
@@ -122,7 +128,7 @@ void cols_form(uint g) {
         if (VEC4) w = ld4(p.b, row + ncol[0]);
         else w = vec4(ld1(p.b, row + ncol[0]), ld1(p.b, row + ncol[1]), ld1(p.b, row + ncol[2]), ld1(p.b, row + ncol[3]));
         [[unroll]] for (uint i = 0; i < MR; ++i)
-            acc[i] = fma(vec4(ld1(p.a, uint64_t(i) * p.lda + k)), w, acc[i]);
+            acc[i] = fma(vec4(ld1(p.a, a_row(i) + k)), w, acc[i]);
     }
     vec4 bias = vec4(0.0);
     if (ks == 0u) [[unroll]] for (uint q = 0; q < 4; ++q) bias[q] = bias_at(ncol[q]);
@@ -133,8 +139,8 @@ void cols_form(uint g) {
             if (ks == 0u) for (uint t = 1; t < KS; ++t) acc[i] += red_cols[ct + t * CT];
             barrier();
         }
-        if (ks == 0u) {
-            uint64_t row = uint64_t(i) * p.n;
+        if (ks == 0u && row0 + i < p.m) {
+            uint64_t row = uint64_t(row0 + i) * p.n;
             vec4 v = acc[i] + bias;
             if (VEC4 && base + 4u * ct + 3u < p.n) {
                 st4(p.c, row + base + 4u * ct, v);
@@ -151,6 +157,9 @@ void cols_form(uint g) {
 void main() {
     uint g = gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x;
     if (g >= p.groups) return;                     // padding of a folded grid (whole workgroups)
+    // Neighbouring workgroups take the row blocks of one column block (b shared in L2).
+    row0 = (g % p.row_blocks) * MR;
+    g /= p.row_blocks;
     if (TRANS_B) rows_form(g);
     else cols_form(g);
 }

@@ -2,8 +2,8 @@
 -- path, in float32, float16 and bfloat16, against the float64 reference.
 --
 -- Paths are forced with the internal hook lumus.tune.matmul(M, N, K, {path=, split=}):
--- "gemv" (the small-M kernel, M <= 16, both B layouts, with the K split forced to 1, 2,
--- 8 and automatic), "tiled" (the register-blocked kernel) and "auto".
+-- "gemv" (the small-M kernel, M <= 64 in blocks of 16 rows, both B layouts, with the K
+-- split forced to 1, 2, 8 and automatic), "tiled" (the register-blocked kernel) and "auto".
 --
 -- Tolerance, per element: inputs are exactly representable in the tested dtype (they are
 -- read back after conversion), so only the kernel's float32 accumulation and the final
@@ -104,6 +104,22 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
           check(lumus.linear(a, w, lumus.tensor(bias)), at, wt, { transpose_b = true, bias = bias }, "float32", "linear")
         end)
       end
+    end
+
+    for _, m in ipairs { 17, 33, 64 } do
+      it(("M=%d in blocks of 16 rows, both layouts, float32 and bfloat16"):format(m), function()
+        force("gemv")
+        assert.is_true(lumus.tune.matmul(m, 20, 36).gemv)
+        for _, dtype in ipairs { "float32", "bfloat16" } do
+          for _, tb in ipairs { false, true } do
+            local k, n = pick(POOL), pick(POOL)
+            local a, at = operand({ m, k }, g, dtype)
+            local b, bt = operand(tb and { n, k } or { k, n }, g, dtype)
+            check(lumus.matmul(a, b, { transpose_b = tb }), at, bt, { transpose_b = tb }, dtype,
+                  ("%s K=%d N=%d transpose_b=%s"):format(dtype, k, n, tostring(tb)))
+          end
+        end
+      end)
     end
 
     it("reads a row-strided a and a narrowed b in place", function()
@@ -234,7 +250,7 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
     it("reports and forces the path, and refuses bad values", function()
       reset()
       assert.is_true(lumus.tune.matmul(1, 50257, 768).gemv)
-      assert.is_false(lumus.tune.matmul(17, 64, 64).gemv)
+      assert.is_false(lumus.tune.matmul(65, 64, 64).gemv)
       assert.are.equal("tiled", lumus.tune.matmul(1, 1, 1, { path = "tiled" }).path)
       assert.is_false(lumus.tune.matmul(1, 64, 64).gemv)
       reset()

@@ -1,5 +1,5 @@
 /* The small-M path of matmul and linear (shaders/gemv.comp): products of at most
- * LM_GEMV_MAX_M rows, bound by reading B once. Chooses the form (by B's layout), the
+ * LM_GEMV_MAX_ROWS rows, in blocks of up to LM_GEMV_MAX_M rows each reading B once. Chooses the form (by B's layout), the
  * columns per subgroup and the K split from the shape and the device. */
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "ops.h"
@@ -30,7 +30,7 @@ static uint64_t threads_wanted(const lm_context *ctx) {
 }
 
 const char *lm_gemv_problem(const lm_context *ctx, const lm_matmul_args *g) {
-    if (g->m < 1 || g->m > LM_GEMV_MAX_M) return "M is not in 1..16";
+    if (g->m < 1 || g->m > LM_GEMV_MAX_ROWS) return "M is not in 1..64";
     if (g->n < 1) return "N is 0";
     if (g->batch != 1) return "batched";
     if (g->trans_a) return "a is read transposed";
@@ -53,19 +53,21 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
     uint32_t wg = gemv_wg(ctx);
     uint64_t want = threads_wanted(ctx);
     int vec4 = lda % 4 == 0 && ldb % 4 == 0 && aligned(g->a, 4 * es) && aligned(g->b, 4 * es);
-    uint32_t ks = 1, cpt = g->m <= 8 ? 4 : 2, subs = 1, groups;
+    uint32_t mr = g->m <= LM_GEMV_MAX_M ? g->m : LM_GEMV_MAX_M;
+    uint32_t row_blocks = (g->m + mr - 1) / mr;
+    uint32_t ks = 1, cpt = mr <= 8 ? 4 : 2, subs = 1, groups;
     if (g->trans_b) {
         vec4 = vec4 && g->k % 4 == 0;
         uint32_t sg = ctx->subgroup_size;
         subs = wg / sg;
         /* Fewer columns per subgroup when even the largest K split leaves the device
          * short of threads (more subgroups, each re-reading a's rows from cache). */
-        while (cpt > 1 && (uint64_t)(g->n + cpt - 1) / cpt * subs * sg < want) cpt /= 2;
+        while (cpt > 1 && (uint64_t)(g->n + cpt - 1) / cpt * row_blocks * subs * sg < want) cpt /= 2;
         uint64_t col_groups = (g->n + cpt - 1) / cpt;
         uint64_t k_units = vec4 ? g->k / 4 : g->k;
         if (split) ks = split;
         else
-            while (ks * 2 <= subs && col_groups * ks * sg < want && (uint64_t)ks * 2 * sg <= k_units) ks *= 2;
+            while (ks * 2 <= subs && col_groups * row_blocks * ks * sg < want && (uint64_t)ks * 2 * sg <= k_units) ks *= 2;
         if (ks > subs) ks = subs;
         uint32_t per_wg = subs / ks;
         groups = (uint32_t)((col_groups + per_wg - 1) / per_wg);
@@ -79,26 +81,29 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
         uint32_t max_ks = wg / min_ct > 0 ? wg / min_ct : 1;
         if (split) ks = split;
         else
-            while (ks * 2 <= max_ks && col_threads * ks < want && ks * 2 <= g->k) ks *= 2;
+            while (ks * 2 <= max_ks && col_threads * row_blocks * ks < want && ks * 2 <= g->k) ks *= 2;
         if (ks > wg) ks = wg;
         uint32_t ct = wg / ks;
         groups = (uint32_t)((g->n + 4ull * ct - 1) / (4ull * ct));
     }
     struct {
         uint64_t a, b, bias, c;
-        uint32_t m, n, k, lda, ldb, groups_x, groups;
+        uint32_t m, n, k, lda, ldb, groups_x, groups, row_blocks;
     } pc = {
         .a = lm_tensor_address(g->a), .b = lm_tensor_address(g->b),
         .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
-        .m = g->m, .n = g->n, .k = g->k, .lda = lda, .ldb = ldb, .groups = groups,
+        .m = g->m, .n = g->n, .k = g->k, .lda = lda, .ldb = ldb, .row_blocks = row_blocks,
     };
+    uint64_t all = (uint64_t)groups * row_blocks;
+    if (all > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)all);
+    pc.groups = (uint32_t)all;
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "gemv push constants");
     uint32_t gy;
-    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    pc.groups_x = lm_grid(L, ctx, pc.groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
         .shader = dt == LM_FLOAT16 ? LM_SH_GEMV_F16 : dt == LM_BFLOAT16 ? LM_SH_GEMV_BF16 : LM_SH_GEMV,
-        .spec = { wg, g->m, cpt, ks, g->trans_b ? 1u : 0u, vec4 ? 1u : 0u, subs },
+        .spec = { wg, mr, cpt, ks, g->trans_b ? 1u : 0u, vec4 ? 1u : 0u, subs },
         .full_subgroups = g->trans_b,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },

@@ -94,11 +94,23 @@ static int aligned4(const lm_tensor *t, uint32_t bytes) { return t == NULL || lm
 /* Which kernel a product runs (ctx->mm_path forces one where it applies). */
 enum { MM_PATH_AUTO, MM_PATH_GEMV, MM_PATH_TILED };
 
+/* Whether the small-M path should take a product it can run: always up to
+ * LM_GEMV_MAX_M rows; up to LM_GEMV_MAX_ROWS when the tiled kernel would leave cores
+ * idle (a frame's 64 x 256 x 256: a few tiles, each a long chain of barriers). Forcing a
+ * tile (tune.matmul) means the tiled kernel unless the path is forced too. */
+static int gemv_wanted(const lm_context *ctx, const lm_matmul_args *g) {
+    if (ctx->mm_path == MM_PATH_GEMV) return 1;
+    if (ctx->mm_path != MM_PATH_AUTO || ctx->mm_tile[0]) return 0;
+    if (g->m <= LM_GEMV_MAX_M) return 1;
+    mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
+    uint64_t groups = (uint64_t)((g->m + t.bm - 1) / t.bm) * ((g->n + t.bn - 1) / t.bn) * g->batch;
+    return groups < device_cores(ctx);
+}
+
 void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     lm_context *ctx = g->a->storage->ctx;
-    /* A forced tile (tune.matmul) means the tiled kernel unless the path is forced too. */
     int gemv_allowed = ctx->mm_path == MM_PATH_GEMV || (ctx->mm_path == MM_PATH_AUTO && !ctx->mm_tile[0]);
-    if (gemv_allowed && lm_gemv_problem(ctx, g) == NULL) {
+    if (lm_gemv_problem(ctx, g) == NULL && gemv_wanted(ctx, g)) {
         lm_record_gemv(L, g, op, ctx->mm_split);
         return;
     }
@@ -419,10 +431,10 @@ int lm_op_matmul_config(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)(((uint64_t)m + t.bm - 1) / t.bm * (((uint64_t)n + t.bn - 1) / t.bn)));
     lua_setfield(L, -2, "workgroups");
     /* The small-M path for an M x K by K x N product (or a linear's weight [N, K]). */
-    lm_matmul_args g = { .m = (uint32_t)(m > LM_GEMV_MAX_M ? LM_GEMV_MAX_M + 1 : m), .n = (uint32_t)(n > 0x7fffffff ? 0x7fffffff : n),
+    lm_matmul_args g = { .m = (uint32_t)(m > LM_GEMV_MAX_ROWS ? LM_GEMV_MAX_ROWS + 1 : m),
+                         .n = (uint32_t)(n > 0x7fffffff ? 0x7fffffff : n),
                          .k = (uint32_t)(k > 0x7fffffff ? 0x7fffffff : k), .batch = 1 };
-    lua_pushboolean(L, (ctx->mm_path == MM_PATH_GEMV || (ctx->mm_path == MM_PATH_AUTO && !ctx->mm_tile[0])) &&
-                       lm_gemv_problem(ctx, &g) == NULL);
+    lua_pushboolean(L, lm_gemv_problem(ctx, &g) == NULL && gemv_wanted(ctx, &g));
     lua_setfield(L, -2, "gemv");
     lua_pushstring(L, (const char *[]){ "auto", "gemv", "tiled" }[ctx->mm_path]);
     lua_setfield(L, -2, "path");

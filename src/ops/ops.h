@@ -97,7 +97,8 @@ typedef struct lm_matmul_args {
 void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
 /* The small-M path (gemv.c): NULL when it can run the product, else why not; records it
  * (split: K slices to force, 0 = chosen from the shape). Elements of g's dtype. */
-#define LM_GEMV_MAX_M 16
+#define LM_GEMV_MAX_M 16      /* rows per block (each block reads b once) */
+#define LM_GEMV_MAX_ROWS 64   /* rows the path takes at all (blocks of LM_GEMV_MAX_M) */
 /* a and b (arguments arg_a, arg_b) must be float32, float16 or bfloat16, the same one; the
  * 16-bit ones need narrow storage. */
 void lm_check_matmul_dtypes(lua_State *L, const lm_tensor *a, int arg_a, const char *name_a,
