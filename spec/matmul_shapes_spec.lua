@@ -233,6 +233,29 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
     end)
   end
 
+  describe("the tensor-core path", function()
+    it("lumus.device().cooperative_matrix says whether float16 products may use it", function()
+      assert.are.equal("boolean", type(lumus.device().cooperative_matrix))
+    end)
+
+    -- Where the device has no cooperative matrices (lavapipe) path = "coop" runs the
+    -- tiled kernel; on a GPU with them these shapes cover whole and partial 128 x 128
+    -- blocks and a K tail (bench/device_checks.lua checks the same on the H200).
+    for _, s in ipairs { { 130, 40, 136, false }, { 64, 64, 64, true }, { 200, 24, 72, true } } do
+      it(("float16 M=%d K=%d N=%d transpose_b=%s with path coop"):format(s[1], s[2], s[3], tostring(s[4])), function()
+        force("coop")
+        assert.are.equal("coop", lumus.tune.matmul(1, 1, 1).path)
+        local m, k, n, tb = s[1], s[2], s[3], s[4]
+        local a, at = operand({ m, k }, g, "float16")
+        local b, bt = operand(tb and { n, k } or { k, n }, g, "float16")
+        check(lumus.matmul(a, b, { transpose_b = tb }), at, bt, { transpose_b = tb }, "float16", "coop")
+        local bias, biast = operand({ n }, g, "float16")
+        local w, wt = operand({ n, k }, g, "float16")
+        check(lumus.linear(a, w, bias), at, wt, { transpose_b = true, bias = biast }, "float16", "coop linear")
+      end)
+    end
+  end)
+
   describe("dtype rules", function()
     it("mixed dtypes raise, naming both", function()
       local h = lumus.ones({ 2, 2 }, { dtype = "float16" })
@@ -255,7 +278,7 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
       assert.is_false(lumus.tune.matmul(1, 64, 64).gemv)
       reset()
       assert.are.equal("auto", lumus.tune.matmul(1, 1, 1).path)
-      checks.errors(lumus.tune.matmul, "path must be \"auto\", \"gemv\" or \"tiled\"", 1, 1, 1, { path = "fast" })
+      checks.errors(lumus.tune.matmul, "path must be \"auto\", \"gemv\", \"tiled\" or \"coop\"", 1, 1, 1, { path = "fast" })
       checks.errors(lumus.tune.matmul, "split must be 0 %(automatic%) or a power of two", 1, 1, 1, { split = 3 })
       checks.errors(lumus.tune.matmul, "split must be at most 256", 1, 1, 1, { split = 512 })
     end)

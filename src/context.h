@@ -49,6 +49,7 @@ struct lm_context {
     int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
     int narrow_storage;                 /* 8- and 16-bit storage buffer access enabled */
     uint32_t sm_count;                  /* VK_NV_shader_sm_builtins enabled: its SM count, else 0 */
+    int coop_matrix;                    /* VK_NV_cooperative_matrix enabled, 16x16x16 f16 -> f32 listed */
     int pipeline_stats;                 /* LUMUS_PIPELINE_STATS: print each pipeline's statistics */
     uint32_t timestamp_bits;
     VkDeviceSize max_allocation;        /* largest single tensor, in bytes */

@@ -92,7 +92,7 @@ static mm_tile choose_tile(const lm_context *ctx, uint64_t m, uint64_t n, uint64
 static int aligned4(const lm_tensor *t, uint32_t bytes) { return t == NULL || lm_tensor_address(t) % (4u * bytes) == 0; }
 
 /* Which kernel a product runs (ctx->mm_path forces one where it applies). */
-enum { MM_PATH_AUTO, MM_PATH_GEMV, MM_PATH_TILED };
+enum { MM_PATH_AUTO, MM_PATH_GEMV, MM_PATH_TILED, MM_PATH_COOP };
 
 /* Whether the small-M path should take a product it can run: always up to
  * LM_GEMV_MAX_M rows; up to LM_GEMV_MAX_ROWS when the tiled kernel would leave cores
@@ -105,6 +105,50 @@ static int gemv_wanted(const lm_context *ctx, const lm_matmul_args *g) {
     mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
     uint64_t groups = (uint64_t)((g->m + t.bm - 1) / t.bm) * ((g->n + t.bn - 1) / t.bn) * g->batch;
     return groups < device_cores(ctx);
+}
+
+/* The tensor-core kernel (shaders/matmul_coop.comp): 128 x 128 blocks, 4 subgroups. */
+#define COOP_BLOCK 128
+#define COOP_SUBGROUPS 4
+
+/* NULL when the float16 product can run on tensor cores, else why not. */
+static const char *coop_problem(const lm_context *ctx, const lm_matmul_args *g) {
+    if (!ctx->coop_matrix) return "the device has no cooperative matrices";
+    uint32_t wg = COOP_SUBGROUPS * ctx->subgroup_size;
+    if (wg > ctx->props.limits.maxComputeWorkGroupInvocations || wg > ctx->props.limits.maxComputeWorkGroupSize[0])
+        return "workgroup too large";
+    if (g->batch != 1 || g->trans_a) return "batched or a transposed";
+    uint32_t lda = g->lda ? g->lda : g->k;
+    uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
+    if (g->k % 8 || lda % 8 || ldb % 8 || (!g->trans_b && g->n % 8)) return "rows not in whole 16-byte chunks";
+    if (lm_tensor_address(g->a) % 16 || lm_tensor_address(g->b) % 16) return "operands not 16-byte aligned";
+    return NULL;
+}
+
+static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
+    lm_context *ctx = g->a->storage->ctx;
+    struct {
+        uint64_t a, b, bias, c;
+        uint32_t m, n, k, lda, ldb, tiles_m, tiles_n, groups_x;
+    } pc = {
+        .a = lm_tensor_address(g->a), .b = lm_tensor_address(g->b),
+        .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
+        .m = g->m, .n = g->n, .k = g->k,
+        .lda = g->lda ? g->lda : g->k, .ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n),
+        .tiles_m = (g->m + COOP_BLOCK - 1) / COOP_BLOCK, .tiles_n = (g->n + COOP_BLOCK - 1) / COOP_BLOCK,
+    };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "matmul_coop push constants");
+    uint64_t groups = (uint64_t)pc.tiles_m * pc.tiles_n;
+    if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .any_dtype = 1, .shader = LM_SH_MATMUL_COOP,
+        .spec = { COOP_SUBGROUPS * ctx->subgroup_size, g->trans_b ? 1u : 0u },
+        .full_subgroups = 1,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { g->a, g->b, g->bias }, .writes = { g->out },
+    });
 }
 
 void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
@@ -128,6 +172,11 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
         }
     }
     lm_dtype dt = g->a->dtype;
+    if (dt == LM_FLOAT16 && (ctx->mm_path == MM_PATH_AUTO || ctx->mm_path == MM_PATH_COOP) && !ctx->mm_tile[0] &&
+        coop_problem(ctx, g) == NULL) {
+        record_coop(L, g, op);
+        return;
+    }
     uint32_t es = (uint32_t)lm_dtype_size(dt);
     mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
     uint32_t lda = g->lda ? g->lda : (g->trans_a ? g->m : g->k);
@@ -368,7 +417,7 @@ int lm_op_matmul(lua_State *L) {
  * rotation, absent restores the automatic choice. */
 int lm_op_matmul_config(lua_State *L) {
     static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", "path", "split", NULL };
-    static const char *const paths[] = { "auto", "gemv", "tiled", NULL };
+    static const char *const paths[] = { "auto", "gemv", "tiled", "coop", NULL };
     lua_Integer m = lm_check_integer(L, 1), n = lm_check_integer(L, 2), k = lm_check_integer(L, 3);
     if (m < 1) lm_argerror(L, 1, "M must be positive");
     if (n < 1) lm_argerror(L, 2, "N must be positive");
@@ -404,7 +453,7 @@ int lm_op_matmul_config(lua_State *L) {
             path = -1;
             for (int i = 0; paths[i]; i++)
                 if (strcmp(name, paths[i]) == 0) path = i;
-            if (path < 0) lm_argerror(L, 4, "path must be \"auto\", \"gemv\" or \"tiled\"");
+            if (path < 0) lm_argerror(L, 4, "path must be \"auto\", \"gemv\", \"tiled\" or \"coop\"");
         }
         lua_pop(L, 1);
         lua_Integer split = lm_option_integer(L, 4, "split", 0);
@@ -436,7 +485,7 @@ int lm_op_matmul_config(lua_State *L) {
                          .k = (uint32_t)(k > 0x7fffffff ? 0x7fffffff : k), .batch = 1 };
     lua_pushboolean(L, lm_gemv_problem(ctx, &g) == NULL && gemv_wanted(ctx, &g));
     lua_setfield(L, -2, "gemv");
-    lua_pushstring(L, (const char *[]){ "auto", "gemv", "tiled" }[ctx->mm_path]);
+    lua_pushstring(L, paths[ctx->mm_path]);
     lua_setfield(L, -2, "path");
     return 1;
 }
