@@ -228,14 +228,19 @@ local function bench_shape(s)
   local entries = sample_entries(M, N, samples)
   local cfg = lumus.tune.matmul(M, N, K)
   local tile = cfg.gemv and "gemv" or tile_name(cfg)
+  -- float16 on tensor cores where the device has them and the rows are whole 16-byte
+  -- chunks (src/ops/matmul.c, coop_problem); linear's weight needs only K.
+  local coop = dtype == "float16" and dev.cooperative_matrix and not cfg.gemv and K % 8 == 0
+  local tile_matmul = coop and N % 8 == 0 and "coop" or tile
+  local tile_linear = coop and "coop" or tile
   local rows = {}
   local ops = {
-    { "matmul", function() lumus.matmul(a, b, { out = out }) end, bval, nil },
+    { "matmul", function() lumus.matmul(a, b, { out = out }) end, bval, nil, tile_matmul },
     { "linear", function() lumus.linear(a, w, bias, { out = out }) end,
-      function(q, j) return wval(j, q) end, biasv },
+      function(q, j) return wval(j, q) end, biasv, tile_linear },
   }
   for _, o in ipairs(ops) do
-    local name, fn, bv, bb = o[1], o[2], o[3], o[4]
+    local name, fn, bv, bb, tile = o[1], o[2], o[3], o[4], o[5]
     local t = device_time(fn, iters, warmup)
     local err, ok = check_entries(out, M, N, K, aval, bv, bb, entries, dtype)
     local es = dtype == "float32" and 4 or 2

@@ -26,6 +26,7 @@
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
 #                               bench/layer_norm_backward.lua
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
+#   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -111,10 +112,10 @@ red_baseline=()
 [ -s "$out/torch_reductions.csv" ] && red_baseline+=(--torch "$out/torch_reductions.csv")
 step reductions 180 lua5.4 bench/reductions.lua ${red_baseline[@]+"${red_baseline[@]}"} --csv "$out/reductions.csv"
 
-step torch_matmul 90 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv"
+step torch_matmul 180 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv"
 mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
-step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
+step matmul 240 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
 
 step torch_random 60 python3 bench/torch_random.py --csv "$out/torch_random.csv"
 rnd_baseline=()
@@ -145,11 +146,13 @@ lnb_baseline=()
 [ -s "$out/torch_lnb.csv" ] && lnb_baseline+=(--baseline "$out/torch_lnb.csv")
 step layer_norm_backward 150 lua5.4 bench/layer_norm_backward.lua ${lnb_baseline[@]+"${lnb_baseline[@]}"} \
   --csv "$out/layer_norm_backward.csv"
+# Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
+step device_checks 180 lua5.4 bench/device_checks.lua
 
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
-  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward; do
+  for name in torch layer_norm torch_elementwise elementwise async transfer dtypes torch_reductions reductions torch_matmul matmul torch_random random torch_index index sweep_shapes torch_sweep sweep frame_torch frame torch_lnb layer_norm_backward device_checks; do
     [ -f "$out/$name.md" ] && { echo; cat "$out/$name.md"; }
   done
 } > "$out/summary.md"

@@ -256,6 +256,38 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
     end
   end)
 
+  describe("under the Khronos validation layer", function()
+    it("the small-M and tiled kernels in every dtype print no message", function()
+      local script = [[
+        local lumus = require "lumus"
+        assert(lumus.device().validation, "validation layer not enabled")
+        for _, dt in ipairs { "float32", "float16", "bfloat16" } do
+          for _, path in ipairs { "gemv", "tiled", "coop" } do
+            lumus.tune.matmul(1, 1, 1, { path = path })
+            for _, s in ipairs { { 1, 64, 40 }, { 5, 33, 17 }, { 40, 64, 64 } } do
+              local a = lumus.ones({ s[1], s[2] }):to(dt)
+              local b = lumus.ones({ s[2], s[3] }):to(dt)
+              local w = lumus.ones({ s[3], s[2] }):to(dt)
+              lumus.matmul(a, b):to("float32"):to_table()
+              lumus.linear(a, w, lumus.ones({ s[3] }):to(dt)):to("float32"):to_table()
+            end
+          end
+        end
+        print("messages", lumus.tune.validation_messages())
+      ]]
+      local cmd = ("LUMUS_VALIDATION=1 LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1"):format(package.path, package.cpath, script)
+      local p = io.popen(cmd)
+      local out = p:read("a")
+      local ok = p:close()
+      if out:find("VK_LAYER_KHRONOS_validation is not installed", 1, true) then
+        pending("validation layer not installed (vulkan-validationlayers)")
+        return
+      end
+      assert.is_true(ok, out)
+      assert.matches("messages\t0", out)
+    end)
+  end)
+
   describe("dtype rules", function()
     it("mixed dtypes raise, naming both", function()
       local h = lumus.ones({ 2, 2 }, { dtype = "float16" })
@@ -281,6 +313,12 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
       checks.errors(lumus.tune.matmul, "path must be \"auto\", \"gemv\", \"tiled\" or \"coop\"", 1, 1, 1, { path = "fast" })
       checks.errors(lumus.tune.matmul, "split must be 0 %(automatic%) or a power of two", 1, 1, 1, { split = 3 })
       checks.errors(lumus.tune.matmul, "split must be at most 256", 1, 1, 1, { split = 512 })
+      -- a refused call changes nothing (the tile stays automatic)
+      local before = lumus.tune.matmul(100, 100, 100)
+      checks.errors(lumus.tune.matmul, "path must be", 1, 1, 1,
+                    { bm = 32, bn = 32, bk = 8, tm = 4, tn = 4, path = "fast" })
+      local after = lumus.tune.matmul(100, 100, 100)
+      assert.are.same({ before.bm, before.bn, before.path }, { after.bm, after.bn, after.path })
     end)
   end)
 end)

@@ -159,9 +159,10 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     f->int64 = feat.features.shaderInt64;
     f->size_control = v13 && f13.subgroupSizeControl;
     f->full_subgroups = v13 && f13.computeFullSubgroups;
-    /* The kernel's needs (glslang declares the Vulkan memory model for cooperative matrices). */
+    /* The kernel's needs: float16 matrices (shaderFloat16) and the Vulkan memory model,
+     * which glslang declares for cooperative matrices. */
     f->coop_matrix = f->coop_matrix && f->narrow_storage && f->full_subgroups && v12 && f12.vulkanMemoryModel &&
-                     f->min_subgroup == f->max_subgroup;
+                     f12.shaderFloat16 && f->min_subgroup == f->max_subgroup;
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
@@ -420,6 +421,7 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .shaderBufferInt64Atomics = f->int64_atomics ? VK_TRUE : VK_FALSE,
         .storageBuffer8BitAccess = f->narrow_storage ? VK_TRUE : VK_FALSE,
         .vulkanMemoryModel = f->coop_matrix ? VK_TRUE : VK_FALSE,
+        .shaderFloat16 = f->coop_matrix ? VK_TRUE : VK_FALSE,
     };
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,

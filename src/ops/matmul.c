@@ -442,9 +442,6 @@ int lm_op_matmul_config(lua_State *L) {
             mm_tile t = { v[0], v[1], v[2], v[3], v[4] };
             const char *why = tile_problem(ctx, &t);
             if (why) lm_argerror(L, 4, "%s", why);
-            memcpy(ctx->mm_tile, v, sizeof v);
-        } else {
-            memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
         }
         lm_push_option(L, 4, "path");
         int path = MM_PATH_AUTO;
@@ -460,6 +457,8 @@ int lm_op_matmul_config(lua_State *L) {
         if (split < 0 || (split & (split - 1)))
             lm_argerror(L, 4, "split must be 0 (automatic) or a power of two");
         if (split > 256) lm_argerror(L, 4, "split must be at most 256");
+        if (given) memcpy(ctx->mm_tile, v, sizeof v);
+        else memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
         ctx->mm_rotate = rotate;
         ctx->mm_path = path;
         ctx->mm_split = (uint32_t)split;
