@@ -37,6 +37,7 @@ layout(push_constant) uniform Params {
     uint groups_x;                                 // grid width (2-D folding)
     uint groups;                                   // workgroups with work
     uint row_blocks;                               // blocks of MR rows (M > MR: a is read in blocks)
+    uint bias_step;                                // 1: bias[n] per column; 0: bias[0] for all
 } p;
 
 // This workgroup's first row; rows past M read row M (clamped) and store nothing.
@@ -49,7 +50,7 @@ const uint WG = gl_WorkGroupSize.x;
 shared float red_rows[TRANS_B ? SUBS * MR * CPT : 1];
 shared vec4 red_cols[TRANS_B ? 1 : WG];
 
-float bias_at(uint n) { return p.bias != 0ul ? ld1(p.bias, n) : 0.0; }
+float bias_at(uint n) { return p.bias != 0ul ? ld1(p.bias, n * p.bias_step) : 0.0; }
 
 void rows_form(uint g) {
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, width = gl_SubgroupSize;

@@ -170,7 +170,7 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
 
   describe("one column (N = 1) through the small-M path", function()
     for _, m in ipairs { 17, 130 } do
-      it(("M=%d: b [K, 1], b [1, K] with transpose_b, 1-D b"):format(m), function()
+      it(("M=%d: b [K, 1], b [1, K] with transpose_b, 1-D b, linear with bias"):format(m), function()
         for _, path in ipairs { "auto", "gemv" } do
           force(path)
           local a, at = operand({ m, 33 }, g, "float32")
@@ -185,6 +185,10 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
           local col = {}
           for i = 1, 33 do col[i] = { vt[i] } end
           check(got:view({ m, 1 }), at, col, {}, "float32", "vector")
+          local w1, w1t = operand({ 1, 36 }, g, "float32")
+          local bias = ref.random_table({ 1 }, g)
+          check(lumus.linear(a2, w1, lumus.tensor(bias)), a2t, w1t, { transpose_b = true, bias = bias }, "float32",
+                "linear to one feature")
         end
       end)
     end

@@ -11,6 +11,7 @@
 #define GEMV_THREADS_PER_CORE 1024   /* threads per core to aim for: enough loads in flight */
 #define GEMV_THREADS_PER_CPU 256     /* lavapipe: one workgroup per worker thread is plenty */
 #define GEMV_MIN_ROW_BYTES 64        /* COLS form: bytes of a row of b one K slice reads at least */
+#define GEMV_MAX_REDUCE 256          /* COLS form: K slices times rows, the serial adds at the end */
 
 static uint32_t gemv_wg(const lm_context *ctx) {
     uint32_t wg = GEMV_WG;
@@ -79,6 +80,11 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
         uint32_t min_ct = GEMV_MIN_ROW_BYTES / (vec4 ? 4 * es : es);
         if (min_ct < 1) min_ct = 1;
         uint32_t max_ks = wg / min_ct > 0 ? wg / min_ct : 1;
+        /* Rows narrower than that (small N): split K further anyway, or a long K runs on
+         * a handful of threads. */
+        if (g->n < 4 * min_ct) max_ks = wg;
+        /* The first slice adds the others' sums for each of its mr rows: keep that short. */
+        while (max_ks > 1 && max_ks * mr > GEMV_MAX_REDUCE) max_ks /= 2;
         if (split) ks = split;
         else
             while (ks * 2 <= max_ks && col_threads * row_blocks * ks < want && ks * 2 <= g->k) ks *= 2;
@@ -88,11 +94,12 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
     }
     struct {
         uint64_t a, b, bias, c;
-        uint32_t m, n, k, lda, ldb, groups_x, groups, row_blocks;
+        uint32_t m, n, k, lda, ldb, groups_x, groups, row_blocks, bias_step;
     } pc = {
         .a = lm_tensor_address(g->a), .b = lm_tensor_address(g->b),
         .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
         .m = g->m, .n = g->n, .k = g->k, .lda = lda, .ldb = ldb, .row_blocks = row_blocks,
+        .bias_step = g->bias_scalar ? 0 : 1,
     };
     uint64_t all = (uint64_t)groups * row_blocks;
     if (all > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)all);

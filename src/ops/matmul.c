@@ -158,13 +158,13 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
         lm_record_gemv(L, g, op, ctx->mm_split);
         return;
     }
-    /* One column (N = 1, b's K elements consecutive, no bias): c [M, 1] is c^T [1, M] =
-     * b^T a^T, the small-M path's product of one row with a read as a weight [M, K]. */
-    if (gemv_allowed && g->n == 1 && g->batch == 1 && !g->trans_a && !g->bias &&
-        (g->trans_b || g->ldb <= 1)) {
+    /* One column (N = 1, b's K elements consecutive): c [M, 1] is c^T [1, M] = b^T a^T,
+     * the small-M path's product of one row with a read as a weight [M, K] (a bias is
+     * its one element added to every column). */
+    if (gemv_allowed && g->n == 1 && g->batch == 1 && !g->trans_a && (g->trans_b || g->ldb <= 1)) {
         lm_matmul_args t = {
-            .a = g->b, .b = g->a, .out = g->out, .m = 1, .n = g->m, .k = g->k, .batch = 1, .trans_b = 1,
-            .lda = g->k, .ldb = g->lda ? g->lda : g->k,
+            .a = g->b, .b = g->a, .bias = g->bias, .bias_scalar = 1, .out = g->out, .m = 1, .n = g->m,
+            .k = g->k, .batch = 1, .trans_b = 1, .lda = g->k, .ldb = g->lda ? g->lda : g->k,
         };
         if (lm_gemv_problem(ctx, &t) == NULL) {
             lm_record_gemv(L, &t, op, ctx->mm_split);

@@ -93,6 +93,7 @@ typedef struct lm_matmul_args {
     int trans_b, trans_a;
     uint32_t batch_inner, lda, ldb;
     uint64_t stride_a2, stride_b2;
+    int bias_scalar;                /* small-M path only: bias is one element added to every column */
 } lm_matmul_args;
 void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
 /* The small-M path (gemv.c): NULL when it can run the product, else why not; records it
