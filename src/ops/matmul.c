@@ -95,8 +95,9 @@ static int aligned4(const lm_tensor *t, uint32_t bytes) { return t == NULL || lm
 enum { MM_PATH_AUTO, MM_PATH_GEMV, MM_PATH_TILED, MM_PATH_COOP };
 
 /* Whether the small-M path should take a product it can run: always up to
- * LM_GEMV_MAX_M rows; up to LM_GEMV_MAX_ROWS when the tiled kernel would leave cores
- * idle (a frame's 64 x 256 x 256: a few tiles, each a long chain of barriers). Forcing a
+ * LM_GEMV_MAX_M rows; up to LM_GEMV_MAX_ROWS when the tiled kernel would run fewer than
+ * two tiles per core (a frame's 64 x 256 x 256: a few tiles, each a long chain of
+ * barriers; 64 x 768 x 3072 ran at 0.4x PyTorch on 192 small tiles). Forcing a
  * tile (tune.matmul) means the tiled kernel unless the path is forced too. */
 static int gemv_wanted(const lm_context *ctx, const lm_matmul_args *g) {
     if (ctx->mm_path == MM_PATH_GEMV) return 1;
@@ -104,7 +105,7 @@ static int gemv_wanted(const lm_context *ctx, const lm_matmul_args *g) {
     if (g->m <= LM_GEMV_MAX_M) return 1;
     mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
     uint64_t groups = (uint64_t)((g->m + t.bm - 1) / t.bm) * ((g->n + t.bn - 1) / t.bn) * g->batch;
-    return groups < device_cores(ctx);
+    return groups < 2 * (uint64_t)device_cores(ctx);
 }
 
 /* The tensor-core kernel (shaders/matmul_coop.comp): 128 x 128 blocks, 4 subgroups. */
