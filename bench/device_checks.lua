@@ -150,5 +150,61 @@ if lumus.tune.elementwise then
   lumus.tune.elementwise({ fused_fma = saved })
 end
 
+-- matmul / linear on every kernel path and dtype against float64 (bench/matmul.lua checks
+-- sampled entries of large products; these check every entry of odd-sized ones). Bound
+-- per element: 2*K*2^-24*sum|a||b| for the accumulation plus half an ulp of the output
+-- dtype times |ref| (inputs are exact in their dtype: they are read back after conversion).
+do
+  local ref = require "lumus.reference"
+  local HALF = { float32 = 0, float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
+  local g = ref.rng(20261203)
+  local function operand(shape, dtype)
+    local t = lumus.tensor(ref.random_table(shape, g))
+    if dtype ~= "float32" then t = t:to(dtype) end
+    return t, (dtype == "float32" and t or t:to("float32")):to_table()
+  end
+  local function worst_ratio(got, at, bt, tb, dtype)
+    local c = (dtype == "float32" and got or got:to("float32")):to_table()
+    local M, K = #at, #at[1]
+    local N = tb and #bt or #bt[1]
+    local worst = 0
+    for i = 1, M do
+      for j = 1, N do
+        local s, scale = 0, 0
+        for q = 1, K do
+          local p = at[i][q] * (tb and bt[j][q] or bt[q][j])
+          s, scale = s + p, scale + math.abs(p)
+        end
+        local bound = 2 * K * 2 ^ -24 * scale * (1 + HALF[dtype]) + HALF[dtype] * math.abs(s) * 1.001 + 2 ^ -25
+        local r = math.abs(c[i][j] - s) / bound
+        if not (r <= worst) then worst = r end     -- NaN makes worst NaN
+      end
+    end
+    return worst
+  end
+  local coop = lumus.device().cooperative_matrix
+  print(("cooperative matrices (tensor cores): %s"):format(tostring(coop)))
+  local paths = { "auto", "gemv", "tiled" }
+  if coop ~= nil then paths[#paths + 1] = "coop" end
+  for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+    for _, path in ipairs(paths) do
+      local ok_path = pcall(lumus.tune.matmul, 1, 1, 1, { path = path })
+      if ok_path then
+        for _, s in ipairs { { 1, 768, 257 }, { 7, 33, 65 }, { 16, 64, 128 }, { 64, 256, 256 }, { 130, 72, 200 }, { 257, 136, 264 } } do
+          local M, K, N = s[1], s[2], s[3]
+          for _, tb in ipairs { false, true } do
+            local a, at = operand({ M, K }, dtype)
+            local b, bt = operand(tb and { N, K } or { K, N }, dtype)
+            local r = worst_ratio(lumus.matmul(a, b, { transpose_b = tb }), at, bt, tb, dtype)
+            check(r <= 1, ("matmul %s path %s %dx%dx%d transpose_b=%s: worst error / bound %.3g")
+              :format(dtype, path, M, K, N, tostring(tb), r))
+          end
+        end
+      end
+    end
+  end
+  lumus.tune.matmul(1, 1, 1, {})
+end
+
 print(("device_checks: %d passed, %d failed"):format(passed, failed))
 os.exit(failed == 0 and 0 or 1)

@@ -16,6 +16,7 @@
 --   lua5.4 bench/matmul.lua [--preset h200|lavapipe] [--shapes MxKxN,...] [--iters N]
 --       [--warmup N] [--samples N] [--tokens N] [--sweep MxKxN,...|none]
 --       [--baseline torch.csv] [--csv out.csv] [--seed N] [--rotate on|off]
+--       [--extra h200|lavapipe|none]
 --
 -- Presets: h200 (default on a GPU) takes ~30 s on an H200; lavapipe (default on a CPU
 -- device) ~1-2 minutes on two cores. Inputs are N(0, 1) rows repeating a random block of
@@ -31,10 +32,10 @@ local fmt, median = common.fmt, common.median
 local USAGE = [==[
 usage: lua5.4 bench/matmul.lua [--preset h200|lavapipe] [--shapes MxKxN,...] [--iters N]
   [--warmup N] [--samples N] [--tokens N] [--sweep MxKxN,...|none] [--baseline torch.csv]
-  [--csv FILE] [--seed N] [--rotate on|off]]==]
+  [--csv FILE] [--seed N] [--rotate on|off] [--extra h200|lavapipe|none]]==]
 
 local known = {}
-for name in ("preset shapes iters warmup samples tokens sweep baseline csv seed rotate"):gmatch("%S+") do known[name] = true end
+for name in ("preset shapes iters warmup samples tokens sweep baseline csv seed rotate extra"):gmatch("%S+") do known[name] = true end
 local opt = common.parse_args(arg, known, {}, USAGE)
 
 local lumus = common.load_lumus()
@@ -44,9 +45,10 @@ local dev_line, dev = common.device_line(lumus)
 
 local PRESETS = {
   h200 = { shapes = "4096x4096x4096,8192x768x3072,8192x3072x768", iters = 30, warmup = 3,
-           samples = 32, tokens = 8192, sweep = "4096x4096x4096,8192x768x3072", sweep_iters = 10 },
+           samples = 32, tokens = 8192, sweep = "4096x4096x4096,8192x768x3072", sweep_iters = 10,
+           extra = "h200" },
   lavapipe = { shapes = "256x256x256,512x512x512,64x768x3072", iters = 3, warmup = 1,
-               samples = 16, tokens = 64, sweep = "512x512x512", sweep_iters = 2 },
+               samples = 16, tokens = 64, sweep = "512x512x512", sweep_iters = 2, extra = "lavapipe" },
 }
 local preset_name = opt.preset or (dev.kind == "cpu" and "lavapipe") or "h200"
 local preset = PRESETS[preset_name]
@@ -64,6 +66,51 @@ local function parse_mkn(s)
 end
 
 local shapes = parse_mkn(opt.shapes or preset.shapes)
+-- The extra shapes (--extra h200|lavapipe|none; bench/torch_matmul.py --extra lists the
+-- same ones): small-M products (GEMV: a decode step's vocabulary projection, [1..8] rows
+-- of a 4096 x 4096 weight, a game frame's 64 x 256 x 256), a seeded random sweep of
+-- M, N, K in 1..8192 (the same generator in both scripts), and float16 / bfloat16
+-- products (tensor-core work in PyTorch). Names carry the dtype: "4096x4096x4096 f16".
+local EXTRA = {
+  h200 = { small = "1x768x50257,1x4096x4096,2x4096x4096,4x4096x4096,8x4096x4096,16x4096x4096,64x256x256,64x768x3072",
+           sweep = 12, sweep_max = 8192, half = "4096x4096x4096,8192x768x3072,8192x3072x768,1x768x50257",
+           bf16 = "4096x4096x4096" },
+  lavapipe = { small = "1x768x4099,4x256x256,64x256x256", sweep = 4, sweep_max = 300, half = "128x128x128,1x256x1001",
+               bf16 = "128x128x128" },
+  none = { small = "", sweep = 0, sweep_max = 1, half = "", bf16 = "" },
+}
+local extra = EXTRA[opt.extra or preset.extra]
+if not extra then io.stderr:write("--extra takes h200, lavapipe or none\n"); os.exit(2) end
+local SWEEP_SEED = 20261203
+do
+  local function add(list, dtype, suffix)
+    for _, sh in ipairs(parse_mkn(list)) do
+      sh.dtype, sh.name = dtype, sh.name .. suffix
+      shapes[#shapes + 1] = sh
+    end
+  end
+  add(extra.small, "float32", "")
+  -- 31-bit LCG (as torch_matmul.py's sweep_shapes); sizes log-uniform in 1..sweep_max;
+  -- products over 2^33 multiply-adds are skipped (each stays under a millisecond).
+  local state = SWEEP_SEED
+  local function nxt() state = (state * 1103515245 + 12345) % 2147483648; return state end
+  local function size()
+    local top = 0
+    while 2 ^ (top + 1) <= extra.sweep_max do top = top + 1 end
+    local lo = math.tointeger(2 ^ (nxt() % (top + 1)))
+    return math.min(extra.sweep_max, lo + nxt() % lo)
+  end
+  local count = 0
+  while count < extra.sweep do
+    local m, k, n = size(), size(), size()
+    if m * k * n <= 2 ^ 33 then
+      count = count + 1
+      shapes[#shapes + 1] = { m, k, n, name = ("%dx%dx%d"):format(m, k, n), dtype = "float32", sweep = true }
+    end
+  end
+  add(extra.half, "float16", " f16")
+  add(extra.bf16, "bfloat16", " bf16")
+end
 local sweep_shapes = parse_mkn(opt.sweep or preset.sweep)
 local iters = common.int_opt(opt.iters, preset.iters)
 local warmup = common.int_opt(opt.warmup, preset.warmup)
@@ -117,7 +164,10 @@ local function sample_entries(M, N, n)
 end
 
 -- Largest |got - want| over the samples, and whether each is within the float32 bound.
-local function check_entries(out, M, N, K, aval, bval, bias, entries)
+local HALF = { float32 = 0, float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
+local function check_entries(out, M, N, K, aval, bval, bias, entries, dtype)
+  local h = HALF[dtype or "float32"]
+  if h > 0 then out = out:to("float32") end
   local worst, ok = 0, true
   for _, e in ipairs(entries) do
     local i, j = e[1], e[2]
@@ -128,7 +178,11 @@ local function check_entries(out, M, N, K, aval, bval, bias, entries)
     end
     local got = (string.unpack("<f", out:to_bytes(i * N + j + 1, 1)))
     local err = math.abs(got - s)
-    if not (err <= 2 * K * U * scale + 2 * U * math.abs(bias and bias[j + 1] or 0)) then ok = false end
+    -- float32: the accumulation bound; 16-bit inputs add their rounding (the samples are
+    -- the float32 values before conversion) and the output's.
+    local bound = 2 * K * U * scale + 2 * U * math.abs(bias and bias[j + 1] or 0)
+    if h > 0 then bound = bound + 4 * h * (scale + math.abs(bias and bias[j + 1] or 0)) + 2 * h * math.abs(s) end
+    if not (err <= bound) then ok = false end
     if err > worst or err ~= err then worst = err end
   end
   return worst, ok
@@ -150,34 +204,49 @@ end
 
 local function bench_shape(s)
   local M, K, N = s[1], s[2], s[3]
+  local dtype = s.dtype or "float32"
+  local function as_dtype(t)
+    if dtype == "float32" then return t end
+    local c = t:to(dtype)
+    t:free()
+    return c
+  end
   local flops = 2 * M * N * K
   local abytes, aval = matrix(M, K)
-  local a <close> = lumus.from_bytes(abytes, { M, K })
+  local a <close> = as_dtype(lumus.from_bytes(abytes, { M, K }))
   abytes = nil                                               -- luacheck: ignore
   local bbytes, bval = matrix(K, N)
-  local b <close> = lumus.from_bytes(bbytes, { K, N })
+  local b <close> = as_dtype(lumus.from_bytes(bbytes, { K, N }))
   bbytes = nil                                               -- luacheck: ignore
   local wbytes, wval = matrix(N, K)
-  local w <close> = lumus.from_bytes(wbytes, { N, K })
+  local w <close> = as_dtype(lumus.from_bytes(wbytes, { N, K }))
   wbytes = nil                                               -- luacheck: ignore
   local biasv = common.unpack_floats(common.random_bytes(gen, N, 0.1))
-  local bias <close> = lumus.from_bytes(common.pack_floats(biasv), { N })
-  local out <close> = lumus.empty({ M, N })
+  local bias <close> = as_dtype(lumus.from_bytes(common.pack_floats(biasv), { N }))
+  local out <close> = lumus.empty({ M, N }, { dtype = dtype })
   collectgarbage()
   local entries = sample_entries(M, N, samples)
-  local tile = tile_name(lumus.tune.matmul(M, N, K))
+  local cfg = lumus.tune.matmul(M, N, K)
+  local tile = cfg.gemv and "gemv" or tile_name(cfg)
+  -- float16 on tensor cores where the device has them and the rows are whole 16-byte
+  -- chunks (src/ops/matmul.c, coop_problem); linear's weight needs only K.
+  local coop = dtype == "float16" and dev.cooperative_matrix and not cfg.gemv and K % 8 == 0
+  local tile_matmul = coop and N % 8 == 0 and "coop" or tile
+  local tile_linear = coop and "coop" or tile
   local rows = {}
   local ops = {
-    { "matmul", function() lumus.matmul(a, b, { out = out }) end, bval, nil },
+    { "matmul", function() lumus.matmul(a, b, { out = out }) end, bval, nil, tile_matmul },
     { "linear", function() lumus.linear(a, w, bias, { out = out }) end,
-      function(q, j) return wval(j, q) end, biasv },
+      function(q, j) return wval(j, q) end, biasv, tile_linear },
   }
   for _, o in ipairs(ops) do
-    local name, fn, bv, bb = o[1], o[2], o[3], o[4]
+    local name, fn, bv, bb, tile = o[1], o[2], o[3], o[4], o[5]
     local t = device_time(fn, iters, warmup)
-    local err, ok = check_entries(out, M, N, K, aval, bv, bb, entries)
+    local err, ok = check_entries(out, M, N, K, aval, bv, bb, entries, dtype)
+    local es = dtype == "float32" and 4 or 2
     local row = { op = name, shape = s.name, M = M, K = K, N = N, tile = tile,
-                  ms = t * 1e3, gflops = flops / t / 1e9, max_err = err, ok = ok }
+                  ms = t * 1e3, gflops = flops / t / 1e9, max_err = err, ok = ok,
+                  gbps = (M * K + K * N + N + M * N) * es / t / 1e9 }
     local bl = baseline[name .. " " .. s.name]
     if bl and type(bl.torch_ms) == "number" then
       row.torch_ms, row.torch_gflops = bl.torch_ms, flops / (bl.torch_ms * 1e-3) / 1e9
@@ -189,14 +258,18 @@ local function bench_shape(s)
 end
 
 local date = os.date("!%Y-%m-%d %H:%M UTC")
-print(("# lumus matmul / linear, float32 — %s"):format(dev_line))
+print(("# lumus matmul / linear — %s"):format(dev_line))
 print(("%s; preset %s; median of %d device-time samples (lumus.gpu_time) after warm-up; host clock %s.")
   :format(date, preset_name, iters, clock_name))
 print("GFLOP/s counts 2*M*N*K. linear = x [M, K] times weight [N, K] transposed, plus bias [N].")
+print(("float32 unless the shape says f16 / bf16 (inputs and output in that dtype, float32 accumulation); "
+  .. "random sweep: seed %d (31-bit LCG, sizes log-uniform in 1..%d); tile \"gemv\" = the small-M kernel.")
+  :format(SWEEP_SEED, extra.sweep_max))
+print("GB/s (small M): bytes of a, b (or weight), bias and c once, per device time.")
 print(("err: max |c - ref| over %d sampled entries against float64 sums; ok = every sample within "
   .. "2*K*2^-24*sum|a||b|."):format(samples))
 print()
-local HEADER = { "op", "M x K x N", "tile", "device ms", "GFLOP/s", "torch ms", "torch GFLOP/s", "vs torch", "err", "check" }
+local HEADER = { "op", "M x K x N", "tile", "device ms", "GFLOP/s", "GB/s", "torch ms", "torch GFLOP/s", "vs torch", "err", "check" }
 print("| " .. table.concat(HEADER, " | ") .. " |")
 print("|:---|:---|:---|" .. string.rep("---:|", #HEADER - 3))
 io.stdout:flush()
@@ -212,8 +285,8 @@ for _, s in ipairs(shapes) do
     for _, r in ipairs(rows) do
       all_ok = all_ok and r.ok
       results[#results + 1] = r
-      print(("| %s | %s | %s | %s | %s | %s | %s | %s | %.1e | %s |"):format(r.op, r.shape, r.tile,
-        fmt(r.ms, 3), fmt(r.gflops), fmt(r.torch_ms, 3), fmt(r.torch_gflops),
+      print(("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1e | %s |"):format(r.op, r.shape, r.tile,
+        fmt(r.ms, 3), fmt(r.gflops), r.M <= 64 and fmt(r.gbps) or "-", fmt(r.torch_ms, 3), fmt(r.torch_gflops),
         r.vs_torch and ("%.2fx"):format(r.vs_torch) or "-", r.max_err, r.ok and "ok" or "FAIL"))
     end
   end

@@ -42,6 +42,7 @@
 #                               (bench/gpt2_make_weights.py into $GPT2_DIR, default /tmp/gpt2),
 #                               PyTorch's logits, greedy ids and decode rate
 #                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
+#   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -137,10 +138,10 @@ red_baseline=()
 [ -s "$out/torch_reductions.csv" ] && red_baseline+=(--torch "$out/torch_reductions.csv")
 step reductions 180 lua5.4 bench/reductions.lua ${red_baseline[@]+"${red_baseline[@]}"} --csv "$out/reductions.csv"
 
-step torch_matmul 90 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv"
+step torch_matmul 180 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv"
 mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
-step matmul 120 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
+step matmul 240 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
 
 step torch_random 60 python3 bench/torch_random.py --csv "$out/torch_random.csv"
 rnd_baseline=()
@@ -212,6 +213,8 @@ gpt2_dir=${GPT2_DIR:-/tmp/gpt2}
 step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
+# Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
+step device_checks 180 lua5.4 bench/device_checks.lua
 
 # One Markdown file with every step's output.
 {

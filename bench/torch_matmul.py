@@ -1,7 +1,7 @@
 """PyTorch float32 baseline for bench/matmul.lua, run on the same GPU in the same session.
 
     python3 bench/torch_matmul.py [--shapes 4096x4096x4096,...] [--iters 30] [--warmup 5]
-        [--tokens 8192] [--csv torch_matmul.csv]
+        [--tokens 8192] [--csv torch_matmul.csv] [--extra h200|none]
 
 TF32 is off (torch.backends.cuda.matmul.allow_tf32 = False, matmul precision "highest"),
 so these are true float32 products, as lumus computes. For each shape M x K x N:
@@ -28,6 +28,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_layer_norm import device_time_us  # noqa: E402  (same timing method as layer_norm)
 
 DEFAULT_SHAPES = "4096x4096x4096,8192x768x3072,8192x3072x768"
+# The extra shapes of bench/matmul.lua (its EXTRA table; keep the two in step): small-M
+# products, a seeded random sweep (same 31-bit LCG), float16 and bfloat16 products.
+EXTRA = {
+    "h200": {"small": "1x768x50257,1x4096x4096,2x4096x4096,4x4096x4096,8x4096x4096,16x4096x4096,"
+                      "64x256x256,64x768x3072",
+             "sweep": 12, "sweep_max": 8192,
+             "half": "4096x4096x4096,8192x768x3072,8192x3072x768,1x768x50257", "bf16": "4096x4096x4096"},
+    "none": {"small": "", "sweep": 0, "sweep_max": 1, "half": "", "bf16": ""},
+}
+SWEEP_SEED = 20261203
+
+
+def sweep_shapes(count, top_size):
+    """M, K, N log-uniform in 1..top_size from a 31-bit LCG (as bench/matmul.lua)."""
+    state = SWEEP_SEED
+
+    def nxt():
+        nonlocal state
+        state = (state * 1103515245 + 12345) % 2147483648
+        return state
+
+    top = 0
+    while 2 ** (top + 1) <= top_size:
+        top += 1
+
+    def size():
+        lo = 2 ** (nxt() % (top + 1))
+        return min(top_size, lo + nxt() % lo)
+
+    out = []
+    while len(out) < count:
+        m, k, n = size(), size(), size()
+        if m * k * n <= 2 ** 33:
+            out.append((m, k, n))
+    return out
 D, HIDDEN = 768, 3072
 
 
@@ -41,26 +76,33 @@ def parse_shapes(text):
     return shapes
 
 
+SUFFIX = {torch.float32: "", torch.float16: " f16", torch.bfloat16: " bf16"}
+
+
 def bench_products(shapes, iters, warmup):
+    """shapes: (m, k, n) or (m, k, n, dtype) tuples."""
     rows = []
-    print("| op | M x K x N | torch ms | torch TFLOP/s |")
-    print("|:---|:---|---:|---:|")
+    print("| op | M x K x N | torch ms | torch TFLOP/s | GB/s |")
+    print("|:---|:---|---:|---:|---:|")
     gen = torch.Generator(device="cuda").manual_seed(20261202)
-    for m, k, n in shapes:
-        a = torch.randn(m, k, device="cuda", generator=gen)
-        b = torch.randn(k, n, device="cuda", generator=gen)
-        w = torch.randn(n, k, device="cuda", generator=gen)
-        bias = 0.1 * torch.randn(n, device="cuda", generator=gen)
-        out = torch.empty(m, n, device="cuda")
+    for shape in shapes:
+        m, k, n = shape[:3]
+        dt = shape[3] if len(shape) > 3 else torch.float32
+        a = torch.randn(m, k, device="cuda", generator=gen).to(dt)
+        b = torch.randn(k, n, device="cuda", generator=gen).to(dt)
+        w = torch.randn(n, k, device="cuda", generator=gen).to(dt)
+        bias = (0.1 * torch.randn(n, device="cuda", generator=gen)).to(dt)
+        out = torch.empty(m, n, device="cuda", dtype=dt)
         flops = 2 * m * n * k
+        nbytes = (m * k + k * n + n + m * n) * a.element_size()
         for op, fn in (("matmul", lambda: torch.matmul(a, b, out=out)),
                        ("linear", lambda: F.linear(a, w, bias))):
             us = device_time_us(fn, iters, warmup)
-            row = {"op": op, "shape": f"{m}x{k}x{n}", "M": m, "K": k, "N": n,
+            row = {"op": op, "shape": f"{m}x{k}x{n}{SUFFIX[dt]}", "M": m, "K": k, "N": n,
                    "torch_ms": us / 1e3, "torch_tflops": flops / (us * 1e-6) / 1e12}
             rows.append(row)
-            print(f"| {op} | {row['shape']} | {row['torch_ms']:.3f} | {row['torch_tflops']:.1f} |",
-                  flush=True)
+            print(f"| {op} | {row['shape']} | {row['torch_ms']:.3f} | {row['torch_tflops']:.1f} | "
+                  f"{nbytes / (us * 1e-6) / 1e9:.0f} |", flush=True)
         del a, b, w, bias, out
         torch.cuda.empty_cache()
     return rows
@@ -111,6 +153,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--tokens", type=int, default=8192)
     p.add_argument("--csv", help="results for bench/matmul.lua --baseline")
+    p.add_argument("--extra", default="h200", choices=sorted(EXTRA),
+                   help="small-M, random-sweep and float16/bfloat16 shapes (as bench/matmul.lua)")
     a = p.parse_args()
 
     if not torch.cuda.is_available():
@@ -124,7 +168,15 @@ def main():
     print(f"median of {a.iters} calls after {a.warmup} warm-up (CUDA events, calls back to back); "
           "TFLOP/s counts 2*M*N*K")
     print()
-    rows = bench_products(parse_shapes(a.shapes), a.iters, a.warmup)
+    ex = EXTRA[a.extra]
+    shapes = parse_shapes(a.shapes) + parse_shapes(ex["small"])
+    shapes += sweep_shapes(ex["sweep"], ex["sweep_max"])
+    shapes += [s + (torch.float16,) for s in parse_shapes(ex["half"])]
+    shapes += [s + (torch.bfloat16,) for s in parse_shapes(ex["bf16"])]
+    print(f"random sweep: seed {SWEEP_SEED}, {ex['sweep']} shapes; f16 / bf16 shapes run in that dtype "
+          "(tensor cores)")
+    print()
+    rows = bench_products(shapes, a.iters, a.warmup)
     rows.append(bench_mlp(a.tokens, a.iters, a.warmup))
     if a.csv:
         fields = ["op", "shape", "M", "K", "N", "torch_ms", "torch_tflops", "torch_host_ms"]

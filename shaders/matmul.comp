@@ -29,6 +29,7 @@
 // every store too, so any M, N, K >= 1 is correct; the checks are a compare per load.
 #extension GL_EXT_control_flow_attributes : require
 #include "common/buffers.glsl"
+#include "common/mm_io.glsl"
 
 layout(local_size_x_id = 0) in;               // (BM/TM) * (BN/TN) threads
 layout(constant_id = 1) const uint BM = 128;  // rows of C per workgroup
@@ -78,13 +79,13 @@ vec4 rb[LB];
         if (VEC4) { \
             uint r = e / (BK / 4), kc = (e % (BK / 4)) * 4; \
             bool ok = row0 + r < nrows && k0 + kc < p.k; \
-            regs[l] = ok ? Vec4Array(base + (uint64_t(row0 + r) * ld + (k0 + kc)) * 4ul).v[0] : vec4(0.0); \
+            regs[l] = ok ? ld4(base, uint64_t(row0 + r) * ld + (k0 + kc)) : vec4(0.0); \
         } else { \
             [[unroll]] for (uint j = 0; j < 4; ++j) { \
                 uint f = e * 4 + j; \
                 uint r = f / BK, kk = f % BK; \
                 bool ok = row0 + r < nrows && k0 + kk < p.k; \
-                regs[l][j] = ok ? FloatArray(base + (uint64_t(row0 + r) * ld + (k0 + kk)) * 4ul).v[0] : 0.0; \
+                regs[l][j] = ok ? ld1(base, uint64_t(row0 + r) * ld + (k0 + kk)) : 0.0; \
             } \
         } \
     }
@@ -113,13 +114,13 @@ vec4 rb[LB];
         if (VEC4) { \
             uint kr = e / (COLS / 4), nc = (e % (COLS / 4)) * 4; \
             bool ok = k0 + kr < p.k && col0 + nc < ncols; \
-            regs[l] = ok ? Vec4Array(base + (uint64_t(k0 + kr) * ld + (col0 + nc)) * 4ul).v[0] : vec4(0.0); \
+            regs[l] = ok ? ld4(base, uint64_t(k0 + kr) * ld + (col0 + nc)) : vec4(0.0); \
         } else { \
             [[unroll]] for (uint j = 0; j < 4; ++j) { \
                 uint f = e * 4 + j; \
                 uint kr = f / COLS, nn = f % COLS; \
                 bool ok = k0 + kr < p.k && col0 + nn < ncols; \
-                regs[l][j] = ok ? FloatArray(base + (uint64_t(k0 + kr) * ld + (col0 + nn)) * 4ul).v[0] : 0.0; \
+                regs[l][j] = ok ? ld1(base, uint64_t(k0 + kr) * ld + (col0 + nn)) : 0.0; \
             } \
         } \
     }
@@ -182,9 +183,9 @@ void main() {
     uint n0 = (in_band / band_m) * BN;
 
     uint zo = z / p.batch_inner, zi = z - zo * p.batch_inner;
-    uint64_t a = p.a + (uint64_t(zo) * p.stride_a + uint64_t(zi) * p.stride_a2) * 4ul;
-    uint64_t b = p.b + (uint64_t(zo) * p.stride_b + uint64_t(zi) * p.stride_b2) * 4ul;
-    uint64_t c = p.c + uint64_t(z) * p.stride_c * 4ul;
+    uint64_t a = p.a + (uint64_t(zo) * p.stride_a + uint64_t(zi) * p.stride_a2) * MM_ELEM_BYTES;
+    uint64_t b = p.b + (uint64_t(zo) * p.stride_b + uint64_t(zi) * p.stride_b2) * MM_ELEM_BYTES;
+    uint64_t c = p.c + uint64_t(z) * p.stride_c * MM_ELEM_BYTES;
 
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % THREADS_N, ty = tid / THREADS_N;
@@ -225,22 +226,22 @@ void main() {
         vec4 bias = vec4(0.0);
         if (p.bias != 0ul) {
             if (VEC4) {
-                if (n < p.n) bias = Vec4Array(p.bias + uint64_t(n) * 4ul).v[0];
+                if (n < p.n) bias = ld4(p.bias, n);
             } else {
                 [[unroll]] for (uint q = 0; q < 4; ++q)
-                    if (n + q < p.n) bias[q] = FloatArray(p.bias + uint64_t(n + q) * 4ul).v[0];
+                    if (n + q < p.n) bias[q] = ld1(p.bias, n + q);
             }
         }
         [[unroll]] for (uint i = 0; i < TM; ++i) {
             uint m = m0 + 4 * ((i / 4) * (BM / TM) + ty) + i % 4;
             if (m >= p.m) continue;
-            uint64_t row = c + uint64_t(m) * p.n * 4ul;
+            uint64_t row = uint64_t(m) * p.n;
             vec4 v = acc[i][j] + bias;
             if (VEC4) {
-                if (n < p.n) Vec4Array(row + uint64_t(n) * 4ul).v[0] = v;
+                if (n < p.n) st4(c, row + n, v);
             } else {
                 [[unroll]] for (uint q = 0; q < 4; ++q)
-                    if (n + q < p.n) FloatArray(row + uint64_t(n + q) * 4ul).v[0] = v[q];
+                    if (n + q < p.n) st1(c, row + n + q, v[q]);
             }
         }
     }

@@ -80,6 +80,7 @@ typedef struct device_facts {
     int narrow_storage;     /* storageBuffer16BitAccess and storageBuffer8BitAccess */
     int executable_stats;   /* VK_KHR_pipeline_executable_properties and its feature */
     uint32_t sm_count;      /* VK_NV_shader_sm_builtins: multiprocessors (0: no SM ids) */
+    int coop_matrix;        /* VK_NV_cooperative_matrix and its feature (not yet its sizes) */
     VkDeviceSize max_allocation;
     uint32_t queue_family, timestamp_bits;
     int has_queue;
@@ -132,11 +133,17 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV };
     int has_exec = has_device_extension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     int has_sm = has_device_extension(pd, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+    int has_coop = has_device_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
+                   !env_flag("LUMUS_NO_COOPERATIVE_MATRIX");
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV };
     VkPhysicalDeviceFeatures2 feat = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 };
     if (v12) { f11.pNext = &f12; feat.pNext = &f11; if (v13) f12.pNext = &f13; }
     if (has_exec) { fexec.pNext = feat.pNext; feat.pNext = &fexec; }
     if (has_sm) { fsm.pNext = feat.pNext; feat.pNext = &fsm; }
+    if (has_coop) { fcm.pNext = feat.pNext; feat.pNext = &fcm; }
     vkGetPhysicalDeviceFeatures2(pd, &feat);
+    f->coop_matrix = has_coop && fcm.cooperativeMatrix;
     f->executable_stats = has_exec && fexec.pipelineExecutableInfo;
     if (has_sm && fsm.shaderSMBuiltins) {
         VkPhysicalDeviceShaderSMBuiltinsPropertiesNV smp = {
@@ -152,6 +159,10 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     f->int64 = feat.features.shaderInt64;
     f->size_control = v13 && f13.subgroupSizeControl;
     f->full_subgroups = v13 && f13.computeFullSubgroups;
+    /* The kernel's needs: float16 matrices (shaderFloat16) and the Vulkan memory model,
+     * which glslang declares for cooperative matrices. */
+    f->coop_matrix = f->coop_matrix && f->narrow_storage && f->full_subgroups && v12 && f12.vulkanMemoryModel &&
+                     f12.shaderFloat16 && f->min_subgroup == f->max_subgroup;
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
@@ -409,6 +420,8 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .timelineSemaphore = VK_TRUE,
         .shaderBufferInt64Atomics = f->int64_atomics ? VK_TRUE : VK_FALSE,
         .storageBuffer8BitAccess = f->narrow_storage ? VK_TRUE : VK_FALSE,
+        .vulkanMemoryModel = f->coop_matrix ? VK_TRUE : VK_FALSE,
+        .shaderFloat16 = f->coop_matrix ? VK_TRUE : VK_FALSE,
     };
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
@@ -430,10 +443,17 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .pNext = f->sm_count ? (void *)&fsm : stats ? (void *)&fexec : (void *)&f11,
         .features = { .shaderInt64 = VK_TRUE },
     };
-    const char *exts[2];
+    /* Cooperative matrices (tensor cores) for the float16 matmul kernel. */
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+        .pNext = feat.pNext, .cooperativeMatrix = VK_TRUE,
+    };
+    if (f->coop_matrix) feat.pNext = &fcm;
+    const char *exts[3];
     uint32_t ne = 0;
     if (stats) exts[ne++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (f->sm_count) exts[ne++] = VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME;
+    if (f->coop_matrix) exts[ne++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
     VkDeviceCreateInfo di = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &feat,
         .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
@@ -449,6 +469,29 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
     return VK_SUCCESS;
 }
 
+/* Whether the device lists 16x16x16 float16 x float16 + float32 -> float32 subgroup
+ * products, the shape shaders/matmul_coop.comp uses. */
+static int coop_f16_listed(VkInstance instance, VkPhysicalDevice pd) {
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(instance,
+            "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    if (!get || get(pd, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+    if (!p) return 0;
+    for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    int found = 0;
+    VkResult r = get(pd, &n, p);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 &&
+                    p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                    p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                    p[i].scope == VK_SCOPE_SUBGROUP_NV;
+    free(p);
+    return found;
+}
+
 static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->props = f->props;
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->memprops);
@@ -460,6 +503,7 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->int64_atomics = f->int64_atomics;
     ctx->narrow_storage = f->narrow_storage;
     ctx->sm_count = f->sm_count;
+    ctx->coop_matrix = f->coop_matrix && coop_f16_listed(ctx->instance, ctx->phys);
     ctx->timestamp_bits = f->timestamp_bits;
     ctx->max_allocation = f->max_allocation ? f->max_allocation : ((VkDeviceSize)1 << 30);
 }
@@ -596,6 +640,7 @@ static lm_context *context_attach(const lumus_vulkan_device *dev, char *err, siz
     f.int64_atomics = f.int64_atomics && (dev->features & LUMUS_VK_BUFFER_INT64_ATOMICS);
     f.narrow_storage = f.narrow_storage && (dev->features & LUMUS_VK_NARROW_STORAGE);
     f.sm_count = 0;   /* the host's device has no VK_NV_shader_sm_builtins of lumus's asking */
+    f.coop_matrix = 0;   /* nor VK_NV_cooperative_matrix */
     if (dev->lock_queue) {
         ctx->lock_queue = dev->lock_queue;
         ctx->unlock_queue = dev->unlock_queue;
@@ -671,5 +716,7 @@ int lm_device(lua_State *L) {
     lua_setfield(L, -2, "narrow_storage");
     lua_pushinteger(L, (lua_Integer)ctx->sm_count);
     lua_setfield(L, -2, "sm_count");
+    lua_pushboolean(L, ctx->coop_matrix);
+    lua_setfield(L, -2, "cooperative_matrix");
     return 1;
 }

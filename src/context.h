@@ -49,6 +49,7 @@ struct lm_context {
     int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
     int narrow_storage;                 /* 8- and 16-bit storage buffer access enabled */
     uint32_t sm_count;                  /* VK_NV_shader_sm_builtins enabled: its SM count, else 0 */
+    int coop_matrix;                    /* VK_NV_cooperative_matrix enabled, 16x16x16 f16 -> f32 listed */
     int pipeline_stats;                 /* LUMUS_PIPELINE_STATS: print each pipeline's statistics */
     uint32_t timestamp_bits;
     VkDeviceSize max_allocation;        /* largest single tensor, in bytes */
@@ -77,6 +78,8 @@ struct lm_context {
     uint64_t ln_scratch_failures; /* stream.failures when it was last zeroed */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
+    int mm_path;                  /* matmul kernel: 0 automatic, else a forced lm_mm_path */
+    uint32_t mm_split;            /* matmul small-M path's K slices (0 = automatic) */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */

@@ -11,6 +11,10 @@ int lm_op_linear(lua_State *L) {
     lm_tensor *w = lm_check_tensor(L, 2);
     lm_tensor *bias = lm_opt_tensor(L, 3);
     lm_check_options(L, 4, lm_out_option);
+    lm_check_matmul_dtypes(L, x, 1, "x", w, 2, "weight");
+    if (bias && bias->dtype != x->dtype)
+        lm_argerror(L, 3, "dtypes %s (x) and %s (bias) differ (convert with :to())", lm_dtype_name(x->dtype),
+                    lm_dtype_name(bias->dtype));
     int64_t in = x->shape[x->ndim - 1];
     if (w->ndim != 2 || w->shape[1] != in) {
         char xs[256], ws[256];
@@ -37,7 +41,11 @@ int lm_op_linear(lua_State *L) {
         luaL_error(L, "linear: tensors belong to different devices");
     lua_settop(L, 4);
     lm_operands in_ops = { { x, w, bias }, { "x", "weight", "bias" } };
-    lm_tensor *out = lm_push_out(L, 4, ctx, x->ndim, shape, &in_ops, 0);
+    lm_tensor *out = x->dtype == LM_FLOAT32 ? lm_push_out(L, 4, ctx, x->ndim, shape, &in_ops, 0)
+                                            : lm_push_out_dtype(L, 4, ctx, x->dtype, x->ndim, shape, &in_ops);
+    x = lm_check_tensor(L, 1);   /* a finalizer may have freed an input meanwhile */
+    w = lm_check_tensor(L, 2);
+    bias = lm_opt_tensor(L, 3);
     lm_matmul_args g = {
         .a = x, .b = w, .bias = bias, .out = out,
         .m = (uint32_t)rows, .n = (uint32_t)out_f, .k = (uint32_t)in, .batch = 1, .trans_b = 1,

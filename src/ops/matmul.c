@@ -88,15 +88,102 @@ static mm_tile choose_tile(const lm_context *ctx, uint64_t m, uint64_t n, uint64
     return TILES[best];
 }
 
-static int aligned16(const lm_tensor *t) { return t == NULL || lm_tensor_address(t) % 16 == 0; }
+/* Aligned to 4 elements of `bytes` each (or absent). */
+static int aligned4(const lm_tensor *t, uint32_t bytes) { return t == NULL || lm_tensor_address(t) % (4u * bytes) == 0; }
+
+/* Which kernel a product runs (ctx->mm_path forces one where it applies). */
+enum { MM_PATH_AUTO, MM_PATH_GEMV, MM_PATH_TILED, MM_PATH_COOP };
+
+/* Whether the small-M path should take a product it can run: always up to
+ * LM_GEMV_MAX_M rows; up to LM_GEMV_MAX_ROWS when the tiled kernel would run fewer than
+ * two tiles per core (a frame's 64 x 256 x 256: a few tiles, each a long chain of
+ * barriers; 64 x 768 x 3072 ran at 0.4x PyTorch on 192 small tiles). Forcing a
+ * tile (tune.matmul) means the tiled kernel unless the path is forced too. */
+static int gemv_wanted(const lm_context *ctx, const lm_matmul_args *g) {
+    if (ctx->mm_path == MM_PATH_GEMV) return 1;
+    if (ctx->mm_path != MM_PATH_AUTO || ctx->mm_tile[0]) return 0;
+    if (g->m <= LM_GEMV_MAX_M) return 1;
+    mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
+    uint64_t groups = (uint64_t)((g->m + t.bm - 1) / t.bm) * ((g->n + t.bn - 1) / t.bn) * g->batch;
+    return groups < 2 * (uint64_t)device_cores(ctx);
+}
+
+/* The tensor-core kernel (shaders/matmul_coop.comp): 128 x 128 blocks, 4 subgroups. */
+#define COOP_BLOCK 128
+#define COOP_SUBGROUPS 4
+
+/* NULL when the float16 product can run on tensor cores, else why not. */
+static const char *coop_problem(const lm_context *ctx, const lm_matmul_args *g) {
+    if (!ctx->coop_matrix) return "the device has no cooperative matrices";
+    uint32_t wg = COOP_SUBGROUPS * ctx->subgroup_size;
+    if (wg > ctx->props.limits.maxComputeWorkGroupInvocations || wg > ctx->props.limits.maxComputeWorkGroupSize[0])
+        return "workgroup too large";
+    if (g->batch != 1 || g->trans_a) return "batched or a transposed";
+    uint32_t lda = g->lda ? g->lda : g->k;
+    uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
+    if (g->k % 8 || lda % 8 || ldb % 8 || (!g->trans_b && g->n % 8)) return "rows not in whole 16-byte chunks";
+    if (lm_tensor_address(g->a) % 16 || lm_tensor_address(g->b) % 16) return "operands not 16-byte aligned";
+    return NULL;
+}
+
+static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
+    lm_context *ctx = g->a->storage->ctx;
+    struct {
+        uint64_t a, b, bias, c;
+        uint32_t m, n, k, lda, ldb, tiles_m, tiles_n, groups_x;
+    } pc = {
+        .a = lm_tensor_address(g->a), .b = lm_tensor_address(g->b),
+        .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
+        .m = g->m, .n = g->n, .k = g->k,
+        .lda = g->lda ? g->lda : g->k, .ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n),
+        .tiles_m = (g->m + COOP_BLOCK - 1) / COOP_BLOCK, .tiles_n = (g->n + COOP_BLOCK - 1) / COOP_BLOCK,
+    };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "matmul_coop push constants");
+    uint64_t groups = (uint64_t)pc.tiles_m * pc.tiles_n;
+    if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .any_dtype = 1, .shader = LM_SH_MATMUL_COOP,
+        .spec = { COOP_SUBGROUPS * ctx->subgroup_size, g->trans_b ? 1u : 0u },
+        .full_subgroups = 1,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { g->a, g->b, g->bias }, .writes = { g->out },
+    });
+}
 
 void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     lm_context *ctx = g->a->storage->ctx;
+    int gemv_allowed = ctx->mm_path == MM_PATH_GEMV || (ctx->mm_path == MM_PATH_AUTO && !ctx->mm_tile[0]);
+    if (lm_gemv_problem(ctx, g) == NULL && gemv_wanted(ctx, g)) {
+        lm_record_gemv(L, g, op, ctx->mm_split);
+        return;
+    }
+    /* One column (N = 1, b's K elements consecutive): c [M, 1] is c^T [1, M] = b^T a^T,
+     * the small-M path's product of one row with a read as a weight [M, K] (a bias is
+     * its one element added to every column). */
+    if (gemv_allowed && g->n == 1 && g->batch == 1 && !g->trans_a && (g->trans_b || g->ldb <= 1)) {
+        lm_matmul_args t = {
+            .a = g->b, .b = g->a, .bias = g->bias, .bias_scalar = 1, .out = g->out, .m = 1, .n = g->m,
+            .k = g->k, .batch = 1, .trans_b = 1, .lda = g->k, .ldb = g->lda ? g->lda : g->k,
+        };
+        if (lm_gemv_problem(ctx, &t) == NULL) {
+            lm_record_gemv(L, &t, op, ctx->mm_split);
+            return;
+        }
+    }
+    lm_dtype dt = g->a->dtype;
+    if (dt == LM_FLOAT16 && (ctx->mm_path == MM_PATH_AUTO || ctx->mm_path == MM_PATH_COOP) && !ctx->mm_tile[0] &&
+        coop_problem(ctx, g) == NULL) {
+        record_coop(L, g, op);
+        return;
+    }
+    uint32_t es = (uint32_t)lm_dtype_size(dt);
     mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
     uint32_t lda = g->lda ? g->lda : (g->trans_a ? g->m : g->k);
     uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
     int vec4 = g->k % 4 == 0 && g->n % 4 == 0 && (!g->trans_a || g->m % 4 == 0) && lda % 4 == 0 && ldb % 4 == 0 &&
-               aligned16(g->a) && aligned16(g->b) && aligned16(g->bias) && aligned16(g->out) &&
+               aligned4(g->a, es) && aligned4(g->b, es) && aligned4(g->bias, es) && aligned4(g->out, es) &&
                g->stride_a % 4 == 0 && g->stride_b % 4 == 0 && g->stride_out % 4 == 0 &&
                g->stride_a2 % 4 == 0 && g->stride_b2 % 4 == 0;
     struct {
@@ -123,7 +210,8 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .shader = LM_SH_MATMUL,
+        .op = op, .any_dtype = 1,
+        .shader = dt == LM_FLOAT16 ? LM_SH_MATMUL_F16 : dt == LM_BFLOAT16 ? LM_SH_MATMUL_BF16 : LM_SH_MATMUL,
         .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
                   (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u), vec4 ? 1u : 0u },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
@@ -176,7 +264,7 @@ static int describe(const lm_tensor *t, int trans, int as_row, mm_operand *o) {
 /* Can the kernel read this operand (as described) with vec4 loads, given K and N that
  * allow them? (A read k-major also needs M a multiple of 4: need_rows4.) */
 static int operand_vec4(const lm_tensor *t, const mm_operand *o, int need_rows4) {
-    if (lm_tensor_address(t) % 16 || o->ld % 4 || (o->flipped && need_rows4 && o->rows % 4)) return 0;
+    if (lm_tensor_address(t) % (4 * lm_dtype_size(t->dtype)) || o->ld % 4 || (o->flipped && need_rows4 && o->rows % 4)) return 0;
     for (int i = 0; i < o->nbatch; i++)
         if (o->bshape[i] > 1 && o->bstride[i] % 4) return 0;
     return 1;
@@ -185,6 +273,16 @@ static int operand_vec4(const lm_tensor *t, const mm_operand *o, int need_rows4)
 /* Products this large read an operand whose layout rules out vec4 loads through a packed
  * copy instead (the copy costs one pass over the operand, the scalar loads much more). */
 #define MM_COPY_FOR_VEC4 ((int64_t)1 << 21)   /* multiply-adds per product */
+
+void lm_check_matmul_dtypes(lua_State *L, const lm_tensor *a, int arg_a, const char *name_a,
+                            const lm_tensor *b, int arg_b, const char *name_b) {
+    if (a->dtype != LM_FLOAT32 && a->dtype != LM_FLOAT16 && a->dtype != LM_BFLOAT16)
+        lm_argerror(L, arg_a, "%s must be float32, float16 or bfloat16, got %s", name_a, lm_dtype_name(a->dtype));
+    if (b->dtype != a->dtype)
+        lm_argerror(L, arg_b, "dtypes %s (%s) and %s (%s) differ (convert with :to())", lm_dtype_name(a->dtype),
+                    name_a, lm_dtype_name(b->dtype), name_b);
+    if (a->dtype != LM_FLOAT32) lm_require_narrow_storage(L, a->storage->ctx, lm_fname(L), a->dtype);
+}
 
 int lm_op_matmul(lua_State *L) {
     static const char *const known[] = { "out", "transpose_a", "transpose_b", NULL };
@@ -199,8 +297,7 @@ int lm_op_matmul(lua_State *L) {
     shape_of(b, bs, sizeof bs);
     if (ta && a->ndim < 2) lm_argerror(L, 1, "transpose_a needs a of 2 or more dimensions, got shape %s", as);
     if (tb && b->ndim < 2) lm_argerror(L, 2, "transpose_b needs b of 2 or more dimensions, got shape %s", bs);
-    if (a->dtype != LM_FLOAT32) lm_argerror(L, 1, "a must be float32, got %s", lm_dtype_name(a->dtype));
-    if (b->dtype != LM_FLOAT32) lm_argerror(L, 2, "b must be float32, got %s", lm_dtype_name(b->dtype));
+    lm_check_matmul_dtypes(L, a, 1, "a", b, 2, "b");
     lua_settop(L, 3);
     mm_operand oa, ob;
     /* A layout the kernel cannot read in place (not row- or column-major in the last two
@@ -257,7 +354,8 @@ int lm_op_matmul(lua_State *L) {
     lm_tensor *out;
     {
         lm_operands in = { { a, b }, { "a", "b" } };
-        out = lm_push_out(L, 3, ctx, ndim, shape, &in, 0);
+        out = a->dtype == LM_FLOAT32 ? lm_push_out(L, 3, ctx, ndim, shape, &in, 0)
+                                     : lm_push_out_dtype(L, 3, ctx, a->dtype, ndim, shape, &in);
     }
     a = lm_check_tensor(L, 1);   /* a finalizer may have freed either meanwhile */
     b = lm_check_tensor(L, 2);
@@ -319,7 +417,8 @@ int lm_op_matmul(lua_State *L) {
  * the automatic choice (for bench/ sweeps); rotate = true/false forces the K-order
  * rotation, absent restores the automatic choice. */
 int lm_op_matmul_config(lua_State *L) {
-    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", NULL };
+    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", "path", "split", NULL };
+    static const char *const paths[] = { "auto", "gemv", "tiled", "coop", NULL };
     lua_Integer m = lm_check_integer(L, 1), n = lm_check_integer(L, 2), k = lm_check_integer(L, 3);
     if (m < 1) lm_argerror(L, 1, "M must be positive");
     if (n < 1) lm_argerror(L, 2, "N must be positive");
@@ -344,11 +443,26 @@ int lm_op_matmul_config(lua_State *L) {
             mm_tile t = { v[0], v[1], v[2], v[3], v[4] };
             const char *why = tile_problem(ctx, &t);
             if (why) lm_argerror(L, 4, "%s", why);
-            memcpy(ctx->mm_tile, v, sizeof v);
-        } else {
-            memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
         }
+        lm_push_option(L, 4, "path");
+        int path = MM_PATH_AUTO;
+        if (!lua_isnil(L, -1)) {
+            const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            path = -1;
+            for (int i = 0; paths[i]; i++)
+                if (strcmp(name, paths[i]) == 0) path = i;
+            if (path < 0) lm_argerror(L, 4, "path must be \"auto\", \"gemv\", \"tiled\" or \"coop\"");
+        }
+        lua_pop(L, 1);
+        lua_Integer split = lm_option_integer(L, 4, "split", 0);
+        if (split < 0 || (split & (split - 1)))
+            lm_argerror(L, 4, "split must be 0 (automatic) or a power of two");
+        if (split > 256) lm_argerror(L, 4, "split must be at most 256");
+        if (given) memcpy(ctx->mm_tile, v, sizeof v);
+        else memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
         ctx->mm_rotate = rotate;
+        ctx->mm_path = path;
+        ctx->mm_split = (uint32_t)split;
     }
     mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
     lua_createtable(L, 0, 10);
@@ -365,5 +479,13 @@ int lm_op_matmul_config(lua_State *L) {
     lua_setfield(L, -2, "rotate");
     lua_pushinteger(L, (lua_Integer)(((uint64_t)m + t.bm - 1) / t.bm * (((uint64_t)n + t.bn - 1) / t.bn)));
     lua_setfield(L, -2, "workgroups");
+    /* The small-M path for an M x K by K x N product (or a linear's weight [N, K]). */
+    lm_matmul_args g = { .m = (uint32_t)(m > LM_GEMV_MAX_ROWS ? LM_GEMV_MAX_ROWS + 1 : m),
+                         .n = (uint32_t)(n > 0x7fffffff ? 0x7fffffff : n),
+                         .k = (uint32_t)(k > 0x7fffffff ? 0x7fffffff : k), .batch = 1 };
+    lua_pushboolean(L, lm_gemv_problem(ctx, &g) == NULL && gemv_wanted(ctx, &g));
+    lua_setfield(L, -2, "gemv");
+    lua_pushstring(L, paths[ctx->mm_path]);
+    lua_setfield(L, -2, "path");
     return 1;
 }

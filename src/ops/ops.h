@@ -93,8 +93,19 @@ typedef struct lm_matmul_args {
     int trans_b, trans_a;
     uint32_t batch_inner, lda, ldb;
     uint64_t stride_a2, stride_b2;
+    int bias_scalar;                /* small-M path only: bias is one element added to every column */
 } lm_matmul_args;
 void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
+/* The small-M path (gemv.c): NULL when it can run the product, else why not; records it
+ * (split: K slices to force, 0 = chosen from the shape). Elements of g's dtype. */
+#define LM_GEMV_MAX_M 16      /* rows per block (each block reads b once) */
+#define LM_GEMV_MAX_ROWS 64   /* rows the path takes at all (blocks of LM_GEMV_MAX_M) */
+/* a and b (arguments arg_a, arg_b) must be float32, float16 or bfloat16, the same one; the
+ * 16-bit ones need narrow storage. */
+void lm_check_matmul_dtypes(lua_State *L, const lm_tensor *a, int arg_a, const char *name_a,
+                            const lm_tensor *b, int arg_b, const char *name_b);
+const char *lm_gemv_problem(const lm_context *ctx, const lm_matmul_args *g);
+void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint32_t split);
 
 /* Elementwise (binary.c, unary.c) and row ops (softmax.c, sum.c); README "Ops". */
 int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);

@@ -1,0 +1,328 @@
+-- lumus.matmul and lumus.linear on a seeded random sweep of shapes, through every kernel
+-- path, in float32, float16 and bfloat16, against the float64 reference.
+--
+-- Paths are forced with the internal hook lumus.tune.matmul(M, N, K, {path=, split=}):
+-- "gemv" (the small-M kernel, M <= 64 in blocks of 16 rows, both B layouts, with the K
+-- split forced to 1, 2, 8 and automatic), "tiled" (the register-blocked kernel) and "auto".
+--
+-- Tolerance, per element: inputs are exactly representable in the tested dtype (they are
+-- read back after conversion), so only the kernel's float32 accumulation and the final
+-- rounding to the output dtype differ from the float64 reference:
+--   |c - ref| <= 2 * K * 2^-24 * (|a| |b|)_ij + 2^-23 * |bias_j| + h * |ref_ij|
+-- with h = 0 for float32, 2^-11 (half an ulp) for float16 and 2^-8 for bfloat16 (plus
+-- the smallest float16 subnormal step for float16). A wrong or missing element is off
+-- by O(1) and fails it (outputs are NaN-poisoned where out= is passed).
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
+
+local SEED = 20261203
+local U = 2 ^ -24
+local HALF = { float32 = 0, float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
+
+local function abs_table(t)
+  if type(t) == "number" then return math.abs(t) end
+  local out = {}
+  for i = 1, #t do out[i] = abs_table(t[i]) end
+  return out
+end
+
+-- A tensor of dtype holding the random table, and the table of its exact values.
+local function operand(shape, gen, dtype)
+  local t = lumus.tensor(ref.random_table(shape, gen))
+  if dtype ~= "float32" then t = t:to(dtype) end
+  local exact = dtype == "float32" and t:to_table() or t:to("float32"):to_table()
+  return t, exact
+end
+
+-- The table with its last two dimensions swapped (the reference has no transpose_a).
+local function transposed(t)
+  if type(t[1][1]) == "table" then
+    local out = {}
+    for i = 1, #t do out[i] = transposed(t[i]) end
+    return out
+  end
+  local out = {}
+  for j = 1, #t[1] do
+    out[j] = {}
+    for i = 1, #t do out[j][i] = t[i][j] end
+  end
+  return out
+end
+
+local function check(got, at, bt, opts, dtype, what)
+  if opts.transpose_a then at = transposed(at) end
+  local ro = { transpose_b = opts.transpose_b, bias = opts.bias }
+  local want = ref.matmul(at, bt, ro)
+  local scale = ref.flatten(ref.matmul(abs_table(at), abs_table(bt), { transpose_b = opts.transpose_b }))
+  local flat_want = ref.flatten(want)
+  local as = ref.shape(at)
+  local k = as[#as]
+  local h = HALF[dtype]
+  local bounds = {}
+  for i = 1, #scale do
+    local bterm = opts.bias and 2 * U * math.abs(opts.bias[(i - 1) % #opts.bias + 1]) or 0
+    bounds[i] = (2 * k * U * scale[i] + bterm) * (1 + h) + h * math.abs(flat_want[i]) * 1.001
+    if dtype == "float16" then bounds[i] = bounds[i] + 2 ^ -25 end
+  end
+  if dtype ~= "float32" then
+    assert.are.equal(dtype, got:dtype())
+    got = got:to("float32")
+  end
+  return checks.close(got, want, { abs = bounds, what = what })
+end
+
+local function force(path, split)
+  lumus.tune.matmul(1, 1, 1, { path = path, split = split })
+end
+
+local function reset() lumus.tune.matmul(1, 1, 1, {}) end
+
+-- Sizes: 1, primes, 17, 33, 65, 127, multiples of 4 and not.
+local POOL = { 1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 31, 32, 33, 47, 64, 65, 96, 127, 128, 130 }
+local SMALL_M = { 1, 2, 3, 4, 5, 7, 8, 9, 13, 16 }
+
+describe("matmul shape sweep (seed " .. SEED .. ")", function()
+  local g = ref.rng(SEED)
+  local function pick(list) return list[math.floor(g.uniform() * #list) + 1] end
+  after_each(reset)
+
+  describe("the small-M path", function()
+    for _, split in ipairs { 0, 1, 2, 8 } do
+      for case = 1, 6 do
+        local m, k, n = pick(SMALL_M), pick(POOL), pick(POOL)
+        local tb = case % 2 == 0
+        it(("M=%d K=%d N=%d transpose_b=%s split=%d"):format(m, k, n, tostring(tb), split), function()
+          force("gemv", split)
+          assert.is_true(lumus.tune.matmul(m, n, k).gemv)
+          local a, at = operand({ m, k }, g, "float32")
+          local b, bt = operand(tb and { n, k } or { k, n }, g, "float32")
+          local out = lumus.full({ m, n }, 0 / 0)
+          check(lumus.matmul(a, b, { transpose_b = tb, out = out }), at, bt, { transpose_b = tb }, "float32", "matmul")
+          local w, wt = operand({ n, k }, g, "float32")
+          local bias = ref.random_table({ n }, g)
+          check(lumus.linear(a, w, lumus.tensor(bias)), at, wt, { transpose_b = true, bias = bias }, "float32", "linear")
+        end)
+      end
+    end
+
+    for _, m in ipairs { 17, 33, 64 } do
+      it(("M=%d in blocks of 16 rows, both layouts, float32 and bfloat16"):format(m), function()
+        force("gemv")
+        assert.is_true(lumus.tune.matmul(m, 20, 36).gemv)
+        for _, dtype in ipairs { "float32", "bfloat16" } do
+          for _, tb in ipairs { false, true } do
+            local k, n = pick(POOL), pick(POOL)
+            local a, at = operand({ m, k }, g, dtype)
+            local b, bt = operand(tb and { n, k } or { k, n }, g, dtype)
+            check(lumus.matmul(a, b, { transpose_b = tb }), at, bt, { transpose_b = tb }, dtype,
+                  ("%s K=%d N=%d transpose_b=%s"):format(dtype, k, n, tostring(tb)))
+          end
+        end
+      end)
+    end
+
+    it("reads a row-strided a and a narrowed b in place", function()
+      force("gemv")
+      local big, bigt = operand({ 5, 40 }, g, "float32")
+      local a = big:narrow(2, 3, 33)      -- rows 40 apart, 33 columns
+      local at = {}
+      for i = 1, 5 do at[i] = {} for j = 1, 33 do at[i][j] = bigt[i][j + 2] end end
+      local bb, bbt = operand({ 33, 20 }, g, "float32")
+      local b = bb:narrow(2, 5, 9)
+      local bt = {}
+      for i = 1, 33 do bt[i] = {} for j = 1, 9 do bt[i][j] = bbt[i][j + 4] end end
+      check(lumus.matmul(a, b), at, bt, {}, "float32", "strided")
+    end)
+
+    it("handles M = 1 from a 1-D a and a batched a over one b", function()
+      force("gemv")
+      local a, at = operand({ 17 }, g, "float32")
+      local b, bt = operand({ 17, 9 }, g, "float32")
+      check(lumus.matmul(a, b), at, bt, {}, "float32", "vector")
+      local a3, a3t = operand({ 2, 3, 13 }, g, "float32")   -- 6 rows: one product
+      local b2, b2t = operand({ 13, 7 }, g, "float32")
+      check(lumus.matmul(a3, b2), a3t, b2t, {}, "float32", "stacked rows")
+    end)
+  end)
+
+  describe("the tiled path", function()
+    for case = 1, 10 do
+      local m, k, n = pick(POOL), pick(POOL), pick(POOL)
+      local tb, ta = case % 2 == 0, case % 3 == 0
+      it(("M=%d K=%d N=%d transpose_a=%s transpose_b=%s"):format(m, k, n, tostring(ta), tostring(tb)), function()
+        force("tiled")
+        local a, at = operand(ta and { k, m } or { m, k }, g, "float32")
+        local b, bt = operand(tb and { n, k } or { k, n }, g, "float32")
+        local opts = { transpose_a = ta, transpose_b = tb }
+        check(lumus.matmul(a, b, opts), at, bt, opts, "float32", "matmul")
+      end)
+    end
+
+    it("batched products with both transposes", function()
+      force("tiled")
+      local a, at = operand({ 3, 17, 5 }, g, "float32")
+      local b, bt = operand({ 3, 7, 17 }, g, "float32")
+      local opts = { transpose_a = true, transpose_b = true }
+      check(lumus.matmul(a, b, opts), at, bt, opts, "float32", "batched")
+    end)
+  end)
+
+  describe("one column (N = 1) through the small-M path", function()
+    for _, m in ipairs { 17, 130 } do
+      it(("M=%d: b [K, 1], b [1, K] with transpose_b, 1-D b, linear with bias"):format(m), function()
+        for _, path in ipairs { "auto", "gemv" } do
+          force(path)
+          local a, at = operand({ m, 33 }, g, "float32")
+          local b, bt = operand({ 33, 1 }, g, "float32")
+          check(lumus.matmul(a, b), at, bt, {}, "float32", "column")
+          local bT, bTt = operand({ 1, 36 }, g, "float32")
+          local a2, a2t = operand({ m, 36 }, g, "float32")
+          check(lumus.matmul(a2, bT, { transpose_b = true }), a2t, bTt, { transpose_b = true }, "float32", "row")
+          local v, vt = operand({ 33 }, g, "float32")
+          local got = lumus.matmul(a, v)
+          assert.are.same({ m }, got:shape())
+          local col = {}
+          for i = 1, 33 do col[i] = { vt[i] } end
+          check(got:view({ m, 1 }), at, col, {}, "float32", "vector")
+          local w1, w1t = operand({ 1, 36 }, g, "float32")
+          local bias = ref.random_table({ 1 }, g)
+          check(lumus.linear(a2, w1, lumus.tensor(bias)), a2t, w1t, { transpose_b = true, bias = bias }, "float32",
+                "linear to one feature")
+        end
+      end)
+    end
+  end)
+
+  describe("the automatic choice", function()
+    for case = 1, 6 do
+      local m, k, n = case <= 3 and pick(SMALL_M) or pick(POOL), pick(POOL), pick(POOL)
+      it(("M=%d K=%d N=%d, batched over 2"):format(m, k, n), function()
+        reset()
+        local a, at = operand({ 2, m, k }, g, "float32")
+        local b, bt = operand({ 2, k, n }, g, "float32")
+        check(lumus.matmul(a, b), at, bt, {}, "float32", "batched auto")
+      end)
+    end
+  end)
+
+  for _, dtype in ipairs { "float16", "bfloat16" } do
+    describe(dtype, function()
+      for _, path in ipairs { "gemv", "tiled" } do
+        for case = 1, 4 do
+          local m = path == "gemv" and pick(SMALL_M) or pick(POOL)
+          local k, n = pick(POOL), pick(POOL)
+          local tb = case % 2 == 1
+          it(("%s M=%d K=%d N=%d transpose_b=%s"):format(path, m, k, n, tostring(tb)), function()
+            force(path)
+            local a, at = operand({ m, k }, g, dtype)
+            local b, bt = operand(tb and { n, k } or { k, n }, g, dtype)
+            local out = lumus.full({ m, n }, 0 / 0):to(dtype)
+            local c = lumus.matmul(a, b, { transpose_b = tb, out = out })
+            assert.are.equal(out, c)
+            check(c, at, bt, { transpose_b = tb }, dtype, "matmul")
+            local bias, biast = operand({ n }, g, dtype)
+            local w, wt = operand({ n, k }, g, dtype)
+            check(lumus.linear(a, w, bias), at, wt, { transpose_b = true, bias = biast }, dtype, "linear")
+          end)
+        end
+      end
+
+      it("batched, with a transposed a", function()
+        reset()
+        local a, at = operand({ 2, 9, 6 }, g, dtype)
+        local b, bt = operand({ 2, 9, 11 }, g, dtype)
+        check(lumus.matmul(a, b, { transpose_a = true }), at, bt, { transpose_a = true }, dtype, "batched")
+      end)
+    end)
+  end
+
+  describe("the tensor-core path", function()
+    it("lumus.device().cooperative_matrix says whether float16 products may use it", function()
+      assert.are.equal("boolean", type(lumus.device().cooperative_matrix))
+    end)
+
+    -- Where the device has no cooperative matrices (lavapipe) path = "coop" runs the
+    -- tiled kernel; on a GPU with them these shapes cover whole and partial 128 x 128
+    -- blocks and a K tail (bench/device_checks.lua checks the same on the H200).
+    for _, s in ipairs { { 130, 40, 136, false }, { 64, 64, 64, true }, { 200, 24, 72, true } } do
+      it(("float16 M=%d K=%d N=%d transpose_b=%s with path coop"):format(s[1], s[2], s[3], tostring(s[4])), function()
+        force("coop")
+        assert.are.equal("coop", lumus.tune.matmul(1, 1, 1).path)
+        local m, k, n, tb = s[1], s[2], s[3], s[4]
+        local a, at = operand({ m, k }, g, "float16")
+        local b, bt = operand(tb and { n, k } or { k, n }, g, "float16")
+        check(lumus.matmul(a, b, { transpose_b = tb }), at, bt, { transpose_b = tb }, "float16", "coop")
+        local bias, biast = operand({ n }, g, "float16")
+        local w, wt = operand({ n, k }, g, "float16")
+        check(lumus.linear(a, w, bias), at, wt, { transpose_b = true, bias = biast }, "float16", "coop linear")
+      end)
+    end
+  end)
+
+  describe("under the Khronos validation layer", function()
+    it("the small-M and tiled kernels in every dtype print no message", function()
+      local script = [[
+        local lumus = require "lumus"
+        assert(lumus.device().validation, "validation layer not enabled")
+        for _, dt in ipairs { "float32", "float16", "bfloat16" } do
+          for _, path in ipairs { "gemv", "tiled", "coop" } do
+            lumus.tune.matmul(1, 1, 1, { path = path })
+            for _, s in ipairs { { 1, 64, 40 }, { 5, 33, 17 }, { 40, 64, 64 } } do
+              local a = lumus.ones({ s[1], s[2] }):to(dt)
+              local b = lumus.ones({ s[2], s[3] }):to(dt)
+              local w = lumus.ones({ s[3], s[2] }):to(dt)
+              lumus.matmul(a, b):to("float32"):to_table()
+              lumus.linear(a, w, lumus.ones({ s[3] }):to(dt)):to("float32"):to_table()
+            end
+          end
+        end
+        print("messages", lumus.tune.validation_messages())
+      ]]
+      local cmd = ("LUMUS_VALIDATION=1 LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1"):format(package.path, package.cpath, script)
+      local p = io.popen(cmd)
+      local out = p:read("a")
+      local ok = p:close()
+      if out:find("VK_LAYER_KHRONOS_validation is not installed", 1, true) then
+        pending("validation layer not installed (vulkan-validationlayers)")
+        return
+      end
+      assert.is_true(ok, out)
+      assert.matches("messages\t0", out)
+    end)
+  end)
+
+  describe("dtype rules", function()
+    it("mixed dtypes raise, naming both", function()
+      local h = lumus.ones({ 2, 2 }, { dtype = "float16" })
+      local f = lumus.ones({ 2, 2 })
+      checks.errors(lumus.matmul, "dtypes float16 %(a%) and float32 %(b%) differ %(convert with :to%(%)%)", h, f)
+      checks.errors(lumus.linear, "dtypes float32 %(x%) and bfloat16 %(weight%) differ", f, f:to("bfloat16"))
+      checks.errors(lumus.linear, "dtypes float16 %(x%) and float32 %(bias%) differ", h, h, lumus.ones({ 2 }))
+      checks.errors(lumus.matmul, "a must be float32, float16 or bfloat16, got int32",
+                    lumus.ones({ 2, 2 }, { dtype = "int32" }), f)
+      checks.errors(lumus.matmul, "out must be float16", h, h, { out = lumus.empty({ 2, 2 }) })
+    end)
+  end)
+
+  describe("tune.matmul path and split", function()
+    it("reports and forces the path, and refuses bad values", function()
+      reset()
+      assert.is_true(lumus.tune.matmul(1, 50257, 768).gemv)
+      assert.is_false(lumus.tune.matmul(65, 64, 64).gemv)
+      assert.are.equal("tiled", lumus.tune.matmul(1, 1, 1, { path = "tiled" }).path)
+      assert.is_false(lumus.tune.matmul(1, 64, 64).gemv)
+      reset()
+      assert.are.equal("auto", lumus.tune.matmul(1, 1, 1).path)
+      checks.errors(lumus.tune.matmul, "path must be \"auto\", \"gemv\", \"tiled\" or \"coop\"", 1, 1, 1, { path = "fast" })
+      checks.errors(lumus.tune.matmul, "split must be 0 %(automatic%) or a power of two", 1, 1, 1, { split = 3 })
+      checks.errors(lumus.tune.matmul, "split must be at most 256", 1, 1, 1, { split = 512 })
+      -- a refused call changes nothing (the tile stays automatic)
+      local before = lumus.tune.matmul(100, 100, 100)
+      checks.errors(lumus.tune.matmul, "path must be", 1, 1, 1,
+                    { bm = 32, bn = 32, bk = 8, tm = 4, tn = 4, path = "fast" })
+      local after = lumus.tune.matmul(100, 100, 100)
+      assert.are.same({ before.bm, before.bn, before.path }, { after.bm, after.bn, after.path })
+    end)
+  end)
+end)
