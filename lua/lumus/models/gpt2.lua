@@ -155,6 +155,9 @@ function M.from_safetensors(path, config, opts, model_opts)
   for _, t in pairs(tensors) do
     if is_tensor(t) and not used[t] then t:free() end
   end
+  -- nn's parameters() marks the blocks' weights requires_grad; the model is for inference
+  -- (attention has no backward yet), so they are frozen again and outputs are reused.
+  for _, blk in ipairs(model.blocks) do blk:requires_grad_(false) end
   return model
 end
 
