@@ -33,7 +33,6 @@
 #   torch_attention.md / .csv, attention.md / .csv   bench/torch_attention.py, bench/attention.lua
 #   transpose.md               bench/transpose.lua (transposing copies per form vs copy)
 #   half_pack.md               bench/half_pack.lua (float16 elementwise: software vs device packing)
-#   device_checks.md           bench/device_checks.lua (pass/fail lines)
 #   ln_ab.md / .csv             bench/ln_ab.lua (LayerNorm forward: new forms against old, forced variants)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
@@ -214,7 +213,6 @@ step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
 # Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
-step device_checks 180 lua5.4 bench/device_checks.lua
 
 # One Markdown file with every step's output.
 {
