@@ -21,8 +21,11 @@ local MAX_CALL_S = tonumber(os.getenv("LUMUS_FUZZ_MAX_CALL_S") or "") or 10
 -- Change state shared by the whole lua_State: fuzzed on their own below, then restored
 -- (so are the tuning hooks, the functions of lumus.tune).
 -- save_safetensors writes files named by its (random) first argument: spec/safetensors_spec.lua
--- feeds it and load_safetensors bad input instead.
-local SEPARATE = { set_memory_limit = true, manual_seed = true, set_rng_state = true, save_safetensors = true }
+-- feeds it and load_safetensors bad input instead. warm_up builds every pipeline the
+-- machine's cache file lists (hundreds once a suite has run: a minute under ASan), so
+-- spec/pipeline_cache_spec.lua checks it, and its arguments, with a private cache file.
+local SEPARATE = { set_memory_limit = true, manual_seed = true, set_rng_state = true, save_safetensors = true,
+                   warm_up = true }
 -- Write into their first argument, so that tensor is not expected to keep its bytes (so
 -- does any name ending in "_", the Torch convention for in-place ops); copy(dst, src)
 -- writes dst.
