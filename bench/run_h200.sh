@@ -42,6 +42,8 @@
 #                               PyTorch's logits, greedy ids and decode rate
 #                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
 #   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
+#   op_profile.md               bench/op_profile.lua over bench/profile_train_step.lua and
+#                               bench/profile_gpt2.lua (device time per op; host time unwrapped)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -212,7 +214,10 @@ gpt2_dir=${GPT2_DIR:-/tmp/gpt2}
 step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
-# Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
+# Device time per op (bench/op_profile.lua): a training step of the MLP block and GPT-2
+# prefill/decode, each op synchronized and timed alone, then the same unwrapped.
+step op_profile 300 bash -c 'for s in profile_train_step profile_gpt2; do
+  lua5.4 bench/op_profile.lua bench/$s.lua && NOWRAP=1 lua5.4 bench/op_profile.lua bench/$s.lua || exit 1; done'
 
 # One Markdown file with every step's output.
 {
