@@ -422,7 +422,7 @@ describe("op argument errors", function()
       error_of(function() lumus.sub(v, x) end))
     assert.matches("shapes 2x3 and 3x2 do not match",
       error_of(function() lumus.mul(x, lumus.tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } })) end))
-    assert.matches("'div' %(shapes 2x3 and 3x3 do not match",
+    assert.matches("'[%w.]*div' %(shapes 2x3 and 3x3 do not match",   -- (an operator: 'lumus.div' on 5.1)
       error_of(function() return x / lumus.tensor({ { 1, 2, 3 }, { 4, 5, 6 }, { 7, 8, 9 } }) end))
   end)
 
@@ -447,7 +447,7 @@ describe("op argument errors", function()
     local f = lumus.tensor({ 1, 2, 3 })
     f:free()
     assert.matches("bad argument #1 to 'add' %(tensor has been freed%)", error_of(function() lumus.add(f, 1) end))
-    assert.matches("bad argument #2 to 'add' %(tensor has been freed%)", error_of(function() return x + f end))
+    assert.matches("bad argument #2 to '[%w.]*add' %(tensor has been freed%)", error_of(function() return x + f end))
     assert.matches("bad argument #1 to 'gelu' %(tensor has been freed%)", error_of(function() lumus.gelu(f) end))
     assert.matches("bad argument #1 to 'softmax' %(tensor has been freed%)", error_of(function() lumus.softmax(f) end))
     assert.matches("bad argument #1 to 'mean' %(tensor has been freed%)", error_of(function() lumus.mean(f) end))
