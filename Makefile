@@ -149,7 +149,7 @@ $(BUILD)/.deps:
 	@missing=""; \
 	need() { command -v "$$1" >/dev/null 2>&1 || missing="$$missing\n  $$1 (Debian package $$2)"; }; \
 	need "$(firstword $(CC))" gcc; need "$(GLSLC)" glslc; need "$(SPIRV_VAL)" spirv-tools; need "$(LUA)" $(firstword $(LUA_DEBS)); \
-	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua $(LUA_VERSION) headers: $(LUA_INCDIR)/lua.h (Debian package $(lastword $(LUA_DEBS)))"; \
+	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  $(if $(filter jit,$(LUA_VERSION)),LuaJIT,Lua $(LUA_VERSION)) headers: $(LUA_INCDIR)/lua.h (Debian package $(lastword $(LUA_DEBS)))"; \
 	echo '#include <vulkan/vulkan.h>' | $(CC) -E -x c - >/dev/null 2>&1 || \
 	  missing="$$missing\n  Vulkan headers: vulkan/vulkan.h (Debian package libvulkan-dev)"; \
 	echo '#include <jansson.h>' | $(CC) $(JANSSON_CFLAGS) -E -x c - >/dev/null 2>&1 || \
