@@ -20,6 +20,7 @@
 --   { n =, max_abs =, max_rel = (max of e / max(1, |want|)), rel_l2 =, worst = (index of
 --     max_abs) }
 local ref = require "lumus.reference"
+local compat = require "lumus.compat"
 
 local M = {}
 
@@ -107,20 +108,24 @@ function M.errors(fn, pattern, ...)
   return e
 end
 
+-- Collects garbage until lumus's device memory in use stops changing: earlier specs'
+-- garbage gone, for a baseline. (Lua 5.1 and LuaJIT may need more than two cycles.)
+function M.settle()
+  local lumus = require "lumus"
+  local last
+  repeat
+    last = lumus.memory().in_use
+    collectgarbage(); collectgarbage()
+    lumus.synchronize()
+  until lumus.memory().in_use == last
+end
+
 -- n float32 values of tensor t from 1-based element `first` (default: all of t), read
 -- with to_bytes: cheaper than to_table for a sample of a large tensor.
 function M.floats(t, first, n)
   first = first or 1
   n = n or t:numel() - first + 1
-  local bytes = t:to_bytes(first, n)
-  local out, pos = {}, 1
-  for i = 1, n, 1000 do
-    local k = math.min(1000, n - i + 1)
-    local vals = table.pack(string.unpack("<" .. ("f"):rep(k), bytes, pos))
-    pos = vals[k + 1]
-    table.move(vals, 1, k, i, out)
-  end
-  return out
+  return compat.unpack_bytes("f32", t:to_bytes(first, n), 1, n)
 end
 
 -- Exact equality of two flat lists, NaN matching NaN; `what` names the check.
