@@ -17,22 +17,9 @@ local function tempdir()
   return (out:gsub("%s+$", ""))
 end
 
--- Checks layer_norm_forward against the reference, and says where lumus.core came from.
-local SCRIPT = [[
-local lumus = require "lumus"
-local ref = require "lumus.reference"
-local xt = { { 1, 2, 3, 4 }, { 10, 20, 30, 50 } }
-local c = ref.compare(lumus.layer_norm_forward(lumus.tensor(xt)):to_table(), ref.layer_norm_forward(xt))
-assert(c.max_rel <= 1e-5, "layer_norm_forward differs from the reference")
-print("core from " .. package.searchpath("lumus.core", package.cpath))
-print("lua from " .. package.searchpath("lumus", package.path))
-]]
-
--- Runs SCRIPT in `dir` with only the tree's paths.
-local function run_script(dir, luadir, libdir)
-  local env = ("LUA_PATH='%s/?.lua;%s/?/init.lua' LUA_CPATH='%s/?.so'"):format(luadir, luadir, libdir)
-  return run(("cd %s && %s lua5.4 -e %q"):format(dir, env, SCRIPT))
-end
+-- The check run against an installed copy (spec/support/installed.lua).
+local installed = dofile("spec/support/installed.lua")
+local run_script = installed.run_script
 
 describe("luarocks make into a tree of its own", function()
   it("installs module, Lua files and header; scripts and hosts use them; remove takes them away", function()

@@ -1,0 +1,2 @@
+---@meta lumus
+-- Lua Language Server definitions for lumus (filled in by the following commits).
