@@ -95,7 +95,7 @@ function lumus.adam_step_(param, grad, opts) end
 ---@return lumus.Tensor
 function lumus.add(a, b, opts) end
 
----start, start + step, ... below stop (one number: 0 .. stop - 1); int32 when every argument is an integer, else float32.
+---start, start + step, ... below stop (one number n: 0 .. n - 1); int32 when every argument is an integer, else float32.
 ---@param start number
 ---@param stop? number
 ---@param step? number
@@ -123,7 +123,7 @@ function lumus.argmin(x, opts) end
 function lumus.binary_cross_entropy_with_logits(input, target, opts) end
 
 ---Records fn's ops without running them; returns the graph and fn's results.
----@param fn fun(): ...
+---@param fn fun(...): any
 ---@return lumus.Graph
 ---@return any ...
 function lumus.capture(fn) end
@@ -498,7 +498,7 @@ function lumus.ne(a, b, opts) end
 function lumus.neg(t, opts) end
 
 ---Runs fn with autograd recording off; returns its results.
----@param fn fun(): ...
+---@param fn fun(...): any
 ---@return any ...
 function lumus.no_grad(fn) end
 

@@ -1,10 +1,15 @@
 -- Lua Language Server definitions (meta/*.lua) for lumus's modules.
 --
---   lua5.4 tools/gen_meta.lua            prints a stub, with its meta file, for every public
---                                        name of the modules that meta/ lacks (paste, then
---                                        fill in the types); nothing when meta/ is complete
---   lua5.4 tools/gen_meta.lua --bootstrap  writes meta/ anew from introspection and the
---                                        signatures of tools/meta_sigs.txt (hand edits lost)
+--   lua5.4 tools/gen_meta.lua      prints a stub, under its meta file's name, for every
+--                                  public name of the modules that meta/ lacks (paste it
+--                                  there, then fill in the types); nothing when meta/ is
+--                                  complete. lumus.* and Tensor methods with a line in
+--                                  tools/meta_sigs.txt get typed stubs.
+--   lua5.4 tools/gen_meta.lua --bootstrap DIR
+--                                  writes a whole meta file set into DIR from
+--                                  introspection and tools/meta_sigs.txt: how meta/ began
+--                                  (meta/ has been edited by hand since: types of nn,
+--                                  optim, models.gpt2, tune, autograd, reference).
 --
 -- Run from the repository root after `make`. spec/meta_spec.lua keeps meta/ and the
 -- modules in step (spec/support/meta_names.lua says how names are found on each side).
@@ -97,6 +102,8 @@ local function sorted_keys(set)
   return list
 end
 
+local sigs, methods_only = read_sigs()
+
 if arg[1] ~= "--bootstrap" then
   local missing = names.compare(".")
   local classes = names.real_tables()
@@ -114,15 +121,27 @@ if arg[1] ~= "--bootstrap" then
       local out = { ("-- %s.%s"):format(m.class, m.name) }
       local var = class_var[m.class] or m.class:match("([%w_]+)$")
       local method = m.class:match("[A-Z]") ~= nil
-      stub(out, var, m.name, classes[m.class][m.name], method)
+      local sig, skip
+      if m.class == "lumus" then sig = sigs[m.name]
+      elseif m.class == "lumus.Tensor" then
+        sig, skip = methods_only[m.name], false
+        if not sig and sigs[m.name] then sig, skip = sigs[m.name], true end
+      end
+      if sig then
+        local params = annotate(out, sig, skip)
+        out[#out + 1] = ("function %s%s%s(%s) end"):format(var, method and ":" or ".", m.name, params)
+      else
+        stub(out, var, m.name, classes[m.class][m.name], method)
+      end
       print(table.concat(out, "\n") .. "\n")
     end
   end
   os.exit(0)
 end
 
--- ---- --bootstrap: every meta file anew.
-local sigs, methods_only = read_sigs()
+-- ---- --bootstrap DIR: every meta file anew, into DIR.
+local DIR = arg[2]
+if not DIR then io.stderr:write("usage: lua5.4 tools/gen_meta.lua [--bootstrap DIR]\n"); os.exit(2) end
 local real = names.real_tables()
 
 local LUMUS_HEADER = [[
@@ -190,6 +209,7 @@ local FIELD_VALUES = {
 }
 
 local function write(path, text)
+  path = DIR .. "/" .. path:gsub("^meta/", "")
   local f = assert(io.open(path, "w"))
   f:write(text)
   f:close()

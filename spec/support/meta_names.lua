@@ -31,8 +31,10 @@ function M.real_tables()
     ["lumus.optim.LRScheduler"] = getmetatable(sched).__index,
     ["lumus.models.gpt2"] = gpt2,
     ["lumus.models.gpt2.Model"] = gpt2.Model,
-    ["lumus.models.gpt2.Config"] = gpt2.config_small,
   }
+  -- A model's KV cache, made without a model: new_cache reads only config and blocks.
+  local ok, cache = pcall(gpt2.Model.new_cache, { config = { n_positions = 1 }, blocks = {} }, 1, 1)
+  if ok and getmetatable(cache) then classes["lumus.models.gpt2.Cache"] = getmetatable(cache).__index end
   -- nn's and optim's classes: their own methods (the base class's are Module's or
   -- Optimizer's); nn.KVCache is a constructor whose methods are its metatable's __index.
   for name, cls in pairs(nn) do
