@@ -35,14 +35,47 @@
 ---@field offset integer
 
 ---@class lumus.DeviceInfo
+---@field index integer the index LUMUS_DEVICE takes
 ---@field name string
 ---@field kind "discrete"|"integrated"|"virtual"|"cpu"|"other"
+---@field vendor_id integer
+---@field device_id integer
 ---@field driver string
+---@field driver_info string
+---@field driver_version integer
 ---@field api_version string
+---@field usable boolean
 ---@field subgroup_size integer
+---@field min_subgroup_size integer
+---@field max_subgroup_size integer
+---@field max_workgroup_size integer
+---@field max_workgroup_count integer[]
+---@field max_allocation_size integer
+---@field max_storage_buffer_range integer
 ---@field device_local_bytes integer
----@field index? integer devices() only: the index LUMUS_DEVICE takes
+---@field timestamp_bits integer
+---@field timestamp_period_ns number
 ---@field selected? boolean devices() only: the device this state uses
+---@field attached? boolean device() only: a host's device (lumus_attach_vulkan)
+---@field narrow_storage? boolean device() only: 8/16-bit storage buffer access
+---@field cooperative_matrix? boolean device() only: float16 matmul on tensor cores
+---@field int64_atomics? boolean device() only
+---@field host_visible? boolean device() only
+---@field validation? boolean device() only: the validation layer is on
+---@field sm_count? integer device() only
+
+---@class lumus.MemoryInfo
+---@field in_use integer device bytes lumus holds (tensors and its own)
+---@field internal integer the part lumus keeps for itself across calls
+---@field peak integer
+---@field reserved integer bytes held from the driver
+---@field device_total integer
+---@field limit integer
+---@field budget integer VK_EXT_memory_budget's (0: not reported)
+---@field blocks integer
+---@field allocations integer
+---@field staging integer
+---@field deferred_frees integer
 
 ---A tensor in device memory: 1 to 8 dimensions, one dtype. Every op whose first
 ---argument is a tensor is a method too (t:add(b)); + - * / and unary - are the ops.
@@ -159,12 +192,13 @@ function lumus.clock() end
 ---@return lumus.Tensor
 function lumus.contiguous(t) end
 
----With src: src copied into t (any view; src may broadcast), returns t. Without: a new copy of t.
----@param t lumus.Tensor
----@param src? lumus.Tensor|lumus.OutOpts
----@param opts? lumus.OutOpts
+---src copied into dst (any view; src may broadcast, dtypes convert); returns dst.
+---With one tensor: a new copy of it (or into opts.out).
+---@overload fun(t: lumus.Tensor, opts?: lumus.OutOpts): lumus.Tensor
+---@param dst lumus.Tensor
+---@param src lumus.Tensor
 ---@return lumus.Tensor
-function lumus.copy(t, src, opts) end
+function lumus.copy(dst, src) end
 
 ---Log-softmax + NLL of logits [N, C] and int32 1-based targets [N].
 ---@param logits lumus.Tensor
@@ -284,10 +318,9 @@ function lumus.ge(a, b, opts) end
 
 ---GELU (erf form by default).
 ---@param t lumus.Tensor
----@param opts? {approximate?: "none"|"tanh"
----@param out?  lumus.Tensor}
+---@param opts? {approximate?: "none"|"tanh", out?: lumus.Tensor}
 ---@return lumus.Tensor
-function lumus.gelu(t, opts, out) end
+function lumus.gelu(t, opts) end
 
 ---GELU, erf form.
 ---@param t lumus.Tensor
@@ -344,26 +377,22 @@ function lumus.is_grad_enabled() end
 ---@param mean lumus.Tensor
 ---@param invstd lumus.Tensor
 ---@param weight? lumus.Tensor
----@param opts? {out?: lumus.Tensor
----@param dweight?  lumus.Tensor
----@param dbias?  lumus.Tensor}
+---@param opts? {out?: lumus.Tensor, dweight?: lumus.Tensor, dbias?: lumus.Tensor}
 ---@return lumus.Tensor
 ---@return lumus.Tensor?
 ---@return lumus.Tensor?
-function lumus.layer_norm_backward(dy, x, mean, invstd, weight, opts, dweight, dbias) end
+function lumus.layer_norm_backward(dy, x, mean, invstd, weight, opts) end
 
 ---LayerNorm over the last dimension: y, mean, invstd.
 ---@param x lumus.Tensor
 ---@param weight? lumus.Tensor
 ---@param bias? lumus.Tensor
 ---@param eps? number
----@param opts? {out?: lumus.Tensor
----@param mean?  lumus.Tensor
----@param invstd?  lumus.Tensor}
+---@param opts? {out?: lumus.Tensor, mean?: lumus.Tensor, invstd?: lumus.Tensor}
 ---@return lumus.Tensor
 ---@return lumus.Tensor
 ---@return lumus.Tensor
-function lumus.layer_norm_forward(x, weight, bias, eps, opts, mean, invstd) end
+function lumus.layer_norm_forward(x, weight, bias, eps, opts) end
 
 ---a <= b, a bool tensor.
 ---@param a lumus.Tensor|number
@@ -382,15 +411,10 @@ function lumus.linear(x, weight, bias, opts) end
 
 ---Loads a safetensors file: tensors by name, and its metadata.
 ---@param path string
----@param opts? {dtype?: lumus.dtype
----@param names?  string[]
----@param progress?  fun(done: integer
----@param total  integer)}
----@return table<string
----@return lumus.Tensor>
----@return table<string
----@return string>
-function lumus.load_safetensors(path, opts, names, progress, total) end
+---@param opts? {dtype?: lumus.dtype, names?: string[], progress?: fun(done: integer, total: integer)}
+---@return table<string, lumus.Tensor>
+---@return table<string, string>
+function lumus.load_safetensors(path, opts) end
 
 ---Natural log.
 ---@param t lumus.Tensor
@@ -418,11 +442,9 @@ function lumus.manual_seed(seed) end
 ---Matrix product as torch.matmul (batches broadcast).
 ---@param a lumus.Tensor
 ---@param b lumus.Tensor
----@param opts? {transpose_a?: boolean
----@param transpose_b?  boolean
----@param out?  lumus.Tensor}
+---@param opts? {transpose_a?: boolean, transpose_b?: boolean, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function lumus.matmul(a, b, opts, transpose_b, out) end
+function lumus.matmul(a, b, opts) end
 
 ---Max; with dim also the int32 1-based indices.
 ---@param x lumus.Tensor
@@ -444,8 +466,8 @@ function lumus.maximum(a, b, opts) end
 ---@return lumus.Tensor
 function lumus.mean(x, opts) end
 
----Device memory counters {in_use =, internal =, peak =, reserved =, ...}.
----@return table
+---Device memory counters.
+---@return lumus.MemoryInfo
 function lumus.memory() end
 
 ---Min; with dim also the int32 1-based indices.
@@ -479,10 +501,9 @@ function lumus.mul(a, b, opts) end
 ---int32 1-based categories drawn from rows of weights.
 ---@param probs lumus.Tensor
 ---@param n integer
----@param opts? {replacement?: boolean
----@param out?  lumus.Tensor}
+---@param opts? {replacement?: boolean, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function lumus.multinomial(probs, n, opts, out) end
+function lumus.multinomial(probs, n, opts) end
 
 ---a ~= b, a bool tensor.
 ---@param a lumus.Tensor|number
@@ -556,19 +577,15 @@ function lumus.reset_peak() end
 ---x / sqrt(mean(x^2) + eps) * weight over the last dimension.
 ---@param x lumus.Tensor
 ---@param weight? lumus.Tensor
----@param opts? {eps?: number
----@param out?  lumus.Tensor}
+---@param opts? {eps?: number, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function lumus.rms_norm(x, weight, opts, out) end
+function lumus.rms_norm(x, weight, opts) end
 
 ---Rotary position embedding of [..., T, hd].
 ---@param x lumus.Tensor
----@param opts? {base?: number
----@param offset?  integer
----@param interleaved?  boolean
----@param out?  lumus.Tensor}
+---@param opts? {base?: number, offset?: integer, interleaved?: boolean, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function lumus.rope(x, opts, offset, interleaved, out) end
+function lumus.rope(x, opts) end
 
 ---1 / sqrt(t).
 ---@param t lumus.Tensor
@@ -578,12 +595,9 @@ function lumus.rsqrt(t, opts) end
 
 ---int32 [N] 1-based ids drawn on the device.
 ---@param logits lumus.Tensor
----@param opts? {greedy?: boolean
----@param temperature?  number
----@param top_k?  integer
----@param top_p?  number}
+---@param opts? {greedy?: boolean, temperature?: number, top_k?: integer, top_p?: number}
 ---@return lumus.Tensor
-function lumus.sample(logits, opts, temperature, top_k, top_p) end
+function lumus.sample(logits, opts) end
 
 ---Writes the pipeline cache file now: its size, or nil and a reason.
 ---@return integer?
@@ -607,12 +621,9 @@ function lumus.scale(t, s, opts) end
 ---@param q lumus.Tensor
 ---@param k lumus.Tensor
 ---@param v lumus.Tensor
----@param opts? {causal?: boolean
----@param mask?  lumus.Tensor
----@param scale?  number
----@param out?  lumus.Tensor}
+---@param opts? {causal?: boolean, mask?: lumus.Tensor, scale?: number, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function lumus.scaled_dot_product_attention(q, k, v, opts, mask, scale, out) end
+function lumus.scaled_dot_product_attention(q, k, v, opts) end
 
 ---torch.scatter_add with int32 1-based ids.
 ---@param t lumus.Tensor
@@ -714,14 +725,10 @@ function lumus.to(t, dtype, opts) end
 ---The k largest (or smallest) values and their int32 1-based indices.
 ---@param x lumus.Tensor
 ---@param k integer
----@param opts? {dim?: integer
----@param largest?  boolean
----@param sorted?  boolean
----@param out?  lumus.Tensor
----@param indices?  lumus.Tensor}
+---@param opts? {dim?: integer, largest?: boolean, sorted?: boolean, out?: lumus.Tensor, indices?: lumus.Tensor}
 ---@return lumus.Tensor
 ---@return lumus.Tensor
-function lumus.topk(x, k, opts, largest, sorted, out, indices) end
+function lumus.topk(x, k, opts) end
 
 ---Fills t in place with uniform [from, to); returns t.
 ---@param t lumus.Tensor
@@ -828,11 +835,12 @@ function Tensor:clamp(min, max, opts) end
 ---@return lumus.Tensor
 function Tensor:contiguous() end
 
----With src: src copied into t (any view; src may broadcast), returns t. Without: a new copy of t.
----@param src? lumus.Tensor|lumus.OutOpts
----@param opts? lumus.OutOpts
+---src copied into this tensor (any view; src may broadcast, dtypes convert); returns it.
+---Without src: a new copy (or into opts.out).
+---@overload fun(self: lumus.Tensor, opts?: lumus.OutOpts): lumus.Tensor
+---@param src lumus.Tensor
 ---@return lumus.Tensor
-function Tensor:copy(src, opts) end
+function Tensor:copy(src) end
 
 ---dlogits [N, C].
 ---@param logits lumus.Tensor
@@ -925,10 +933,9 @@ function Tensor:gather(dim, ids, opts) end
 function Tensor:ge(b, opts) end
 
 ---GELU (erf form by default).
----@param opts? {approximate?: "none"|"tanh"
----@param out?  lumus.Tensor}
+---@param opts? {approximate?: "none"|"tanh", out?: lumus.Tensor}
 ---@return lumus.Tensor
-function Tensor:gelu(opts, out) end
+function Tensor:gelu(opts) end
 
 ---GELU, erf form.
 ---@param opts? lumus.OutOpts
@@ -990,25 +997,21 @@ function Tensor:item() end
 ---@param mean lumus.Tensor
 ---@param invstd lumus.Tensor
 ---@param weight? lumus.Tensor
----@param opts? {out?: lumus.Tensor
----@param dweight?  lumus.Tensor
----@param dbias?  lumus.Tensor}
+---@param opts? {out?: lumus.Tensor, dweight?: lumus.Tensor, dbias?: lumus.Tensor}
 ---@return lumus.Tensor
 ---@return lumus.Tensor?
 ---@return lumus.Tensor?
-function Tensor:layer_norm_backward(x, mean, invstd, weight, opts, dweight, dbias) end
+function Tensor:layer_norm_backward(x, mean, invstd, weight, opts) end
 
 ---LayerNorm over the last dimension: y, mean, invstd.
 ---@param weight? lumus.Tensor
 ---@param bias? lumus.Tensor
 ---@param eps? number
----@param opts? {out?: lumus.Tensor
----@param mean?  lumus.Tensor
----@param invstd?  lumus.Tensor}
+---@param opts? {out?: lumus.Tensor, mean?: lumus.Tensor, invstd?: lumus.Tensor}
 ---@return lumus.Tensor
 ---@return lumus.Tensor
 ---@return lumus.Tensor
-function Tensor:layer_norm_forward(weight, bias, eps, opts, mean, invstd) end
+function Tensor:layer_norm_forward(weight, bias, eps, opts) end
 
 ---a <= b, a bool tensor.
 ---@param b lumus.Tensor|number
@@ -1041,11 +1044,9 @@ function Tensor:lt(b, opts) end
 
 ---Matrix product as torch.matmul (batches broadcast).
 ---@param b lumus.Tensor
----@param opts? {transpose_a?: boolean
----@param transpose_b?  boolean
----@param out?  lumus.Tensor}
+---@param opts? {transpose_a?: boolean, transpose_b?: boolean, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function Tensor:matmul(b, opts, transpose_b, out) end
+function Tensor:matmul(b, opts) end
 
 ---Max; with dim also the int32 1-based indices.
 ---@param opts? lumus.ReduceOpts
@@ -1084,10 +1085,9 @@ function Tensor:mul(b, opts) end
 
 ---int32 1-based categories drawn from rows of weights.
 ---@param n integer
----@param opts? {replacement?: boolean
----@param out?  lumus.Tensor}
+---@param opts? {replacement?: boolean, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function Tensor:multinomial(n, opts, out) end
+function Tensor:multinomial(n, opts) end
 
 ---A view of length elements from start (1-based) along dim.
 ---@param dim integer
@@ -1134,8 +1134,9 @@ function Tensor:pow(b, opts) end
 function Tensor:relu(opts) end
 
 ---With flag: marks a float32 leaf and returns it; without: whether it requires grad.
----@param flag? boolean
----@return lumus.Tensor|boolean
+---@overload fun(self: lumus.Tensor): boolean
+---@param flag boolean
+---@return lumus.Tensor
 function Tensor:requires_grad(flag) end
 
 ---A view when the strides allow, else a copy ({-1, n} infers a size).
@@ -1145,18 +1146,14 @@ function Tensor:reshape(shape) end
 
 ---x / sqrt(mean(x^2) + eps) * weight over the last dimension.
 ---@param weight? lumus.Tensor
----@param opts? {eps?: number
----@param out?  lumus.Tensor}
+---@param opts? {eps?: number, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function Tensor:rms_norm(weight, opts, out) end
+function Tensor:rms_norm(weight, opts) end
 
 ---Rotary position embedding of [..., T, hd].
----@param opts? {base?: number
----@param offset?  integer
----@param interleaved?  boolean
----@param out?  lumus.Tensor}
+---@param opts? {base?: number, offset?: integer, interleaved?: boolean, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function Tensor:rope(opts, offset, interleaved, out) end
+function Tensor:rope(opts) end
 
 ---1 / sqrt(t).
 ---@param opts? lumus.OutOpts
@@ -1164,12 +1161,9 @@ function Tensor:rope(opts, offset, interleaved, out) end
 function Tensor:rsqrt(opts) end
 
 ---int32 [N] 1-based ids drawn on the device.
----@param opts? {greedy?: boolean
----@param temperature?  number
----@param top_k?  integer
----@param top_p?  number}
+---@param opts? {greedy?: boolean, temperature?: number, top_k?: integer, top_p?: number}
 ---@return lumus.Tensor
-function Tensor:sample(opts, temperature, top_k, top_p) end
+function Tensor:sample(opts) end
 
 ---t * s.
 ---@param s number
@@ -1180,12 +1174,9 @@ function Tensor:scale(s, opts) end
 ---Fused attention softmax(q k^T scale + mask) v.
 ---@param k lumus.Tensor
 ---@param v lumus.Tensor
----@param opts? {causal?: boolean
----@param mask?  lumus.Tensor
----@param scale?  number
----@param out?  lumus.Tensor}
+---@param opts? {causal?: boolean, mask?: lumus.Tensor, scale?: number, out?: lumus.Tensor}
 ---@return lumus.Tensor
-function Tensor:scaled_dot_product_attention(k, v, opts, mask, scale, out) end
+function Tensor:scaled_dot_product_attention(k, v, opts) end
 
 ---torch.scatter_add with int32 1-based ids.
 ---@param dim integer
@@ -1215,9 +1206,10 @@ function Tensor:sigmoid(opts) end
 ---@return lumus.Tensor
 function Tensor:silu(opts) end
 
----The size of dimension dim (negative: from the end), or the shape.
----@param dim? integer
----@return integer|integer[]
+---The size of dimension dim (negative: from the end); without dim, the shape.
+---@overload fun(self: lumus.Tensor): integer[]
+---@param dim integer
+---@return integer
 function Tensor:size(dim) end
 
 ---Softmax over dim (default the last).
@@ -1241,9 +1233,10 @@ function Tensor:sqrt(opts) end
 ---@return lumus.Tensor
 function Tensor:squeeze(dim) end
 
----The stride of dimension dim in elements, or every stride.
----@param dim? integer
----@return integer|integer[]
+---The stride of dimension dim in elements; without dim, every stride.
+---@overload fun(self: lumus.Tensor): integer[]
+---@param dim integer
+---@return integer
 function Tensor:stride(dim) end
 
 ---a - b (broadcasting).
@@ -1280,14 +1273,10 @@ function Tensor:to_table() end
 
 ---The k largest (or smallest) values and their int32 1-based indices.
 ---@param k integer
----@param opts? {dim?: integer
----@param largest?  boolean
----@param sorted?  boolean
----@param out?  lumus.Tensor
----@param indices?  lumus.Tensor}
+---@param opts? {dim?: integer, largest?: boolean, sorted?: boolean, out?: lumus.Tensor, indices?: lumus.Tensor}
 ---@return lumus.Tensor
 ---@return lumus.Tensor
-function Tensor:topk(k, opts, largest, sorted, out, indices) end
+function Tensor:topk(k, opts) end
 
 ---A view with two dimensions swapped.
 ---@param dim1 integer

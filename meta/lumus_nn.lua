@@ -98,7 +98,7 @@ function Module:free() end
 ---@field out_features integer
 local Linear = {}
 
----@param x lumus.Tensor [..., in_features]
+---@param x lumus.Tensor of shape [..., in_features]
 ---@return lumus.Tensor
 function Linear:forward(x) end
 
@@ -115,7 +115,7 @@ function Linear:describe() end
 ---@field invstd? lumus.Tensor the last call's per-row 1/sqrt(var + eps)
 local LayerNorm = {}
 
----@param x lumus.Tensor [..., D]
+---@param x lumus.Tensor of shape [..., D]
 ---@return lumus.Tensor
 function LayerNorm:forward(x) end
 
@@ -224,13 +224,13 @@ function Residual:load(values, opts) end
 ---@field num_heads integer
 ---@field head_dim integer
 ---@field causal boolean
----@field in_proj_weight lumus.Tensor [3E, E]
+---@field in_proj_weight lumus.Tensor of shape [3E, E]
 ---@field in_proj_bias? lumus.Tensor
----@field out_proj_weight lumus.Tensor [E, E]
+---@field out_proj_weight lumus.Tensor of shape [E, E]
 ---@field out_proj_bias? lumus.Tensor
 local MultiheadAttention = {}
 
----@param x lumus.Tensor [B, T, E]
+---@param x lumus.Tensor of shape [B, T, E]
 ---@param cache? lumus.nn.KVCache keys and values of earlier positions, appended to
 ---@return lumus.Tensor
 function MultiheadAttention:forward(x, cache) end
@@ -251,7 +251,7 @@ function MultiheadAttention:describe() end
 ---@field attn lumus.nn.MultiheadAttention
 local TransformerBlock = {}
 
----@param x lumus.Tensor [B, T, D]
+---@param x lumus.Tensor of shape [B, T, D]
 ---@param cache? lumus.nn.KVCache
 ---@return lumus.Tensor
 function TransformerBlock:forward(x, cache) end

@@ -17,6 +17,23 @@ package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/?.so;" .. package.cpath
 local names = dofile("spec/support/meta_names.lua")
 
+-- Splits at the commas outside {}, () and <>: {a?: x, b?: y} and table<K, V> are one item.
+local function split_top(text)
+  local items, depth, start = {}, 0, 1
+  text = text .. ","
+  for i = 1, #text do
+    local c = text:sub(i, i)
+    if c == "{" or c == "(" or c == "<" then depth = depth + 1
+    elseif c == "}" or c == ")" or c == ">" then depth = depth - 1
+    elseif c == "," and depth == 0 then
+      local item = text:sub(start, i - 1):gsub("^%s+", ""):gsub("%s+$", "")
+      if item ~= "" then items[#items + 1] = item end
+      start = i + 1
+    end
+  end
+  return items
+end
+
 -- tools/meta_sigs.txt: name|params|returns|description; a returns field may hold unions
 -- (its pieces have no ":"), a description no "|".
 local function read_sigs()
@@ -33,11 +50,9 @@ local function read_sigs()
       end
       local params = table.concat(pieces, "|")
       local sig = { params = {}, returns = table.concat(ret, "|"), desc = desc }
-      for p in params:gmatch("[^,]+") do
-        -- a parameter is name:type; a type's own commas ({a?: x, b?: y}) join it again
-        local pname, ptype = p:match("^%s*([%w_]+%??):(.*)$")
-        if pname then sig.params[#sig.params + 1] = { name = pname, type = ptype }
-        else local last = sig.params[#sig.params]; last.type = last.type .. "," .. p end
+      for _, p in ipairs(split_top(params)) do
+        local pname, ptype = p:match("^([%w_]+%??):(.*)$")
+        sig.params[#sig.params + 1] = { name = pname, type = ptype }
       end
       if name:sub(1, 1) == ":" then methods_only[name:sub(2)] = sig else sigs[name] = sig end
     end
@@ -55,17 +70,8 @@ local function annotate(out, sig, skip_first)
     end
   end
   if sig.returns ~= "nil" and sig.returns ~= "" then
-    -- split at the commas outside {} and (): {ops: integer, inputs: integer} is one type
-    local depth, start, text = 0, 1, sig.returns .. ","
-    for i = 1, #text do
-      local c = text:sub(i, i)
-      if c == "{" or c == "(" then depth = depth + 1
-      elseif c == "}" or c == ")" then depth = depth - 1
-      elseif c == "," and depth == 0 then
-        local r = text:sub(start, i - 1):gsub("^%s+", "")
-        out[#out + 1] = "---@return " .. (r == "..." and "any ..." or r)
-        start = i + 1
-      end
+    for _, r in ipairs(split_top(sig.returns)) do
+      out[#out + 1] = "---@return " .. (r == "..." and "any ..." or r)
     end
   end
   return table.concat(plist, ", ")
