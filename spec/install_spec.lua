@@ -1,7 +1,8 @@
--- Packaging: `luarocks make` installs the module, its Lua files and the host API
--- (lumus.h, liblumus.a) into a tree; scripts and a host built against the installed
--- header run from another directory; `luarocks remove` takes it all away. Offline: the
--- rockspec's make build fetches nothing. `make install`/`make uninstall` likewise.
+-- Packaging: `luarocks make` installs the module, its Lua files, the host API
+-- (lumus.h, liblumus.a) and the editor definitions (meta/) into a tree; scripts and a
+-- host built against the installed header run from another directory; `luarocks remove`
+-- takes it all away. Offline: the rockspec's make build fetches nothing. `make
+-- install`/`make uninstall` likewise. The released source rock: spec/rock_spec.lua.
 local shell = dofile("spec/support/shell.lua")
 local ROOT, run = shell.ROOT, shell.run
 
@@ -33,7 +34,7 @@ describe("luarocks make into a tree of its own", function()
     local rockdir = run(lr .. " show --rock-dir lumus"):gsub("%s+$", "")
     local files = {
       luadir .. "/lumus/init.lua", luadir .. "/lumus/reference.lua", libdir .. "/lumus/core.so",
-      rockdir .. "/include/lumus.h", rockdir .. "/static/liblumus.a",
+      rockdir .. "/include/lumus.h", rockdir .. "/static/liblumus.a", rockdir .. "/meta/lumus.lua",
     }
     for _, f in ipairs(files) do assert.is_true(exists(f), f .. " was not installed") end
 
