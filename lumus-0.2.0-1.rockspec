@@ -46,12 +46,12 @@ build = {
    build_target = "all",
    -- LUA is the interpreter of the Lua version being installed for (lua5.1, luajit, ...):
    -- the Makefile derives the version and the headers' flavour from it and LUA_INCDIR.
+   -- LUA_LIBDIR is not passed: the module does not link liblua, and luarocks leaves it
+   -- unset on Debian (passing it would warn "unmatched variable" on every build).
    build_variables = {
       CFLAGS = "$(CFLAGS)",
       LIBFLAG = "$(LIBFLAG)",
       LUA_INCDIR = "$(LUA_INCDIR)",
-      LUA_LIBDIR = "$(LUA_LIBDIR)",
-      LUA_BINDIR = "$(LUA_BINDIR)",
       LUA = "$(LUA)",
    },
    install_target = "install",
@@ -65,8 +65,6 @@ build = {
       -- install builds liblumus.a, whose embedded Lua files and preloader need these too.
       CFLAGS = "$(CFLAGS)",
       LUA_INCDIR = "$(LUA_INCDIR)",
-      LUA_LIBDIR = "$(LUA_LIBDIR)",
-      LUA_BINDIR = "$(LUA_BINDIR)",
       LUA = "$(LUA)",
    },
    -- Into the rock's directory: the Lua Language Server definitions and the docs.

@@ -32,8 +32,6 @@ build = {
       CFLAGS = "$(CFLAGS)",
       LIBFLAG = "$(LIBFLAG)",
       LUA_INCDIR = "$(LUA_INCDIR)",
-      LUA_LIBDIR = "$(LUA_LIBDIR)",
-      LUA_BINDIR = "$(LUA_BINDIR)",
       LUA = "$(LUA)",
    },
    install_target = "install",
@@ -47,8 +45,6 @@ build = {
       -- install builds liblumus.a, whose embedded Lua files and preloader need these too.
       CFLAGS = "$(CFLAGS)",
       LUA_INCDIR = "$(LUA_INCDIR)",
-      LUA_LIBDIR = "$(LUA_LIBDIR)",
-      LUA_BINDIR = "$(LUA_BINDIR)",
       LUA = "$(LUA)",
    },
    -- Into the rock's directory: the Lua Language Server definitions and the docs.
