@@ -155,7 +155,7 @@ $(BUILD)/.deps:
 	echo '#include <jansson.h>' | $(CC) $(JANSSON_CFLAGS) -E -x c - >/dev/null 2>&1 || \
 	  missing="$$missing\n  jansson headers: jansson.h (Debian package libjansson-dev)"; \
 	if [ -n "$$missing" ]; then \
-	  printf "make: missing to build lumus:$$missing\n(\`make deps\` installs the Debian packages, as root)\n" >&2; exit 1; \
+	  printf "make: missing to build lumus:$$missing\n(\`make deps\` installs the Debian packages, as root; glslc and spirv-val also come with the Vulkan SDK)\n" >&2; exit 1; \
 	fi
 
 # One variant (a row of SHADER_ROWS): compiled, checked by spirv-val, then compiled
@@ -364,3 +364,34 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD)/obj $(BUILD)/lumus $(SPV_DIR) $(BUILD)/embed $(STATIC_LIB) $(BUILD)/examples $(BUILD)/tests $(BUILD)/tsan $(ASAN_BUILD) $(FUZZ_BUILD)
+
+# ---- Release. `make dist`: build/dist/lumus-<version>.tar.gz, a git archive of DIST_REF
+# (HEAD: uncommitted changes are not in it; DIST_REF=$$(git stash create) takes them) under
+# lumus-<version>/. `make rock`: that tarball and the versioned rockspec packed by
+# `luarocks pack` into build/dist/lumus-<version>-1.src.rock. The version is the highest
+# lumus-<version>-<revision>.rockspec's. luarocks pack fetches a file:// source from its
+# own temporary directory, so it packs a copy of the rockspec that names the tarball by
+# absolute path; the committed rockspec then replaces that copy inside the rock.
+DIST_DIR      := $(BUILD)/dist
+DIST_REF      ?= HEAD
+ROCKSPEC       = $(lastword $(sort $(wildcard lumus-[0-9]*.rockspec)))
+ROCK_VERSION   = $(patsubst lumus-%.rockspec,%,$(ROCKSPEC))
+DIST_VERSION   = $(shell echo '$(ROCK_VERSION)' | sed 's/-[0-9]*$$//')
+DIST_TARBALL   = $(DIST_DIR)/lumus-$(DIST_VERSION).tar.gz
+LUAROCKS      ?= luarocks
+
+.PHONY: dist rock
+dist:
+	@command -v git >/dev/null 2>&1 || { echo "make dist: git not found: install Debian's git" >&2; exit 1; }
+	@[ -n "$(ROCKSPEC)" ] || { echo "make dist: no lumus-<version>-<revision>.rockspec here" >&2; exit 1; }
+	@mkdir -p $(DIST_DIR)
+	git archive --format=tar.gz --prefix=lumus-$(DIST_VERSION)/ -o $(DIST_TARBALL) $(DIST_REF)
+
+rock: dist
+	@for t in $(LUAROCKS) zip; do command -v $$t >/dev/null 2>&1 || \
+	  { echo "make rock: $$t not found: install Debian's $$t" >&2; exit 1; }; done
+	@mkdir -p $(DIST_DIR)/pack
+	sed 's|^\( *url *= *\)"file://[^"]*"|\1"file://$(abspath $(DIST_TARBALL))"|' $(ROCKSPEC) > $(DIST_DIR)/pack/$(ROCKSPEC)
+	cd $(DIST_DIR) && $(LUAROCKS) pack pack/$(ROCKSPEC)
+	cp $(ROCKSPEC) $(DIST_DIR)/ && cd $(DIST_DIR) && zip -q lumus-$(ROCK_VERSION).src.rock $(ROCKSPEC)
+	@echo "make rock: $(DIST_DIR)/lumus-$(ROCK_VERSION).src.rock"

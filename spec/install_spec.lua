@@ -1,7 +1,8 @@
--- Packaging: `luarocks make` installs the module, its Lua files and the host API
--- (lumus.h, liblumus.a) into a tree; scripts and a host built against the installed
--- header run from another directory; `luarocks remove` takes it all away. Offline: the
--- rockspec's make build fetches nothing. `make install`/`make uninstall` likewise.
+-- Packaging: `luarocks make` installs the module, its Lua files, the host API
+-- (lumus.h, liblumus.a) and the editor definitions (meta/) into a tree; scripts and a
+-- host built against the installed header run from another directory; `luarocks remove`
+-- takes it all away. Offline: the rockspec's make build fetches nothing. `make
+-- install`/`make uninstall` likewise. The released source rock: spec/rock_spec.lua.
 local shell = dofile("spec/support/shell.lua")
 local ROOT, run = shell.ROOT, shell.run
 
@@ -17,22 +18,9 @@ local function tempdir()
   return (out:gsub("%s+$", ""))
 end
 
--- Checks layer_norm_forward against the reference, and says where lumus.core came from.
-local SCRIPT = [[
-local lumus = require "lumus"
-local ref = require "lumus.reference"
-local xt = { { 1, 2, 3, 4 }, { 10, 20, 30, 50 } }
-local c = ref.compare(lumus.layer_norm_forward(lumus.tensor(xt)):to_table(), ref.layer_norm_forward(xt))
-assert(c.max_rel <= 1e-5, "layer_norm_forward differs from the reference")
-print("core from " .. package.searchpath("lumus.core", package.cpath))
-print("lua from " .. package.searchpath("lumus", package.path))
-]]
-
--- Runs SCRIPT in `dir` with only the tree's paths.
-local function run_script(dir, luadir, libdir)
-  local env = ("LUA_PATH='%s/?.lua;%s/?/init.lua' LUA_CPATH='%s/?.so'"):format(luadir, luadir, libdir)
-  return run(("cd %s && %s lua5.4 -e %q"):format(dir, env, SCRIPT))
-end
+-- The check run against an installed copy (spec/support/installed.lua).
+local installed = dofile("spec/support/installed.lua")
+local run_script = installed.run_script
 
 describe("luarocks make into a tree of its own", function()
   it("installs module, Lua files and header; scripts and hosts use them; remove takes them away", function()
@@ -46,7 +34,7 @@ describe("luarocks make into a tree of its own", function()
     local rockdir = run(lr .. " show --rock-dir lumus"):gsub("%s+$", "")
     local files = {
       luadir .. "/lumus/init.lua", luadir .. "/lumus/reference.lua", libdir .. "/lumus/core.so",
-      rockdir .. "/include/lumus.h", rockdir .. "/static/liblumus.a",
+      rockdir .. "/include/lumus.h", rockdir .. "/static/liblumus.a", rockdir .. "/meta/lumus.lua",
     }
     for _, f in ipairs(files) do assert.is_true(exists(f), f .. " was not installed") end
 

@@ -231,7 +231,7 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     luaL_setfuncs(L, internal_methods, 0);
     lua_pop(L, 2);
     lm_register_names(L, internal_methods, "lumus.Tensor");
-    lua_pushliteral(L, "0.1.0");
+    lua_pushliteral(L, "0.2.0");   /* the rock's version (lumus-0.2.0-1.rockspec) */
     lua_setfield(L, -2, "version");
     lua_newtable(L);   /* core._host, for lua/lumus/compat.lua */
     luaL_setfuncs(L, lm_host_pack_functions, 0);

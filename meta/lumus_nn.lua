@@ -1,0 +1,313 @@
+---@meta lumus.nn
+-- Lua Language Server definitions for lumus.nn (see meta/lumus.lua). Modules are
+-- callable (m(x) is m:forward(x)) and reuse their outputs: m.output is overwritten by the
+-- next call (README: Modules).
+
+---The base class: parameters, children, training mode, loading and state dicts.
+---`local M = nn.Module:extend("Name")`, then `M:__init(...)` and `M:forward(x)`.
+---@class lumus.nn.Module
+---@field output? lumus.Tensor the last call's result, reused by the next call
+---@field training boolean set by train()/eval(), children's too
+local Module = {}
+
+---A subclass of this module class, printed as nn.<name>.
+---@param name string
+---@return table class a callable class: class(...) runs class:__init(...)
+function Module:extend(name) end
+
+---Registers a parameter tensor as self[name].
+---@param name string
+---@param t lumus.Tensor
+---@return lumus.Tensor
+function Module:register_parameter(name, t) end
+
+---Registers a child module (its parameters follow this module's); self[name] when named.
+---@generic M: lumus.nn.Module
+---@param m M
+---@param name? string
+---@return M
+function Module:register_module(m, name) end
+
+---Names fields holding output tensors the module keeps and reuses (released by clear_state).
+---@param ... string
+function Module:register_buffers(...) end
+
+---Computes the output (m(x) calls it).
+---@param x lumus.Tensor
+---@param ... any
+---@return lumus.Tensor
+function Module:forward(x, ...) end
+
+---The module as printed, e.g. "nn.Linear(768 -> 3072)".
+---@return string
+function Module:describe() end
+
+---The parameter tensors in a fixed order, marked requires_grad(true).
+---@return lumus.Tensor[]
+function Module:parameters() end
+
+---{{"1.weight", t}, ...}: parameters with dotted names.
+---@return {[1]: string, [2]: lumus.Tensor}[]
+function Module:named_parameters() end
+
+---Marks or unmarks every parameter, children's included.
+---@param flag? boolean default true
+---@return self
+function Module:requires_grad_(flag) end
+
+---Drops every parameter's gradient.
+function Module:zero_grad() end
+
+---Sets training mode recursively (Dropout is the identity when false).
+---@param mode? boolean default true
+---@return self
+function Module:train(mode) end
+
+---train(false).
+---@return self
+function Module:eval() end
+
+---{["block.2.weight"] = t, ...}: the parameter tensors themselves.
+---@return table<string, lumus.Tensor>
+function Module:state_dict() end
+
+---Copies sd's tensors into the parameters; strict: no missing or unexpected keys.
+---@param sd table<string, lumus.Tensor>
+---@param opts? {strict?: boolean}
+function Module:load_state_dict(sd, opts) end
+
+---Copies values (nested or flat tables, float32 bytes, tensors) into the parameters.
+---@param values table
+---@param opts? {strict?: boolean}
+---@return self
+function Module:load(values, opts) end
+
+---Releases the kept outputs, children's included.
+---@return self
+function Module:clear_state() end
+
+---Frees the parameters and the outputs.
+function Module:free() end
+
+---x W^T + b (lumus.linear); weight [out, in], bias [out].
+---@class lumus.nn.Linear : lumus.nn.Module
+---@overload fun(in_features: integer, out_features: integer, opts?: {bias?: boolean, seed?: integer}): lumus.nn.Linear
+---@field weight lumus.Tensor
+---@field bias? lumus.Tensor
+---@field in_features integer
+---@field out_features integer
+local Linear = {}
+
+---@param x lumus.Tensor of shape [..., in_features]
+---@return lumus.Tensor
+function Linear:forward(x) end
+
+---@return string
+function Linear:describe() end
+
+---LayerNorm over the last dimension; weight (ones) and bias (zeros) [D] when affine.
+---@class lumus.nn.LayerNorm : lumus.nn.Module
+---@overload fun(d: integer, opts?: {eps?: number, affine?: boolean}): lumus.nn.LayerNorm
+---@field weight? lumus.Tensor
+---@field bias? lumus.Tensor
+---@field eps number
+---@field mean? lumus.Tensor the last call's per-row mean
+---@field invstd? lumus.Tensor the last call's per-row 1/sqrt(var + eps)
+local LayerNorm = {}
+
+---@param x lumus.Tensor of shape [..., D]
+---@return lumus.Tensor
+function LayerNorm:forward(x) end
+
+---@return string
+function LayerNorm:describe() end
+
+---lumus.gelu (erf form, or tanh).
+---@class lumus.nn.GELU : lumus.nn.Module
+---@overload fun(opts?: {approximate?: "none"|"tanh"}): lumus.nn.GELU
+local GELU = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function GELU:forward(x) end
+
+---@return string
+function GELU:describe() end
+
+---lumus.relu.
+---@class lumus.nn.ReLU : lumus.nn.Module
+---@overload fun(): lumus.nn.ReLU
+local ReLU = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function ReLU:forward(x) end
+
+---Training: zeroes each element with probability p and scales the rest by 1/(1-p);
+---evaluation: x itself.
+---@class lumus.nn.Dropout : lumus.nn.Module
+---@overload fun(p?: number): lumus.nn.Dropout
+---@field p number
+local Dropout = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Dropout:forward(x) end
+
+---@return string
+function Dropout:describe() end
+
+---Rows of weight [num, dim] for int32 1-based ids: [...] -> [..., dim].
+---@class lumus.nn.Embedding : lumus.nn.Module
+---@overload fun(num_embeddings: integer, embedding_dim: integer, opts?: {seed?: integer}): lumus.nn.Embedding
+---@field weight lumus.Tensor
+---@field num_embeddings integer
+---@field embedding_dim integer
+local Embedding = {}
+
+---@param ids lumus.Tensor int32, 1-based
+---@return lumus.Tensor
+function Embedding:forward(ids) end
+
+---@return string
+function Embedding:describe() end
+
+---The modules in order.
+---@class lumus.nn.Sequential : lumus.nn.Module
+---@overload fun(...: lumus.nn.Module): lumus.nn.Sequential
+local Sequential = {}
+
+---Appends a module.
+---@param m lumus.nn.Module
+---@return self
+function Sequential:add(m) end
+
+---The i-th module (1-based).
+---@param i integer
+---@return lumus.nn.Module
+function Sequential:get(i) end
+
+---The number of modules.
+---@return integer
+function Sequential:size() end
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Sequential:forward(x) end
+
+---@return string
+function Sequential:describe() end
+
+---x + block(x).
+---@class lumus.nn.Residual : lumus.nn.Module
+---@overload fun(block: lumus.nn.Module): lumus.nn.Residual
+---@field block lumus.nn.Module
+local Residual = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Residual:forward(x) end
+
+---@return string
+function Residual:describe() end
+
+---Loads the block's values ({block = ...} or the block's own form).
+---@param values table
+---@param opts? {strict?: boolean}
+---@return self
+function Residual:load(values, opts) end
+
+---Fused q/k/v projection, attention per head, output projection of x [B, T, E].
+---@class lumus.nn.MultiheadAttention : lumus.nn.Module
+---@overload fun(embed_dim: integer, num_heads: integer, opts?: {bias?: boolean, causal?: boolean, init?: boolean}): lumus.nn.MultiheadAttention
+---@field embed_dim integer
+---@field num_heads integer
+---@field head_dim integer
+---@field causal boolean
+---@field in_proj_weight lumus.Tensor of shape [3E, E]
+---@field in_proj_bias? lumus.Tensor
+---@field out_proj_weight lumus.Tensor of shape [E, E]
+---@field out_proj_bias? lumus.Tensor
+local MultiheadAttention = {}
+
+---@param x lumus.Tensor of shape [B, T, E]
+---@param cache? lumus.nn.KVCache keys and values of earlier positions, appended to
+---@return lumus.Tensor
+function MultiheadAttention:forward(x, cache) end
+
+---A KV cache for this module: [batch, heads, max_len, head_dim].
+---@param batch integer
+---@param max_len integer
+---@param opts? {dtype?: lumus.dtype}
+---@return lumus.nn.KVCache
+function MultiheadAttention:new_cache(batch, max_len, opts) end
+
+---@return string
+function MultiheadAttention:describe() end
+
+---Pre-norm transformer block: h = x + attn(norm1(x)), h + proj(act(fc(norm2(h)))).
+---@class lumus.nn.TransformerBlock : lumus.nn.Module
+---@overload fun(dim: integer, heads: integer, opts?: {mlp_ratio?: number, hidden?: integer, activation?: "gelu_tanh"|"gelu"|"relu"|"silu", norm?: "layer"|"rms", eps?: number, bias?: boolean, causal?: boolean, init?: boolean}): lumus.nn.TransformerBlock
+---@field attn lumus.nn.MultiheadAttention
+local TransformerBlock = {}
+
+---@param x lumus.Tensor of shape [B, T, D]
+---@param cache? lumus.nn.KVCache
+---@return lumus.Tensor
+function TransformerBlock:forward(x, cache) end
+
+---Its attention's KV cache.
+---@param batch integer
+---@param max_len integer
+---@param opts? {dtype?: lumus.dtype}
+---@return lumus.nn.KVCache
+function TransformerBlock:new_cache(batch, max_len, opts) end
+
+---@return string
+function TransformerBlock:describe() end
+
+---Keys and values [B, H, max_len, hd] written in place; length counts the positions held.
+---@class lumus.nn.KVCache
+---@overload fun(batch: integer, heads: integer, max_len: integer, head_dim: integer, opts?: {dtype?: lumus.dtype}): lumus.nn.KVCache
+---@field k lumus.Tensor
+---@field v lumus.Tensor
+---@field length integer
+---@field max_len integer
+local KVCache = {}
+
+---Writes k, v [B, H, T, hd] after the held positions; returns the views of every
+---position held (after the write).
+---@param k lumus.Tensor
+---@param v lumus.Tensor
+---@return lumus.Tensor k
+---@return lumus.Tensor v
+function KVCache:append(k, v) end
+
+---Forgets the positions (length = 0).
+---@return self
+function KVCache:reset() end
+
+---Frees the key and value tensors.
+function KVCache:free() end
+
+---@class lumus.nn
+local nn = {}
+
+---Resets the generator that seeds Linear and Embedding made without a seed.
+---@param seed integer
+function nn.manual_seed(seed) end
+
+nn.Module = Module
+nn.Linear = Linear
+nn.LayerNorm = LayerNorm
+nn.GELU = GELU
+nn.ReLU = ReLU
+nn.Dropout = Dropout
+nn.Embedding = Embedding
+nn.Sequential = Sequential
+nn.Residual = Residual
+nn.MultiheadAttention = MultiheadAttention
+nn.TransformerBlock = TransformerBlock
+nn.KVCache = KVCache
+
+return nn
