@@ -266,7 +266,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lua_settop(L, 2);
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "fuzz.tables");
-    lua_gc(L, LUA_GCCOLLECT);
+    lua_gc(L, LUA_GCCOLLECT, 0);
     lua_Integer now = memory_in_use();
     if (now != baseline) {
         fprintf(stderr, "device memory in use %lld after the input, %lld before\n", (long long)now, (long long)baseline);

@@ -4,7 +4,7 @@
 #include "queues.h"
 #include "storage.h"
 #include "lumus.h"
-#include <lauxlib.h>
+#include "lua_compat.h"
 #include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* lumus's lauxlib: function names, argument errors and options tables (see luautil.h). */
 #include "luautil.h"
 #include <lauxlib.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -213,3 +214,70 @@ int lm_option_choice(lua_State *L, int arg, const char *key, const char *const n
     if (s) lm_argerror(L, arg, "%s must be %s, got \"%s\"", key, lua_tostring(L, -1), s);
     return lm_argerror(L, arg, "%s must be %s, got %s", key, lua_tostring(L, -1), luaL_typename(L, -2));
 }
+
+#if LUA_VERSION_NUM < 503
+/* ---- Lua 5.1 and LuaJIT: the integer checks and %I of lua_compat.h ---- */
+
+/* 5.4's rule for a float (or a numeric string) converted to an integer: exact or
+ * refused. Numbers are doubles here, so this is every number. */
+lua_Integer lmc_tointegerx(lua_State *L, int idx, int *isint) {
+    const lua_Number lim = sizeof(lua_Integer) >= 8 ? 9223372036854775808.0 : 2147483648.0;
+    int ok = 0;
+    lua_Integer v = 0;
+    if (lua_isnumber(L, idx)) {
+        lua_Number n = lua_tonumber(L, idx);
+        if (n == floor(n) && n >= -lim && n < lim) { ok = 1; v = (lua_Integer)n; }
+    }
+    if (isint) *isint = ok;
+    return v;
+}
+
+/* A number (not a string) with an integer value. */
+int lmc_isinteger(lua_State *L, int idx) {
+    int ok = 0;
+    if (lua_type(L, idx) == LUA_TNUMBER) lmc_tointegerx(L, idx, &ok);
+    return ok;
+}
+
+/* lua_pushvfstring with 5.3's formats: %s %d %I %f %p %c %%. */
+const char *lmc_pushvfstring(lua_State *L, const char *fmt, va_list ap) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    char num[64];
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%') { luaL_addchar(&b, *p); continue; }
+        switch (*++p) {
+        case 's': { const char *s = va_arg(ap, const char *); luaL_addstring(&b, s ? s : "(null)"); continue; }
+        case 'c': luaL_addchar(&b, (char)va_arg(ap, int)); continue;
+        case 'd': snprintf(num, sizeof num, "%d", va_arg(ap, int)); break;
+        case 'I': snprintf(num, sizeof num, "%lld", (long long)va_arg(ap, LUAI_UACINT)); break;
+        case 'f': snprintf(num, sizeof num, "%.14g", (double)va_arg(ap, lua_Number)); break;
+        case 'p': snprintf(num, sizeof num, "%p", va_arg(ap, void *)); break;
+        case '%': luaL_addchar(&b, '%'); continue;
+        case 0: luaL_addchar(&b, '%'); p--; continue;   /* a trailing '%' */
+        default: luaL_addchar(&b, '%'); luaL_addchar(&b, *p); continue;
+        }
+        luaL_addstring(&b, num);
+    }
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1);
+}
+
+const char *lmc_pushfstring(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const char *s = lmc_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+int lmc_error(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    luaL_where(L, 1);
+    lmc_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+#endif

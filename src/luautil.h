@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <lua.h>
+#include "lua_compat.h"
 
 /* Records `name` for the C function f (the first name given wins), for lm_fname. */
 void lm_register_name(lua_State *L, lua_CFunction f, const char *name);

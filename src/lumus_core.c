@@ -222,5 +222,9 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     lm_register_names(L, internal_methods, "lumus.Tensor");
     lua_pushliteral(L, "0.1.0");
     lua_setfield(L, -2, "version");
+    lua_newtable(L);   /* core._host, for lua/lumus/compat.lua */
+    luaL_setfuncs(L, lm_host_pack_functions, 0);
+    lm_register_names(L, lm_host_pack_functions, "lumus.core._host");
+    lua_setfield(L, -2, "_host");
     return 1;
 }

@@ -30,7 +30,7 @@ static void gc_pressure(lua_State *L, lm_context *ctx, VkDeviceSize bytes) {
     if (ctx->bytes_since_gc > ctx->gc_threshold) {
         ctx->bytes_since_gc = 0;
         ctx->gc_runs++;
-        lua_gc(L, LUA_GCCOLLECT);
+        lua_gc(L, LUA_GCCOLLECT, 0);
         /* Frees of batches that have finished come back now. Collected tensors whose last
          * use is still being recorded come back once that batch runs: the stream submits
          * it at the next op when it holds much (lm_stream_op_done), not here, which would
@@ -73,7 +73,7 @@ lm_storage *lm_storage_new(lua_State *L, lm_context *ctx, VkDeviceSize bytes, co
     VkResult r = lm_chunk_alloc(ctx, &ctx->mem.device, bytes, &c);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
         /* Garbage tensors and frees waiting on the device may be holding the memory. */
-        lua_gc(L, LUA_GCCOLLECT);
+        lua_gc(L, LUA_GCCOLLECT, 0);
         lm_stream_sync(NULL, ctx);
         r = lm_chunk_alloc(ctx, &ctx->mem.device, bytes, &c);
     }

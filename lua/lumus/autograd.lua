@@ -39,6 +39,8 @@
 -- bool result (argmax, comparisons, t:int()) carries no gradient. A differentiable
 -- function written in Lua over raw ops is M.function_op(name, entry, f) (the losses).
 local core = require "lumus.core"
+local compat = require "lumus.compat"
+local unpack, pack = compat.unpack, compat.pack
 
 local M = {}
 
@@ -100,7 +102,7 @@ function M.reduce_to(g, shape)
   for _, i in ipairs(keep) do perm[#perm + 1] = i end
   for _, i in ipairs(red) do perm[#perm + 1] = i end
   local p = raw.contiguous(raw.permute(g, perm))
-  local s = raw.sum(raw.reshape(p, { kn, numel(gs) // kn }), { dim = -1 })
+  local s = raw.sum(raw.reshape(p, { kn, math.floor(numel(gs) / kn) }), { dim = -1 })
   return raw.reshape(s, shape)
 end
 local reduce_to = M.reduce_to
@@ -110,7 +112,7 @@ local function zeros_like_shape(shape) return raw.zeros(shape) end
 -- 1 where t > 0, else 0 (NaN stays NaN): relu(t) scaled past 1 for any positive
 -- float32 (2^-149 * 2^252 >= 1), then min(., 1) as 1 - relu(1 - .).
 local function positive_mask(t)
-  local big = raw.scale(raw.scale(raw.relu(t), 0x1p126), 0x1p126)
+  local big = raw.scale(raw.scale(raw.relu(t), 2 ^ 126), 2 ^ 126)
   return raw.sub(1, raw.relu(raw.sub(1, big)))
 end
 
@@ -169,7 +171,7 @@ local function shape_of(v) return is_tensor(v) and raw.shape(v) or nil end
 local function as_matrix(t)
   local s = raw.shape(t)
   local last = s[#s]
-  return raw.reshape(t, { numel(s) // last, last })
+  return raw.reshape(t, { math.floor(numel(s) / last), last })
 end
 
 local function transpose_last(t)
@@ -698,7 +700,7 @@ ops.cat = {
       if need[i] then out[i] = raw.narrow(g, s.dim, start, n) end
       start = start + n
     end
-    return table.unpack(out, 1, #s.sizes)
+    return unpack(out, 1, #s.sizes)
   end,
 }
 ops.stack = {
@@ -712,7 +714,7 @@ ops.stack = {
   backward = function(g, s, need)
     local out = {}
     for i = 1, s.n do if need[i] then out[i] = raw.select(g, s.dim, i) end end
-    return table.unpack(out, 1, s.n)
+    return unpack(out, 1, s.n)
   end,
 }
 
@@ -768,7 +770,7 @@ end
 
 local function record(name, entry, f, ...)
   local cf = { f }
-  local a = table.pack(...)
+  local a = pack(...)
   for i = 1, a.n do
     if type(a[i]) == "table" then
       for _, k in ipairs(OUT_KEYS) do
@@ -779,12 +781,12 @@ local function record(name, entry, f, ...)
       end
     end
   end
-  local r = table.pack(cf[ONE](...))
+  local r = pack(cf[ONE](...))
   local y = r[1]
-  if not is_tensor(y) then return table.unpack(r, 1, r.n) end
-  for i = 1, a.n do if rawequal(a[i], y) then return table.unpack(r, 1, r.n) end end   -- t itself
+  if not is_tensor(y) then return unpack(r, 1, r.n) end
+  for i = 1, a.n do if rawequal(a[i], y) then return unpack(r, 1, r.n) end end   -- t itself
   local dt = raw.dtype(y)
-  if dt == "int32" or dt == "bool" then return table.unpack(r, 1, r.n) end   -- no gradient
+  if dt == "int32" or dt == "bool" then return unpack(r, 1, r.n) end   -- no gradient
   local node = { name = name, backward = entry.backward, next = {}, need = {} }
   local any = false
   local inputs, count = input_values(entry, a)
@@ -794,7 +796,7 @@ local function record(name, entry, f, ...)
     node.need[k] = e ~= nil
     any = any or e ~= nil
   end
-  if not any then return table.unpack(r, 1, r.n) end
+  if not any then return unpack(r, 1, r.n) end
   if entry.save then
     local saved = entry.save(a, r)
     local versions = {}
@@ -804,7 +806,7 @@ local function record(name, entry, f, ...)
     node.saved = {}
   end
   tracked[y] = { node = node }
-  return table.unpack(r, 1, r.n)
+  return unpack(r, 1, r.n)
 end
 
 function wrap(name, entry, f)
@@ -965,10 +967,10 @@ function M.function_op(name, entry, f)
   local function quiet(...)
     local was = recording
     recording = false
-    local r = table.pack(pcall(f, ...))
+    local r = pack(pcall(f, ...))
     recording = was
     if not r[1] then error(r[2], 0) end
-    return table.unpack(r, 2, r.n)
+    return unpack(r, 2, r.n)
   end
   return wrap(name, entry, quiet)
 end
@@ -1048,7 +1050,7 @@ local function run_backward(t, grad, opts)
     buf[node] = nil
     if g ~= nil then
       check_versions(node)
-      local out = table.pack(node.backward(g, node.saved, node.need))
+      local out = pack(node.backward(g, node.saved, node.need))
       for k, e in ipairs(node.next) do
         local gk = out[k]
         if e and gk ~= nil then
@@ -1131,10 +1133,10 @@ local function no_grad(fn, ...)
   if type(fn) ~= "function" then error(("no_grad: bad argument #1 (function expected, got %s)"):format(type(fn)), 2) end
   local was = recording
   recording = false
-  local r = table.pack(pcall(fn, ...))
+  local r = pack(pcall(fn, ...))
   recording = was
   if not r[1] then error(r[2], 0) end
-  return table.unpack(r, 2, r.n)
+  return unpack(r, 2, r.n)
 end
 
 --- lumus.is_grad_enabled(): false inside no_grad (and while backward runs).

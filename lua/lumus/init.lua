@@ -2,6 +2,7 @@
 -- This module loads the C core (lumus.core) and adds the Lua-level API: printing of
 -- tensors, and the reference and nn submodules on demand.
 local core = require "lumus.core"
+local compat = require "lumus.compat"
 
 local M = {}
 for k, v in pairs(core) do M[k] = v end
@@ -18,9 +19,10 @@ package.loaded["lumus.Tensor"] = methods
 
 local MAX_SHOWN = 6                 -- per dimension before eliding with "..."
 
-local function fmt(v)
+-- v as printed; int32 elements as integers (whatever number type the Lua version has).
+local function fmt(v, int)
   if type(v) == "boolean" then return ("%10s"):format(tostring(v)) end
-  if math.type(v) == "integer" then return ("%10d"):format(v) end
+  if int then return ("%10d"):format(v) end
   if v ~= v then return "nan" end
   if v == math.huge then return "inf" end
   if v == -math.huge then return "-inf" end
@@ -34,7 +36,7 @@ local function shown(n)
     for i = 1, n do all[i] = i end
     return all, false
   end
-  local h = MAX_SHOWN // 2
+  local h = math.floor(MAX_SHOWN / 2)
   local idx = {}
   for i = 1, h do idx[#idx + 1] = i end
   for i = n - h + 1, n do idx[#idx + 1] = i end
@@ -43,14 +45,11 @@ end
 
 -- Reads one row (the last dimension) starting at flat element `first` (1-based).
 -- (float16 and bfloat16 tensors are printed from t:float(), which holds them exactly.)
-local ROW_FORMAT = { float32 = "<f", int32 = "<i4", bool = "B" }
+local ROW_FORMAT = { float32 = "f32", int32 = "i32", bool = "u8" }
 local function read_row(t, first, n)
-  local bytes = t:to_bytes(first, n)
-  local row = {}
-  local pos = 1
   local f = ROW_FORMAT[t:dtype()]
-  for i = 1, n do row[i], pos = string.unpack(f, bytes, pos) end
-  if f == "B" then for i = 1, n do row[i] = row[i] ~= 0 end end
+  local row = compat.unpack_bytes(f, t:to_bytes(first, n), 1, n)
+  if f == "u8" then for i = 1, n do row[i] = row[i] ~= 0 end end
   return row
 end
 
@@ -69,28 +68,29 @@ local function tensor_tostring(t)
   local lines = {}
   local d = shape[nd]
   local cols, elide_cols = shown(d)
+  local int = t:dtype() == "int32"
   -- Every leading index combination that is shown, in order.
   local function walk(dim, base, prefix)
     if dim == nd then
       local row
       if elide_cols then
-        local h = MAX_SHOWN // 2
+        local h = math.floor(MAX_SHOWN / 2)
         local head = read_row(t, base + 1, h)
         local tail = read_row(t, base + d - h + 1, h)
         row = {}
-        for i = 1, h do row[#row + 1] = fmt(head[i]) end
+        for i = 1, h do row[#row + 1] = fmt(head[i], int) end
         row[#row + 1] = "       ..."
-        for i = 1, h do row[#row + 1] = fmt(tail[i]) end
+        for i = 1, h do row[#row + 1] = fmt(tail[i], int) end
       else
         local r = read_row(t, base + 1, d)
         row = {}
-        for i = 1, d do row[i] = fmt(r[i]) end
+        for i = 1, d do row[i] = fmt(r[i], int) end
       end
       lines[#lines + 1] = (prefix ~= "" and prefix .. " " or "") .. table.concat(row, " ")
       return
     end
     local idx, elide = shown(shape[dim])
-    local h = MAX_SHOWN // 2
+    local h = math.floor(MAX_SHOWN / 2)
     for k, i in ipairs(idx) do
       if elide and k == h + 1 then lines[#lines + 1] = "..." end
       walk(dim + 1, base + (i - 1) * strides[dim], prefix .. "[" .. i .. "]")

@@ -13,6 +13,7 @@
 -- gradient. docs/losses.md has the formulas and the rules for bad targets.
 local core = require "lumus.core"
 local autograd = require "lumus.autograd"
+local compat = require "lumus.compat"
 
 local M = {}
 
@@ -139,7 +140,7 @@ function M.attach(L)
     end
     local o = check_options("cross_entropy", 3, opts, { reduction = true, ignore_index = true })
     local ignore = o.ignore_index
-    if ignore ~= nil and (math.type(ignore) ~= "integer" or ignore < -2 ^ 31 or ignore >= 2 ^ 31) then
+    if ignore ~= nil and (not compat.is_integer(ignore) or ignore < -2 ^ 31 or ignore >= 2 ^ 31) then
       argerror("cross_entropy", 3, ("ignore_index must be an int32 integer, got %s"):format(tostring(ignore)))
     end
     local loss, _, weight = L.cross_entropy_forward(logits, target, ignore ~= nil and { ignore_index = ignore } or nil)

@@ -39,7 +39,7 @@
 --                                     Linear/LayerNorm take {weight = v, bias = v}, each v a
 --                                     nested table of the parameter's shape, a flat table of
 --                                     its numel numbers, a string of float32 bytes
---                                     (little-endian, string.pack "<f") or a lumus tensor;
+--                                     (little-endian, as compat.pack_bytes("f32", ...)) or a lumus tensor;
 --                                     Sequential takes {[i] = values of child i}, Residual
 --                                     its block's values. strict (default): every parameter
 --                                     must be given. Shapes and sizes are checked.
@@ -83,6 +83,7 @@
 -- Scale:forward(x); Scale(...) builds one.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local compat = require "lumus.compat"
 
 local nn = {}
 
@@ -98,8 +99,8 @@ local function layer_norm_forward(...) return lumus.layer_norm_forward(...) end
 -- code when called as check <- __init <- class call)
 
 local function positive_int(fname, what, v, level)
-  if math.type(v) == "float" and v == math.floor(v) and v >= 1 and v < 2 ^ 53 then v = math.tointeger(v) end
-  if math.type(v) ~= "integer" or v < 1 then
+  if compat.is_integer(v) and v >= 1 and v < 2 ^ 53 then v = compat.integer(v) end
+  if not compat.is_integer(v) or v < 1 then
     error(("%s: %s must be a positive integer, got %s"):format(fname, what,
       type(v) == "number" and tostring(v) or type(v)), level or 4)
   end
@@ -139,7 +140,7 @@ local seeder = ref.rng(DEFAULT_SEED)
 
 --- Resets the generator that seeds modules made without opts.seed.
 function nn.manual_seed(seed)
-  if math.type(seed) ~= "integer" then
+  if not compat.is_integer(seed) then
     error(("nn.manual_seed: seed must be an integer, got %s"):format(tostring(seed)), 2)
   end
   seeder = ref.rng(seed)
@@ -148,7 +149,6 @@ end
 local function next_seed() return math.floor(seeder.uniform() * 2 ^ 53) end
 
 local PACK_CHUNK = 1024
-local PACK_FMT = "<" .. ("f"):rep(PACK_CHUNK)
 
 -- float32 bytes of n values from uniform(-bound, bound), drawn in order from g.
 local function uniform_bytes(g, n, bound)
@@ -156,7 +156,7 @@ local function uniform_bytes(g, n, bound)
   for i = 1, n, PACK_CHUNK do
     local m = math.min(PACK_CHUNK, n - i + 1)
     for j = 1, m do buf[j] = (2 * uniform() - 1) * bound end
-    parts[#parts + 1] = string.pack(m == PACK_CHUNK and PACK_FMT or "<" .. ("f"):rep(m), table.unpack(buf, 1, m))
+    parts[#parts + 1] = compat.pack_bytes("f32", buf, m)
   end
   return table.concat(parts)
 end
@@ -496,7 +496,7 @@ function Module:load(values, opts)
   local strict = boolean_opt(fname, opts, "strict", true, 3)
   local nchild = #self._modules
   for k in pairs(values) do
-    if math.type(k) == "integer" then
+    if compat.is_integer(k) then
       if not self._modules[k] then
         error(("%s: key %d is not a child index (%s)"):format(fname, k,
           nchild > 0 and ("1..%d"):format(nchild) or "it has no children"), 2)
@@ -539,7 +539,7 @@ function Linear:__init(in_features, out_features, opts)
   opts = opts_table("nn.Linear", opts, { bias = true, seed = true })
   local with_bias = boolean_opt("nn.Linear", opts, "bias", true)
   local seed = opts.seed
-  if seed ~= nil and math.type(seed) ~= "integer" then
+  if seed ~= nil and not compat.is_integer(seed) then
     error(("nn.Linear: option seed must be an integer, got %s"):format(tostring(seed)), 3)
   end
   local g = ref.rng(seed or next_seed())
@@ -772,7 +772,7 @@ function Embedding:__init(num, dim, opts)
   self.embedding_dim = positive_int("nn.Embedding", "embedding_dim", dim)
   opts = opts_table("nn.Embedding", opts, { seed = true })
   local seed = opts.seed
-  if seed ~= nil and math.type(seed) ~= "integer" then
+  if seed ~= nil and not compat.is_integer(seed) then
     error(("nn.Embedding: option seed must be an integer, got %s"):format(tostring(seed)), 3)
   end
   local g = ref.rng(seed or next_seed())
@@ -781,7 +781,7 @@ function Embedding:__init(num, dim, opts)
   for i = 1, n, PACK_CHUNK do
     local m = math.min(PACK_CHUNK, n - i + 1)
     for j = 1, m do buf[j] = g.normal() end
-    parts[#parts + 1] = string.pack(m == PACK_CHUNK and PACK_FMT or "<" .. ("f"):rep(m), table.unpack(buf, 1, m))
+    parts[#parts + 1] = compat.pack_bytes("f32", buf, m)
   end
   self:register_parameter("weight", lumus.from_bytes(table.concat(parts), { self.num_embeddings, self.embedding_dim }))
 end

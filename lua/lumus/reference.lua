@@ -65,6 +65,8 @@
 local M = {}
 
 local abs, sqrt, huge = math.abs, math.sqrt, math.huge
+local compat = require "lumus.compat"
+local unpack = compat.unpack
 
 -- "[2][3]" for an error message, from a list of indices.
 local function path_string(path)
@@ -307,27 +309,23 @@ function M.linear(x, weight, bias)
 end
 
 --- A small deterministic random generator: the same numbers under every Lua 5.4
--- build and platform (unlike math.random, whose algorithm and seeding vary).
--- SplitMix64 on Lua's 64-bit integers (which wrap on overflow).
+-- build, version (5.1, LuaJIT, 5.3, 5.4) and platform (unlike math.random, whose
+-- algorithm and seeding vary). SplitMix64: output i mixes seed + i * gamma modulo 2^64
+-- (compat.splitmix64, in C: 5.1 and LuaJIT have no 64-bit integers).
 --   local g = ref.rng(42)
 --   g() or g.uniform()   uniform in [0, 1), 53 random bits
 --   g.normal()           standard normal (Box-Muller)
 -- Both may also be called with `:`; the functions ignore their arguments, so
 -- `g.normal` can be passed where a function of no arguments is expected.
 function M.rng(seed)
-  local state = math.tointeger(seed or 1)       -- any 64-bit integer (or integral float)
-  if not state then
+  local state = seed or 1                       -- any 64-bit integer (or integral float)
+  if not compat.is_integer(state) or state < -2 ^ 63 or state >= 2 ^ 63 then
     error(("reference.rng: seed must be an integer, got %s"):format(tostring(seed)), 2)
   end
-  local function next64()
-    state = state + 0x9E3779B97F4A7C15
-    local z = state
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    return z ~ (z >> 31)
-  end
-  local function uniform()
-    return (next64() >> 11) * 0x1p-53          -- top 53 bits: exact in a double
+  local splitmix64, count = compat.splitmix64, 0
+  local function uniform()                      -- top 53 bits: exact in a double
+    count = count + 1
+    return splitmix64(state, count)
   end
   local function normal()
     local u1 = 1 - uniform()                    -- (0, 1]: log is finite
@@ -339,9 +337,7 @@ function M.rng(seed)
 end
 
 --- v rounded to the nearest float32 (what a lumus tensor stores).
-function M.f32(v)
-  return (string.unpack("<f", string.pack("<f", v)))
-end
+M.f32 = compat.f32
 
 --- A nested table of the given shape (a list of sizes, or one size n for {n}),
 -- filled row-major with f() rounded to float32. f may be a generator made by
@@ -378,7 +374,7 @@ end
 -- missing dimension counts as 1); the result has the larger size of each pair. Numbers
 -- only give a number.
 local function broadcast_n(name, f, ...)
-  local args = table.pack(...)
+  local args = compat.pack(...)
   local shapes, flats, nd = {}, {}, 0
   for k = 1, args.n do
     if type(args[k]) == "table" then
@@ -435,7 +431,7 @@ local function broadcast_n(name, f, ...)
         vals[k] = args[k]
       end
     end
-    out[e] = f(table.unpack(vals, 1, args.n))
+    out[e] = f(unpack(vals, 1, args.n))
     for i = nd, 1, -1 do
       idx[i] = idx[i] + 1
       if idx[i] < out_shape[i] then break end
@@ -710,44 +706,35 @@ end
 -- randn, uniform_, normal_ and multinomial are reproduced bit for bit. `state` is
 -- lumus.get_rng_state() taken just before the call ({seed =, offset =}).
 
-local spack, sunpack = string.pack, string.unpack
-
-local function f32(x) return (sunpack("<f", spack("<f", x))) end
-local function float_bits(x) return (sunpack("<I4", spack("<f", x))) end
-local function bits_float(u) return (sunpack("<f", spack("<I4", u & 0xffffffff))) end
+-- The 32-bit words are Lua numbers 0..2^32-1; shifts and masks of them are written as
+-- math.floor(w / 2^k) and w % 2^k (exact: every word fits in a double).
+local f32, float_bits, bits_float = compat.f32, compat.float_bits, compat.bits_float
 
 --- One Philox4x32-10 block: counter c = {c0, c1, c2, c3}, key k = {k0, k1} (32-bit
 -- words); returns the 4 output words.
 function M.philox4x32_10(c, k)
-  local c0, c1, c2, c3, k0, k1 = c[1], c[2], c[3], c[4], k[1], k[2]
-  for _ = 1, 10 do
-    local p0 = 0xD2511F53 * c0          -- < 2^64: Lua's wrapping product has all its bits
-    local p1 = 0xCD9E8D57 * c2
-    c0, c1, c2, c3 = ((p1 >> 32) ~ c1 ~ k0), p1 & 0xffffffff, ((p0 >> 32) ~ c3 ~ k1), p0 & 0xffffffff
-    k0, k1 = (k0 + 0x9E3779B9) & 0xffffffff, (k1 + 0xBB67AE85) & 0xffffffff
-  end
-  return { c0, c1, c2, c3 }
+  return { compat.philox(c[1], c[2], c[3], c[4], k[1], k[2]) }
 end
 
 -- Words of the call `state`: word(i) is element i's (0-based), cached by block.
 local function word_source(state)
-  local seed, offset = math.tointeger(state.seed), math.tointeger(state.offset)
-  assert(seed and offset, "reference: state must be {seed = integer, offset = integer}")
-  local key = { seed & 0xffffffff, (seed >> 32) & 0xffffffff }
+  local seed, offset = state.seed, state.offset
+  assert(compat.is_integer(seed) and compat.is_integer(offset),
+         "reference: state must be {seed = integer, offset = integer}")
   local block, words = -1, nil
-  return function(i)
-    local b = i >> 2
+  return function(i)                  -- block i / 4: counter {block, offset}, key seed
+    local b = math.floor(i / 4)
     if b ~= block then
       block = b
-      words = M.philox4x32_10({ b & 0xffffffff, b >> 32, offset & 0xffffffff, (offset >> 32) & 0xffffffff }, key)
+      words = { compat.philox_block(seed, offset, b) }
     end
-    return words[(i & 3) + 1]
+    return words[i % 4 + 1]
   end
 end
 
 local function uniform_word(w, bits)
   bits = bits or 24
-  return (w >> (32 - bits)) * 2.0 ^ -bits
+  return math.floor(w / 2 ^ (32 - bits)) * 2.0 ^ -bits
 end
 -- The bits of a uniform draw in each dtype (what it holds exactly), and its rounding.
 local UNIFORM_BITS = { float32 = 24, float16 = 11, bfloat16 = 8 }
@@ -771,11 +758,11 @@ local C4, C6, C8, C10 = bits_float(0x3d2aaaab), bits_float(0xbab60b61), bits_flo
 -- ln(v 2^-24), v in 1..2^24, as shaders/common/philox.glsl computes it.
 local function log_u24(v)
   local bits = float_bits(v)
-  local e = (bits >> 23) - 127
-  local mant = bits & 0x7fffff
+  local e = math.floor(bits / 2 ^ 23) - 127            -- v > 0: no sign bit
+  local mant = bits % 2 ^ 23
   local m
-  if mant >= 0x400000 then e = e + 1; m = bits_float(mant | (126 << 23))
-  else m = bits_float(mant | (127 << 23)) end
+  if mant >= 2 ^ 22 then e = e + 1; m = bits_float(mant + 126 * 2 ^ 23)
+  else m = bits_float(mant + 127 * 2 ^ 23) end
   local j = math.floor((m - 1) * 16 + 0.5) + 5          -- 1-based table index
   local r = f32(f32(m * LOG_C[j]) - 1)
   local q = f32(r * T6); q = f32(T5 + q); q = f32(r * q); q = f32(-0.25 + q); q = f32(r * q)
@@ -787,7 +774,7 @@ end
 
 -- (sin, cos) of 2 pi t 2^-24, t in 0..2^24-1.
 local function sincos_u24(t)
-  local quadrant, rem = t >> 22, t & 0x3fffff
+  local quadrant, rem = math.floor(t / 2 ^ 22), t % 2 ^ 22
   local swap = rem > 0x200000
   if swap then rem = 0x400000 - rem end
   local a = f32(rem * ANGLE)
@@ -808,7 +795,7 @@ end
 
 local function sqrt_newton(s)
   if s == 0 then return 0.0 end
-  local y = bits_float(0x5f3759df - (float_bits(s) >> 1))
+  local y = bits_float(0x5f3759df - math.floor(float_bits(s) / 2))
   local h = f32(0.5 * s)
   for _ = 1, 3 do
     local t = f32(f32(h * y) * y)
@@ -818,8 +805,8 @@ local function sqrt_newton(s)
 end
 
 local function normal2(w0, w1)
-  local radius = sqrt_newton(f32(-2 * log_u24((w0 >> 8) + 1)))
-  local s, c = sincos_u24(w1 >> 8)
+  local radius = sqrt_newton(f32(-2 * log_u24(math.floor(w0 / 256) + 1)))
+  local s, c = sincos_u24(math.floor(w1 / 256))
   return f32(radius * c), f32(radius * s)
 end
 
@@ -853,7 +840,7 @@ local function normal_flat(n, state, scale, shift, first)
   return flat
 end
 
-local ONE_BELOW = 1 - 0x1p-24
+local ONE_BELOW = 1 - 2 ^ -24
 
 --- lumus.rand(shape [, {dtype = dtype}]) as drawn with generator state `state`; with
 -- `first`, the values of elements first, first + 1, ... (0-based) of a call that drew
@@ -877,8 +864,8 @@ function M.randn_float64(shape, state)
   local n, sh = count_of(shape)
   local word, flat = word_source(state), {}
   for i = 0, n - 1, 2 do
-    local r = sqrt(-2 * math.log(((word(i) >> 8) + 1) * 0x1p-24))
-    local a = 2 * math.pi * (word(i + 1) >> 8) * 0x1p-24
+    local r = sqrt(-2 * math.log((math.floor(word(i) / 256) + 1) * 2 ^ -24))
+    local a = 2 * math.pi * math.floor(word(i + 1) / 256) * 2 ^ -24
     flat[i + 1] = r * math.cos(a)
     if i + 1 < n then flat[i + 2] = r * math.sin(a) end
   end
@@ -911,7 +898,7 @@ local PARTS = 256
 -- chunk sums T, group sums S (16 chunks a group), group prefixes Q, all sequential.
 local function multinomial_row(w, n, replacement, word, first)
   local ncat = #w
-  local size = (ncat + PARTS - 1) // PARTS
+  local size = math.floor((ncat + PARTS - 1) / PARTS)
   local nonzero, bad = 0, false
   for k = 1, ncat do
     local v = w[k]
@@ -965,10 +952,10 @@ local function multinomial_row(w, n, replacement, word, first)
     out[s] = k
     if not replacement then
       w[k] = 0.0
-      local c = (k - 1) // size
+      local c = math.floor((k - 1) / size)
       chunk_sum(c)
-      group_sum(c // 16)
-      group_prefixes(c // 16)
+      group_sum(math.floor(c / 16))
+      group_prefixes(math.floor(c / 16))
     end
   end
   return out
@@ -996,7 +983,7 @@ function M.arange(start, stop, step, dtype)
   local n
   if dtype == "int32" then
     local sgn = step > 0 and 1 or -1
-    n = (stop - start + step - sgn) // step
+    n = math.floor((stop - start + step - sgn) / step)
   else
     n = math.ceil((stop - start) / step)
   end
@@ -1154,8 +1141,9 @@ end
 
 -- The exponent e with 2^e <= a < 2^(e+1), for a > 0 (exact, also for subnormal doubles).
 local function exponent_of(a)
-  local e = math.floor(math.log(a, 2))
-  if 2.0 ^ e > a then e = e - 1 elseif 2.0 ^ (e + 1) <= a then e = e + 1 end
+  local e = math.floor(math.log(a) / math.log(2))   -- within one of the answer
+  while 2.0 ^ e > a do e = e - 1 end
+  while 2.0 ^ (e + 1) <= a do e = e + 1 end
   return e
 end
 
@@ -1186,7 +1174,7 @@ function M.trunc_int32(x)
   if x >= 2147483647 then return 2147483647 end
   if x <= -2147483648 then return -2147483648 end
   local t = x < 0 and math.ceil(x) or math.floor(x)
-  return math.tointeger(t)
+  return compat.integer(t)
 end
 
 local DTYPES = { float32 = true, float16 = true, bfloat16 = true, int32 = true, bool = true }
@@ -1208,18 +1196,19 @@ function M.to_dtype(v, dtype)
 end
 
 -- The bits of a value already in a format with `frac` fraction bits, `ebits` exponent bits.
+-- (Sign, exponent and fraction fields are disjoint bits: their sum is their bitwise or.)
 local function format_bits(v, frac, ebits)
-  local bias = (1 << (ebits - 1)) - 1
-  local sign = (v < 0 or (v == 0 and 1 / v < 0)) and (1 << (frac + ebits)) or 0
+  local bias = 2 ^ (ebits - 1) - 1
+  local sign = (v < 0 or (v == 0 and 1 / v < 0)) and 2 ^ (frac + ebits) or 0
   local a = math.abs(v)
-  if a == huge then return sign | (((1 << ebits) - 1) << frac) end
+  if a == huge then return sign + (2 ^ ebits - 1) * 2 ^ frac end
   if a == 0 then return sign end
   local e = exponent_of(a)
   if e < 1 - bias then                          -- subnormal
-    return sign | math.tointeger(a / 2.0 ^ (1 - bias - frac))
+    return sign + a / 2.0 ^ (1 - bias - frac)
   end
-  local m = math.tointeger(a / 2.0 ^ (e - frac)) - (1 << frac)
-  return sign | ((e + bias) << frac) | m
+  local m = a / 2.0 ^ (e - frac) - 2 ^ frac
+  return sign + (e + bias) * 2 ^ frac + m
 end
 
 function M.dtype_bytes(list, dtype)
@@ -1231,18 +1220,24 @@ function M.dtype_bytes(list, dtype)
     if dtype == "bool" then
       s = string.char(v and 1 or 0)
     elseif dtype == "int32" then
-      s = string.pack("<i4", v)
+      s = compat.pack_bytes("i32", { v })
     elseif v ~= v then
-      local bits = string.unpack("<I4", string.pack("<f", x))   -- the float32 NaN's sign
-      if dtype == "float32" then s = string.pack("<I4", bits)
-      elseif dtype == "float16" then s = string.pack("<I2", ((bits >> 16) & 0x8000) | 0x7e00 | ((bits >> 13) & 0x3ff))
-      else s = string.pack("<I2", (bits >> 16) | 0x40) end
+      local bits = float_bits(x)                -- the float32 NaN's sign and payload
+      local sign = bits >= 2 ^ 31 and 1 or 0
+      if dtype == "float32" then s = compat.pack_bytes("u32", { bits })
+      elseif dtype == "float16" then   -- sign, quiet NaN, the payload's top 10 bits
+        s = compat.pack_bytes("u16", { sign * 0x8000 + 0x7e00 + math.floor(bits / 2 ^ 13) % 2 ^ 9 })
+      else                             -- the top 16 bits, quiet bit (0x40) set
+        local top = math.floor(bits / 2 ^ 16)
+        if math.floor(top / 0x40) % 2 == 0 then top = top + 0x40 end
+        s = compat.pack_bytes("u16", { top })
+      end
     elseif dtype == "float32" then
-      s = string.pack("<f", v)
+      s = compat.pack_bytes("f32", { v })
     elseif dtype == "float16" then
-      s = string.pack("<I2", format_bits(v, 10, 5))
+      s = compat.pack_bytes("u16", { format_bits(v, 10, 5) })
     else
-      s = string.pack("<I2", format_bits(v, 7, 8))
+      s = compat.pack_bytes("u16", { format_bits(v, 7, 8) })
     end
     out[i] = s
   end
@@ -1408,7 +1403,7 @@ end
 function M.chunk(t, n, dim)
   local s = M.shape(t)
   dim = norm_dim("chunk", dim, #s)
-  return M.split(t, n >= s[dim] and 1 or (s[dim] + n - 1) // n, dim)
+  return M.split(t, n >= s[dim] and 1 or math.floor((s[dim] + n - 1) / n), dim)
 end
 
 --- Matrix product in float64, shaped like lumus.matmul (torch.matmul's rules):
@@ -1507,7 +1502,7 @@ function M.layer_norm_backward(dy, x, mean, invstd, weight)
   end
   local fx, fdy = M.flatten(x), M.flatten(dy)
   local fm, fr = M.flatten(mean), M.flatten(invstd)
-  local rows = #fx // d
+  local rows = math.floor(#fx / d)
   if #fm ~= rows or #fr ~= rows then
     error(("reference.layer_norm_backward: mean and invstd must have %d values (one per row)"):format(rows), 2)
   end
@@ -1767,7 +1762,7 @@ function M.rope(x, opts)
   if #shape < 2 then error("reference.rope: x must be at least 2-D ([..., T, hd])", 2) end
   local d = shape[#shape]
   if d % 2 ~= 0 then error("reference.rope: hd must be even", 2) end
-  local half = d // 2
+  local half = math.floor(d / 2)
   return map_rows(x, function(row, path)
     local pos = offset + path[#path] - 1
     local y = {}

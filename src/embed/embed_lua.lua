@@ -1,8 +1,10 @@
 -- Writes a C file that embeds Lua modules for liblumus.a (src/embed/preload.c).
--- Usage: lua5.4 src/embed/embed_lua.lua OUT.inc lua/lumus/init.lua lua/lumus/x.lua ...
+-- Usage: lua src/embed/embed_lua.lua OUT.inc lua/lumus/init.lua lua/lumus/x.lua ...
 -- Each file becomes one entry {module name, chunk name, bytes, size}; the module name
 -- follows the search path's rules: lua/lumus/init.lua -> "lumus", lua/lumus/a/b.lua ->
 -- "lumus.a.b". Bytes are written as numbers: C limits the length of string literals.
+-- Runs on every Lua lumus supports (the Makefile's LUA), so each file is checked to
+-- compile on the version being built.
 local out_path = assert(arg[1], "usage: embed_lua.lua OUT.inc FILE.lua ...")
 
 local function module_name(path)
@@ -16,9 +18,10 @@ local entries = {}
 for i = 2, #arg do
   local path = arg[i]
   local f = assert(io.open(path, "rb"))
-  local src = f:read("a")
+  local src = f:read("*a")
   f:close()
-  assert(load(src, "=" .. path), "does not compile: " .. path)
+  local chunk, err = (loadstring or load)(src, "=" .. path)
+  assert(chunk, err)
   local bytes = {}
   for j = 1, #src do bytes[j] = src:byte(j) end
   local lines = {}

@@ -206,4 +206,7 @@ int lm_op_rope(lua_State *L);          /* lumus.rope(x [, {base=, offset=, inter
 int lm_op_scaled_dot_product_attention(lua_State *L);   /* (q, k, v [, {causal=, mask=, scale=, out=}]) */
 int lm_op_attention_config(lua_State *L);                /* tune.attention */
 
+/* Host packing and the reference generators' integer steps (host_pack.c): core._host. */
+extern const luaL_Reg lm_host_pack_functions[];
+
 #endif
