@@ -5,7 +5,7 @@ function love.conf(t)
   t.version = "11.4"
   t.window.title = "lumus in LÖVE: an MLP draws every frame on the GPU"
   t.window.width = 512
-  t.window.height = 576
+  t.window.height = 592
   t.window.resizable = false
   t.modules.audio = false
   t.modules.sound = false

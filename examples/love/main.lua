@@ -4,10 +4,10 @@
 --   love examples/love                       -- from the repository root (LÖVE 11, LuaJIT)
 --   love examples/love --eager               -- the eager path instead of a captured graph
 --
--- lumus must be built for LuaJIT (see README.md in this folder). It is found through the
--- environment variable LUMUS_ROOT (a lumus checkout, default: two folders above this
--- one), with the C module in $LUMUS_ROOT/build (LUMUS_CPATH, a package.cpath pattern,
--- overrides that).
+-- lumus must be built for LuaJIT (`make LUA_VERSION=jit`, into build-jit/; see README.md
+-- in this folder). It is found through the environment variable LUMUS_ROOT (a lumus
+-- checkout, default: two folders above this one): its Lua files in $LUMUS_ROOT/lua and the
+-- C module in $LUMUS_ROOT/build-jit (LUMUS_CPATH, a package.cpath pattern, overrides that).
 --
 -- Each frame writes the time into the captured input tensor, replays the captured forward
 -- (one submit), and reads the packed 8-bit pixels back with to_bytes into an ImageData.
@@ -30,7 +30,7 @@ local WINDOW = 60              -- frames in the displayed medians
 
 local options = { eager = false }
 local lumus, params, input, time_sin, time_cos, graph, packed
-local image_data, image, font
+local image_data, image, font, device_name
 local frame, seconds = 0, 0
 local host_ms, upload_ms, gpu_ms = {}, {}, nil
 local first_bytes, last_bytes, done
@@ -70,7 +70,7 @@ local function add_lumus_paths()
   local root = os.getenv("LUMUS_ROOT")
   if not root or root == "" then root = love.filesystem.getSource() .. "/../.." end
   local cpath = os.getenv("LUMUS_CPATH")
-  if not cpath or cpath == "" then cpath = root .. "/build/?.so" end
+  if not cpath or cpath == "" then cpath = root .. "/build-jit/?.so" end
   package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
   package.cpath = cpath .. ";" .. package.cpath
 end
@@ -92,14 +92,17 @@ local function forward()
 end
 
 function love.load(args)
-  parse(args or {})
-  if options.frames then
-    -- headless: an error prints and exits with code 1 instead of showing LÖVE's error screen
-    love.errorhandler = function(message)
-      io.stderr:write(debug.traceback("Error: " .. tostring(message), 3), "\n")
-      return nil
+  args = args or {}
+  for i = 1, #args do
+    if args[i] == "--frames" then
+      -- headless: an error prints and exits with code 1 instead of showing LÖVE's error screen
+      love.errorhandler = function(message)
+        io.stderr:write(debug.traceback("Error: " .. tostring(message), 3), "\n")
+        return nil
+      end
     end
   end
+  parse(args)
   add_lumus_paths()
   lumus = require "lumus"
 
@@ -113,6 +116,7 @@ function love.load(args)
   image = love.graphics.newImage(image_data)
   image:setFilter("nearest", "nearest")
   font = love.graphics.newFont(13)
+  device_name = lumus.device().name
 end
 
 -- One frame of the model: the time in, the pixels out; returns the bytes.
@@ -179,7 +183,7 @@ local function finish(shot)
       ("width %d height %d frames %d step %.17g mode %s\n"):format(pattern.WIDTH, pattern.HEIGHT,
         frame, FIXED_STEP, graph and "replay" or "eager"),
       ("host_ms %.3f upload_ms %.3f gpu_ms %.3f\n"):format(median(host_ms), median(upload_ms), gpu_ms or -1),
-      ("device %s\n"):format(lumus.device().name),
+      ("device %s\n"):format(device_name),
       ("first %d\n"):format(#first_bytes), first_bytes, "\n",
       ("last %d\n"):format(#last_bytes), last_bytes, "\n",
       ("eager %d\n"):format(#eager), eager, "\n",
@@ -198,12 +202,13 @@ function love.draw()
   love.graphics.draw(image, 0, 0, 0, SCALE, SCALE)
   local h = pattern.HEIGHT * SCALE
   love.graphics.setFont(font)
-  love.graphics.print(("lumus on %s, %s, frame %d"):format(lumus.device().name,
-    graph and "replaying a captured graph" or "eager", frame), 8, h + 6)
-  love.graphics.print(("model + readback %s (host, median)   to LÖVE %s   device %s"):format(
-    fmt(median(host_ms)), fmt(median(upload_ms)), fmt(gpu_ms)), 8, h + 24)
-  love.graphics.print(("%d x %d pixels, MLP 5-32-32-32-3, %d fps"):format(pattern.WIDTH, pattern.HEIGHT,
-    love.timer.getFPS()), 8, h + 42)
+  love.graphics.print(("lumus on %s   frame %d   %d fps"):format(device_name, frame, love.timer.getFPS()), 8, h + 4)
+  love.graphics.print(("lumus per frame: %s host (model + readback, median of %d)"):format(
+    fmt(median(host_ms)), #host_ms), 8, h + 22)
+  love.graphics.print(("device time of a forward: %s   pixels to LÖVE: %s"):format(fmt(gpu_ms),
+    fmt(median(upload_ms))), 8, h + 40)
+  love.graphics.print(("%d x %d pixels, MLP 5-32-32-32-3, %s"):format(pattern.WIDTH, pattern.HEIGHT,
+    graph and "replaying a captured graph" or "eager (no capture)"), 8, h + 58)
   if options.frames and frame == options.frames and not done then
     love.graphics.captureScreenshot(finish)
   end

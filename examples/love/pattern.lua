@@ -43,14 +43,15 @@ function M.layers()
   local fan_in = M.INPUTS
   for l = 1, M.LAYERS + 1 do
     local out = (l <= M.LAYERS) and M.HIDDEN or 3
-    -- wide first-layer weights draw several bands across the image
-    local scale = (l == 1) and 4 or (l <= M.LAYERS and 1 or 0.75)
+    -- wide first-layer weights draw several bands across the image; the output biases
+    -- lean negative, away from a washed-out white
+    local scale = (l == 1) and 4 or (l <= M.LAYERS and 1 or 1.25)
     local w, b = {}, {}
     for o = 1, out do
       local row = {}
       for i = 1, fan_in do row[i] = weight(next_uniform, scale) end
       w[o] = row
-      b[o] = weight(next_uniform, 0.5)
+      b[o] = weight(next_uniform, 0.5) - ((l > M.LAYERS) and 1 or 0)
     end
     layers[l] = { weight = w, bias = b }
     fan_in = out
