@@ -2,8 +2,44 @@
 # LuaRocks passes LUA_INCDIR, CFLAGS, LIBFLAG, INST_LIBDIR and INST_LUADIR; the defaults
 # below fit a Debian machine with liblua5.4-dev.
 
-LUA        ?= lua5.4
-LUA_INCDIR ?= /usr/include/lua5.4
+# The Lua to build for: 5.4 (the default), 5.3, 5.1 or jit (LuaJIT 2.1). Each has its own
+# build directory (build/ for 5.4; build-5.3/, build-5.1/, build-jit/), so all can be built
+# side by side; its interpreter, headers, library and Debian packages are set here.
+LUA_VERSION ?= 5.4
+ifeq ($(LUA_VERSION),5.4)
+  LUA_BIN := lua5.4
+  LUA_INC := /usr/include/lua5.4
+  LUA_LNK := -llua5.4
+  LUA_ABI := 5.4
+  LUA_DEBS := lua5.4 liblua5.4-dev
+  BUILD_SUFFIX :=
+else ifeq ($(LUA_VERSION),5.3)
+  LUA_BIN := lua5.3
+  LUA_INC := /usr/include/lua5.3
+  LUA_LNK := -llua5.3
+  LUA_ABI := 5.3
+  LUA_DEBS := lua5.3 liblua5.3-dev
+  BUILD_SUFFIX := -5.3
+else ifeq ($(LUA_VERSION),5.1)
+  LUA_BIN := lua5.1
+  LUA_INC := /usr/include/lua5.1
+  LUA_LNK := -llua5.1
+  LUA_ABI := 5.1
+  LUA_DEBS := lua5.1 liblua5.1-0-dev
+  BUILD_SUFFIX := -5.1
+else ifeq ($(LUA_VERSION),jit)
+  LUA_BIN := luajit
+  LUA_INC := /usr/include/luajit-2.1
+  LUA_LNK := -lluajit-5.1
+  LUA_ABI := 5.1
+  LUA_DEBS := luajit libluajit-5.1-dev
+  BUILD_SUFFIX := -jit
+else
+  $(error LUA_VERSION must be 5.4, 5.3, 5.1 or jit (LuaJIT 2.1), got '$(LUA_VERSION)')
+endif
+
+LUA        ?= $(LUA_BIN)
+LUA_INCDIR ?= $(LUA_INC)
 CC         ?= cc
 CFLAGS     ?= -O2 -fPIC
 LIBFLAG    ?= -shared
@@ -22,22 +58,25 @@ GLSLC      ?= glslc
 SPIRV_VAL  ?= spirv-val
 BUSTED     ?= busted
 PREFIX     ?= /usr/local
-INST_LIBDIR ?= $(PREFIX)/lib/lua/5.4
-INST_LUADIR ?= $(PREFIX)/share/lua/5.4
+INST_LIBDIR ?= $(PREFIX)/lib/lua/$(LUA_ABI)
+INST_LUADIR ?= $(PREFIX)/share/lua/$(LUA_ABI)
 INST_INCDIR ?= $(PREFIX)/include
 INST_STATICDIR ?= $(PREFIX)/lib
 # Hosts (examples/host, tests/) link Lua itself.
-LUA_LIB    ?= -llua5.4
+LUA_LIB    ?= $(LUA_LNK)
 AR         ?= ar
 
 SHELL   := /bin/bash
-BUILD   := build
-SPV_DIR := $(BUILD)/shaders
+BUILD   := build$(BUILD_SUFFIX)
+# Shaders do not depend on the Lua version: every version's build uses build/'s.
+SPV_DIR := build/shaders
 MODULE  := $(BUILD)/lumus/core.so
 
 # Debian packages the project builds, runs and tests with.
 DEB_PACKAGES := lua5.4 liblua5.4-dev libvulkan-dev glslc spirv-tools mesa-vulkan-drivers \
                 lua-busted luarocks vulkan-validationlayers libjansson-dev
+# The other Luas lumus supports (`make test LUA_VERSION=...`; .ci/run tests them all).
+DEB_PACKAGES += lua5.3 liblua5.3-dev lua5.1 liblua5.1-0-dev luajit libluajit-5.1-dev
 
 SRC := $(wildcard src/*.c src/ops/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
@@ -102,8 +141,8 @@ deps:
 $(BUILD)/.deps:
 	@missing=""; \
 	need() { command -v "$$1" >/dev/null 2>&1 || missing="$$missing\n  $$1 (Debian package $$2)"; }; \
-	need "$(firstword $(CC))" gcc; need "$(GLSLC)" glslc; need "$(SPIRV_VAL)" spirv-tools; need "$(LUA)" lua5.4; \
-	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua 5.4 headers: $(LUA_INCDIR)/lua.h (Debian package liblua5.4-dev)"; \
+	need "$(firstword $(CC))" gcc; need "$(GLSLC)" glslc; need "$(SPIRV_VAL)" spirv-tools; need "$(LUA)" $(firstword $(LUA_DEBS)); \
+	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua $(LUA_VERSION) headers: $(LUA_INCDIR)/lua.h (Debian package $(lastword $(LUA_DEBS)))"; \
 	echo '#include <vulkan/vulkan.h>' | $(CC) -E -x c - >/dev/null 2>&1 || \
 	  missing="$$missing\n  Vulkan headers: vulkan/vulkan.h (Debian package libvulkan-dev)"; \
 	echo '#include <jansson.h>' | $(CC) $(JANSSON_CFLAGS) -E -x c - >/dev/null 2>&1 || \
@@ -189,9 +228,13 @@ tsan: $(TSAN_BIN)
 example: $(MODULE)
 	LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$(BUILD)/?.so;;" $(LUA) examples/layer_norm.lua
 
+# What a spec needs to run programs of this build: the interpreter (a fresh state) and
+# the build directory (host programs, C tests); the module itself is on package.cpath.
+SPEC_ENV := LUMUS_LUA="$(LUA)" LUMUS_BUILD="$(BUILD)"
+
 # The README's test command. Ends with a plain count line that CI reads.
 test: $(MODULE) examples
-	@set -o pipefail; $(BUSTED) --lua=$(LUA) -o TAP 2>&1 | tee $(BUILD)/test.tap; status=$$?; \
+	@set -o pipefail; $(SPEC_ENV) $(BUSTED) --lua=$(LUA) --cpath="$(BUILD)/?.so" -o TAP 2>&1 | tee $(BUILD)/test.tap; status=$$?; \
 	  ok=$$(grep -c '^ok ' $(BUILD)/test.tap); bad=$$(grep -c '^not ok ' $(BUILD)/test.tap); \
 	  echo "busted: $$ok passed, $$bad failed"; exit $$status
 
@@ -214,7 +257,7 @@ valgrind: $(MODULE) | $(BUILD)/.check-deps
 # by the plain interpreter with the ASan runtime preloaded. lavapipe is not instrumented
 # but runs under ASan's allocator, which makes it slow: shallow malloc stacks, no
 # quarantine to speak of, and a shorter fuzz run (LUMUS_FUZZ_CALLS) keep this in minutes.
-ASAN_BUILD   := build-asan
+ASAN_BUILD   := build-asan$(BUILD_SUFFIX)
 ASAN_MODULE  := $(ASAN_BUILD)/lumus/core.so
 ASAN_CFLAGS  := -O1 -g -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer \
                 -fno-sanitize-recover=undefined
@@ -241,7 +284,7 @@ $(ASAN_MODULE): $(ASAN_OBJ)
 
 # Ends with a count line like `make test`'s, prefixed "sanitize".
 sanitize: $(ASAN_MODULE) examples
-	@set -o pipefail; $(SANITIZE_ENV) $(BUSTED) --lua=$(LUA) --cpath="$(ASAN_BUILD)/?.so" -o TAP 2>&1 \
+	@set -o pipefail; $(SANITIZE_ENV) $(SPEC_ENV) $(BUSTED) --lua=$(LUA) --cpath="$(ASAN_BUILD)/?.so" -o TAP 2>&1 \
 	  | tee $(ASAN_BUILD)/test.tap; status=$$?; \
 	  ok=$$(grep -c '^ok ' $(ASAN_BUILD)/test.tap); bad=$$(grep -c '^not ok ' $(ASAN_BUILD)/test.tap); \
 	  echo "sanitize: $$ok passed, $$bad failed"; exit $$status
@@ -250,7 +293,7 @@ sanitize: $(ASAN_MODULE) examples
 # into build-fuzz/; new inputs go to build-fuzz/corpus, the seeds stay in fuzz/corpus.
 # Then the Lua fuzz spec. FUZZ_SECONDS bounds the libFuzzer run.
 FUZZ_CC      ?= clang
-FUZZ_BUILD   := build-fuzz
+FUZZ_BUILD   := build-fuzz$(BUILD_SUFFIX)
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := -g -O1 -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer \
                 -fno-sanitize-recover=undefined
@@ -280,7 +323,7 @@ $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.check-deps
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(WARN) $(JANSSON_CFLAGS) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(FUZZ_BIN): fuzz/parsers_fuzz.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(WARN) -I$(LUA_INCDIR) -o $@ $< $(FUZZ_OBJ) -llua5.4 $(LIBS) -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(WARN) -I$(LUA_INCDIR) -o $@ $< $(FUZZ_OBJ) $(LUA_LIB) $(LIBS) -lpthread
 
 $(FUZZ_ST_BIN): fuzz/safetensors_fuzz.c src/safetensors.c src/safetensors.h | $(BUILD)/.check-deps
 	@mkdir -p $(dir $@)
@@ -298,7 +341,7 @@ fuzz: $(FUZZ_BIN) $(MODULE) fuzz-safetensors
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=30 -rss_limit_mb=4096 \
 	  -print_final_stats=1 $(FUZZ_BUILD)/corpus fuzz/corpus
-	$(BUSTED) --lua=$(LUA) spec/fuzz_spec.lua
+	$(SPEC_ENV) $(BUSTED) --lua=$(LUA) --cpath="$(BUILD)/?.so" spec/fuzz_spec.lua
 
 install: $(MODULE) $(STATIC_LIB)
 	mkdir -p $(INST_LIBDIR)/lumus $(INST_LUADIR)/lumus $(INST_INCDIR) $(INST_STATICDIR)

@@ -18,11 +18,17 @@ static void push_names(lua_State *L) {
     }
 }
 
+/* A C function's key in that table: the bytes of its pointer (on Lua 5.1 each
+ * lua_pushcfunction makes a new closure, so the function value cannot be the key). */
+static void push_function_key(lua_State *L, lua_CFunction f) {
+    lua_pushlstring(L, (const char *)&f, sizeof f);
+}
+
 void lm_register_name(lua_State *L, lua_CFunction f, const char *name) {
     push_names(L);
-    lua_pushcfunction(L, f);
+    push_function_key(L, f);
     if (lua_rawget(L, -2) == LUA_TNIL) {
-        lua_pushcfunction(L, f);
+        push_function_key(L, f);
         lua_pushstring(L, name);
         lua_rawset(L, -4);
     }
@@ -44,8 +50,9 @@ const char *lm_fname(lua_State *L) {
     /* Lua names a call through a computed key (t[k](...)) "?": no name either. */
     if (ar.name && strcmp(ar.name, "?") != 0) { lua_pop(L, 1); return ar.name; }
     /* No call-site name: the registered one, looked up by the function itself. */
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &NAMES_KEY) == LUA_TTABLE) {
-        lua_pushvalue(L, -2);
+    lua_CFunction f = lua_tocfunction(L, -1);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &NAMES_KEY) == LUA_TTABLE && f) {
+        push_function_key(L, f);
         if (lua_rawget(L, -2) == LUA_TSTRING) {
             lua_replace(L, -3);
             lua_pop(L, 1);
