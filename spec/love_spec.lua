@@ -6,6 +6,8 @@
 --
 -- Needs `love`, `xvfb-run` (Debian: love xvfb xauth) and lumus built for LuaJIT
 -- (`make LUA_VERSION=jit`, build-jit/lumus/core.so); pending without them.
+-- LUMUS_LOVE_SCREENSHOT=FILE keeps the replayed run's screenshot (docs/love_example.png
+-- is one: `LUMUS_LOVE_SCREENSHOT=docs/love_example.png busted spec/love_spec.lua`).
 local ROOT = io.popen("pwd"):read("*l")
 local ref = require "lumus.reference"
 local pattern = dofile(ROOT .. "/examples/love/pattern.lua")
@@ -108,6 +110,12 @@ local function test_run(mode_args, mode)
   local png = f:read("*a")
   f:close()
   assert.are.equal("\137PNG\r\n\26\n", png:sub(1, 8))
+  local keep = os.getenv("LUMUS_LOVE_SCREENSHOT") -- where to keep the replayed run's screenshot
+  if keep and keep ~= "" and mode == "replay" then
+    local k = assert(io.open(keep, "wb"))
+    k:write(png)
+    k:close()
+  end
 
   local check = read_check(check_path)
   os.remove(shot)

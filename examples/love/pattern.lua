@@ -19,6 +19,7 @@ M.HIDDEN = 32
 M.INPUTS = 5
 M.LAYERS = 3 -- hidden layers
 M.PERIOD = 8 -- seconds of one loop of the animation
+M.START = 3  -- where in the loop the first frame is (seconds)
 
 -- Park-Miller's generator: products stay below 2^46, so every Lua (doubles or
 -- integers) computes the same sequence.
@@ -59,9 +60,9 @@ function M.layers()
   return layers
 end
 
--- The phase of the animation at `seconds`: one loop every PERIOD seconds.
+-- The phase of the animation `seconds` after the first frame: one loop every PERIOD seconds.
 function M.phase(seconds)
-  return 2 * math.pi * seconds / M.PERIOD
+  return 2 * math.pi * (seconds + M.START) / M.PERIOD
 end
 
 -- The coordinates of pixel (column i, row j), 1-based: pixel centres in [-1, 1].
