@@ -214,6 +214,9 @@ step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/to
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
 # Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
 
+# The LÖVE example's model (examples/love) without LÖVE: frame cost replayed and eager.
+step love_pattern 120 lua5.4 bench/love_pattern.lua --csv "$out/love_pattern.csv"
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
