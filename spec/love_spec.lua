@@ -40,9 +40,10 @@ local function missing()
 end
 
 -- Runs the example headless; returns its output (stdout and stderr) and exit code.
-local function run_love(args)
+local function run_love(args, lumus_root)
   local p = io.popen(("cd %q && unset LD_PRELOAD; LUMUS_ROOT=%q SDL_AUDIODRIVER=dummy timeout 300 "
-    .. "xvfb-run -a -s '-screen 0 1024x768x24' love examples/love %s 2>&1; echo rc=$?"):format(ROOT, ROOT, args))
+    .. "xvfb-run -a -s '-screen 0 1024x768x24' love examples/love %s 2>&1; echo rc=$?")
+    :format(ROOT, lumus_root or ROOT, args))
   local out = p:read("*a")
   p:close()
   return out, tonumber(out:match("rc=(%d+)%s*$"))
@@ -150,5 +151,17 @@ describe("examples/love (LÖVE, headless)", function()
     local out, rc = run_love("--frames 2 --bogus")
     assert.are.equal(1, rc, out)
     assert.matches("unknown argument %-%-bogus", out)
+  end)
+
+  it("says where it looked when lumus cannot be loaded, with exit code 1", function()
+    local why = missing()
+    if why then
+      pending(why)
+      return
+    end
+    local out, rc = run_love("--frames 2", "/nonexistent")
+    assert.are.equal(1, rc, out)
+    assert.matches("cannot load lumus: set LUMUS_ROOT", out, 1, true)
+    assert.matches("/nonexistent/lua/lumus/init.lua", out, 1, true)
   end)
 end)

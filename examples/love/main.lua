@@ -104,7 +104,12 @@ function love.load(args)
   end
   parse(args)
   add_lumus_paths()
-  lumus = require "lumus"
+  local ok, loaded = pcall(require, "lumus")
+  if not ok then
+    fail("cannot load lumus: set LUMUS_ROOT to a lumus checkout built with `make LUA_VERSION=jit`"
+      .. " (or LUMUS_CPATH to its C module's package.cpath pattern)\n" .. tostring(loaded))
+  end
+  lumus = loaded
 
   params = pattern.device_layers(lumus)
   input = lumus.tensor(pattern.inputs(pattern.phase(0)))
