@@ -323,7 +323,7 @@ $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.check-deps
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(WARN) $(JANSSON_CFLAGS) -I$(LUA_INCDIR) -Isrc -I$(SPV_DIR) -c $< -o $@
 
 $(FUZZ_BIN): fuzz/parsers_fuzz.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(WARN) -I$(LUA_INCDIR) -o $@ $< $(FUZZ_OBJ) $(LUA_LIB) $(LIBS) -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(WARN) -I$(LUA_INCDIR) -Isrc -o $@ $< $(FUZZ_OBJ) $(LUA_LIB) $(LIBS) -lpthread
 
 $(FUZZ_ST_BIN): fuzz/safetensors_fuzz.c src/safetensors.c src/safetensors.h | $(BUILD)/.check-deps
 	@mkdir -p $(dir $@)

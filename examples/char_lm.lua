@@ -43,11 +43,11 @@ do
 end
 local STEPS, B, K = math.floor(opts.steps), math.floor(opts.batch), math.floor(opts.context)
 local E, H = math.floor(opts.embed), math.floor(opts.hidden)
-local EVERY = math.floor(opts.every or math.max(1, STEPS // 10))
+local EVERY = math.floor(opts.every or math.max(1, math.floor(STEPS / 10)))
 
 -- The text as 1-based ids over its distinct bytes.
 local f = assert(io.open(opts.text, "rb"))
-local text = f:read("a")
+local text = f:read("*a")
 f:close()
 local chars, id_of = {}, {}
 for ch in text:gmatch(".") do if not id_of[ch] then id_of[ch] = true; chars[#chars + 1] = ch end end
@@ -101,7 +101,7 @@ end
 local params = emb:parameters()
 for _, p in ipairs(mlp:parameters()) do params[#params + 1] = p end
 local opt = optim.AdamW(params, { lr = opts.lr, weight_decay = 1e-4 })
-local sched = optim.lr_scheduler.warmup_cosine(opt, math.max(1, STEPS // 20), STEPS + 1)
+local sched = optim.lr_scheduler.warmup_cosine(opt, math.max(1, math.floor(STEPS / 20)), STEPS + 1)
 
 local g = ref.rng(opts.seed)
 local function batch()

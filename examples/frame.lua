@@ -13,6 +13,7 @@
 -- Run from the repository root:
 --   LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="build/?.so;;" lua5.4 examples/frame.lua [frames]
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local nn = lumus.nn
 
 local ROWS, D, BLOCKS = 64, 256, 8
@@ -26,7 +27,7 @@ for _ = 1, BLOCKS do
   layers[#layers + 1] = nn.GELU({ approximate = "tanh" })
 end
 layers[#layers + 1] = nn.Linear(D, 1)
-local model = nn.Sequential(table.unpack(layers))
+local model = nn.Sequential(compat.unpack(layers))
 
 -- The frame's input lives in one tensor; each frame copies its new contents in.
 local x = lumus.zeros({ ROWS, D })
@@ -44,7 +45,7 @@ for f = 1, FRAMES do inputs[f] = input_for(f) end
 
 local function median(ts)
   table.sort(ts)
-  return ts[(#ts + 1) // 2]
+  return ts[math.floor((#ts + 1) / 2)]
 end
 
 -- Eager: the modules run every frame.
@@ -71,7 +72,7 @@ end
 print(("%s: %d frames of %d ops"):format(lumus.device().name, FRAMES, graph:stats().ops))
 print(("eager frame  %8.1f us median"):format(median(t_eager) * 1e6))
 print(("replay frame %8.1f us median"):format(median(t_replay) * 1e6))
-print(("first frame's head: %s ..."):format(table.concat({ string.unpack("<fff", eager[1]) }, ", ", 1, 3)))
+print(("first frame's head: %s ..."):format(table.concat(compat.unpack_bytes("f32", eager[1], 1, 3), ", ")))
 print(("replayed frames bit-identical to eager: %d of %d"):format(same, FRAMES))
 graph:free()
 if same ~= FRAMES then os.exit(1) end

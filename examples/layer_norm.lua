@@ -9,10 +9,11 @@
 -- LUMUS_DEVICE=<index or name part> picks another device; LUMUS_VALIDATION=1 turns on
 -- the Vulkan validation layer.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 
-local rows = math.tointeger(tonumber(arg and arg[1] or "")) or 1024
-local d = math.tointeger(tonumber(arg and arg[2] or "")) or 768
+local rows = compat.integer(tonumber(arg and arg[1] or "")) or 1024
+local d = compat.integer(tonumber(arg and arg[2] or "")) or 768
 local eps = 1e-5
 
 local dev = lumus.device()
@@ -63,9 +64,9 @@ end
 print(("y: max abs error %.2e, relative L2 %.2e;  mean: max abs %.2e;  invstd: max rel %.2e")
   :format(cy.max_abs, cy.rel_l2, cm.max_abs, worst_inv))
 local shown = math.min(4, d)
-local first = { string.unpack("<" .. ("f"):rep(shown), y:to_bytes(1, shown)) }
+local first = compat.unpack_bytes("f32", y:to_bytes(1, shown), 1, shown)
 first[shown + 1] = nil
-print("first row, first values: " .. ("%.5f "):rep(shown):format(table.unpack(first)))
+print("first row, first values: " .. ("%.5f "):rep(shown):format(compat.unpack(first)))
 
 local ok = cy.rel_l2 <= 1e-5 and cy.max_rel <= 1e-4 and cm.max_rel <= 1e-5 and worst_inv <= 1e-4
 if ok then

@@ -18,6 +18,7 @@
 --   --iters N    timed forward passes (default 5 on a CPU device, 50 otherwise)
 -- LUMUS_DEVICE=<index or name part> picks another device.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local nn = lumus.nn
 
@@ -49,7 +50,7 @@ do
 end
 local function int_arg(name, default)
   if opt[name] == nil then return default end
-  local n = math.tointeger(tonumber(opt[name]))
+  local n = compat.integer(tonumber(opt[name]))
   if not n or n < 1 then usage(("--%s must be a positive integer, got %s"):format(name, opt[name])) end
   return n
 end
@@ -101,7 +102,7 @@ lumus.synchronize()
 local function median(t)
   table.sort(t)
   local n = #t
-  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
+  return n % 2 == 1 and t[math.floor((n + 1) / 2)] or (t[math.floor(n / 2)] + t[math.floor(n / 2) + 1]) / 2
 end
 local dev_t, host_t = {}, {}
 for i = 1, iters do
@@ -126,7 +127,7 @@ local function gelu_tanh(v)
 end
 local rows, picked = {}, {}
 for k = 0, check_n - 1 do
-  local r = check_n == 1 and 1 or 1 + (k * (tokens - 1)) // (check_n - 1)
+  local r = check_n == 1 and 1 or 1 + math.floor(k * (tokens - 1) / (check_n - 1))
   rows[#rows + 1] = r
   picked[#picked + 1] = xt[r]
 end
@@ -140,7 +141,7 @@ local t_ref_s = lumus.clock() - t_ref
 
 local got = {}
 for i, r in ipairs(rows) do
-  got[i] = { string.unpack("<" .. ("f"):rep(D), y:to_bytes((r - 1) * D + 1, D)) }
+  got[i] = compat.unpack_bytes("f32", y:to_bytes((r - 1) * D + 1, D), 1, D)
   got[i][D + 1] = nil
 end
 local c = ref.compare(got, h)

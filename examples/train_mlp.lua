@@ -36,7 +36,7 @@ do
   end
 end
 local C, P, STEPS = math.floor(opts.classes), math.floor(opts.points), math.floor(opts.steps)
-local EVERY = math.floor(opts.every or math.max(1, STEPS // 10))
+local EVERY = math.floor(opts.every or math.max(1, math.floor(STEPS / 10)))
 
 -- The dataset: N = C * P points x [N, 2] and labels [N] (int32, 1-based).
 local g = ref.rng(opts.seed)

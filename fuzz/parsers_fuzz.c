@@ -18,8 +18,7 @@
  * function; from_bytes returns the bytes it was given; a tensor made from nested tables
  * converts back to the same bytes; device memory in use returns to its starting value.
  */
-#include <lua.h>
-#include <lauxlib.h>
+#include "lua_compat.h"
 #include <lualib.h>
 #include <math.h>
 #include <stdint.h>

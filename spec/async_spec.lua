@@ -1,5 +1,6 @@
 -- Asynchronous execution: ops record and return; reads and synchronize wait.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -47,7 +48,7 @@ describe("asynchronous execution", function()
     end
     for i = 1, 20 do
       local v = results[i]:to_bytes(1, 1)
-      assert.are.equal(i, string.unpack("<f", v))   -- constant rows: y = bias = i
+      assert.are.equal(i, compat.unpack_bytes("f32", v, 1, 1)[1])   -- constant rows: y = bias = i
     end
   end)
 
@@ -55,7 +56,7 @@ describe("asynchronous execution", function()
     local t = { { 1, 2 }, { 3, 4 } }
     local x = lumus.tensor(t)
     t[1][1] = 100
-    local s = string.pack("<ff", 5, 6)
+    local s = compat.pack_bytes("f32", { 5, 6 })
     local y = lumus.from_bytes(s, { 2 })
     assert.are.same({ { 1, 2 }, { 3, 4 } }, x:to_table())
     assert.are.same({ 5, 6 }, y:to_table())

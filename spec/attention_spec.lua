@@ -4,6 +4,7 @@
 -- left is float32 accumulation plus the output's rounding, 2^-11 and 2^-8 relative, and
 -- the probabilities' float32 error times |v|).
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 local NAN = 0 / 0
@@ -42,7 +43,7 @@ describe("scaled_dot_product_attention", function()
       { 1, 1, 40, 40, 80 }, { 1, 2, 19, 19, 96 }, { 1, 1, 65, 65, 128 }, { 1, 1, 9, 12, 256 }, { 1, 1, 7, 7, 3 },
       { 1, 2, 100, 100, 64 }, { 1, 1, 31, 31, 255 },
     } do
-      local B, H, Tq, Tk, D = table.unpack(c)
+      local B, H, Tq, Tk, D = compat.unpack(c)
       local q, qt = randt { B, H, Tq, D }
       local k, kt = randt { B, H, Tk, D }
       local v, vt = randt { B, H, Tk, D }
@@ -54,7 +55,7 @@ describe("scaled_dot_product_attention", function()
 
   it("aligns the causal mask bottom-right for a KV cache (Tk > Tq), unlike PyTorch's top-left", function()
     for _, c in ipairs { { 1, 2, 1, 37, 16 }, { 2, 2, 5, 40, 24 }, { 1, 1, 30, 100, 64 }, { 1, 1, 3, 3, 8 } } do
-      local B, H, Tq, Tk, D = table.unpack(c)
+      local B, H, Tq, Tk, D = compat.unpack(c)
       local q, qt = randt { B, H, Tq, D }
       local k, kt = randt { B, H, Tk, D }
       local v, vt = randt { B, H, Tk, D }
@@ -74,7 +75,7 @@ describe("scaled_dot_product_attention", function()
 
   it("decodes one query over long keys through split key tiles", function()
     for _, c in ipairs { { 1, 2, 1, 1000, 64 }, { 1, 3, 1, 257, 13 }, { 2, 1, 2, 513, 32 }, { 1, 1, 1, 4, 8 } } do
-      local B, H, Tq, Tk, D = table.unpack(c)
+      local B, H, Tq, Tk, D = compat.unpack(c)
       local q, qt = randt { B, H, Tq, D }
       local k, kt = randt { B, H, Tk, D }
       local v, vt = randt { B, H, Tk, D }
@@ -148,7 +149,7 @@ describe("scaled_dot_product_attention", function()
   it("works in float16 and bfloat16 with float32 accumulation", function()
     for _, dtype in ipairs { "float16", "bfloat16" } do
       for _, c in ipairs { { 1, 2, 33, 33, 64, false }, { 2, 1, 20, 20, 13, true }, { 1, 2, 1, 700, 64, false }, { 1, 1, 8, 50, 128, true } } do
-        local B, H, Tq, Tk, D, causal = table.unpack(c)
+        local B, H, Tq, Tk, D, causal = compat.unpack(c)
         local q, qt = randt({ B, H, Tq, D }, dtype)
         local k, kt = randt({ B, H, Tk, D }, dtype)
         local v, vt = randt({ B, H, Tk, D }, dtype)
@@ -198,7 +199,7 @@ describe("scaled_dot_product_attention", function()
     local w, wt = randt { 1, 2, 7, 10 }
     local wn = w:narrow(4, 2, 8)
     local wnt = { {} }
-    for h = 1, 2 do wnt[1][h] = {} for s = 1, 7 do wnt[1][h][s] = { table.unpack(wt[1][h][s], 2, 9) } end end
+    for h = 1, 2 do wnt[1][h] = {} for s = 1, 7 do wnt[1][h][s] = { compat.unpack(wt[1][h][s], 2, 9) } end end
     check(wn, wn, wn, wnt, wnt, wnt, { causal = true }, nil, "unaligned narrow")
     -- a last dimension that is not contiguous goes through a copy
     local kT, kTt = randt { 1, 1, 8, 9 }

@@ -13,6 +13,7 @@
 -- applied to the tensor (exact), and the inputs are multiples of 1/8 so that h = 1 is
 -- exact too (a view is linear: its central difference is exact for any h).
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 local shell = dofile("spec/support/shell.lua")
@@ -43,13 +44,13 @@ local function gradcheck(what, gpu_f, ref_f, inputs, opts)
   for i, v in ipairs(inputs) do
     tensors[i] = type(v) == "table" and lumus.tensor(v):requires_grad(true) or v
   end
-  local y = gpu_f(table.unpack(tensors, 1, #inputs))
+  local y = gpu_f(compat.unpack(tensors, 1, #inputs))
   assert.is_true(y:requires_grad(), what .. ": result requires grad")
   local c = rand_table(y:shape(), rng)
   local fc = ref.flatten(c)
   y:backward(lumus.tensor(c))
   local function loss(args)
-    local out = ref.flatten(ref_f(table.unpack(args, 1, #inputs)))
+    local out = ref.flatten(ref_f(compat.unpack(args, 1, #inputs)))
     local s = 0
     for i = 1, #out do s = s + fc[i] * out[i] end
     return s
@@ -60,9 +61,9 @@ local function gradcheck(what, gpu_f, ref_f, inputs, opts)
       local flat = ref.flatten(v)
       local fd = {}
       for k = 1, #flat do
-        local plus, minus = { table.unpack(flat) }, { table.unpack(flat) }
+        local plus, minus = { compat.unpack(flat) }, { compat.unpack(flat) }
         plus[k], minus[k] = flat[k] + h, flat[k] - h
-        local a1, a2 = { table.unpack(inputs, 1, #inputs) }, { table.unpack(inputs, 1, #inputs) }
+        local a1, a2 = { compat.unpack(inputs, 1, #inputs) }, { compat.unpack(inputs, 1, #inputs) }
         a1[i], a2[i] = ref.nest(plus, shape), ref.nest(minus, shape)
         fd[k] = (loss(a1) - loss(a2)) / (2 * h)
       end

@@ -1,6 +1,7 @@
 -- dtypes: factories, host transfers, conversions (bitwise against lumus.reference on edge
 -- values), copies and views in every dtype, write_bytes, and errors by message.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 local error_of = checks.error_of
@@ -61,10 +62,10 @@ describe("factories with {dtype=}", function()
   it("give int32 elements as Lua integers and bool ones as booleans", function()
     local t = lumus.tensor({ { 1, -2 }, { 3, 2147483647 } }, { dtype = "int32" }):to_table()
     assert.are.same({ { 1, -2 }, { 3, 2147483647 } }, t)
-    assert.are.equal("integer", math.type(t[2][2]))
+    assert.is_true(compat.is_integer_type(t[2][2]))
     assert.are.same({ true, false, true }, lumus.tensor({ true, false, 5 }, { dtype = "bool" }):to_table())
     assert.are.equal(-7, lumus.tensor({ -7 }, { dtype = "int32" }):item())
-    assert.are.equal("integer", math.type(lumus.tensor({ -7 }, { dtype = "int32" }):item()))
+    assert.is_true(compat.is_integer_type(lumus.tensor({ -7 }, { dtype = "int32" }):item()))
     assert.are.equal(true, lumus.tensor({ 1 }, { dtype = "bool" }):item())
     assert.are.equal(2 ^ -24, lumus.tensor({ 2 ^ -24 }, { dtype = "float16" }):item())
     assert.are.equal(3.140625, lumus.tensor({ 3.14159 }, { dtype = "bfloat16" }):item())
@@ -91,10 +92,10 @@ end)
 describe("host transfers in every dtype", function()
   it("round-trip from_bytes / to_bytes / to_table", function()
     local bytes = {
-      float32 = string.pack("<fff", 1.5, -0.0, 1 / 0),
-      float16 = string.pack("<I2I2I2", 0x3c00, 0x8001, 0x7bff),
-      bfloat16 = string.pack("<I2I2I2", 0x3f80, 0x0001, 0xff80),
-      int32 = string.pack("<i4i4i4", -5, 2147483647, -2147483648),
+      float32 = compat.pack_bytes("f32", { 1.5, -0.0, 1 / 0 }),
+      float16 = compat.pack_bytes("u16", { 0x3c00, 0x8001, 0x7bff }),
+      bfloat16 = compat.pack_bytes("u16", { 0x3f80, 0x0001, 0xff80 }),
+      int32 = compat.pack_bytes("i32", { -5, 2147483647, -2147483648 }),
       bool = "\1\0\1",
     }
     local values = {
@@ -234,7 +235,7 @@ describe("views and copies in every dtype", function()
       local t, x = matrix(d, 4, 5)
       local _, row = matrix(d, 1, 5)
       x:narrow(1, 3, 1):copy(row)   -- a KV-cache style row update
-      t[3] = { table.unpack(row:to_table()[1]) }
+      t[3] = { compat.unpack(row:to_table()[1]) }
       assert.are.same(t, x:to_table(), d)
       local v = value(d, 11)
       x:narrow(2, 2, 2):fill(v)     -- a strided view
@@ -246,7 +247,7 @@ describe("views and copies in every dtype", function()
       -- a broadcast source (a row into every row)
       local _, r1 = matrix(d, 1, 5)
       x:copy(r1)
-      for i = 1, 4 do t[i] = { table.unpack(r1:to_table()[1]) } end
+      for i = 1, 4 do t[i] = { compat.unpack(r1:to_table()[1]) } end
       assert.are.same(t, x:to_table(), d)
     end
   end)
@@ -299,7 +300,7 @@ describe("write_bytes", function()
     local x = lumus.zeros({ 1024 })
     lumus.synchronize()
     local before = lumus.memory().allocated or lumus.memory().in_use
-    for i = 1, 20 do x:write_bytes(string.pack("<ff", i, -i), 2 * i - 1) end
+    for i = 1, 20 do x:write_bytes(compat.pack_bytes("f32", { i, -i }), 2 * i - 1) end
     lumus.synchronize()
     assert.are.equal(before, lumus.memory().allocated or lumus.memory().in_use)
     assert.are.same({ 20, -20 }, x:narrow(1, 39, 2):to_table())
@@ -373,7 +374,7 @@ describe("lumus.reference conversions", function()
     assert.are.equal(0, ref.trunc_int32(0 / 0))
     assert.are.equal(2147483647, ref.trunc_int32(1e300))
     assert.are.equal(-2147483648, ref.trunc_int32(-math.huge))
-    assert.are.equal("integer", math.type(ref.trunc_int32(5.0)))
+    assert.is_true(compat.is_integer_type(ref.trunc_int32(5.0)))
     assert.are.equal(16777216, ref.to_dtype(16777217, "float32"))
     assert.are.equal(true, ref.to_dtype(0 / 0, "bool"))
     assert.are.equal(1, ref.to_dtype(true, "int32"))
@@ -383,14 +384,16 @@ end)
 describe("conversions over whole bit-pattern ranges", function()
   -- The exact value of float16 bits h.
   local function half_value(h)
-    local e, m = (h >> 10) & 31, h & 1023
+    local e, m = math.floor(h / 1024) % 32, h % 1024
     local v = e == 31 and (m == 0 and math.huge or 0 / 0) or e == 0 and m * 2.0 ^ -24 or (1024 + m) * 2.0 ^ (e - 25)
-    return (h >> 15) == 1 and -v or v
+    return h >= 0x8000 and -v or v
   end
+  -- h with bit b (a power of two) set.
+  local function with_bit(h, b) return math.floor(h / b) % 2 == 1 and h or h + b end
 
   it("float16 and bfloat16 widen exactly and narrow back to the same bits (NaNs quieted), all 65536 patterns", function()
     local parts = {}
-    for h = 0, 65535 do parts[#parts + 1] = string.pack("<I2", h) end
+    for h = 0, 65535 do parts[#parts + 1] = compat.pack_bytes("u16", { h }) end
     local all = table.concat(parts)
     for _, d in ipairs { "float16", "bfloat16" } do
       local t = lumus.from_bytes(all, { 65536 }, { dtype = d })
@@ -398,20 +401,20 @@ describe("conversions over whole bit-pattern ranges", function()
       local bytes = f:to_bytes()
       local back = f:to(d):to_bytes()
       for h = 0, 65535 do
-        local bits = string.unpack("<I4", bytes, 4 * h + 1)
+        local bits = compat.unpack_bytes("u32", bytes, 4 * h + 1, 1)[1]
         local want_bits
         if d == "bfloat16" then
-          want_bits = h << 16
+          want_bits = h * 0x10000
         else
           local v = half_value(h)
-          if v ~= v then want_bits = ((h & 0x8000) << 16) | 0x7f800000 | ((h & 0x3ff) << 13)
-          else want_bits = string.unpack("<I4", string.pack("<f", v)) end
+          if v ~= v then want_bits = math.floor(h / 0x8000) * 2 ^ 31 + 0x7f800000 + h % 0x400 * 2 ^ 13
+          else want_bits = compat.unpack_bytes("u32", compat.pack_bytes("f32", { v }), 1, 1)[1] end
         end
         if bits ~= want_bits then error(("%s %04x -> float32 %08x, want %08x"):format(d, h, bits, want_bits)) end
-        local nan = d == "float16" and (h & 0x7c00) == 0x7c00 and (h & 0x3ff) ~= 0
-                    or d == "bfloat16" and (h & 0x7f80) == 0x7f80 and (h & 0x7f) ~= 0
-        local want_back = nan and (h | (d == "float16" and 0x200 or 0x40)) or h
-        local got_back = string.unpack("<I2", back, 2 * h + 1)
+        local nan = d == "float16" and math.floor(h / 0x400) % 32 == 31 and h % 0x400 ~= 0
+                    or d == "bfloat16" and math.floor(h / 0x80) % 256 == 255 and h % 0x80 ~= 0
+        local want_back = nan and with_bit(h, d == "float16" and 0x200 or 0x40) or h
+        local got_back = compat.unpack_bytes("u16", back, 2 * h + 1, 1)[1]
         if got_back ~= want_back then error(("%s %04x -> float32 -> %04x, want %04x"):format(d, h, got_back, want_back)) end
       end
     end
@@ -422,10 +425,12 @@ describe("conversions over whole bit-pattern ranges", function()
     local n = 8192
     local parts, values = {}, {}
     for i = 1, n do
-      local bits = math.floor(g.uniform() * 2 ^ 32) & 0xffffffff
-      if i % 4 == 0 then bits = (bits & 0x807fffff) | ((100 + i % 60) << 23) end   -- near float16's range
-      parts[i] = string.pack("<I4", bits)
-      values[i] = (string.unpack("<f", parts[i]))
+      local bits = math.floor(g.uniform() * 2 ^ 32)
+      if i % 4 == 0 then   -- near float16's range: sign and fraction kept, exponent 100 + i % 60
+        bits = math.floor(bits / 2 ^ 31) * 2 ^ 31 + (100 + i % 60) * 2 ^ 23 + bits % 2 ^ 23
+      end
+      parts[i] = compat.pack_bytes("u32", { bits })
+      values[i] = compat.unpack_bytes("f32", parts[i], 1, 1)[1]
     end
     local x = lumus.from_bytes(table.concat(parts), { n })
     for _, d in ipairs { "float16", "bfloat16", "int32", "bool" } do

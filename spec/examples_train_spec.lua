@@ -1,14 +1,15 @@
 -- The training examples run briefly (few steps, small sizes) and learn: the printed
 -- loss falls and the classifier's accuracy passes a bar. They print their numbers; this
 -- reads them.
-local ROOT = io.popen("pwd"):read("l")
+local LUA = dofile("spec/support/shell.lua").LUA   -- the interpreter running the specs
+local ROOT = io.popen("pwd"):read("*l")
 
 -- Runs examples/<name> with the arguments; returns its output and exit code. (io.popen
 -- with this process's module paths, as spec/support/shell.lua's run_lua.)
 local function run_example(name, args)
-  local p = io.popen(("cd %q && LUA_PATH=%q LUA_CPATH=%q timeout 300 lua5.4 examples/%s %s 2>&1; echo rc=$?")
+  local p = io.popen(("cd %q && LUA_PATH=%q LUA_CPATH=%q timeout 300 " .. LUA .. " examples/%s %s 2>&1; echo rc=$?")
     :format(ROOT, package.path, package.cpath, name, args))
-  local out = p:read("a")
+  local out = p:read("*a")
   p:close()
   return out, tonumber(out:match("rc=(%d+)%s*$"))
 end
@@ -43,7 +44,7 @@ describe("examples/char_lm.lua", function()
     local sample = out:match("sample:\n(.-)\nsaved the weights")
     assert.is_true(sample ~= nil and #sample == 8 + 40, out)   -- the 8-character prompt and 40 sampled
     local f = assert(io.open(path, "rb"))
-    local bytes = f:read("a")
+    local bytes = f:read("*a")
     f:close()
     os.remove(path)
     assert.is_true(#bytes > 4 * (95 * 16), "the saved weights are too small: " .. #bytes)

@@ -11,10 +11,11 @@
 -- LUMUS_FUZZ_CALLS (default 100000) and LUMUS_FUZZ_SEED set the run; a failure message
 -- gives the seed and the call number to replay. LUMUS_FUZZ_MAX_CALL_S bounds one call.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 
-local CALLS = math.tointeger(tonumber(os.getenv("LUMUS_FUZZ_CALLS") or "")) or 100000
-local SEED = math.tointeger(tonumber(os.getenv("LUMUS_FUZZ_SEED") or "")) or 5150
+local CALLS = compat.integer(tonumber(os.getenv("LUMUS_FUZZ_CALLS") or "")) or 100000
+local SEED = compat.integer(tonumber(os.getenv("LUMUS_FUZZ_SEED") or "")) or 5150
 -- No call may take longer (a hang); under valgrind a pipeline compile alone takes seconds.
 local MAX_CALL_S = tonumber(os.getenv("LUMUS_FUZZ_MAX_CALL_S") or "") or 10
 
@@ -83,7 +84,7 @@ local function random_bytes_f32(n)
   for i = 1, n do
     local v = g.normal() * 4
     if chance(0.02) then v = pick { 0 / 0, math.huge, -math.huge, -0.0, 1e38, 1e-40 } end
-    parts[i] = string.pack("<f", v)
+    parts[i] = compat.pack_bytes("f32", { v })
   end
   return table.concat(parts)
 end
@@ -143,10 +144,10 @@ end
 ---------------------------------------------------------------------------------------
 -- Values. `dirty` collects the tensors a call may write (those placed in tables).
 local NUMBERS = { 0, 1, 2, 3, 4, 8, -1, -2, 0.5, 1.5, -0.0, 1e-5, 1e-45, 3.0, 2 ^ 31, 2 ^ 32 + 1,
-                  2 ^ 40, 2 ^ 53, 2 ^ 63, math.maxinteger, math.mininteger, math.maxinteger // 2,
+                  2 ^ 40, 2 ^ 53, 2 ^ 63, compat.maxinteger, compat.mininteger, math.floor(compat.maxinteger / 2),
                   0 / 0, math.huge, -math.huge, 1e300, -1e300, 2 ^ 31 - 1, 65536 }
 local SIZES_OK = { 1, 2, 3, 4, 5, 8 }
-local SIZES_BAD = { 0, -1, -4, 2 ^ 31, 2 ^ 32, 2 ^ 40, 2 ^ 41, 2 ^ 62, math.maxinteger, math.mininteger,
+local SIZES_BAD = { 0, -1, -4, 2 ^ 31, 2 ^ 32, 2 ^ 40, 2 ^ 41, 2 ^ 62, compat.maxinteger, compat.mininteger,
                     1.5, 0.5, 0 / 0, math.huge, -math.huge, "2", true, {}, 3.0 }
 
 local any_value   -- forward
@@ -180,7 +181,7 @@ local function hostile_shape()
   if r == 3 then return { 1, nil, 3 } end
   if r == 4 then return { [2] = 4 } end
   if r == 5 then return { 2 ^ 31, 2 ^ 31 } end
-  if r == 6 then return { math.maxinteger, 2 } end
+  if r == 6 then return { compat.maxinteger, 2 } end
   if r == 7 then return { 2 ^ 20, 2 ^ 20, 2 ^ 20 } end
   if r == 8 then
     return setmetatable({}, { __len = function() return 3 end, __index = function() return 2 end })
@@ -199,7 +200,7 @@ local function nested_numbers(dirty)
     local t = {}
     for i = 1, shape[d] do
       if d == #shape then
-        t[i] = chance(0.97) and g.normal() or pick { 0 / 0, math.huge, 1e300, -0.0, math.maxinteger }
+        t[i] = chance(0.97) and g.normal() or pick { 0 / 0, math.huge, 1e300, -0.0, compat.maxinteger }
       else
         t[i] = build(d + 1)
       end
@@ -332,7 +333,7 @@ local function coherent_value(dirty, gi, position)
   if r < 0.58 then return chance(0.8) and grp.base or pick(grp.handles) end
   if r < 0.72 then return pick { 1, 2, n, n + 1, 1e-5, 0.5, -1, #shape, 3.5 } end
   if r < 0.80 then return coherent_options(dirty, gi) end
-  if r < 0.86 then return pick { { table.unpack(shape) }, { n }, { -1 }, { 1, -1 }, { n, 1 }, n } end
+  if r < 0.86 then return pick { { compat.unpack(shape) }, { n }, { -1 }, { 1, -1 }, { n, 1 }, n } end
   if r < 0.88 then return chance(0.8) and grp.bytes or grp.bytes:sub(2) end
   return any_value(dirty)
 end
@@ -346,7 +347,7 @@ local function coherent_args(dirty, entry, nargs)
     if entry.kind ~= "function" or r < 0.60 then
       args[1] = chance(0.8) and grp.base or pick(grp.handles)
       if writes_first(entry.name) then dirty[#dirty + 1] = args[1] end
-    elseif r < 0.78 then args[1] = { table.unpack(SHAPES[gi]) }
+    elseif r < 0.78 then args[1] = { compat.unpack(SHAPES[gi]) }
     elseif r < 0.85 then args[1] = grp.bytes
     elseif r < 0.91 then args[1] = nested_numbers(dirty)
     elseif r < 0.95 then args[1] = callback()
@@ -354,7 +355,7 @@ local function coherent_args(dirty, entry, nargs)
   end
   for a = 2, nargs do args[a] = coherent_value(dirty, gi, a) end
   if entry.name == "from_bytes" and chance(0.5) then   -- string, then its shape
-    args[1], args[2] = grp.bytes, { table.unpack(SHAPES[gi]) }
+    args[1], args[2] = grp.bytes, { compat.unpack(SHAPES[gi]) }
   end
   return args
 end
@@ -461,7 +462,7 @@ local function is_tensor(v) return getmetatable(v) == T_MT end
 
 local function floats(bytes)
   local out = {}
-  for i = 1, #bytes // 4 do out[i] = (string.unpack("<f", bytes, 4 * i - 3)) end
+  for i = 1, math.floor(#bytes / 4) do out[i] = (compat.unpack_bytes("f32", bytes, 4 * i - 3, 1)[1]) end
   return out
 end
 
@@ -470,19 +471,19 @@ local function elements(bytes, dtype)
   if dtype == nil or dtype == "float32" then return floats(bytes) end
   local out = {}
   if dtype == "int32" then
-    for i = 1, #bytes // 4 do out[i] = (string.unpack("<i4", bytes, 4 * i - 3)) end
+    for i = 1, math.floor(#bytes / 4) do out[i] = (compat.unpack_bytes("i32", bytes, 4 * i - 3, 1)[1]) end
   elseif dtype == "bool" then
     for i = 1, #bytes do out[i] = bytes:byte(i) end
   else
-    for i = 1, #bytes // 2 do
-      local h = string.unpack("<I2", bytes, 2 * i - 1)
-      local bits = h << 16                       -- bfloat16: the top half of a float32
+    for i = 1, math.floor(#bytes / 2) do
+      local h = compat.unpack_bytes("u16", bytes, 2 * i - 1, 1)[1]
+      local bits = h * 0x10000                   -- bfloat16: the top half of a float32
       if dtype == "float16" then
-        local e, m = (h >> 10) & 31, h & 1023
+        local e, m = math.floor(h / 1024) % 32, h % 1024
         local v = e == 31 and (m == 0 and huge or 0 / 0) or e == 0 and m * 2.0 ^ -24 or (1024 + m) * 2.0 ^ (e - 25)
-        out[i] = (h >> 15) == 1 and -v or v
+        out[i] = h >= 0x8000 and -v or v
       else
-        out[i] = (string.unpack("<f", string.pack("<I4", bits)))
+        out[i] = (compat.unpack_bytes("f32", compat.pack_bytes("u32", { bits }), 1, 1)[1])
       end
     end
   end
@@ -545,7 +546,7 @@ end
 
 local function rows_of(flat, d)
   local rows = {}
-  for r = 1, #flat // d do
+  for r = 1, math.floor(#flat / d) do
     local row = {}
     for j = 1, d do row[j] = flat[(r - 1) * d + j] end
     rows[r] = row
@@ -554,7 +555,7 @@ local function rows_of(flat, d)
 end
 
 local function f32_arg(v)   -- a number argument as the op rounds it
-  if math.type(v) == "integer" then v = v + 0.0 end
+  if compat.is_integer_type(v) then v = v + 0.0 end
   return ref.f32(v)
 end
 
@@ -681,9 +682,9 @@ end
 local function reduce_opts(o)
   local r = {}
   if o then
-    if math.type(rawget(o, "dim")) == "integer" then r.dim = rawget(o, "dim") end
+    if compat.is_integer_type(rawget(o, "dim")) then r.dim = rawget(o, "dim") end
     r.keepdim = rawget(o, "keepdim") == true or nil
-    r.correction = math.type(rawget(o, "correction")) == "integer" and rawget(o, "correction") or nil
+    r.correction = compat.is_integer_type(rawget(o, "correction")) and rawget(o, "correction") or nil
     r.largest = rawget(o, "largest")
   end
   return r
@@ -698,7 +699,7 @@ local function ints_readable()
 end
 local function ints_bytes(nested)
   local out = {}
-  for i, v in ipairs(ref.flatten(nested)) do out[i] = string.pack("<i4", v) end
+  for i, v in ipairs(ref.flatten(nested)) do out[i] = compat.pack_bytes("i32", { v }) end
   return table.concat(out)
 end
 -- Results in float16/bfloat16 are also rounded once to that dtype.
@@ -731,7 +732,7 @@ local function reduction_op(kind)
     local mags = ref.flatten(ref.sum(ref.map(x.nested, function(e)
       if kind == "var" then return e * e end
       return abs(e) < huge and abs(e) or 0 end), o))
-    local count = #x.flat // #mags
+    local count = math.floor(#x.flat / #mags)
     return { values_of(v, function(i)
       if mags[i] > 1e37 then return huge end
       if kind == "var" then return 1e-5 * mags[i] / math.max(1, count - (o.correction or 1)) + FLT_MIN end
@@ -744,7 +745,7 @@ for _, kind in ipairs { "softmax", "log_softmax", "sum", "mean", "var", "max", "
 end
 ORACLES.topk = function(inp, args)
   local x, k = inp[1], args[2]
-  if type(x) ~= "table" or not x.flat or math.type(k) ~= "integer" then return nil end
+  if type(x) ~= "table" or not x.flat or not compat.is_integer_type(k) then return nil end
   local v, idx = ref.topk(x.nested, k, reduce_opts(opts_at(args, 3)))
   if not ints_readable() then return { values_of(v, function() return 0 end) } end
   return { values_of(v, function() return 0 end), { bytes = ints_bytes(idx), shape = ref.shape(idx) } }
@@ -804,11 +805,11 @@ end
 local function snap(v, dtype) return type(v) == "table" and v.flat and (not dtype or v.dtype == dtype) and v end
 ORACLES.index_select = indexed(function(inp, args)
   local x, ids = snap(inp[1]), snap(inp[3], "int32")
-  if x and ids and math.type(args[2]) == "integer" then return ref.index_select(x.nested, args[2], ids.flat) end
+  if x and ids and compat.is_integer_type(args[2]) then return ref.index_select(x.nested, args[2], ids.flat) end
 end)
 ORACLES.gather = indexed(function(inp, args)
   local x, ids = snap(inp[1]), snap(inp[3], "int32")
-  if x and ids and math.type(args[2]) == "integer" then return ref.gather(x.nested, args[2], ids.nested) end
+  if x and ids and compat.is_integer_type(args[2]) then return ref.gather(x.nested, args[2], ids.nested) end
 end)
 ORACLES.embedding = indexed(function(inp)
   local ids, w = snap(inp[1], "int32"), snap(inp[2])
@@ -860,7 +861,7 @@ ORACLES.layer_norm_forward = function(inp, args)
     -- d invstd / d var = -invstd^3 / 2; the variance is off by the mean's rounding
     ti[r] = ok and 1e-4 * rr + 0.5 * rr ^ 3 * (shift * shift + 2 * shift * std) or huge
   end
-  local sshape = { table.unpack(x.shape) }
+  local sshape = { compat.unpack(x.shape) }
   if #sshape > 1 then sshape[#sshape] = nil else sshape = { 1 } end
   return { { want = y, tol = ty, shape = x.shape }, { want = mean, tol = tm, shape = sshape },
            { want = invstd, tol = ti, shape = sshape } }
@@ -883,7 +884,7 @@ local function factory(value_of)
       local plain = {}
       for i = 1, #s do plain[i] = s[i] end
       shape = plain
-    elseif math.type(s) == "integer" then shape = { s } end
+    elseif compat.is_integer_type(s) then shape = { s } end
     local n = 1
     for i = 1, #shape do n = n * shape[i] end
     return { { want = constant(v, n), tol = constant(0, n), shape = shape } }
@@ -913,7 +914,7 @@ local function broadcast_to(src, shape)
     local rest, si, stride = flat, 0, 1
     for d = nd, 1, -1 do
       local idx = rest % shape[d]
-      rest = rest // shape[d]
+      rest = math.floor(rest / shape[d])
       local sdim = d - (nd - sd)
       if sdim >= 1 then
         local size = src.shape[sdim]
@@ -960,14 +961,14 @@ ORACLES.uniform_ = random_fill(ref.uniform, 0, 1)
 ORACLES.normal_ = random_fill(ref.normal, 0, 1)
 local function int32_bytes(list)
   local parts = {}
-  for i = 1, #list do parts[i] = string.pack("<i4", list[i]) end
+  for i = 1, #list do parts[i] = compat.pack_bytes("i32", { list[i] }) end
   return table.concat(parts)
 end
 -- (int32 results are checked where lumus.copy, which captures them, takes int32)
 ORACLES.multinomial = function(inp, args, res)
   local p, o = inp[1], opts_at(args, 3)
   if not inp.rng or type(p) ~= "table" or not p.flat or not res[1] then return nil end
-  local want = ref.flatten(ref.multinomial(p.nested, math.tointeger(args[2]), o and rawget(o, "replacement") or false, inp.rng))
+  local want = ref.flatten(ref.multinomial(p.nested, compat.integer(args[2]), o and rawget(o, "replacement") or false, inp.rng))
   return { { bytes = int32_bytes(want) } }
 end
 ORACLES.arange = function(inp, args, res)
@@ -976,7 +977,7 @@ ORACLES.arange = function(inp, args, res)
   for i = 1, 3 do if type(args[i]) == "number" then nums[i] = args[i] else break end end
   local o = opts_at(args, #nums + 1)
   local integers = true
-  for i = 1, #nums do integers = integers and math.type(nums[i]) == "integer" end
+  for i = 1, #nums do integers = integers and compat.is_integer_type(nums[i]) end
   local dtype = o and rawget(o, "dtype") or (integers and "int32" or "float32")
   local start, stop, step = 0, nums[1], nums[3]
   if #nums >= 2 then start, stop = nums[1], nums[2] end
@@ -1007,10 +1008,10 @@ end
 -- t:write_bytes(s [, first]): t's bytes with s at element first (1-based).
 ORACLES.write_bytes = function(inp, args, res)
   local x, s, first = inp[1], args[2], args[3] or 1
-  if type(x) ~= "table" or not x.bytes or type(s) ~= "string" or math.type(first) ~= "integer" or not res.same_as_first then
+  if type(x) ~= "table" or not x.bytes or type(s) ~= "string" or not compat.is_integer_type(first) or not res.same_as_first then
     return nil
   end
-  local at = (first - 1) * #x.bytes // #x.flat
+  local at = (first - 1) * math.floor(#x.bytes / #x.flat)
   return { { bytes = x.bytes:sub(1, at) .. s .. x.bytes:sub(at + #s + 1), shape = x.shape } }
 end
 
@@ -1029,7 +1030,7 @@ end
 local function scatter_oracle(f)
   return function(inp, args)
     local t, ids, src = snap(inp[1], "float32"), snap(inp[3], "int32"), snap(inp[4], "float32")
-    if not (moderate(t, src) and ids and math.type(args[2]) == "integer") then return nil end
+    if not (moderate(t, src) and ids and compat.is_integer_type(args[2])) then return nil end
     local ok, want = pcall(f, t.nested, args[2], f == ref.index_add and ids.flat or ids.nested, src.nested)
     if not ok then return nil end
     local _, mags = pcall(f, ref.map(t.nested, abs), args[2], f == ref.index_add and ids.flat or ids.nested, ref.map(src.nested, abs))
@@ -1107,7 +1108,7 @@ ORACLES.rope = function(inp, args)
   local o = opts_at(args, 2) or {}
   local ro = { base = rawget(o, "base"), offset = rawget(o, "offset"), interleaved = rawget(o, "interleaved") }
   if ro.base ~= nil and type(ro.base) ~= "number" then return nil end
-  ro.offset = ro.offset ~= nil and math.tointeger(ro.offset) or ro.offset
+  ro.offset = ro.offset ~= nil and compat.integer(ro.offset) or ro.offset
   local y = ref.flatten(ref.rope(x.nested, ro))
   local d = x.shape[#x.shape]
   local tol = {}
@@ -1228,7 +1229,7 @@ end
 -- (Short runs, as under valgrind where each new pipeline takes seconds to compile, get two
 -- tunings.)
 local TUNED = 200
-local TUNE_EVERY = math.max(2 * TUNED, CALLS < 10000 and CALLS // 2 or 1000)
+local TUNE_EVERY = math.max(2 * TUNED, CALLS < 10000 and math.floor(CALLS / 2) or 1000)
 local LN_TUNING = { { "form", { "auto", "group", "subgroup", "stream", "split", "row" } },
                     { "wg", { 1, 2, 4, 8, 32, 64, 128 } }, { "items_target", { 0, 1, 2, 4, 8 } },
                     { "parts", { 0, 1, 2, 3, 4, 8, 16 } }, { "classes", { 0, 1, 2, 3 } },
@@ -1339,11 +1340,11 @@ describe("fuzzing every public function and method", function()
         local victim = pick(groups)
         local kind = int(3)
         local tt = pick(victim.handles)
-        setmetatable({}, { __gc = function()
+        compat.on_collect(function()
           if kind == 1 then tt:free()
           elseif kind == 2 then pcall(lumus.zeros, { 3 })
           else pcall(lumus.copy, tt) end
-        end })
+        end)
       end
       -- the inputs' values before the call, for the value checks
       local inp
@@ -1359,10 +1360,10 @@ describe("fuzzing every public function and method", function()
 
       -- the first thousand calls of every ten thousand run with the GC always mid-cycle, so the
       -- finalizers above run inside lumus calls, at their allocations
-      if call % 10000 == 1 then collectgarbage("incremental", 0, 1000)
-      elseif call % 10000 == 1001 then collectgarbage("incremental", 200, 100) end
+      if call % 10000 == 1 then compat.gc_incremental(0, 1000)
+      elseif call % 10000 == 1001 then compat.gc_incremental(200, 100) end
       local t0 = lumus.clock()
-      local res = table.pack(pcall(entry.f, table.unpack(args, 1, nargs)))
+      local res = compat.pack(pcall(entry.f, compat.unpack(args, 1, nargs)))
       local dt = lumus.clock() - t0
       if dt > slowest then slowest, slowest_at = dt, where end
 
@@ -1395,7 +1396,7 @@ describe("fuzzing every public function and method", function()
       end
       if call % 500 == 0 then check_pending(); check_groups(where) end
     end
-    collectgarbage("incremental", 200, 100)
+    compat.gc_incremental(200, 100)
     check_pending()
     check_groups("end")
     reset_tunings()
@@ -1424,7 +1425,7 @@ describe("fuzzing every public function and method", function()
     collectgarbage("collect"); lumus.synchronize()
     local m0 = lumus.memory()
     local total = m0.device_total
-    local n = math.max(200, CALLS // 200)
+    local n = math.max(200, math.floor(CALLS / 200))
     local g2 = ref.rng(SEED + 1)
     for i = 1, n do
       local v = i % 7 == 0 and nil or NUMBERS[math.floor(g2.uniform() * #NUMBERS) + 1]
@@ -1433,7 +1434,7 @@ describe("fuzzing every public function and method", function()
       local ok, e = pcall(lumus.set_memory_limit, v)
       local after = lumus.memory().limit
       if ok then
-        local want = v == nil and total or math.min(math.tointeger(v), total)
+        local want = v == nil and total or math.min(compat.integer(v), total)
         assert.are.equal(want, after, tostring(v))
       else
         assert.are.equal(before, after)
@@ -1451,7 +1452,7 @@ describe("fuzzing every public function and method", function()
   it("manual_seed, set_rng_state: random arguments either set the documented state or raise", function()
     local s0 = lumus.get_rng_state()
     local g2 = ref.rng(SEED + 2)
-    for i = 1, math.max(200, CALLS // 200) do
+    for i = 1, math.max(200, math.floor(CALLS / 200)) do
       local v = NUMBERS[math.floor(g2.uniform() * #NUMBERS) + 1]
       if i % 5 == 0 then v = { seed = v, offset = NUMBERS[math.floor(g2.uniform() * #NUMBERS) + 1] } end
       if i % 11 == 0 then v = pick { "1024", {}, true, print, { seed = 1 }, { seed = 1, offset = 2, x = 3 } } end
@@ -1462,7 +1463,7 @@ describe("fuzzing every public function and method", function()
       if ok then
         local want = type(v) == "table" and { seed = v.seed, offset = v.offset } or { seed = tonumber(v), offset = 0 }
         assert.are.same(want, after)
-        assert.are.equal("integer", math.type(after.seed))
+        assert.is_true(compat.is_integer_type(after.seed))
       else
         assert.are.same(before, after)
         assert.matches(name, e)
@@ -1483,7 +1484,7 @@ describe("fuzzing every public function and method", function()
         local args = {}
         for i = 1, nsizes do args[i] = 1 end
         args[nsizes + 1] = {}
-        if pcall(f, table.unpack(args, 1, nsizes + 1)) then return true end
+        if pcall(f, compat.unpack(args, 1, nsizes + 1)) then return true end
       end
       return false
     end
@@ -1495,7 +1496,7 @@ describe("fuzzing every public function and method", function()
     local own = { rows = { "wg", "items" }, grid = { "max_x" }, matmul = { "bm", "bn", "bk", "tm", "tn", "rotate" },
                   layer_norm = { "items_target", "wg", "form", "parts", "stream", "subgroup_items", "spin_limit", "tickets" } }
     local vals = { 0, 1, 2, 3, 4, 8, 16, 64, 128, 1024, 4096, -1, 0.5, 2 ^ 31, 2 ^ 62, "4", "row", true, false, {} }
-    local n = math.max(100, CALLS // 500)
+    local n = math.max(100, math.floor(CALLS / 500))
     for _, name in ipairs(hooks) do
       local f = lumus.tune[name]
       assert(reset(f), name .. " has no reset with {}")
@@ -1507,7 +1508,7 @@ describe("fuzzing every public function and method", function()
         local pool = own[name] and r(4) > 1 and own[name] or keys
         for _ = 1, r(4) do tune[pool[r(#pool)]] = vals[r(#vals)] end
         args[nargs] = r(5) == 1 and vals[r(#vals)] or tune
-        local ok, e = pcall(f, table.unpack(args, 1, nargs))
+        local ok, e = pcall(f, compat.unpack(args, 1, nargs))
         if not ok then
           assert(type(e) == "string" and e:find("tune." .. name, 1, true), ("%s raised %s"):format(name, tostring(e)))
         end
@@ -1530,7 +1531,7 @@ describe("fuzzing every public function and method", function()
     local g5 = ref.rng(SEED + 4)
     local function r(k) return math.floor(g5.uniform() * k) + 1 end
     local function pick5(list) return list[r(#list)] end
-    local n = math.max(2, CALLS // 2000)   -- (each tuning compiles pipelines: few in short runs)
+    local n = math.max(2, math.floor(CALLS / 2000))   -- (each tuning compiles pipelines: few in short runs)
     for i = 1, n do
       local d = pick5 { 1, 3, 4, 5, 7, 8, 12, 33, 100, 257, 1000 }
       local rows = pick5 { 1, 2, 3, 5 }
@@ -1549,7 +1550,7 @@ describe("fuzzing every public function and method", function()
         local inp = { { shape = { rows, d }, flat = ref.flatten(xt), nested = xt },
                       w and { shape = { d }, flat = wt, nested = wt }, b and { shape = { d }, flat = bt, nested = bt } }
         local function run(name, f, args, nargs)
-          local res = table.pack(f(table.unpack(args, 1, nargs)))
+          local res = compat.pack(f(compat.unpack(args, 1, nargs)))
           local results = { n = res.n }
           for k = 1, res.n do results[k] = snapshot_of(res[k]:shape(), res[k]:to_bytes()) end
           local e = check_values(name, args, nargs, inp, results)
@@ -1566,7 +1567,7 @@ describe("fuzzing every public function and method", function()
   end)
 
   it("tune.layer_norm: random tuning either raises or still computes layer_norm right", function()
-    local n = math.max(100, CALLS // 1000)
+    local n = math.max(100, math.floor(CALLS / 1000))
     local runs = 0
     local g3 = ref.rng(SEED + 2)
     local function r(k) return math.floor(g3.uniform() * k) + 1 end
@@ -1582,7 +1583,7 @@ describe("fuzzing every public function and method", function()
       local ok, e = pcall(lumus.tune.layer_norm, d, r(5) > 1 and tune or nil)
       if not ok then
         assert.matches("tune.layer_norm", e, 1, true)
-      elseif runs < n // 3 and math.type(d) == "integer" and d <= 1000 then
+      elseif runs < math.floor(n / 3) and compat.is_integer_type(d) and d <= 1000 then
         runs = runs + 1
         local xt = ref.random_table({ 3, d }, g3)
         local y = lumus.layer_norm_forward(lumus.tensor(xt)):to_table()

@@ -2,6 +2,7 @@
 -- against the float64 forward of spec/support/gpt2_ref.lua: logits, KV-cache decode
 -- against full recompute, greedy generation, and lumus.sample's distributions.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local gpt2 = require "lumus.models.gpt2"
 local gref = dofile("spec/support/gpt2_ref.lua")
@@ -52,7 +53,7 @@ describe("gpt2", function()
 
   it("decodes with a KV cache as a full recompute does", function()
     local cache = model:new_cache(1, 16)
-    local seq = { table.unpack(PROMPT, 1, 4) }
+    local seq = { compat.unpack(PROMPT, 1, 4) }
     local l = model:forward(lumus.tensor({ seq }, { dtype = "int32" }), cache)
     assert.equal(4, cache.length)
     for i = 5, #PROMPT do
@@ -68,9 +69,9 @@ describe("gpt2", function()
     l:free()
     -- a chunk of 2 after reset + prefill of 3: bottom-right causal mask over 5 keys
     cache:reset()
-    model:forward(lumus.tensor({ { table.unpack(PROMPT, 1, 3) } }, { dtype = "int32" }), cache)
+    model:forward(lumus.tensor({ { compat.unpack(PROMPT, 1, 3) } }, { dtype = "int32" }), cache)
     local chunk = model:forward(lumus.tensor({ { PROMPT[4], PROMPT[5] } }, { dtype = "int32" }), cache)
-    local want = gref.gpt2_forward(W, CFG, { table.unpack(PROMPT, 1, 5) })
+    local want = gref.gpt2_forward(W, CFG, { compat.unpack(PROMPT, 1, 5) })
     checks.close(chunk:view({ 2, CFG.vocab_size }), { want[4], want[5] }, TOL)
     cache:free()
   end)
@@ -79,7 +80,7 @@ describe("gpt2", function()
     local n = 8
     local want = gref.gpt2_greedy(W, CFG, PROMPT, n)
     -- the test means something only if the reference's choices are clear
-    local seq = { table.unpack(PROMPT) }
+    local seq = { compat.unpack(PROMPT) }
     for i = 1, n do
       local row = gref.gpt2_forward(W, CFG, seq)[#seq]
       table.sort(row, function(a, b) return a > b end)

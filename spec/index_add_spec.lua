@@ -6,6 +6,7 @@
 -- Tolerance: each output element is t plus at most m float32 addends summed in order in
 -- float32: |got - want| <= m 2^-24 (|t| + sum |src|) + 1e-30, per element (sum_bound).
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -40,7 +41,7 @@ describe("lumus.index_add", function()
         local list = {}
         for j = 1, n do list[j] = math.floor(rng.uniform() * (size + 2)) end   -- 0 and size + 1 too
         list[1] = -3
-        local sshape = { table.unpack(shape) }
+        local sshape = { compat.unpack(shape) }
         sshape[dim] = n
         local t, src = rand(shape, rng), rand(sshape, rng)
         local got = lumus.index_add(lumus.tensor(t), dim, ids(list), lumus.tensor(src))
@@ -107,7 +108,7 @@ describe("lumus.scatter_add", function()
   it("matches the reference (torch.scatter_add) over shapes and dims", function()
     for _, shape in ipairs { { 5 }, { 4, 3 }, { 2, 3, 4 }, { 3, 1, 5 } } do
       for dim = 1, #shape do
-        local sshape = { table.unpack(shape) }
+        local sshape = { compat.unpack(shape) }
         sshape[dim] = 1 + math.floor(rng.uniform() * 6)
         local idl = ref.random_table(sshape, function() return math.floor(rng.uniform() * (shape[dim] + 2)) end)
         local t, src = rand(shape, rng), rand(sshape, rng)

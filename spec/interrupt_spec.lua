@@ -1,6 +1,7 @@
 -- Interrupted scripts: an error in the middle of a chain of ops leaves the earlier
 -- results and the module intact; a state closed (or a process ending) with work in
 -- flight waits for that work and does not hang or crash.
+local LUA = dofile("spec/support/shell.lua").LUA   -- the interpreter running the specs
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
@@ -53,10 +54,10 @@ end)
 describe("leaving with work in flight", function()
   local script = "spec/scripts/close_in_flight.lua"
   local function run(mode)
-    local cmd = ("LUA_PATH=%q LUA_CPATH=%q timeout 300 lua5.4 %s %s 2>&1; echo rc=$?")
+    local cmd = ("LUA_PATH=%q LUA_CPATH=%q timeout 300 " .. LUA .. " %s %s 2>&1; echo rc=$?")
       :format(package.path, package.cpath, script, mode)
     local p = io.popen(cmd)
-    local out = p:read("a")
+    local out = p:read("*a")
     p:close()
     return out, tonumber(out:match("rc=(%d+)%s*$"))
   end

@@ -12,6 +12,7 @@
 -- Finite differences (h = 1e-4 in float64 on the float64 forward, truncation error
 -- O(h^2)) against the kernel from float32 statistics: |got - fd| <= 1e-4 * max(1, |fd|).
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -63,7 +64,7 @@ local function check_case(shape, seed, opts)
   checks.close(dx, rdx, { mixed = 2e-5, what = "dx " .. table.concat(shape, "x") })
   if W then
     local fx, fdy, fm, fr = ref.flatten(x), ref.flatten(dy), ref.flatten(mt), ref.flatten(rt)
-    local rows = #fx // d
+    local rows = math.floor(#fx / d)
     local bw = column_bounds(rows, d, function(i, j)
       local k = (i - 1) * d + j
       return fdy[k] * (fx[k] - fm[i]) * fr[i]
@@ -135,12 +136,12 @@ describe("layer_norm_backward", function()
       local fx = ref.flatten(x)
       local fd_x, fd_w = {}, {}
       for i = 1, #fx do
-        local p, q = { table.unpack(fx) }, { table.unpack(fx) }
+        local p, q = { compat.unpack(fx) }, { compat.unpack(fx) }
         p[i], q[i] = fx[i] + h, fx[i] - h
         fd_x[i] = (loss(p, w) - loss(q, w)) / (2 * h)
       end
       for j = 1, d do
-        local p, q = { table.unpack(w) }, { table.unpack(w) }
+        local p, q = { compat.unpack(w) }, { compat.unpack(w) }
         p[j], q[j] = w[j] + h, w[j] - h
         fd_w[j] = (loss(fx, p) - loss(fx, q)) / (2 * h)
       end

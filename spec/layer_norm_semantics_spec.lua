@@ -26,9 +26,9 @@ local EPS = 1e-5
 -- Row kinds: name and generator(d, rng) -> list of d numbers (float32 values).
 local kinds = {
   { "nan at start", function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[1] = NAN return r end },
-  { "nan in the middle", function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[d // 2 + 1] = NAN return r end },
+  { "nan in the middle", function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[math.floor(d / 2) + 1] = NAN return r end },
   { "nan at end", function(d, g) local r = {} for i = 1, d do r[i] = 1e30 * g.normal() end r[d] = NAN return r end },
-  { "+inf", function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[d // 2 + 1] = INF return r end },
+  { "+inf", function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[math.floor(d / 2) + 1] = INF return r end },
   { "-inf", function(d, g) local r = {} for i = 1, d do r[i] = 3e38 * g.uniform() end r[d] = -INF return r end },
   { "+inf and -inf", function(d, g) local r = {} for i = 1, d do r[i] = g.normal() end r[1] = INF r[d] = -INF return r end },
   { "near 3e38, mixed signs", function(d, g)
@@ -43,7 +43,7 @@ local kinds = {
   -- squared, 6.4e39) is what overflows.
   { "halves at +-4e19", function(d, g)
       local r = {}
-      for i = 1, d do r[i] = (i <= d // 2 and 4e19 or -4e19) + 1e17 * g.normal() end
+      for i = 1, d do r[i] = (i <= math.floor(d / 2) and 4e19 or -4e19) + 1e17 * g.normal() end
       return r
     end },
   { "1e20 * N(0, 1)", function(d, g) local r = {} for i = 1, d do r[i] = 1e20 * g.normal() end return r end },
@@ -169,7 +169,7 @@ describe("layer_norm_forward non-finite and extreme rows", function()
       local want = ref.layer_norm_forward({ v }, nil, nil, EPS)
       checks.close(y, want, { mixed = 1e-4, what = ("y, D=%d of +-3e38"):format(d) })
       assert(math.abs(m:to_table()[1]) < 1e34, "mean of +-3e38 at D=" .. d)
-      v[d // 2] = 0 / 0
+      v[math.floor(d / 2)] = 0 / 0
       local _, mn, rn = lumus.layer_norm_forward(lumus.tensor({ v }), nil, nil, EPS)
       local a, b = mn:to_table()[1], rn:to_table()[1]
       assert(a ~= a and b ~= b, "NaN row at D=" .. d)

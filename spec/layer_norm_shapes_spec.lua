@@ -60,7 +60,7 @@ describe("layer_norm_forward on every row length", function()
         end
         if tune.form and tune.form ~= "row" then assert.are.equal(tune.form, c.variant) end
         -- Each D takes one of the four combinations; each combination covers every D mod 4.
-        local how = { in_place = d % 2 == 1, affine = (d // 2) % 2 == 0 }
+        local how = { in_place = d % 2 == 1, affine = (math.floor(d / 2)) % 2 == 0 }
         local why = mismatch(7, d, rng, how)
         if why then
           bad[#bad + 1] = ("D=%d%s%s: %s"):format(d, how.in_place and " in place" or "", how.affine and " affine" or "", why)
@@ -96,8 +96,8 @@ describe("layer_norm_forward on every row length", function()
     local shapes = { { 3, 69997 }, { 2, 65537 } }   -- primes near the top of the range
     for i = 1, 6 do
       local d = math.max(1, math.floor(math.exp(g.uniform() * math.log(70000))))
-      if i % 2 == 1 then while not is_prime(d) do d = d + 1 end else d = d | 1 end
-      shapes[#shapes + 1] = { 1 + math.floor(g.uniform() * math.min(9, 200000 // d)), d }
+      if i % 2 == 1 then while not is_prime(d) do d = d + 1 end elseif d % 2 == 0 then d = d + 1 end
+      shapes[#shapes + 1] = { 1 + math.floor(g.uniform() * math.min(9, math.floor(200000 / d))), d }
     end
     local bad = {}
     for k, s in ipairs(shapes) do   -- weight and bias on every other shape

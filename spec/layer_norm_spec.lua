@@ -20,6 +20,7 @@
 -- maxStorageBufferRange) are compared in full where the reference is cheap (D = 5)
 -- and on a deterministic sample of rows otherwise; each test says which.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -111,14 +112,10 @@ local PERIOD = 65521   -- prime: no row length or power of two is a multiple of 
 local function periodic_input(numel, seed, f)
   local g = ref.rng(seed)
   f = f or g.normal
-  local vals, parts = {}, {}
+  local vals = {}
   for i = 1, PERIOD do vals[i] = ref.f32(f()) end
-  for i = 1, PERIOD, 1000 do
-    local j = math.min(i + 999, PERIOD)
-    parts[#parts + 1] = string.pack("<" .. ("f"):rep(j - i + 1), table.unpack(vals, i, j))
-  end
-  local base = table.concat(parts)
-  local bytes = base:rep(numel // PERIOD) .. base:sub(1, 4 * (numel % PERIOD))
+  local base = compat.pack_bytes("f32", vals)
+  local bytes = base:rep(math.floor(numel / PERIOD)) .. base:sub(1, 4 * (numel % PERIOD))
   return bytes, function(k) return vals[k % PERIOD + 1] end
 end
 
@@ -390,7 +387,7 @@ describe("layer_norm_forward", function()
       local x = lumus.full({ 5, 4096 }, 1.5)
       local y, m, r, scratch = lumus.layer_norm_forward(x)
       assert.are.same({ 16 * (5 * 2 + 1) }, scratch:shape())
-      local tickets, fallbacks = string.unpack("<I4I4", scratch:to_bytes(1, 2))
+      local tickets, fallbacks = compat.unpack(compat.unpack_bytes("u32", scratch:to_bytes(1, 2), 1, 2))
       assert.are.equal(10, tickets)                       -- one per workgroup
       assert.is_true(fallbacks <= 10)
       -- spin_limit = 0: the first part of a row to run never waits, so unless both
@@ -443,7 +440,7 @@ describe("layer_norm_forward", function()
     for i = 1, rows * d do
       local v = ref.f32(rng.normal() + (i % 7))
       flat[i] = v
-      parts[i] = string.pack("<f", v)
+      parts[i] = compat.pack_bytes("f32", { v })
     end
     local x = lumus.from_bytes(table.concat(parts), { rows, d })
     local y = lumus.full({ rows, d }, NAN)
@@ -455,12 +452,12 @@ describe("layer_norm_forward", function()
       local xr = {}
       for j = 1, d do xr[j] = flat[(row - 1) * d + j] end
       local wy, wm, wr = ref.layer_norm_forward(xr)
-      local gm = string.unpack("<f", mb, (row - 1) * 4 + 1)
-      local gr = string.unpack("<f", rb, (row - 1) * 4 + 1)
+      local gm = compat.unpack_bytes("f32", mb, (row - 1) * 4 + 1, 1)[1]
+      local gr = compat.unpack_bytes("f32", rb, (row - 1) * 4 + 1, 1)[1]
       assert(math.abs(gm - wm[1]) <= MEAN_MAX * (1 + math.abs(wm[1])), "mean of row " .. row)
       assert(math.abs(gr / wr[1] - 1) <= INVSTD_REL, "invstd of row " .. row)
       for j = 1, d do
-        local gy = string.unpack("<f", yb, ((row - 1) * d + j - 1) * 4 + 1)
+        local gy = compat.unpack_bytes("f32", yb, ((row - 1) * d + j - 1) * 4 + 1, 1)[1]
         assert(math.abs(gy - wy[j]) <= Y_MAX * (1 + math.abs(wy[j])), ("y[%d][%d] = %s, want %s"):format(row, j, gy, wy[j]))
       end
     end
@@ -557,7 +554,7 @@ describe("layer_norm_forward", function()
   it("handles tensors larger than maxStorageBufferRange", function()
     local range = lumus.device().max_storage_buffer_range
     local d = 1024
-    local rows = range // (4 * d) + 64                 -- just past the range
+    local rows = math.floor(range / (4 * d)) + 64                 -- just past the range
     if rows * d * 4 > 600 * 2 ^ 20 then
       pending("maxStorageBufferRange is too large to exceed cheaply on this device")
       return
@@ -568,19 +565,19 @@ describe("layer_norm_forward", function()
       return { a, a + b, a - b, a + 2 * b }
     end
     local parts = {}
-    for k = 0, rows - 1 do parts[k + 1] = string.rep(string.pack("<ffff", table.unpack(row_values(k))), d // 4) end
+    for k = 0, rows - 1 do parts[k + 1] = string.rep(compat.pack_bytes("f32", row_values(k), 4), math.floor(d / 4)) end
     local x = lumus.from_bytes(table.concat(parts), { rows, d })
     parts = nil
     local y, m = lumus.layer_norm_forward(x)
-    for _, k in ipairs { 0, rows // 2, rows - 2, rows - 1 } do
+    for _, k in ipairs { 0, math.floor(rows / 2), rows - 2, rows - 1 } do
       local v = row_values(k)
       local xr = {}
       for j = 1, d do xr[j] = v[(j - 1) % 4 + 1] end
       local wy, wm = ref.layer_norm_forward(xr)
-      local got = { string.unpack(("<" .. ("f"):rep(d)), y:to_bytes(k * d + 1, d)) }
+      local got = compat.unpack_bytes("f32", y:to_bytes(k * d + 1, d), 1, d)
       got[d + 1] = nil
       check(got, wy, "y row " .. k, Y_MAX)
-      assert.is_true(math.abs(string.unpack("<f", m:to_bytes(k + 1, 1)) - wm[1]) < 1e-4)
+      assert.is_true(math.abs(compat.unpack_bytes("f32", m:to_bytes(k + 1, 1), 1, 1)[1] - wm[1]) < 1e-4)
     end
     x:free(); y:free()
   end)
@@ -588,20 +585,20 @@ describe("layer_norm_forward", function()
   it("handles long rows (the streaming form) in a tensor larger than maxStorageBufferRange (sampled rows)", function()
     local range = lumus.device().max_storage_buffer_range
     local d = 2 ^ 18 + 3                               -- scalar loads, streaming form
-    local rows = range // (4 * d) + 2
+    local rows = math.floor(range / (4 * d)) + 2
     if rows * d * 4 > 600 * 2 ^ 20 then
       pending("maxStorageBufferRange is too large to exceed cheaply on this device")
       return
     end
     -- row `past` straddles the range's end, row `past + 1` lies wholly beyond it
-    local past = range // (4 * d)
+    local past = math.floor(range / (4 * d))
     run_large(rows, d, sample_rows(rows, { past, past + 1 }, 0, 1), 400)
   end)
 
   it("handles rows of 163,840 x 256 (160 MiB, past maxStorageBufferRange and the grid limit; sampled rows)", function()
     local rows, d = 163840, 256
     local range = lumus.device().max_storage_buffer_range
-    local past = range // (4 * d)
+    local past = math.floor(range / (4 * d))
     run_large(rows, d, sample_rows(rows, { 0, 65534, 65535, 65536, past - 1, past, past + 1, rows - 1 }, 40, 2), 500)
   end)
 end)

@@ -21,7 +21,11 @@ local ref = require "lumus.reference"
 local Y_REL_L2, Y_MAX, MEAN_MAX, INVSTD_REL = 1e-5, 1e-4, 1e-5, 1e-4
 local NAN = 0 / 0
 
-local function is_pow2(v) return v >= 1 and v & (v - 1) == 0 end
+local function is_pow2(v)
+  if v < 1 or v ~= math.floor(v) then return false end
+  while v % 2 == 0 do v = v / 2 end
+  return v == 1
+end
 
 -- Normalizes `rows` rows of d (weight and bias) under the configuration in force and
 -- returns nil, or a message naming what is off.
@@ -64,7 +68,7 @@ describe("layer_norm tuning hook", function()
             if not is_pow2(c.workgroup) then why = "workgroup not a power of two" end
             if c.variant == "split" then
               local n = c.vectors   -- D / 4, D, or with masked vec4s ceil((D + 3) / 4)
-              local chunk = (n + c.parts - 1) // c.parts
+              local chunk = math.floor((n + c.parts - 1) / c.parts)
               if c.parts > c.workgroup then why = "fewer threads than parts" end
               if (c.parts - 1) * chunk >= n then why = "an empty part" end
               if c.rows_per_group ~= nil then why = "split reports rows_per_group" end

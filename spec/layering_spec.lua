@@ -1,6 +1,7 @@
 -- The layers point down: no two source files call each other (directly or through
 -- others), and the core (src/*.c below tensor.c) neither calls nor includes src/ops/.
 -- Calls are read from the build's objects with nm (built by `make`).
+local compat = require "lumus.compat"
 local shell = dofile("spec/support/shell.lua")
 local ROOT, run = shell.ROOT, shell.run
 
@@ -39,7 +40,7 @@ local function call_graph()
 end
 
 describe("the source layout", function()
-  local has_nm = os.execute("command -v nm >/dev/null 2>&1")
+  local has_nm = compat.execute("command -v nm >/dev/null 2>&1")
   it("has no call cycle between files and no core file calling an op file", function()
     if not has_nm then pending("nm is not installed (Debian package binutils)") return end
     local g = call_graph()

@@ -7,6 +7,7 @@
 -- summation order); an element computed from a wrong entry or never written (outputs are
 -- NaN-poisoned) is off by O(1).
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -107,7 +108,7 @@ describe("matmul transpose_a", function()
       { { 1, 4 }, { 1, 4 } }, { { 65, 130 }, { 65, 20 } },
     } do
       run(rand(c[1]), rand(c[2]), { transpose_a = true }, "transpose_a " .. cat(c[1]) .. " x " .. cat(c[2]))
-      local bs = { table.unpack(c[2]) }
+      local bs = { compat.unpack(c[2]) }
       bs[#bs - 1], bs[#bs] = bs[#bs], bs[#bs - 1]
       run(rand(c[1]), rand(bs), { transpose_a = true, transpose_b = true }, "both " .. cat(c[1]) .. " x " .. cat(bs))
     end

@@ -11,6 +11,7 @@
 -- from another branch; until those are in the build, their forward specs are pending
 -- (their printing, parameters and argument checks are tested regardless).
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 local nn = lumus.nn
@@ -162,7 +163,7 @@ describe("Module:load", function()
     lin:load { weight = { 1, 2, 3, 4, 5, 6 }, bias = { 0.5, -0.5 } }
     check_loaded(lin)
     local lin2 = nn.Linear(3, 2)
-    lin2:load { weight = string.pack("<ffffff", 1, 2, 3, 4, 5, 6), bias = string.pack("<ff", 0.5, -0.5) }
+    lin2:load { weight = compat.pack_bytes("f32", { 1, 2, 3, 4, 5, 6 }), bias = compat.pack_bytes("f32", { 0.5, -0.5 }) }
     check_loaded(lin2)
     local lin3 = nn.Linear(3, 2)
     lin3:load { weight = lumus.tensor(W), bias = lumus.tensor(B) }
@@ -196,7 +197,7 @@ describe("Module:load", function()
     expect("nn.Linear:load: weight: flat table of 5 numbers given, 6 expected %(shape 2x3%)",
            { weight = { 1, 2, 3, 4, 5 }, bias = B })
     expect("nn.Linear:load: bias: 4 bytes given, 8 expected %(2 float32 values for shape 2%)",
-           { weight = W, bias = string.pack("<f", 1) })
+           { weight = W, bias = compat.pack_bytes("f32", { 1 }) })
     expect("nn.Linear:load: bias: tensor of shape 3 given for a parameter of shape 2",
            { weight = W, bias = lumus.zeros({ 3 }) })
     expect("nn.Linear:load: weight: .*ragged", { weight = { { 1, 2, 3 }, { 4, 5 } }, bias = B })

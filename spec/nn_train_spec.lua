@@ -3,6 +3,7 @@
 -- Dropout, Embedding, state_dict, a tiny MLP whose loss falls, and device memory that
 -- stays flat over many optimizer steps.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local nn = lumus.nn
 local optim = lumus.optim
@@ -141,7 +142,7 @@ describe("nn.Dropout", function()
     local y = nn.Dropout(p)(x)
     local vals = y:to_table()
     local kept = 0
-    local scale = string.unpack("<f", string.pack("<f", 1 / (1 - p)))
+    local scale = compat.f32(1 / (1 - p))
     for _, v in ipairs(vals) do
       if v ~= 0 then
         kept = kept + 1

@@ -3,6 +3,7 @@
 -- step ops' argument errors, state_dict round trips, parameter groups and the
 -- learning-rate schedulers against their closed forms.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local optim = lumus.optim
 local checks = dofile("spec/support/check.lua")
@@ -21,7 +22,7 @@ end
 
 local function f32(t)   -- the float32 values of a flat table (what the device starts from)
   local out = {}
-  for i, v in ipairs(t) do out[i] = string.unpack("<f", string.pack("<f", v)) end
+  for i, v in ipairs(t) do out[i] = compat.unpack_bytes("f32", compat.pack_bytes("f32", { v }), 1, 1)[1] end
   return out
 end
 

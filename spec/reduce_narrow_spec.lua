@@ -53,7 +53,7 @@ describe("float16 and bfloat16 reductions over rows of every load width", functi
         rows[2][math.max(1, d - 5)] = NAN              -- a NaN late in the row
         rows[3][2] = INF; rows[3][d] = -INF
         rows[4][1] = 2 ^ -20; rows[4][2] = -2 ^ -20    -- subnormal in float16
-        rows[5][d // 2] = -INF
+        rows[5][math.floor(d / 2)] = -INF
         local x = lumus.tensor(rows, { dtype = dt })
         local xt = x:to("float32"):to_table()
         local what_d = ("%s d %d"):format(dt, d)

@@ -11,6 +11,7 @@
 --   max, min, argmax, argmin, topk: exact (values and 1-based indices)
 --   softmax 1e-5 |want| + 1e-6;  log_softmax 2e-6 max(1, |want|)
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -20,7 +21,7 @@ local NAN, INF = 0 / 0, math.huge
 -- The int32 elements of t as Lua integers, nested by t's shape.
 local function ints(t)
   local bytes, flat = t:to_bytes(), {}
-  for i = 1, #bytes // 4 do flat[i] = (string.unpack("<i4", bytes, 4 * i - 3)) end
+  for i = 1, math.floor(#bytes / 4) do flat[i] = (compat.unpack_bytes("i32", bytes, 4 * i - 3, 1)[1]) end
   return ref.nest(flat, t:shape())
 end
 
@@ -29,7 +30,7 @@ local function shape_name(s) return table.concat(s, "x") end
 -- Per-element bounds for sums: k * sum|x| (finite entries) of each output's column.
 local function sum_bounds(xt, opts, k, per_count)
   local mags = ref.flatten(ref.sum(ref.map(xt, function(v) return math.abs(v) < INF and math.abs(v) or 0 end), opts))
-  local n = #ref.flatten(xt) // #mags
+  local n = math.floor(#ref.flatten(xt) / #mags)
   local b = {}
   for i, m in ipairs(mags) do b[i] = k * m / (per_count and n or 1) + 1e-30 end
   return b, n

@@ -3,6 +3,7 @@
 -- layout, the options, every kind of bad file by its message, and device memory back
 -- to where it was after each error.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 
 local DIR = os.tmpname()
 os.remove(DIR)
@@ -15,7 +16,7 @@ local function in_use() settle(); return lumus.memory().in_use end
 local function read_file(path)
   local f = io.open(path, "rb")
   if not f then return nil end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -31,7 +32,7 @@ local function exists(path) return read_file(path) ~= nil end
 -- A safetensors file: the header text (padded to 8 bytes unless raw) and the data.
 local function st_file(header, data, raw)
   if not raw then header = header .. string.rep(" ", (8 - #header % 8) % 8) end
-  return string.pack("<I8", #header) .. header .. (data or "")
+  return compat.pack_bytes("i64", { #header }) .. header .. (data or "")
 end
 
 local function random_bytes(n, seed)
@@ -138,7 +139,7 @@ describe("save_safetensors / load_safetensors round trips", function()
     local header = '{"a":{"data_offsets":[0,8],"dtype":"F32","shape":[2]},'
       .. '"b":{"data_offsets":[10,13],"dtype":"BOOL","shape":[3]},'
       .. '"h":{"data_offsets":[8,10],"dtype":"F16","shape":[1]}}'
-    local data = string.pack("<ff", 1.5, -2) .. "\0\60" .. "\1\0\1"
+    local data = compat.pack_bytes("f32", { 1.5, -2 }) .. "\0\60" .. "\1\0\1"
     assert.are.equal(st_file(header, data), read_file(path))
     assert.are.equal(0, (#read_file(path) - #data) % 8)
     assert.is_false(exists(path .. ".tmp"))
@@ -164,8 +165,8 @@ describe("load_safetensors on files assembled here in the format's layout", func
     .. '"mask":{"dtype":"BOOL","shape":[2],"data_offsets":[46,48]},'
     .. '"bytes":{"dtype":"U8","shape":[2],"data_offsets":[48,50]},'
     .. '"step":{"dtype":"I32","shape":[],"data_offsets":[50,54]}}'
-  local data = string.pack("<ffff", 1, 2, 3, 4.5) .. string.pack("<i8i8i8", 0, -7, 2147483647)
-    .. "\0\60\0\192" .. "\128\63" .. "\1\0" .. "\0\1" .. string.pack("<i4", 42)
+  local data = compat.pack_bytes("f32", { 1, 2, 3, 4.5 }) .. compat.pack_bytes("i64", { 0, -7, 2147483647 })
+    .. "\0\60\0\192" .. "\128\63" .. "\1\0" .. "\0\1" .. compat.pack_bytes("i32", { 42 })
   local path = tmp("hand.safetensors")
 
   it("loads each dtype with its values, a 0-D tensor as shape {1}, and the metadata", function()
@@ -220,9 +221,9 @@ describe("load_safetensors on files assembled here in the format's layout", func
 
   it("raises naming the tensor for I64 outside int32 and U8/BOOL bytes other than 0 and 1", function()
     local h = '{"x":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}}'
-    assert_bad_file(st_file(h, string.pack("<i8i8", 1, 2147483648)),
+    assert_bad_file(st_file(h, compat.pack_bytes("i64", { 1, 2147483648 })),
       "tensor 'x': element 2 is 2147483648, outside int32's range")
-    assert_bad_file(st_file(h, string.pack("<i8i8", -2147483649, 0)), "element 1 is -2147483649, outside int32's range")
+    assert_bad_file(st_file(h, compat.pack_bytes("i64", { -2147483649, 0 })), "element 1 is -2147483649, outside int32's range")
     h = '{"u":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}}'
     assert_bad_file(st_file(h, "\0\1\7"), "tensor 'u': element 3 is 7, but U8 loads as bool")
     h = '{"b":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}}'
@@ -232,7 +233,7 @@ end)
 
 describe("load_safetensors on bad files", function()
   local good_h = '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
-  local good_d = string.pack("<fff", 1, 2, 3)
+  local good_d = compat.pack_bytes("f32", { 1, 2, 3 })
 
   it("loads the good file the bad ones are made from", function()
     local path = tmp("good.safetensors")
@@ -243,9 +244,9 @@ describe("load_safetensors on bad files", function()
   it("raises for a file too short, a header length past the file or the 100 MB cap", function()
     assert_bad_file("", "the file has 0 bytes, fewer than the 8")
     assert_bad_file("\1\2\3", "the file has 3 bytes")
-    assert_bad_file(string.pack("<I8", 500) .. "{}", "header length 500 exceeds the 2 bytes after it")
-    assert_bad_file(string.pack("<I8", 100000001) .. "{}", "header length 100000001 exceeds the limit of 100000000 bytes")
-    assert_bad_file(string.pack("<I8", -1) .. "{}", "exceeds the limit")
+    assert_bad_file(compat.pack_bytes("i64", { 500 }) .. "{}", "header length 500 exceeds the 2 bytes after it")
+    assert_bad_file(compat.pack_bytes("i64", { 100000001 }) .. "{}", "header length 100000001 exceeds the limit of 100000000 bytes")
+    assert_bad_file(compat.pack_bytes("i64", { -1 }) .. "{}", "exceeds the limit")
     assert_bad_file(st_file(good_h, good_d):sub(1, 40), "exceeds the")
   end)
 
@@ -295,10 +296,10 @@ describe("load_safetensors on bad files", function()
     assert_bad_file(st_file('{"a":{"dtype":"F99","shape":[2],"data_offsets":[0,8]}}', good_d:sub(1, 8)), "tensor 'a' has unknown dtype 'F99'")
     assert_bad_file(st_file('{"a":{"dtype":7,"shape":[2],"data_offsets":[0,8]}}', good_d:sub(1, 8)), "dtype is not a string")
     local f64 = '{"d":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
-    assert_bad_file(st_file(f64, string.pack("<df", 1, 2)), "tensor 'd' has dtype F64, which lumus does not load")
+    assert_bad_file(st_file(f64, compat.pack_bytes("f64", { 1 }) .. compat.pack_bytes("f32", { 2 })), "tensor 'd' has dtype F64, which lumus does not load")
     -- names= skips it
     local path = tmp("f64.safetensors")
-    write_file(path, st_file(f64, string.pack("<df", 1, 2)))
+    write_file(path, st_file(f64, compat.pack_bytes("f64", { 1 }) .. compat.pack_bytes("f32", { 2 })))
     assert.are.same({ 2 }, lumus.load_safetensors(path, { names = { "a" } }).a:to_table())
     assert_bad_file(st_file('{"z":{"dtype":"F32","shape":[2,0],"data_offsets":[0,0]}}', ""), "tensor 'z' has no elements")
     assert_bad_file(st_file('{"r":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}}', "\0"),
@@ -319,7 +320,7 @@ describe("load_safetensors on bad files", function()
     assert.is_false(ok)
     assert.is_truthy(err:find(DIR .. ": not a regular file", 1, true), err)
     -- a FIFO is refused at once, not waited on
-    if os.execute("mkfifo " .. tmp("fifo") .. " 2>/dev/null") then
+    if compat.execute("mkfifo " .. tmp("fifo") .. " 2>/dev/null") then
       ok, err = pcall(lumus.load_safetensors, tmp("fifo"))
       assert.is_false(ok)
       assert.is_truthy(err:find("fifo: not a regular file", 1, true), err)
@@ -331,7 +332,7 @@ describe("load_safetensors on bad files", function()
   it("frees the tensors already loaded when a later one fails or progress raises", function()
     local path = tmp("late.safetensors")
     local h = '{"a":{"dtype":"F32","shape":[1024],"data_offsets":[0,4096]},"b":{"dtype":"I64","shape":[1],"data_offsets":[4096,4104]}}'
-    write_file(path, st_file(h, string.rep("\0", 4096) .. string.pack("<i8", 1 << 40)))
+    write_file(path, st_file(h, string.rep("\0", 4096) .. compat.pack_bytes("i64", { 2 ^ 40 })))
     local before = in_use()
     lumus.reset_peak()
     local ok, err = pcall(lumus.load_safetensors, path)
@@ -408,7 +409,7 @@ describe("load_safetensors on mutated files (seeded)", function()
     local header = '{"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},'
       .. '"i":{"dtype":"I64","shape":[2],"data_offsets":[16,32]},"m":{"dtype":"BOOL","shape":[3],"data_offsets":[32,35]},'
       .. '"h":{"dtype":"F16","shape":[],"data_offsets":[35,37]}}'
-    local data = string.pack("<ffffi8i8", 1, 2, 3, 4, 5, -6) .. "\1\0\1" .. "\0\60"
+    local data = compat.pack_bytes("f32", { 1, 2, 3, 4 }) .. compat.pack_bytes("i64", { 5, -6 }) .. "\1\0\1" .. "\0\60"
     local good = st_file(header, data)
     local path = tmp("mutant.safetensors")
     local before = in_use()
@@ -434,7 +435,7 @@ describe("load_safetensors on mutated files (seeded)", function()
           b[d[math.random(1, #d)]] = math.random(48, 57)
         end
       end
-      local bytes = string.char(table.unpack(b))
+      local bytes = string.char(compat.unpack(b))
       write_file(path, bytes)
       local ok, err = pcall(base, path)
       if ok then

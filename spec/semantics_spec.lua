@@ -188,7 +188,7 @@ describe("row kernels on every path", function()
   -- The test rows of length d: {name, row}. Positions spread over the row, so that
   -- specials land on different lanes, vector components and the streamed part.
   local function rows_of(d)
-    local p, q, m = 1, d, (d * 5) // 8 + 1
+    local p, q, m = 1, d, math.floor((d * 5) / 8) + 1
     local function with(seed, set)
       local r = base(d, seed)
       for k, v in pairs(set) do r[k] = v end

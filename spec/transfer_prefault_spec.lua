@@ -2,16 +2,17 @@
 -- Lua's allocator for the one lua_pushlstring) and without: the same bytes either way, on
 -- the mapped path and (LUMUS_TEST_STAGING=1 in a child) the staging path; the allocator
 -- is Lua's own again afterwards; and lumus.tune.stream's prefault option is checked.
+local LUA = dofile("spec/support/shell.lua").LUA   -- the interpreter running the specs
 local lumus = require("lumus")
 
-local MiB = 1 << 20
+local MiB = 1048576
 local staged = os.getenv("LUMUS_TEST_STAGING") == "1"
 
 local function payload(nbytes, salt)
   local t = {}
   for i = 1, 1021 do t[i] = string.char((i * 53 + salt * 7) % 251) end
   local block = table.concat(t)
-  return string.rep(block, nbytes // #block + 1):sub(1, nbytes)
+  return string.rep(block, math.floor(nbytes / #block) + 1):sub(1, nbytes)
 end
 
 describe("to_bytes with pre-faulted strings" .. (staged and " (staging)" or ""), function()
@@ -27,12 +28,12 @@ describe("to_bytes with pre-faulted strings" .. (staged and " (staging)" or ""),
         lumus.tune.stream({ prefault = on })
         assert.are.equal(on, lumus.tune.stream().prefault)
         local s = payload(nbytes, nbytes % 5)
-        local t = lumus.from_bytes(s, { nbytes // 4 })
+        local t = lumus.from_bytes(s, { math.floor(nbytes / 4) })
         local back = t:to_bytes()
         assert.are.equal(#s, #back)
         assert.is_true(s == back, "bytes differ")
         -- A partial range of a large tensor takes the same path.
-        local part = t:to_bytes(2, nbytes // 4 - 2)
+        local part = t:to_bytes(2, math.floor(nbytes / 4) - 2)
         assert.is_true(part == s:sub(5, nbytes - 4), "partial range differs")
         t:free()
         -- The allocator is Lua's again: large allocations and frees still work.
@@ -61,9 +62,9 @@ describe("to_bytes with pre-faulted strings" .. (staged and " (staging)" or ""),
   if not staged then
     it("passes again through staging (LUMUS_TEST_STAGING=1)", function()
       local cpath = package.cpath:match("^([^;]+)")
-      local p = io.popen(("LUMUS_TEST_STAGING=1 busted --lua=lua5.4 --cpath=%q -o TAP spec/transfer_prefault_spec.lua 2>&1; echo rc=$?")
+      local p = io.popen(("LUMUS_TEST_STAGING=1 busted --lua=" .. LUA .. " --cpath=%q -o TAP spec/transfer_prefault_spec.lua 2>&1; echo rc=$?")
         :format(cpath))
-      local out = p:read("a")
+      local out = p:read("*a")
       p:close()
       assert.is_nil(out:find("\nnot ok ", 1, true), out)
       assert.matches("rc=0%s*$", out)

@@ -3,11 +3,13 @@
 -- chunk (64 MiB) and just past it, odd sizes and partial ranges. The whole file runs
 -- again in a child with LUMUS_TEST_STAGING=1, so both the mapped path (lavapipe) and the
 -- staging path that discrete GPUs take are checked.
+local LUA = dofile("spec/support/shell.lua").LUA   -- the interpreter running the specs
 local lumus = require("lumus")
+local compat = require "lumus.compat"
 
-local MiB = 1 << 20
-local PIECE = 8 * MiB // 4        -- floats in one staging piece
-local WHOLE = 64 * MiB // 4       -- floats in the largest one-chunk download
+local MiB = 1048576
+local PIECE = math.floor(8 * MiB / 4)       -- floats in one staging piece
+local WHOLE = math.floor(64 * MiB / 4)      -- floats in the largest one-chunk download
 local staged = os.getenv("LUMUS_TEST_STAGING") == "1"
 
 -- n floats of bytes that differ from piece to piece (a 1021-byte period never lines up
@@ -16,7 +18,7 @@ local function payload(n, salt)
   local t = {}
   for i = 1, 1021 do t[i] = string.char((i * 37 + salt * 11) % 251) end
   local block = table.concat(t)
-  return string.rep(block, n * 4 // #block + 1):sub(1, n * 4)
+  return string.rep(block, math.floor(n * 4 / #block) + 1):sub(1, n * 4)
 end
 
 describe("to_bytes and from_bytes" .. (staged and " (staging)" or ""), function()
@@ -65,7 +67,7 @@ describe("to_bytes and from_bytes" .. (staged and " (staging)" or ""), function(
     local u = t:add(t)                           -- recorded, not yet run
     local got = u:to_bytes()
     assert.are.equal(n * 4, #got)
-    local three = string.pack("<f", 3.0)
+    local three = compat.pack_bytes("f32", { 3.0 })
     assert.are.equal(three, got:sub(1, 4))
     assert.are.equal(three, got:sub(-4))
     assert.is_true(got == string.rep(three, n))
@@ -79,7 +81,7 @@ describe("to_bytes and from_bytes" .. (staged and " (staging)" or ""), function(
     local s = payload(n, 1)
     local t2 = lumus.from_bytes(s, { n })
     assert.is_true(t2:to_bytes() == s)
-    assert.are.equal(string.rep(string.pack("<f", 4.0), n), doubled:to_bytes())
+    assert.are.equal(string.rep(compat.pack_bytes("f32", { 4.0 }), n), doubled:to_bytes())
     t:free(); t2:free(); doubled:free()
   end)
 
@@ -112,9 +114,9 @@ describe("to_bytes and from_bytes" .. (staged and " (staging)" or ""), function(
   if not staged then
     it("passes again through staging (LUMUS_TEST_STAGING=1)", function()
       local cpath = package.cpath:match("^([^;]+)")
-      local p = io.popen(("LUMUS_TEST_STAGING=1 busted --lua=lua5.4 --cpath=%q -o TAP spec/transfer_spec.lua 2>&1; echo rc=$?")
+      local p = io.popen(("LUMUS_TEST_STAGING=1 busted --lua=" .. LUA .. " --cpath=%q -o TAP spec/transfer_spec.lua 2>&1; echo rc=$?")
         :format(cpath))
-      local out = p:read("a")
+      local out = p:read("*a")
       p:close()
       assert.is_nil(out:find("\nnot ok ", 1, true), out)
       assert.matches("rc=0%s*$", out)

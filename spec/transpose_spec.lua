@@ -5,6 +5,7 @@
 -- source's unit-stride dimension is not the second-to-last. Each result is also checked
 -- element by element against the host's own permutation of the source's bytes.
 local lumus = require("lumus")
+local compat = require "lumus.compat"
 
 local forms = { "tile64", "tile32", "general" }
 
@@ -39,9 +40,9 @@ local function source(shape, dtype)
   for _, s in ipairs(shape) do n = n * s end
   local parts = {}
   for k = 1, n do
-    if dtype == "float32" then parts[k] = string.pack("<f", k)
-    elseif dtype == "float16" then parts[k] = string.pack("<I2", (k * 40503) % 65536)
-    else parts[k] = string.char((k * k + k // 7) % 3 == 0 and 1 or 0) end
+    if dtype == "float32" then parts[k] = compat.pack_bytes("f32", { k })
+    elseif dtype == "float16" then parts[k] = compat.pack_bytes("u16", { (k * 40503) % 65536 })
+    else parts[k] = string.char((k * k + math.floor(k / 7)) % 3 == 0 and 1 or 0) end
   end
   return lumus.from_bytes(table.concat(parts), shape, { dtype = dtype })
 end

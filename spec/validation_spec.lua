@@ -1,14 +1,17 @@
 -- The specs' main paths under the Khronos validation layer print no message; device
 -- selection through the environment.
+local LUA = dofile("spec/support/shell.lua").LUA   -- the interpreter running the specs
 local lumus = require "lumus"
 
 -- Runs a Lua snippet in a fresh lua5.4 with extra environment settings; returns its
 -- output (stdout and stderr) and whether it exited successfully.
 local function run_lua(env, code)
-  local cmd = ("%s LUA_PATH=%q LUA_CPATH=%q lua5.4 -e %q 2>&1"):format(env, package.path, package.cpath, code)
+  local cmd = ("%s LUA_PATH=%q LUA_CPATH=%q " .. LUA .. " -e %q 2>&1; echo rc=$?"):format(env, package.path, package.cpath, code)
   local p = io.popen(cmd)
-  local out = p:read("a")
-  local ok = p:close()
+  local out = p:read("*a")
+  p:close()   -- (5.1 and LuaJIT give no exit status here: the shell echoes it)
+  local ok = out:match("rc=(%d+)%s*$") == "0"
+  out = out:gsub("rc=%d+%s*$", "")
   return out, ok
 end
 

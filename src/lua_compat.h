@@ -34,6 +34,7 @@
 #ifndef LUA_OK
 #define LUA_OK 0
 #endif
+#define LUA_LOADED_TABLE "_LOADED"
 /* The type lua_pushfstring's %I reads (see lmc_pushvfstring in luautil.c). */
 #define LUAI_UACINT long long
 typedef unsigned long long lua_Unsigned;

@@ -55,6 +55,11 @@
 #include <vulkan/vulkan.h>
 #include <lua.h>
 
+/* Lua 5.1 and LuaJIT name no LUA_OK; it is 0 on every version. */
+#ifndef LUA_OK
+#define LUA_OK 0
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

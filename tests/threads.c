@@ -14,7 +14,7 @@
 #define _POSIX_C_SOURCE 199309L
 #include "vk_host.h"
 #include "lumus.h"
-#include <lauxlib.h>
+#include "lua_compat.h"
 #include <lualib.h>
 #include <pthread.h>
 #include <stdatomic.h>

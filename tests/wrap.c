@@ -142,7 +142,8 @@ static void layer_norm_on_host_buffers(vk_host *h, lua_State *L, int rows, int d
     lua_pushvalue(L, iy);
     run(L, "read back", "local y2, m, r, y = ...\n"
         "local t, t2, last = y:to_table(), y2:to_table(), y:to_bytes(y:numel())\n"
-        "assert(t[#t][#t[1]] == string.unpack('<f', last) and t2[#t2][#t2[1]] == t[#t][#t[1]], 'to_table differs from to_bytes')\n"
+        "local f32 = require('lumus.compat').unpack_bytes\n"
+        "assert(t[#t][#t[1]] == f32('f32', last)[1] and t2[#t2][#t2[1]] == t[#t][#t[1]], 'to_table differs from to_bytes')\n"
         "return y2:to_bytes(), m:to_bytes(), r:to_bytes(), y:to_bytes()", 4, 4);
     size_t n2, nm, nr, n1;
     const char *y2 = lua_tolstring(L, -4, &n2), *m = lua_tolstring(L, -3, &nm), *r = lua_tolstring(L, -2, &nr);
@@ -168,7 +169,8 @@ static void layer_norm_on_host_buffers(vk_host *h, lua_State *L, int rows, int d
      * host read through the other (mapped), and ordered before a device read of it. */
     lua_pushvalue(L, iy); lua_pushvalue(L, iy2);
     run(L, "alias", "local y, y2 = ...\nlocal lumus = require 'lumus'\n"
-        "local function all(s, v, what) for i = 1, #s, 4 do assert(string.unpack('<f', s, i) == v, what) end end\n"
+        "local f32 = require('lumus.compat').unpack_bytes\n"
+        "local function all(s, v, what) for i = 1, #s, 4 do assert(f32('f32', s, i, 1)[1] == v, what) end end\n"
         "lumus.fill(y2, 7)\nall(y:to_bytes(), 7, 'host read through y did not wait for the write through y2')\n"
         "lumus.fill(y, 9)\nall(lumus.copy(y2):to_bytes(), 9, 'device read through y2 missed the write through y')", 2, 0);
     printf("PASS: a write through one wrapper is seen by reads through another of the same range\n");

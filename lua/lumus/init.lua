@@ -6,6 +6,7 @@ local compat = require "lumus.compat"
 
 local M = {}
 for k, v in pairs(core) do M[k] = v end
+M._host = nil                       -- lumus.compat's C helpers, not part of the API
 -- Tuning hooks and counters for specs and benchmarks, apart from the ops (C names each
 -- one lumus.tune.<name> in messages).
 M.tune = core.tune

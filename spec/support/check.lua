@@ -20,6 +20,7 @@
 --   { n =, max_abs =, max_rel = (max of e / max(1, |want|)), rel_l2 =, worst = (index of
 --     max_abs) }
 local ref = require "lumus.reference"
+local compat = require "lumus.compat"
 
 local M = {}
 
@@ -112,15 +113,7 @@ end
 function M.floats(t, first, n)
   first = first or 1
   n = n or t:numel() - first + 1
-  local bytes = t:to_bytes(first, n)
-  local out, pos = {}, 1
-  for i = 1, n, 1000 do
-    local k = math.min(1000, n - i + 1)
-    local vals = table.pack(string.unpack("<" .. ("f"):rep(k), bytes, pos))
-    pos = vals[k + 1]
-    table.move(vals, 1, k, i, out)
-  end
-  return out
+  return compat.unpack_bytes("f32", t:to_bytes(first, n), 1, n)
 end
 
 -- Exact equality of two flat lists, NaN matching NaN; `what` names the check.

@@ -23,6 +23,7 @@
 -- differentiate at the same point.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local compat = require "lumus.compat"
 local checks = dofile("spec/support/check.lua")
 
 -- Wrapping starts at the first requires_grad(true) (lua/lumus/autograd.lua): do it now,
@@ -86,13 +87,13 @@ function M.check(what, gpu_f, ref_f, inputs, opts)
       diff[#diff + 1] = i
     end
   end
-  local y = gpu_f(table.unpack(gpu_args, 1, n))
+  local y = gpu_f(compat.unpack(gpu_args, 1, n))
   assert(y:requires_grad(), what .. ": the result does not require grad")
   local c = ref.random_table(y:shape(), function() return ref.f32(rng.normal()) end)
   local fc = ref.flatten(c)
   y:backward(lumus.tensor(c))
   local function loss(args)
-    local out = flat_result(ref_f(table.unpack(args, 1, n)))
+    local out = flat_result(ref_f(compat.unpack(args, 1, n)))
     assert(#out == #fc, ("%s: the reference gives %d values, the GPU %d"):format(what, #out, #fc))
     local s = 0
     for k = 1, #out do s = s + fc[k] * out[k] end
@@ -103,7 +104,7 @@ function M.check(what, gpu_f, ref_f, inputs, opts)
     local shape = ref.shape(x)
     local flat = ref.flatten(x)
     local fd = {}
-    local args = { table.unpack(ref_args, 1, n) }
+    local args = { compat.unpack(ref_args, 1, n) }
     for k = 1, #flat do
       local saved = flat[k]
       flat[k] = saved + h

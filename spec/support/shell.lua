@@ -2,19 +2,24 @@
 -- install_spec). Loaded with dofile from the repository root, where busted runs.
 local M = {}
 
-M.ROOT = io.popen("pwd"):read("l")
+M.ROOT = io.popen("pwd"):read("*l")
 
--- Runs a shell command; returns its output (stdout and stderr) and exit code.
+-- The interpreter running the specs (busted --lua=...), for child Lua processes.
+M.LUA = rawget(_G, "jit") and "luajit" or "lua" .. _VERSION:match("%d+%.%d+")
+
+-- Runs a shell command; returns its output (stdout and stderr) and exit code (echoed by
+-- the shell: Lua 5.1's and LuaJIT's pipe close gives no exit status).
 -- Under `make sanitize` the sanitizer runtime is preloaded into this process; the
 -- compilers, luarocks and host binaries started here are not built for it.
 function M.run(cmd)
-  local p = io.popen("(unset LD_PRELOAD; " .. cmd .. ") 2>&1")
-  local out = p:read("a")
-  local _, _, code = p:close()
-  return out, code
+  local p = io.popen("(unset LD_PRELOAD; " .. cmd .. ") 2>&1; echo rc=$?")
+  local out = p:read("*a")
+  p:close()
+  local code = tonumber(out:match("rc=(%d+)%s*$"))
+  return (out:gsub("rc=%d+%s*$", "")), code
 end
 
--- Runs a chunk of Lua in a fresh lua5.4 with this process's module paths; returns its
+-- Runs a chunk of Lua in a fresh interpreter of the running version (M.LUA) with this process's module paths; returns its
 -- output and exit code. io.popen, not M.run: under `make sanitize` the module is the
 -- ASan build, and the sanitizer runtime preloaded here must stay preloaded in the
 -- child (which then also checks for leaks at exit).
@@ -23,9 +28,9 @@ function M.run_lua(code)
   local f = assert(io.open(path, "w"))
   f:write(code)
   f:close()
-  local p = io.popen(("LUA_PATH=%q LUA_CPATH=%q timeout 120 lua5.4 %s 2>&1; echo rc=$?")
-    :format(package.path, package.cpath, path))
-  local out = p:read("a")
+  local p = io.popen(("LUA_PATH=%q LUA_CPATH=%q timeout 120 %s %s 2>&1; echo rc=$?")
+    :format(package.path, package.cpath, M.LUA, path))
+  local out = p:read("*a")
   p:close()
   os.remove(path)
   return out, tonumber(out:match("rc=(%d+)%s*$"))

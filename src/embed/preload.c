@@ -2,7 +2,7 @@
  * that link liblumus.a. The C core is registered as loaded and the Lua modules of lua/,
  * embedded at build time (embed_lua.lua), as package.preload loaders. */
 #include "lumus.h"
-#include <lauxlib.h>
+#include "lua_compat.h"
 
 typedef struct lm_embedded_module {
     const char *name, *chunkname;
