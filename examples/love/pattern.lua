@@ -31,8 +31,8 @@ local function generator(seed)
   end
 end
 
--- A weight uniform in [-scale, scale) on a grid of 1/128 steps: exact in float32, so the
--- device and the float64 reference use the same numbers.
+-- A weight uniform in [-scale, scale) in steps of scale/128: a few significant bits,
+-- exact in float32, so the device and the float64 reference use the same numbers.
 local function weight(next_uniform, scale)
   return (math.floor(next_uniform() * 256) - 128) / 128 * scale
 end
@@ -85,8 +85,7 @@ function M.inputs(phase)
   return rows
 end
 
--- The device model: `params` are the layers as lumus tensors (M.device_layers). Returns
--- the packed int32 pixels [N]. Records ops only (capturable).
+-- The layers as lumus tensors, and the place values of the packing.
 function M.device_layers(lumus)
   local out = {}
   for l, layer in ipairs(M.layers()) do
@@ -96,6 +95,8 @@ function M.device_layers(lumus)
   return out
 end
 
+-- The device model on the inputs `x` [N, 5] with `params` from M.device_layers: the
+-- packed int32 pixels [N]. Only records ops (no host reads), so lumus.capture takes it.
 function M.forward(lumus, params, x)
   local h = x
   for l = 1, M.LAYERS do
