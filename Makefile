@@ -5,7 +5,17 @@
 # The Lua to build for: 5.4 (the default), 5.3, 5.1 or jit (LuaJIT 2.1). Each has its own
 # build directory (build/ for 5.4; build-5.3/, build-5.1/, build-jit/), so all can be built
 # side by side; its interpreter, headers, library and Debian packages are set here.
+# LuaRocks passes no version, only LUA_INCDIR (and LUA): then the headers tell it.
+ifeq ($(origin LUA_VERSION),undefined)
+  ifneq ($(LUA_INCDIR),)
+    LUA_VERSION := $(shell if [ -f "$(LUA_INCDIR)/luajit.h" ]; then echo jit; else \
+      sed -n 's/^\#define LUA_VERSION_NUM[[:space:]]*50\([0-9]\).*/5.\1/p' "$(LUA_INCDIR)/lua.h" 2>/dev/null; fi)
+  endif
+endif
 LUA_VERSION ?= 5.4
+ifeq ($(LUA_VERSION),)
+  LUA_VERSION := 5.4
+endif
 ifeq ($(LUA_VERSION),5.4)
   LUA_BIN := lua5.4
   LUA_INC := /usr/include/lua5.4
@@ -142,7 +152,7 @@ $(BUILD)/.deps:
 	@missing=""; \
 	need() { command -v "$$1" >/dev/null 2>&1 || missing="$$missing\n  $$1 (Debian package $$2)"; }; \
 	need "$(firstword $(CC))" gcc; need "$(GLSLC)" glslc; need "$(SPIRV_VAL)" spirv-tools; need "$(LUA)" $(firstword $(LUA_DEBS)); \
-	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  Lua $(LUA_VERSION) headers: $(LUA_INCDIR)/lua.h (Debian package $(lastword $(LUA_DEBS)))"; \
+	[ -f "$(LUA_INCDIR)/lua.h" ] || missing="$$missing\n  $(if $(filter jit,$(LUA_VERSION)),LuaJIT,Lua $(LUA_VERSION)) headers: $(LUA_INCDIR)/lua.h (Debian package $(lastword $(LUA_DEBS)))"; \
 	echo '#include <vulkan/vulkan.h>' | $(CC) -E -x c - >/dev/null 2>&1 || \
 	  missing="$$missing\n  Vulkan headers: vulkan/vulkan.h (Debian package libvulkan-dev)"; \
 	echo '#include <jansson.h>' | $(CC) $(JANSSON_CFLAGS) -E -x c - >/dev/null 2>&1 || \

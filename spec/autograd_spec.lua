@@ -293,8 +293,7 @@ describe("autograd tape", function()
   end)
 
   it("releases saved tensors and intermediate gradients (memory back to baseline)", function()
-    collectgarbage()
-    lumus.synchronize()
+    checks.settle()
     local base = lumus.memory().in_use
     do
       local w = lumus.ones({ 64, 64 }):requires_grad(true)

@@ -21,7 +21,7 @@ end
 
 -- float32 values at the edges of every conversion (each exact in float32).
 local F32_EDGES = {
-  0.0, -0.0, 1, -1, 1.5, -2.5, 2.7, -2.7, 0.1,
+  0.0, compat.negative_zero, 1, -1, 1.5, -2.5, 2.7, -2.7, 0.1,
   1 + 2 ^ -11, 1 + 3 * 2 ^ -11, 1 + 2 ^ -8, 1 + 3 * 2 ^ -8, 1 + 2 ^ -8 + 2 ^ -20,   -- ties of float16 and bfloat16
   65504, 65519, 65520, -65520, 65536, 2 ^ 16 - 2 ^ 4, 1e5,                       -- float16's top
   2 ^ -14, 2 ^ -15 + 2 ^ -20, 2 ^ -24, 2 ^ -25, 2 ^ -25 + 2 ^ -40, 3 * 2 ^ -26, 1e-8, -- float16 subnormals
@@ -79,7 +79,8 @@ describe("factories with {dtype=}", function()
     assert.matches("dtype must be a string", error_of(lumus.ones, { 2 }, { dtype = true }))
     assert.matches("bad argument #2 to 'lumus.full' %(value 1.5 is a fraction %(int32 holds integers",
       error_of(lumus.full, { 2 }, 1.5, { dtype = "int32" }))
-    assert.matches("value 3000000000.0 is out of the int32 range", error_of(lumus.full, { 2 }, 3e9, { dtype = "int32" }))
+    -- (".0" where Lua has integers)
+    assert.matches("value 3000000000%.?0? is out of the int32 range", error_of(lumus.full, { 2 }, 3e9, { dtype = "int32" }))
     assert.matches("value %-?nan is NaN or inf", error_of(lumus.full, { 2 }, 0 / 0, { dtype = "int32" }))
     assert.matches("element %[2%] is a fraction", error_of(lumus.tensor, { 1, 2.5 }, { dtype = "int32" }))
     assert.matches("element %[1%] is string, number or boolean expected", error_of(lumus.tensor, { "x" }, { dtype = "bool" }))
@@ -92,14 +93,14 @@ end)
 describe("host transfers in every dtype", function()
   it("round-trip from_bytes / to_bytes / to_table", function()
     local bytes = {
-      float32 = compat.pack_bytes("f32", { 1.5, -0.0, 1 / 0 }),
+      float32 = compat.pack_bytes("f32", { 1.5, compat.negative_zero, 1 / 0 }),
       float16 = compat.pack_bytes("u16", { 0x3c00, 0x8001, 0x7bff }),
       bfloat16 = compat.pack_bytes("u16", { 0x3f80, 0x0001, 0xff80 }),
       int32 = compat.pack_bytes("i32", { -5, 2147483647, -2147483648 }),
       bool = "\1\0\1",
     }
     local values = {
-      float32 = { 1.5, -0.0, math.huge }, float16 = { 1, -2 ^ -24, 65504 },
+      float32 = { 1.5, compat.negative_zero, math.huge }, float16 = { 1, -2 ^ -24, 65504 },
       bfloat16 = { 1, 2 ^ -133, -math.huge }, int32 = { -5, 2147483647, -2147483648 }, bool = { true, false, true },
     }
     for _, d in ipairs(DTYPES) do
@@ -253,10 +254,10 @@ describe("views and copies in every dtype", function()
   end)
 
   it("copy between dtypes converts, into views and from broadcast or strided sources", function()
-    local x = lumus.tensor({ { 1.5, -2.5, 70000 }, { 0.1, 3e9, -0.0 } })
+    local x = lumus.tensor({ { 1.5, -2.5, 70000 }, { 0.1, 3e9, compat.negative_zero } })
     local h = lumus.zeros({ 2, 3 }, { dtype = "float16" })
     h:copy(x)
-    same_bytes(ref.dtype_bytes({ 1.5, -2.5, 70000, ref.round_float32(0.1), 3e9, -0.0 }, "float16"), h:to_bytes(), "copy")
+    same_bytes(ref.dtype_bytes({ 1.5, -2.5, 70000, ref.round_float32(0.1), 3e9, compat.negative_zero }, "float16"), h:to_bytes(), "copy")
     local i = lumus.zeros({ 3, 2 }, { dtype = "int32" })
     i:copy(x:transpose(1, 2))   -- a strided source
     assert.are.same({ { 1, 0 }, { -2, 2147483647 }, { 70000, 0 } }, i:to_table())
@@ -265,7 +266,7 @@ describe("views and copies in every dtype", function()
     assert.are.same({ { false, false, true, false }, { false, false, true, false } }, b:to_table())
     local f = lumus.zeros({ 2, 3 })
     lumus.copy(h, { out = f })
-    assert.are.same({ { 1.5, -2.5, math.huge }, { 0.0999755859375, math.huge, -0.0 } }, f:to_table())
+    assert.are.same({ { 1.5, -2.5, math.huge }, { 0.0999755859375, math.huge, compat.negative_zero } }, f:to_table())
   end)
 
   it("to() of views and of expanded views", function()
@@ -363,7 +364,7 @@ describe("lumus.reference conversions", function()
     assert.are.equal(0, r32(2 ^ -150))
     assert.are.equal(math.huge, r32(2 ^ 128 - 2 ^ 103))
     assert.are.equal(3.4028234663852886e38, r32(2 ^ 128 - 2 ^ 103 - 2 ^ 80))
-    assert.is_true(1 / r16(-0.0) < 0)
+    assert.is_true(1 / r16(compat.negative_zero) < 0)
     local nan = r16(0 / 0)
     assert.is_true(nan ~= nan)
   end)
@@ -428,6 +429,8 @@ describe("conversions over whole bit-pattern ranges", function()
       local bits = math.floor(g.uniform() * 2 ^ 32)
       if i % 4 == 0 then   -- near float16's range: sign and fraction kept, exponent 100 + i % 60
         bits = math.floor(bits / 2 ^ 31) * 2 ^ 31 + (100 + i % 60) * 2 ^ 23 + bits % 2 ^ 23
+      elseif not compat.nan_payloads and math.floor(bits / 2 ^ 23) % 256 == 255 and bits % 2 ^ 23 ~= 0 then
+        bits = bits - 2 ^ 23   -- LuaJIT: the reference sees one NaN for all, so no NaN inputs here
       end
       parts[i] = compat.pack_bytes("u32", { bits })
       values[i] = compat.unpack_bytes("f32", parts[i], 1, 1)[1]

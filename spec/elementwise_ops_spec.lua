@@ -13,6 +13,7 @@
 -- one ulp of their own format of the reference rounded to it (the float32 result is
 -- rounded once on store; the double rounding can move a tie by one ulp).
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -24,8 +25,9 @@ local function spacing(w, frac, emin)
   frac, emin = frac or 23, emin or -126
   local a = abs(w)
   if a < 2.0 ^ emin then return 2.0 ^ (emin - frac) end
-  local e = math.floor(math.log(a, 2))
-  if 2.0 ^ e > a then e = e - 1 elseif 2.0 ^ (e + 1) <= a then e = e + 1 end
+  local e = math.floor(math.log(a) / math.log(2))   -- (5.1's math.log has no base)
+  while 2.0 ^ e > a do e = e - 1 end
+  while 2.0 ^ (e + 1) <= a do e = e + 1 end
   return 2.0 ^ (e - frac)
 end
 
@@ -112,11 +114,11 @@ describe("elementwise math", function()
 
   -- x, then the wanted result of each op (written out, as PyTorch gives them).
   local SPECIAL = {
-    exp = { { nan, nan }, { inf, inf }, { -inf, 0 }, { 0, 1 }, { -0.0, 1 }, { 89, inf }, { -104, 0 }, { 1, ref.f32(math.exp(1)) } },
-    log = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, -inf }, { -0.0, -inf }, { -1, nan }, { 1, 0 } },
-    sqrt = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, 0 }, { -0.0, -0.0 }, { -1, nan }, { 4, 2 } },
-    rsqrt = { { nan, nan }, { inf, 0 }, { -inf, nan }, { 0, inf }, { -0.0, -inf }, { -1, nan }, { 4, 0.5 } },
-    tanh = { { nan, nan }, { inf, 1 }, { -inf, -1 }, { 0, 0 }, { -0.0, -0.0 }, { 20, 1 }, { -20, -1 }, { 1e-30, ref.f32(1e-30) } },
+    exp = { { nan, nan }, { inf, inf }, { -inf, 0 }, { 0, 1 }, { compat.negative_zero, 1 }, { 89, inf }, { -104, 0 }, { 1, ref.f32(math.exp(1)) } },
+    log = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, -inf }, { compat.negative_zero, -inf }, { -1, nan }, { 1, 0 } },
+    sqrt = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero }, { -1, nan }, { 4, 2 } },
+    rsqrt = { { nan, nan }, { inf, 0 }, { -inf, nan }, { 0, inf }, { compat.negative_zero, -inf }, { -1, nan }, { 4, 0.5 } },
+    tanh = { { nan, nan }, { inf, 1 }, { -inf, -1 }, { 0, 0 }, { compat.negative_zero, compat.negative_zero }, { 20, 1 }, { -20, -1 }, { 1e-30, ref.f32(1e-30) } },
     sigmoid = { { nan, nan }, { inf, 1 }, { -inf, 0 }, { 0, 0.5 }, { 200, 1 }, { -200, 0 } },
     silu = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, 0 }, { 200, 200 }, { -200, 0 } },
   }
@@ -141,7 +143,7 @@ describe("elementwise math", function()
       end
     end
     -- signed zeros
-    local z = lumus.tensor({ -0.0 })
+    local z = lumus.tensor({ compat.negative_zero })
     assert.are.equal(-inf, 1 / lumus.sqrt(z):to_table()[1])
     assert.are.equal(-inf, 1 / lumus.tanh(z):to_table()[1])
     assert.are.equal(-inf, lumus.rsqrt(z):to_table()[1])
@@ -183,8 +185,8 @@ describe("pow", function()
       { nan, 0, 1 }, { inf, 0, 1 }, { -inf, 0, 1 }, { 0, 0, 1 }, { -1, 0, 1 },
       { 1, nan, 1 }, { 1, inf, 1 }, { 1, -inf, 1 },
       { -2, 3, -8 }, { -2, 2, 4 }, { -2, 0.5, nan }, { -8, 1 / 3, nan }, { -2, -1, -0.5 },
-      { 0, -1, inf }, { -0.0, -1, -inf }, { -0.0, -2, inf }, { 0, 2.5, 0 }, { -0.0, 3, -0.0 },
-      { -inf, 3, -inf }, { -inf, 2, inf }, { -inf, -1, -0.0 }, { inf, -1, 0 }, { -inf, 0.5, inf },
+      { 0, -1, inf }, { compat.negative_zero, -1, -inf }, { compat.negative_zero, -2, inf }, { 0, 2.5, 0 }, { compat.negative_zero, 3, compat.negative_zero },
+      { -inf, 3, -inf }, { -inf, 2, inf }, { -inf, -1, compat.negative_zero }, { inf, -1, 0 }, { -inf, 0.5, inf },
       { 0.5, inf, 0 }, { 2, inf, inf }, { -1, inf, 1 }, { -1, -inf, 1 }, { 0.5, -inf, inf }, { 2, -inf, 0 },
       { -0.5, inf, 0 }, { nan, 1.5, nan }, { 2, nan, nan }, { 2, 128, inf }, { 2, -149, 2 ^ -149 }, { 2, -150, 0 },
       { 10, 38.6, inf }, { -0.41, 4.6e18, 0 }, { -0.0253, 2 ^ 31, 0 }, { -7, 2 ^ 31, inf }, { 0.07, -2 ^ 31, inf }, { 10, 38.5, ref.f32(10 ^ ref.f32(38.5)) }, { 3, 20, ref.f32(3 ^ 20) },
@@ -201,19 +203,19 @@ describe("pow", function()
         ("pow(%g, %g) = %g, want %g"):format(xs[i], ys[i], got, want[i]))
     end
     -- tensor ^ number: PyTorch's forms for 0.5 (sqrt), 2, 3, -0.5, -1, -2
-    local t = lumus.tensor({ -0.0, -inf, -4, 2, nan, 0 })
-    checks.close(lumus.pow(t, 0.5), { -0.0, nan, nan, ref.f32(math.sqrt(2)), nan, 0 }, { what = "pow(t, 0.5)" })
+    local t = lumus.tensor({ compat.negative_zero, -inf, -4, 2, nan, 0 })
+    checks.close(lumus.pow(t, 0.5), { compat.negative_zero, nan, nan, ref.f32(math.sqrt(2)), nan, 0 }, { what = "pow(t, 0.5)" })
     assert.are.equal(-inf, 1 / lumus.pow(t, 0.5):to_table()[1], "pow(-0, 0.5) is -0 as sqrt")
-    checks.close(lumus.pow(t, -1), { -inf, -0.0, -0.25, 0.5, nan, inf }, { what = "pow(t, -1)" })
+    checks.close(lumus.pow(t, -1), { -inf, compat.negative_zero, -0.25, 0.5, nan, inf }, { what = "pow(t, -1)" })
     checks.close(lumus.pow(t, 2), { 0, inf, 16, 4, nan, 0 }, { what = "pow(t, 2)" })
     checks.close(lumus.pow(t, 0), { 1, 1, 1, 1, 1, 1 }, { what = "pow(t, 0)" })
-    checks.close(ref.pow(t:to_table(), 0.5), { -0.0, nan, nan, math.sqrt(2), nan, 0 }, { what = "reference.pow(t, 0.5)" })
+    checks.close(ref.pow(t:to_table(), 0.5), { compat.negative_zero, nan, nan, math.sqrt(2), nan, 0 }, { what = "reference.pow(t, 0.5)" })
   end)
 end)
 
 describe("maximum, minimum, clamp", function()
   local xs = { 1, -2, nan, 3, inf, -inf, 0, 5 }
-  local ys = { 2, -3, 1, nan, 1, 1, -0.0, 5 }
+  local ys = { 2, -3, 1, nan, 1, 1, compat.negative_zero, 5 }
 
   it("propagate NaN (either operand) and broadcast", function()
     checks.close(lumus.maximum(lumus.tensor(xs), lumus.tensor(ys)), { 2, -2, nan, nan, inf, 1, 0, 5 }, { what = "maximum" })
@@ -244,8 +246,8 @@ describe("maximum, minimum, clamp", function()
 end)
 
 describe("comparisons", function()
-  local xs = { 1, 2, nan, inf, -inf, 0, -0.0, 3, nan }
-  local ys = { 1, 3, 1, inf, 1, -0.0, 0, 2, nan }
+  local xs = { 1, 2, nan, inf, -inf, 0, compat.negative_zero, 3, nan }
+  local ys = { 1, 3, 1, inf, 1, compat.negative_zero, 0, 2, nan }
 
   it("give bool tensors; NaN compares false except in ne; numbers on either side; broadcasting", function()
     local a, b = lumus.tensor(xs), lumus.tensor(ys)
@@ -430,7 +432,7 @@ describe("broadcasting", function()
 
   it("names both shapes when they do not broadcast", function()
     local a = lumus.zeros({ 2, 5, 32 })
-    checks.errors(function() return a + lumus.zeros({ 3, 1, 32 }) end, "bad argument #2 to 'add' %(shapes 2x5x32 and 3x1x32 do not match")
+    checks.errors(function() return a + lumus.zeros({ 3, 1, 32 }) end, "bad argument #2 to '[%w.]*add' %(shapes 2x5x32 and 3x1x32 do not match")
     checks.errors(function() return lumus.maximum(lumus.zeros({ 4 }), a) end, "shapes 4 and 2x5x32 do not match")
     checks.errors(function() return lumus.pow(a, lumus.zeros({ 5, 2 })) end, "'pow' %(shapes 2x5x32 and 5x2 do not match")
   end)
@@ -456,7 +458,7 @@ describe("out= and in place", function()
 
   it("refuses mixed and unsupported dtypes by name", function()
     local a = lumus.tensor({ 1, 2 })
-    checks.errors(function() return a + a:half() end, "bad argument #2 to 'add' %(dtypes float32 and float16 differ %(convert with :to%(%)%)%)")
+    checks.errors(function() return a + a:half() end, "bad argument #2 to '[%w.]*add' %(dtypes float32 and float16 differ %(convert with :to%(%)%)%)")
     checks.errors(function() lumus.exp(a:int()) end, "bad argument #1 to 'exp' %(dtype int32 is not supported %(float32, float16 or bfloat16%)%)")
     checks.errors(function() lumus.mul(2, a:gt(0)) end, "bad argument #2 to 'mul' %(dtype bool is not supported")
   end)

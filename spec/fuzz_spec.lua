@@ -83,7 +83,7 @@ local function random_bytes_f32(n)
   local parts = {}
   for i = 1, n do
     local v = g.normal() * 4
-    if chance(0.02) then v = pick { 0 / 0, math.huge, -math.huge, -0.0, 1e38, 1e-40 } end
+    if chance(0.02) then v = pick { 0 / 0, math.huge, -math.huge, compat.negative_zero, 1e38, 1e-40 } end
     parts[i] = compat.pack_bytes("f32", { v })
   end
   return table.concat(parts)
@@ -143,7 +143,7 @@ end
 
 ---------------------------------------------------------------------------------------
 -- Values. `dirty` collects the tensors a call may write (those placed in tables).
-local NUMBERS = { 0, 1, 2, 3, 4, 8, -1, -2, 0.5, 1.5, -0.0, 1e-5, 1e-45, 3.0, 2 ^ 31, 2 ^ 32 + 1,
+local NUMBERS = { 0, 1, 2, 3, 4, 8, -1, -2, 0.5, 1.5, compat.negative_zero, 1e-5, 1e-45, 3.0, 2 ^ 31, 2 ^ 32 + 1,
                   2 ^ 40, 2 ^ 53, 2 ^ 63, compat.maxinteger, compat.mininteger, math.floor(compat.maxinteger / 2),
                   0 / 0, math.huge, -math.huge, 1e300, -1e300, 2 ^ 31 - 1, 65536 }
 local SIZES_OK = { 1, 2, 3, 4, 5, 8 }
@@ -200,7 +200,7 @@ local function nested_numbers(dirty)
     local t = {}
     for i = 1, shape[d] do
       if d == #shape then
-        t[i] = chance(0.97) and g.normal() or pick { 0 / 0, math.huge, 1e300, -0.0, compat.maxinteger }
+        t[i] = chance(0.97) and g.normal() or pick { 0 / 0, math.huge, 1e300, compat.negative_zero, compat.maxinteger }
       else
         t[i] = build(d + 1)
       end
@@ -527,7 +527,7 @@ local function subnormal(v) return v ~= 0 and abs(v) < FLT_MIN end
 local function flushed(flat)
   local out, any = {}, false
   for i = 1, #flat do
-    if subnormal(flat[i]) then out[i] = flat[i] < 0 and -0.0 or 0.0; any = true else out[i] = flat[i] end
+    if subnormal(flat[i]) then out[i] = flat[i] < 0 and compat.negative_zero or 0.0; any = true else out[i] = flat[i] end
   end
   return out, any
 end
@@ -1187,7 +1187,7 @@ local function check_values(name, args, nargs, inp, results)
     if type(v) == "table" and v.flat then
       local f, a = flushed(v.flat)
       if a then any = true; finp[i] = { shape = v.shape, flat = f, nested = ref.nest(f, v.shape) } else finp[i] = v end
-    elseif type(v) == "number" and subnormal(v) then any = true; finp[i] = v < 0 and -0.0 or 0.0
+    elseif type(v) == "number" and subnormal(v) then any = true; finp[i] = v < 0 and compat.negative_zero or 0.0
     else finp[i] = v end
   end
   if any and name ~= "copy" and name ~= "from_bytes" and name ~= "fill" and name ~= "full" then

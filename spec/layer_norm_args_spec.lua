@@ -49,7 +49,7 @@ describe("layer_norm_forward eps", function()
   it("accepts eps = 0 and -0 (PyTorch does) and matches the reference on non-constant rows", function()
     -- the reference refuses eps = 0; 1e-300 is 0 to float64 beside these variances
     local wy, wm, wr = ref.layer_norm_forward(xt, nil, nil, 1e-300)
-    for _, eps in ipairs { 0, -0.0, 0.0 } do
+    for _, eps in ipairs { 0, compat.negative_zero, 0.0 } do
       local y, m, r = lumus.layer_norm_forward(x, nil, nil, eps)
       checks.close(y, wy, { mixed = 1e-5, what = "y" })
       checks.close(m, wm, { mixed = 1e-6, what = "mean" })

@@ -17,6 +17,7 @@
 -- Outputs go into NaN-poisoned tensors through {out =} wherever that is natural, so an
 -- element a kernel skips fails the comparison.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -168,13 +169,13 @@ describe("scale, neg, relu", function()
   end)
 
   it("keep NaN and signed zeros the IEEE way", function()
-    local x = lumus.tensor({ NAN, 0.0, -0.0, -1, 1, math.huge, -math.huge })
+    local x = lumus.tensor({ NAN, 0.0, compat.negative_zero, -1, 1, math.huge, -math.huge })
     local r = flat(lumus.relu(x))
     assert.is_true(r[1] ~= r[1], "relu(NaN) is NaN")
     assert.are.same({ 0, 0, 0, 1, math.huge, 0 }, { r[2], r[3], r[4], r[5], r[6], r[7] })
     local n = flat(lumus.neg(x))
-    assert.are.equal("-0.0", tostring(n[2]))
-    assert.are.equal("0.0", tostring(n[3]))
+    assert.is_true(n[2] == 0 and 1 / n[2] < 0, "neg(0) is -0")
+    assert.is_true(n[3] == 0 and 1 / n[3] > 0, "neg(-0) is +0")
     assert.are.same({ 1, -1, -math.huge, math.huge }, { n[4], n[5], n[6], n[7] })
   end)
 end)
@@ -214,7 +215,7 @@ describe("erf and gelu", function()
       end
       -- Far out: x itself, and -0 (no NaN from inf * 0 or inf / inf).
       assert.are.same({ 20, 100, ref.f32(1e30) }, { got[#xs - 5], got[#xs - 3], got[#xs - 1] })
-      assert.are.same({ "-0.0", "-0.0" }, { tostring(got[#xs - 2]), tostring(got[#xs]) })
+      for _, k in ipairs { #xs - 2, #xs } do assert.is_true(got[k] == 0 and 1 / got[k] < 0, "-0 expected") end
       -- The named forms and the default.
       local named = form == "tanh" and lumus.gelu_tanh or lumus.gelu_erf
       assert.are.same(got, flat(named(x)))
@@ -421,7 +422,7 @@ describe("op argument errors", function()
       error_of(function() lumus.sub(v, x) end))
     assert.matches("shapes 2x3 and 3x2 do not match",
       error_of(function() lumus.mul(x, lumus.tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } })) end))
-    assert.matches("'div' %(shapes 2x3 and 3x3 do not match",
+    assert.matches("'[%w.]*div' %(shapes 2x3 and 3x3 do not match",   -- (an operator: 'lumus.div' on 5.1)
       error_of(function() return x / lumus.tensor({ { 1, 2, 3 }, { 4, 5, 6 }, { 7, 8, 9 } }) end))
   end)
 
@@ -446,7 +447,7 @@ describe("op argument errors", function()
     local f = lumus.tensor({ 1, 2, 3 })
     f:free()
     assert.matches("bad argument #1 to 'add' %(tensor has been freed%)", error_of(function() lumus.add(f, 1) end))
-    assert.matches("bad argument #2 to 'add' %(tensor has been freed%)", error_of(function() return x + f end))
+    assert.matches("bad argument #2 to '[%w.]*add' %(tensor has been freed%)", error_of(function() return x + f end))
     assert.matches("bad argument #1 to 'gelu' %(tensor has been freed%)", error_of(function() lumus.gelu(f) end))
     assert.matches("bad argument #1 to 'softmax' %(tensor has been freed%)", error_of(function() lumus.softmax(f) end))
     assert.matches("bad argument #1 to 'mean' %(tensor has been freed%)", error_of(function() lumus.mean(f) end))

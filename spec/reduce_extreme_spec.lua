@@ -3,6 +3,7 @@
 -- every number and the first NaN is taken, ties go to the lowest index, +-inf compare as
 -- numbers. Checked exactly against lumus.reference.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 local NAN, INF = 0 / 0, math.huge
@@ -42,7 +43,7 @@ describe("max/min/argmax/argmin over long rows and columns", function()
     for i = 1, n do rows[6][i] = -i end               -- descending
     for i = 1, n do rows[7][i] = -INF end             -- only -inf
     rows[8][n] = 100; rows[8][n - 1] = -100           -- extremes in the last vec4
-    rows[9][2] = 0.0; rows[9][3] = -0.0
+    rows[9][2] = 0.0; rows[9][3] = compat.negative_zero
     for i = 1, n do rows[10][i] = (i % 2 == 0) and NAN or i end   -- NaN everywhere
     check(rows, { dim = 2 }, "rows")
     -- the same as columns (a non-last dim), and over everything

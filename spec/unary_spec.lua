@@ -3,6 +3,7 @@
 -- the scalar tail and both, through the function, the method and {out=} (in place too).
 -- A new unary op adds one line to OPS.
 local lumus = require "lumus"
+local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
@@ -31,7 +32,7 @@ local function inputs(n, range, seed)
   local xs = {}
   for i = 1, n do xs[i] = ref.f32((g.uniform() * 2 - 1) * range) end
   xs[1] = 0
-  if n > 1 then xs[2] = -0.0 end
+  if n > 1 then xs[2] = compat.negative_zero end
   return xs
 end
 

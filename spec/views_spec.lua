@@ -269,7 +269,7 @@ describe("views", function()
   end)
 
   it("lives while any view does; free() of a view drops only that handle", function()
-    collectgarbage(); collectgarbage()
+    checks.settle()
     local before = lumus.memory().in_use
     local x = lumus.tensor(base_t)
     local v = x:transpose(1, 2):narrow(1, 2, 2)

@@ -48,7 +48,15 @@ const char *lm_fname(lua_State *L) {
     lua_Debug ar;
     if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return "lumus";
     /* Lua names a call through a computed key (t[k](...)) "?": no name either. */
-    if (ar.name && strcmp(ar.name, "?") != 0) { lua_pop(L, 1); return ar.name; }
+    if (ar.name && strcmp(ar.name, "?") != 0) {
+        lua_pop(L, 1);
+#if LUA_VERSION_NUM < 504
+        /* A metamethod by its event, as 5.4 names it ("add"); 5.1, LuaJIT and 5.3 say "__add". */
+        if (ar.namewhat && strcmp(ar.namewhat, "metamethod") == 0 && strncmp(ar.name, "__", 2) == 0)
+            return ar.name + 2;
+#endif
+        return ar.name;
+    }
     /* No call-site name: the registered one, looked up by the function itself. */
     lua_CFunction f = lua_tocfunction(L, -1);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &NAMES_KEY) == LUA_TTABLE && f) {

@@ -199,6 +199,17 @@ static void set_tensor_ops(lua_State *L) {
         luaL_setfuncs(L, tensor_op_lists[i], 0);
 }
 
+/* The tensor ops of the module table at `from` into the table on top, as the same
+ * function values (on Lua 5.1 each luaL_setfuncs makes new closures: lumus.add and
+ * t.add would differ). */
+static void copy_tensor_ops(lua_State *L, int from) {
+    for (size_t i = 0; i < sizeof tensor_op_lists / sizeof tensor_op_lists[0]; i++)
+        for (const luaL_Reg *r = tensor_op_lists[i]; r->name; r++) {
+            lua_getfield(L, from, r->name);
+            lua_setfield(L, -2, r->name);
+        }
+}
+
 LUMUS_API int luaopen_lumus_core(lua_State *L) {
     luaL_newlib(L, functions);
     lm_register_names(L, functions, "lumus");
@@ -214,7 +225,7 @@ LUMUS_API int luaopen_lumus_core(lua_State *L) {
     /* The ops as methods too: module.Tensor.methods (the metatable's __index). */
     lua_getfield(L, -1, "Tensor");
     lua_getfield(L, -1, "methods");
-    set_tensor_ops(L);
+    copy_tensor_ops(L, lua_absindex(L, -3));
     luaL_setfuncs(L, lm_convert_methods, 0);
     lm_register_names(L, lm_convert_methods, "lumus.Tensor");
     luaL_setfuncs(L, internal_methods, 0);

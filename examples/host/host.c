@@ -21,6 +21,9 @@
 #ifdef LUMUS_STATIC
 #include "lumus.h"
 #endif
+#ifndef LUA_OK   /* Lua 5.1 and LuaJIT have no name for it */
+#define LUA_OK 0
+#endif
 
 static double now_ms(void) {
     struct timespec ts;

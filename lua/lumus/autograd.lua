@@ -946,7 +946,10 @@ local function install()
        and not IN_PLACE[name] then
       local guarded = refuse_tracked(name, f)
       methods[name] = guarded
-      if rawequal(rawget(M.lumus, name), f) then M.lumus[name] = guarded end
+      -- lumus.<name> is this op unwrapped: the method's function, or on Lua 5.1 (where each
+      -- registration of a C function is its own closure) the core table's
+      local lf = rawget(M.lumus, name)
+      if lf ~= nil and (rawequal(lf, f) or rawequal(lf, core[name])) then M.lumus[name] = guarded end
     end
   end
   for name in pairs(IN_PLACE) do

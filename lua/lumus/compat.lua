@@ -23,8 +23,12 @@
 --   compat.philox(c0, c1, c2, c3, k0, k1)       one Philox4x32-10 block: 4 words
 --   compat.philox_block(seed, offset, block)    block of lumus's generator: 4 words
 --   compat.splitmix64(seed, i)          the i-th uniform in [0, 1) of SplitMix64
+--   compat.nan_payloads                 true where a NaN keeps its sign and payload as a Lua
+--                                       number (not LuaJIT, which makes every NaN one NaN)
 --   compat.load(source, name, env)      a chunk from a string, with env as its globals
 --   compat.close_variables              true where `local x <close>` parses (5.4+)
+--   compat.negative_zero                -0.0 (Lua 5.1 merges the constants -0.0 and 0 of a
+--                                       function, so a literal -0.0 may read as 0 there)
 --   compat.execute(cmd)                 os.execute's success as a boolean (5.1 gives a status)
 --   compat.on_collect(fn)               an object whose collection calls fn (5.1 and LuaJIT
 --                                       run __gc of userdata only: a newproxy there)
@@ -63,6 +67,7 @@ M.f32 = host.f32
 M.float_bits = host.float_bits
 M.bits_float = host.bits_float
 M.philox = host.philox
+M.nan_payloads = host.float_bits(host.bits_float(0x7fc00001)) == 0x7fc00001
 M.philox_block = host.philox_block
 M.splitmix64 = host.splitmix64
 
@@ -76,6 +81,8 @@ function M.load(source, name, env)
 end
 
 M.close_variables = M.load("local x <close> = nil", "=probe") ~= nil
+
+M.negative_zero = -1 / math.huge
 
 function M.execute(cmd)
   local r = os.execute(cmd)

@@ -108,6 +108,18 @@ function M.errors(fn, pattern, ...)
   return e
 end
 
+-- Collects garbage until lumus's device memory in use stops changing: earlier specs'
+-- garbage gone, for a baseline. (Lua 5.1 and LuaJIT may need more than two cycles.)
+function M.settle()
+  local lumus = require "lumus"
+  local last
+  repeat
+    last = lumus.memory().in_use
+    collectgarbage(); collectgarbage()
+    lumus.synchronize()
+  until lumus.memory().in_use == last
+end
+
 -- n float32 values of tensor t from 1-based element `first` (default: all of t), read
 -- with to_bytes: cheaper than to_table for a sample of a large tensor.
 function M.floats(t, first, n)

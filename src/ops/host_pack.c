@@ -10,23 +10,24 @@
  *   philox_block(seed, offset, block) -> that block of lumus's generator (docs/random.md)
  *   splitmix64(seed, i)          -> the i-th uniform in [0, 1) of SplitMix64 from seed
  *
- * kind: "f32", "f64", "i32", "u32", "u16" or "u8". Packing checks each value: integer
- * kinds take integral numbers in their range only (no silent truncation). */
+ * kind: "f32", "f64", "i64", "i32", "u32", "u16" or "u8". Packing checks each value:
+ * integer kinds take integral numbers in their range only (no silent truncation). i64
+ * values beyond 2^53 are exact only where Lua has 64-bit integers (5.3+). */
 #include "ops.h"
 #include "../luautil.h"
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-enum kind { K_F32, K_F64, K_I32, K_U32, K_U16, K_U8 };
-static const char *const kind_names[] = { "f32", "f64", "i32", "u32", "u16", "u8", NULL };
-static const size_t kind_size[] = { 4, 8, 4, 4, 2, 1 };
+enum kind { K_F32, K_F64, K_I64, K_I32, K_U32, K_U16, K_U8 };
+static const char *const kind_names[] = { "f32", "f64", "i64", "i32", "u32", "u16", "u8", NULL };
+static const size_t kind_size[] = { 4, 8, 8, 4, 4, 2, 1 };
 
 static enum kind check_kind(lua_State *L, int arg) {
     const char *s = lm_check_lstring(L, arg, NULL);
     for (int i = 0; kind_names[i]; i++)
         if (strcmp(s, kind_names[i]) == 0) return (enum kind)i;
-    return (enum kind)lm_argerror(L, arg, "unknown kind '%s' (f32, f64, i32, u32, u16 or u8)", s);
+    return (enum kind)lm_argerror(L, arg, "unknown kind '%s' (f32, f64, i64, i32, u32, u16 or u8)", s);
 }
 
 /* x rounded to float32; values at or beyond the rounding midpoint above FLT_MAX give
@@ -59,11 +60,17 @@ static uint64_t get_le(const unsigned char *p, size_t size) {
 
 /* Element i (on top of the stack) as an integer of kind k, or an error naming it. */
 static uint64_t integer_element(lua_State *L, enum kind k, lua_Integer i) {
-    static const double lo[] = { [K_I32] = -2147483648.0, [K_U32] = 0, [K_U16] = 0, [K_U8] = 0 };
-    static const double hi[] = { [K_I32] = 2147483647.0, [K_U32] = 4294967295.0, [K_U16] = 65535, [K_U8] = 255 };
+    static const double lo[] = { [K_I64] = -9223372036854775808.0, [K_I32] = -2147483648.0,
+                                 [K_U32] = 0, [K_U16] = 0, [K_U8] = 0 };
+    static const double hi[] = { [K_I64] = 9223372036854775807.0, [K_I32] = 2147483647.0,
+                                 [K_U32] = 4294967295.0, [K_U16] = 65535, [K_U8] = 255 };
+#if LUA_VERSION_NUM >= 503
+    if (k == K_I64 && lua_isinteger(L, -1)) return (uint64_t)lua_tointeger(L, -1);
+#endif
     double v = lua_tonumber(L, -1);
+    if (k == K_I64 && v == floor(v) && v >= lo[k] && v < -lo[k]) return (uint64_t)(int64_t)v;
     if (!(v == floor(v) && v >= lo[k] && v <= hi[k]))
-        lm_argerror(L, 2, "element %d (%s) is not a %s value", (int)i, lua_tostring(L, -1), kind_names[k]);
+        lm_argerror(L, 2, "element %d (%s) does not fit %s", (int)i, lua_tostring(L, -1), kind_names[k]);
     return k == K_I32 ? (uint64_t)(uint32_t)(int32_t)v : (uint64_t)v;
 }
 
@@ -108,6 +115,7 @@ static int l_unpack(lua_State *L) {
         switch (k) {
         case K_F32: { uint32_t u = (uint32_t)v; float f; memcpy(&f, &u, sizeof f); lua_pushnumber(L, f); break; }
         case K_F64: { double d; memcpy(&d, &v, sizeof d); lua_pushnumber(L, d); break; }
+        case K_I64: lua_pushinteger(L, (lua_Integer)(int64_t)v); break;   /* 5.1: rounded beyond 2^53 */
         case K_I32: lua_pushinteger(L, (lua_Integer)(int32_t)(uint32_t)v); break;
         default: lua_pushinteger(L, (lua_Integer)v); break;
         }
