@@ -125,6 +125,9 @@ CTEST_BINS := $(BUILD)/tests/threads $(BUILD)/tests/wrap $(BUILD)/tests/close_lo
 
 all: $(MODULE)
 
+# LÖVE under Xvfb, for examples/love and spec/love_spec.lua.
+DEB_PACKAGES += love xvfb xauth
+
 # `make deps` installs the Debian packages when run as root; otherwise names them. No
 # other target installs anything: a plain build (make, make all, luarocks make) checks
 # its tools in $(BUILD)/.deps below and fails naming what is missing.

@@ -219,6 +219,9 @@ step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
 step op_profile 300 bash -c 'for s in profile_train_step profile_gpt2; do
   lua5.4 bench/op_profile.lua bench/$s.lua && NOWRAP=1 lua5.4 bench/op_profile.lua bench/$s.lua || exit 1; done'
 
+# The LÖVE example's model (examples/love) without LÖVE: frame cost replayed and eager.
+step love_pattern 120 lua5.4 bench/love_pattern.lua --csv "$out/love_pattern.csv"
+
 # One Markdown file with every step's output.
 {
   head -n 6 "$log"
