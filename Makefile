@@ -238,9 +238,11 @@ tsan: $(TSAN_BIN)
 example: $(MODULE)
 	LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$(BUILD)/?.so;;" $(LUA) examples/layer_norm.lua
 
-# What a spec needs to run programs of this build: the interpreter (a fresh state) and
-# the build directory (host programs, C tests); the module itself is on package.cpath.
-SPEC_ENV := LUMUS_LUA="$(LUA)" LUMUS_BUILD="$(BUILD)"
+# What a spec needs to run programs of this build: the interpreter (a fresh state), the
+# build directory (host programs, C tests) and LUA_VERSION; the module itself is on
+# package.cpath. A make a spec starts (build, install) sees only the variables the spec
+# gives it, as from a shell: not this make's flags, nor its command line's Lua.
+SPEC_ENV := env -u LUA_VERSION -u LUA -u LUA_INCDIR -u LUA_LIB MAKEFLAGS= MAKELEVEL= LUMUS_LUA="$(LUA)" LUMUS_BUILD="$(BUILD)" LUMUS_LUA_VERSION="$(LUA_VERSION)"
 
 # The README's test command. Ends with a plain count line that CI reads.
 test: $(MODULE) examples

@@ -14,8 +14,9 @@
  *   argument still refuses a fraction. lua_pushfstring and luaL_error take 5.3's %I
  *   (a LUAI_UACINT): 5.1's own formatter would print "%I" and misread the arguments
  *   after it.
- * Names are mapped with macros onto static functions named lmc_*, so a library that
- * already has a name (LuaJIT has luaL_setfuncs, lua_tointegerx, ...) is never redefined.
+ * Names are mapped with macros onto functions named lmc_* (static here, or in
+ * luautil.c), so a library that already has a name (LuaJIT has luaL_setfuncs,
+ * lua_tointegerx, ...) is never redefined.
  * `<close>` (__close) exists on 5.4 only; __gc of a userdata works on every version. */
 #ifndef LUMUS_LUA_COMPAT_H
 #define LUMUS_LUA_COMPAT_H
