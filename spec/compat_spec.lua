@@ -124,6 +124,7 @@ describe("lumus.compat helpers", function()
   it("load a chunk with an environment, and run a function when an object is collected", function()
     local f = assert(compat.load("return x + 1", "=chunk", { x = 41 }))
     assert.are.equal(42, f())
+    assert.are.equal("function", assert(compat.load("return type(print)", "=globals"))())   -- no env: _G
     local ran = false
     compat.on_collect(function() ran = true end)
     collectgarbage(); collectgarbage()

@@ -74,7 +74,10 @@ M.splitmix64 = host.splitmix64
 -- 5.2+ load takes an environment; 5.1 has loadstring and setfenv instead.
 local setfenv_ = rawget(_G, "setfenv")
 function M.load(source, name, env)
-  if not setfenv_ then return load(source, name, "t", env) end
+  if not setfenv_ then
+    if env == nil then return load(source, name, "t") end   -- (an explicit nil env is no globals)
+    return load(source, name, "t", env)
+  end
   local f, err = (rawget(_G, "loadstring"))(source, name)
   if f and env then setfenv_(f, env) end
   return f, err

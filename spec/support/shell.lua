@@ -4,8 +4,9 @@ local M = {}
 
 M.ROOT = io.popen("pwd"):read("*l")
 
--- The interpreter running the specs (busted --lua=...), for child Lua processes.
-M.LUA = rawget(_G, "jit") and "luajit" or "lua" .. _VERSION:match("%d+%.%d+")
+-- The interpreter running the specs, for child Lua processes: LUMUS_LUA (make test sets
+-- it), else the one of this Lua's version (busted --lua=...).
+M.LUA = os.getenv("LUMUS_LUA") or (rawget(_G, "jit") and "luajit" or "lua" .. _VERSION:match("%d+%.%d+"))
 
 -- Runs a shell command; returns its output (stdout and stderr) and exit code (echoed by
 -- the shell: Lua 5.1's and LuaJIT's pipe close gives no exit status).
