@@ -17,7 +17,8 @@ function M.real_tables()
   local gpt2 = require "lumus.models.gpt2"
   local x = lumus.zeros({ 2 })
   local graph = lumus.capture(function() return lumus.add(x, 1) end)
-  local sched = optim.lr_scheduler.StepLR(optim.SGD({ lumus.zeros({ 1 }) }), 1)
+  local param = lumus.zeros({ 1 })
+  local sched = optim.lr_scheduler.StepLR(optim.SGD({ param }), 1)
   local classes = {
     ["lumus"] = lumus,
     ["lumus.Tensor"] = lumus.Tensor.methods,
@@ -49,6 +50,7 @@ function M.real_tables()
   end
   graph:free()
   x:free()
+  param:free()
   return classes
 end
 
