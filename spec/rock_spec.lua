@@ -66,6 +66,12 @@ describe("make rock", function()
   it("packs a source rock that luarocks installs into a fresh tree, where scripts use it", function()
     local _, git = run(("git -C %s rev-parse --git-dir"):format(ROOT))
     if git ~= 0 then pending("not a git checkout: make dist archives a git commit") return end
+    -- One build of the rock per CI run: the plain Lua 5.4 suite's (the rock installs for
+    -- 5.4; the sanitizer and other-version suites would build the same thing again).
+    if (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true) then
+      pending("the sanitizer run: the plain Lua 5.4 suite packs and installs the rock") return
+    end
+    if _VERSION ~= "Lua 5.4" then pending("the rock is packed and installed by the Lua 5.4 suite") return end
     local rockspec = versioned_rockspec()[1]
     local rock_version = rockspec:match("^lumus%-(.*)%.rockspec$")
     local version = rock_version:match("^(.*)%-%d+$")
