@@ -42,6 +42,7 @@
 #                               PyTorch's logits, greedy ids and decode rate
 #                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
 #   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
+#   train_profile.md / .csv     bench/train_profile.lua (one training step: phases, counts, per-op device time)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -212,6 +213,8 @@ gpt2_dir=${GPT2_DIR:-/tmp/gpt2}
 step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
+# Training step profile (issue 16): host time per phase, counts per step, device time per op.
+step train_profile 240 lua5.4 bench/train_profile.lua --csv "$out/train_profile.csv"
 # Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
 
 # One Markdown file with every step's output.
