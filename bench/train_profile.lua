@@ -14,6 +14,10 @@
 --    the autograd node whose backward made it ("engine" for the gradient sums between
 --    nodes). Listed in order, then summed per label and per op. Ops that record no
 --    device work (views, shapes) are left out.
+-- 4. Wall time per step with lumus.tune.stream({submit_idle = k}) for a few k (the
+--    stream submitting work while the host still records the rest of the step).
+-- 5. Device time of the step's six matmul forms alone, and of the two weight-gradient
+--    forms split over K (each K slice a batch of a batched matmul, then a sum).
 -- The weights and data are those of bench/train_data.lua (as bench/train_mlp.lua).
 -- LUA_PATH/LUA_CPATH as in bench/run_h200.sh.
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -229,6 +233,62 @@ end
 summary("phase / node", function(r) return r.label end)
 summary("op", function(r) return r.op end)
 summary("op and shapes", function(r) return r.op .. " " .. r.shapes end)
+
+profiling = false
+
+-- 4. wall time of a step (host clock, synchronized) as the stream submits: only at the
+-- synchronize (submit_idle 0, the default) or every k ops while the device is idle.
+print()
+print(("| tune.stream submit_idle | wall ms per step (median of %d) | submits per step |"):format(STEPS))
+print("|---|---|---|")
+for _, k in ipairs { 0, 4, 16, 64 } do
+  tune.stream({ submit_idle = k })
+  step()
+  local ts = {}
+  local h0 = tune.stream_stats().submits
+  for i = 1, STEPS do
+    local t0 = lumus.clock()
+    step()
+    ts[i] = lumus.clock() - t0
+  end
+  print(("| %d | %.3f | %.1f |"):format(k, common.median(ts) * 1e3, (tune.stream_stats().submits - h0) / STEPS))
+end
+tune.stream({})
+
+-- 5. the step's six matmul forms alone, and the weight-grad forms split over K (the
+-- product of each K slice as a batch, then their sum over the slices).
+do
+  local a768, a3072 = lumus.randn({ TOKENS, D }), lumus.randn({ TOKENS, H })
+  local w1, w2 = lumus.randn({ H, D }), lumus.randn({ D, H })
+  local forms = {
+    { "linear x[T,768] w1[3072,768]^T (fc1 forward)", function() return lumus.linear(a768, w1) end, TOKENS * D * H },
+    { "linear h[T,3072] w2[768,3072]^T (fc2 forward)", function() return lumus.linear(a3072, w2) end, TOKENS * D * H },
+    { "matmul g[T,768] w2[768,3072] (fc2 dx)", function() return lumus.matmul(a768, w2) end, TOKENS * D * H },
+    { "matmul g[T,3072] w1[3072,768] (fc1 dx)", function() return lumus.matmul(a3072, w1) end, TOKENS * D * H },
+    { "matmul g[T,768]^T h[T,3072] (fc2 dW, transpose_a)", function() return lumus.matmul(a768, a3072, { transpose_a = true }) end, TOKENS * D * H },
+    { "matmul g[T,3072]^T x[T,768] (fc1 dW, transpose_a)", function() return lumus.matmul(a3072, a768, { transpose_a = true }) end, TOKENS * D * H },
+  }
+  for _, sp in ipairs { 2, 4, 8 } do
+    if TOKENS % (4 * sp) == 0 then
+      local rows = TOKENS / sp
+      forms[#forms + 1] = { ("fc1 dW split over K in %d (batched matmul + sum)"):format(sp), function()
+        local p = lumus.matmul(a3072:reshape({ sp, rows, H }), a768:reshape({ sp, rows, D }), { transpose_a = true })
+        return lumus.sum(p, { dim = 1 })
+      end, TOKENS * D * H }
+      forms[#forms + 1] = { ("fc2 dW split over K in %d (batched matmul + sum)"):format(sp), function()
+        local p = lumus.matmul(a768:reshape({ sp, rows, D }), a3072:reshape({ sp, rows, H }), { transpose_a = true })
+        return lumus.sum(p, { dim = 1 })
+      end, TOKENS * D * H }
+    end
+  end
+  print()
+  print("| product | device ms | TFLOP/s |")
+  print("|---|---|---|")
+  for _, f in ipairs(forms) do
+    local t = common.device_time(lumus, f[2], cpu and 2 or 20, 2)
+    print(("| %s | %.3f | %.1f |"):format(f[1], t * 1e3, 2 * f[3] / t / 1e12))
+  end
+end
 
 if opt.csv then
   local f = assert(io.open(opt.csv, "w"))
