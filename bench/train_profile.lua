@@ -16,8 +16,9 @@
 --    device work (views, shapes) are left out.
 -- 4. Wall time per step with lumus.tune.stream({submit_idle = k}) for a few k (the
 --    stream submitting work while the host still records the rest of the step).
--- 5. Device time of the step's six matmul forms alone, and of the two weight-gradient
---    forms split over K (each K slice a batch of a batched matmul, then a sum).
+-- 5. Device time of the step's six matmul forms alone (as the plan runs them), fc1's weight
+--    gradient with the split over K forced to 1, 2, 4, 8, and both weight-gradient forms
+--    split over K from Lua (each K slice a batch of a batched matmul, then a sum).
 -- The weights and data are those of bench/train_data.lua (as bench/train_mlp.lua).
 -- LUA_PATH/LUA_CPATH as in bench/run_h200.sh.
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -268,6 +269,17 @@ do
     { "matmul g[T,768]^T h[T,3072] (fc2 dW, transpose_a)", function() return lumus.matmul(a768, a3072, { transpose_a = true }) end, TOKENS * D * H },
     { "matmul g[T,3072]^T x[T,768] (fc1 dW, transpose_a)", function() return lumus.matmul(a3072, a768, { transpose_a = true }) end, TOKENS * D * H },
   }
+  for _, sp in ipairs { 1, 2, 4, 8 } do
+    forms[#forms + 1] = { ("fc1 dW forced split %d (tune.matmul)"):format(sp), function()
+      lumus.tune.matmul(H, D, TOKENS, { split = sp })
+      local r = lumus.matmul(a3072, a768, { transpose_a = true })
+      lumus.tune.matmul(1, 1, 1, {})
+      return r
+    end, TOKENS * D * H }
+  end
+  print()
+  print(("automatic split over K of the weight gradients [%d x %d] x [%d x %d]: %d; of the forward: %d")
+    :format(H, TOKENS, TOKENS, D, lumus.tune.matmul(H, D, TOKENS).split, lumus.tune.matmul(TOKENS, H, D).split))
   for _, sp in ipairs { 2, 4, 8 } do
     if TOKENS % (4 * sp) == 0 then
       local rows = TOKENS / sp
@@ -281,7 +293,6 @@ do
       end, TOKENS * D * H }
     end
   end
-  print()
   print("| product | device ms | TFLOP/s |")
   print("|---|---|---|")
   for _, f in ipairs(forms) do
