@@ -106,6 +106,23 @@ describe("matmul split over K", function()
     check(out, a:to_table(), b:to_table(), nil, "out=")
   end)
 
+  it("is captured with its temporary and replays the same product", function()
+    local a, b = lumus.randn({ 16, 256 }), lumus.randn({ 256, 12 })
+    local w, bias = lumus.randn({ 12, 256 }), lumus.randn({ 12 })
+    for _, split in ipairs { 1, 4 } do
+      lumus.tune.matmul(16, 12, 256, { split = split, path = "tiled" })
+      local want_mm, want_lin = lumus.matmul(a, b):to_table(), lumus.linear(a, w, bias):to_table()
+      local g = lumus.capture(function() return lumus.matmul(a, b), lumus.linear(a, w, bias) end)
+      collectgarbage("collect")
+      for _ = 1, 2 do
+        local y1, y2 = g:replay()
+        assert.are.same(want_mm, y1:to_table())
+        assert.are.same(want_lin, y2:to_table())
+      end
+      g:free()
+    end
+  end)
+
   it("leaves batched and float16 products unsplit", function()
     local a, b = lumus.randn({ 3, 8, 64 }), lumus.randn({ 3, 64, 8 })
     lumus.tune.matmul(8, 8, 64, { split = 4, path = "tiled" })

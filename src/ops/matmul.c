@@ -495,6 +495,11 @@ int lm_op_matmul(lua_State *L) {
     /* Batch dimensions beyond two: one dispatch per index of the outer ones, with the
      * operands' (stack) handles moved to that index. */
     int64_t outer = batch / inner, idx[LM_MAX_DIMS] = { 0 };
+    if (outer == 1) {   /* the tensors themselves (a capture finds them on the stack) */
+        g.a = a; g.b = b; g.out = out;
+        lm_record_matmul(L, &g, "matmul");
+        return 1;
+    }
     for (int64_t z = 0; z < outer; z++) {
         lm_tensor va = *a, vb = *b, vo = *out;
         for (int i = 0; i < outer_dims; i++) { va.offset += idx[i] * xa[i]; vb.offset += idx[i] * xb[i]; }
