@@ -86,6 +86,21 @@ describe("gelu_backward", function()
     end
   end)
 
+  it("takes float16 and bfloat16 (float32 arithmetic, one rounding to the format)", function()
+    if not lumus.device().narrow_storage then return end
+    local xs, gs = {}, {}
+    for i = 1, 41 do xs[i] = -4 + i * 0.2; gs[i] = 1 - i * 0.03 end
+    for dt, ulp in pairs { float16 = 2 ^ -10, bfloat16 = 2 ^ -7 } do
+      local x, g = lumus.tensor(xs, { dtype = dt }), lumus.tensor(gs, { dtype = dt })
+      for _, form in ipairs(FORMS) do
+        local r = lumus.gelu_backward(g, x, { approximate = form })
+        assert.are.equal(dt, r:dtype())
+        checks.close(r:float(), ref.gelu_backward(g:float():to_table(), x:float():to_table(), form),
+                     { mixed = ulp, what = dt .. " " .. form })
+      end
+    end
+  end)
+
   it("rejects bad arguments with messages that name them", function()
     local a, b = lumus.zeros({ 2, 3 }), lumus.zeros({ 3, 2 })
     assert.has_error(function() lumus.gelu_backward(a, b) end,
