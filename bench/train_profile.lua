@@ -40,6 +40,8 @@ if not ok_core then
   core = require "lumus.core"
 end
 
+local unpack = table.unpack or unpack   -- (Lua 5.1)
+local function pack(...) return { n = select("#", ...), ... } end
 local shape_of = core.Tensor.methods.shape
 local Tensor = core.Tensor
 local gpu_time = core.gpu_time
@@ -77,15 +79,15 @@ end
 local function timed(name, f)
   return function(...)
     if not profiling or inside or HOST_ONLY[name] then return count_made(f(...)) end
-    local args = table.pack(...)
+    local args = pack(...)
     local shapes = describe(args)
     inside = true
     local res
-    local ok, t = pcall(gpu_time, function() res = table.pack(f(table.unpack(args, 1, args.n))) end)
+    local ok, t = pcall(gpu_time, function() res = pack(f(unpack(args, 1, args.n))) end)
     inside = false
     if not ok then error(t, 0) end
     if t > 0 then records[#records + 1] = { label = label, op = name, shapes = shapes, t = t } end
-    return count_made(table.unpack(res, 1, res.n))
+    return count_made(unpack(res, 1, res.n))
   end
 end
 
@@ -115,9 +117,9 @@ for name, entry in pairs(autograd.ops) do
     entry.backward = function(...)
       local was = label
       label = "backward " .. name
-      local r = table.pack(bw(...))
+      local r = pack(bw(...))
       label = was
-      return table.unpack(r, 1, r.n)
+      return unpack(r, 1, r.n)
     end
   end
 end
