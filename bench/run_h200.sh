@@ -44,6 +44,8 @@
 #   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
 #   op_profile.md               bench/op_profile.lua over bench/profile_train_step.lua and
 #                               bench/profile_gpt2.lua (device time per op; host time unwrapped)
+#   train_profile.md / .csv     bench/train_profile.lua (one training step: phases, counts, per-op device time)
+#   torch_train_chunked.md / .csv   bench/torch_train_mlp.py --variant chunked against torch_train.csv
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -221,6 +223,15 @@ step op_profile 300 bash -c 'for s in profile_train_step profile_gpt2; do
 
 # The LÖVE example's model (examples/love) without LÖVE: frame cost replayed and eager.
 step love_pattern 120 lua5.4 bench/love_pattern.lua --csv "$out/love_pattern.csv"
+# Training step profile (issue 16): host time per phase, counts per step, device time per op.
+step train_profile 240 lua5.4 bench/train_profile.lua --csv "$out/train_profile.csv"
+# PyTorch against itself (issue 16's parity yardstick): the same 200 steps in two micro-batches
+# (other float32 summation orders), compared step by step with torch_train's CSV.
+torch_base=()
+[ -s "$out/torch_train.csv" ] && torch_base+=(--compare "$out/torch_train.csv")
+step torch_train_chunked 240 python3 bench/torch_train_mlp.py --variant chunked --adamw-numel 1048576 \
+  ${torch_base[@]+"${torch_base[@]}"} --csv "$out/torch_train_chunked.csv"
+# Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
 
 # One Markdown file with every step's output.
 {

@@ -2,6 +2,7 @@
 
     python3 bench/torch_train_mlp.py [--tokens 8192] [--steps 200] [--lr 1e-3]
         [--weight-decay 0.01] [--adamw-numel 67108864] [--csv torch_train.csv]
+        [--variant chunked --chunks 2] [--compare torch_train.csv]
 
 The pre-norm MLP block (LayerNorm(768), Linear 768 -> 3072, tanh GELU, Linear 3072 -> 768,
 residual) on `tokens` tokens, float32, TF32 off, trained for `steps` AdamW steps
@@ -11,6 +12,15 @@ into a temporary file), the same values bench/train_mlp.lua makes. Per step: the
 and the step's time (zero_grad, forward, backward, optimizer step, then
 torch.cuda.synchronize(); host clock). The CSV has step,loss,ms; bench/train_mlp.lua
 --baseline reads it and reports the loss difference per step.
+
+--variant chunked: the same training computed in --chunks micro-batches of the tokens
+(forward and backward per chunk, each chunk's mean loss weighted by its share, gradients
+accumulated; the loss reported is the weighted sum): the same mathematics with other but
+equally valid float32 summation orders (the weight and bias gradients are sums over the
+tokens, now taken per chunk and then added). --compare FILE reads another run's CSV and
+prints the relative loss difference per step against it (max, where, steps above 1e-4):
+PyTorch against itself, the yardstick for what float32 rounding alone does to 200 AdamW
+steps (bench/train_mlp.lua's parity target).
 
 Also: the device time of one AdamW step over one float32 parameter of --adamw-numel
 elements (foreach and fused implementations), with bytes moved counted as
@@ -83,6 +93,9 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--adamw-numel", type=int, default=64 * 2**20)
     ap.add_argument("--csv")
+    ap.add_argument("--variant", choices=["default", "chunked"], default="default")
+    ap.add_argument("--chunks", type=int, default=2)
+    ap.add_argument("--compare")
     a = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -100,14 +113,22 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
 
     print(f"## PyTorch training: pre-norm MLP block, {a.tokens} tokens, float32 (TF32 off), "
-          f"{a.steps} AdamW steps (lr {a.lr}, weight_decay {a.weight_decay}), MSE loss")
+          f"{a.steps} AdamW steps (lr {a.lr}, weight_decay {a.weight_decay}), MSE loss"
+          + (f", in {a.chunks} micro-batches" if a.variant == "chunked" else ""))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     rows = []
     for step in range(1, a.steps + 1):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(model(x), target)
-        loss.backward()
+        if a.variant == "chunked":
+            loss = 0.0
+            for xc, tc in zip(x.chunk(a.chunks), target.chunk(a.chunks)):
+                part = torch.nn.functional.mse_loss(model(xc), tc) * (xc.shape[0] / a.tokens)
+                part.backward()
+                loss = loss + part.detach()
+        else:
+            loss = torch.nn.functional.mse_loss(model(x), target)
+            loss.backward()
         opt.step()
         torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
@@ -135,6 +156,24 @@ def main():
             print(f"| torch AdamW {label} | {us:.1f} | {moved / us / 1e3:.0f} | {100 * copy_us / us:.1f} |")
         except Exception as e:  # an implementation this torch lacks
             print(f"| torch AdamW {label} | - ({e}) | | |")
+
+    if a.compare:
+        base = {}
+        with open(a.compare) as f:
+            for line in f:
+                parts = line.strip().split(",")
+                if len(parts) == 3 and parts[0].isdigit():
+                    base[int(parts[0])] = float(parts[1])
+        worst, at, above = 0.0, 0, 0
+        for s, l, _ in rows:
+            if s in base:
+                d = abs(l - base[s]) / abs(base[s])
+                if d > worst:
+                    worst, at = d, s
+                above += d > 1e-4
+        print()
+        print(f"vs {a.compare}: max relative loss difference {worst:.3g} at step {at} "
+              f"({above} of {len(rows)} steps above 1e-4)")
 
     if a.csv:
         with open(a.csv, "w") as f:

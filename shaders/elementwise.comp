@@ -164,6 +164,29 @@ VT gelu_erf(VT x) {
     return 0.5 * x * one_plus;
 }
 
+// gelu's derivatives, times the gradient g. Tanh form: with s = 1 / (1 + e), e = exp(-u2)
+// and u2 = x (K + K3 x^2) as in gelu_tanh (gelu = x s), the derivative is
+// s + x s (1 - s) (K + 3 K3 x^2), where 1 - s = e s (no cancellation for large x; e = inf
+// leaves s = 0, and the term 0).
+VT gelu_tanh_grad(VT g, VT x) {
+    const float K = 1.5957691216057308;             // 2 sqrt(2/pi)
+    const float K3 = 0.071354816271593;             // 2 sqrt(2/pi) * 0.044715
+    VT x2 = x * x;
+    VT e = exp(-(x * fma(VT(K3), x2, VT(K))));
+    VT s = VT(1.0) / (VT(1.0) + e);
+    VT rest = SELECT(LESS(e, VT(INF)), e * s, VT(1.0));     // 1 - s
+    VT d = fma(x * s * rest, fma(VT(3.0 * K3), x2, VT(K)), s);
+    return g * d;
+}
+// Erf form: Phi(x) + x phi(x), Phi taken as gelu_erf takes it (erfc for x < 0).
+VT gelu_erf_grad(VT g, VT x) {
+    VT t = x * 0.70710678118654752;
+    VT a = abs(t), c = erfc_outer(a);
+    VT cdf = 0.5 * SELECT(LESS(a, VT(1.0)), VT(1.0) + erf_inner(t), SELECT(LESS(t, VT(0.0)), c, VT(2.0) - c));
+    VT pdf = 0.3989422804014327 * exp(-0.5 * x * x);
+    return g * fma(x, pdf, cdf);
+}
+
 // ---- exp, log, sqrt, tanh, sigmoid, pow to a few ulps (GLSL's exp and log are bounded
 // only loosely by Vulkan: 3 + 2|x| ulp, and log absolutely near 1).
 
@@ -480,6 +503,8 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_GE) return VT(LESS_EQ(b, a));
     if (OP == LM_EW_WHERE) return SELECT(EQUAL(a, VT(0.0)), c, b);
     if (OP == LM_EW_COPY) return a;
+    if (OP == LM_EW_GELU_TANH_GRAD) return gelu_tanh_grad(a, b);
+    if (OP == LM_EW_GELU_ERF_GRAD) return gelu_erf_grad(a, b);
     return erf_(a);
 }
 
@@ -604,7 +629,8 @@ void store8(uint64_t base, uint64_t q, vec4 lo, vec4 hi, uint dt) {
 const uint ARITY = OP == LM_EW_WHERE || OP == LM_EW_CLAMP ? 3u
                  : (OP == LM_EW_ADD || OP == LM_EW_SUB || OP == LM_EW_MUL || OP == LM_EW_DIV
                     || OP == LM_EW_RSUB || OP == LM_EW_RDIV || OP == LM_EW_POW || OP == LM_EW_RPOW
-                    || OP == LM_EW_MAXIMUM || OP == LM_EW_MINIMUM || COMPARE) ? 2u : 1u;
+                    || OP == LM_EW_MAXIMUM || OP == LM_EW_MINIMUM || COMPARE
+                    || OP == LM_EW_GELU_TANH_GRAD || OP == LM_EW_GELU_ERF_GRAD) ? 2u : 1u;
 const uint SCALAR_FLAG = 0x100u;   // ndim_flags bit 8 + k: operand k is the number in its address word
 
 layout(push_constant) uniform Params {

@@ -1135,6 +1135,18 @@ ORACLES.scaled_dot_product_attention = function(inp, args)
   local t = (1e-5 + 4e-6 * spread) * peak(v.flat) + 4 * FLT_MIN
   return { { want = want, tol = constant(t, #want), shape = q.shape } }
 end
+-- gelu_backward (float32, same shapes, |values| <= 1e15): 1e-6 max(1, |want|) + 1e-6 |grad|.
+ORACLES.gelu_backward = function(inp, args)
+  local g, x = f32_snap(inp[1]), f32_snap(inp[2])
+  if not (g and x) or #g.flat ~= #x.flat or not (tame(g.flat) and tame(x.flat)) then return nil end
+  local o = opts_at(args, 3)
+  local approx = o and rawget(o, "approximate") or "none"
+  if approx ~= "none" and approx ~= "tanh" then return nil end
+  local want = ref.flatten(ref.gelu_backward(g.nested, x.nested, approx))
+  local tol = {}
+  for i = 1, #want do tol[i] = 1e-6 * math.max(1, abs(want[i])) + 1e-6 * abs(g.flat[i]) end
+  return { { want = want, tol = tol, shape = x.shape } }
+end
 
 local function describe_value(v, inp)
   if is_tensor(v) then

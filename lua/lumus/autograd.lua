@@ -98,6 +98,12 @@ function M.reduce_to(g, shape)
   if kn ~= numel(shape) then
     error(("autograd: gradient of shape %s cannot be reduced to %s"):format(shape_string(gs), shape_string(shape)), 2)
   end
+  -- Reduced dimensions all before the kept ones (a bias's gradient [rows, N] -> [N]):
+  -- one sum over the first dimension of g read as [R, kn], no transposed copy.
+  if #red > 0 and (#keep == 0 or red[#red] < keep[1]) then
+    local s = raw.sum(raw.reshape(raw.contiguous(g), { numel(gs) / kn, kn }), { dim = 1 })
+    return raw.reshape(s, shape)
+  end
   local perm = {}
   for _, i in ipairs(keep) do perm[#perm + 1] = i end
   for _, i in ipairs(red) do perm[#perm + 1] = i end
@@ -174,11 +180,6 @@ local function as_matrix(t)
   return raw.reshape(t, { math.floor(numel(s) / last), last })
 end
 
-local function transpose_last(t)
-  local nd = #raw.shape(t)
-  return raw.contiguous(raw.transpose(t, nd - 1, nd))
-end
-
 local function option(opts, key)
   if type(opts) == "table" then return rawget(opts, key) end
   return nil
@@ -251,20 +252,25 @@ ops.erf = {
     return raw.mul(g, raw.scale(exp_(raw.neg(raw.mul(s.x, s.x))), 2 / math.sqrt(math.pi)))
   end,
 }
+-- gelu's backward: one fused kernel (lumus.gelu_backward) where the core has it.
+local function gelu_grad(g, x, tanh_form)
+  if raw.gelu_backward then return raw.gelu_backward(g, x, { approximate = tanh_form and "tanh" or "none" }) end
+  return raw.mul(g, tanh_form and gelu_tanh_grad(x) or gelu_erf_grad(x))
+end
 ops.gelu_erf = {
   inputs = { 1 },
   save = function(a) return { x = a[1] } end,
-  backward = function(g, s) return raw.mul(g, gelu_erf_grad(s.x)) end,
+  backward = function(g, s) return gelu_grad(g, s.x, false) end,
 }
 ops.gelu_tanh = {
   inputs = { 1 },
   save = function(a) return { x = a[1] } end,
-  backward = function(g, s) return raw.mul(g, gelu_tanh_grad(s.x)) end,
+  backward = function(g, s) return gelu_grad(g, s.x, true) end,
 }
 ops.gelu = {
   inputs = { 1 },
   save = function(a) return { x = a[1], tanh = option(a[2], "approximate") == "tanh" } end,
-  backward = function(g, s) return raw.mul(g, s.tanh and gelu_tanh_grad(s.x) or gelu_erf_grad(s.x)) end,
+  backward = function(g, s) return gelu_grad(g, s.x, s.tanh) end,
 }
 
 -- The dimension a reduction's options name (1-based, negative from the end), or nil.
@@ -367,7 +373,8 @@ ops.linear = {
   save = function(a) return { x = a[1], w = a[2], sb = shape_of(a[3]) } end,
   backward = function(g, s, need)
     local gx = need[1] and raw.matmul(g, s.w) or nil
-    local gw = need[2] and raw.matmul(transpose_last(as_matrix(g)), as_matrix(s.x)) or nil
+    -- g^T x with g read transposed in place by the kernel (no transposed copy of g)
+    local gw = need[2] and raw.matmul(as_matrix(g), as_matrix(s.x), { transpose_a = true }) or nil
     local gb = need[3] and reduce_to(g, s.sb) or nil
     return gx, gw, gb
   end,

@@ -1895,4 +1895,26 @@ function M.sample_distribution(logits, opts)
   return probs
 end
 
+--- gelu_backward(g, x, approximate): g times gelu's derivative at x (what
+-- lumus.gelu_backward computes): "none": Phi(x) + x phi(x); "tanh": with
+-- s = 1 / (1 + e^{-2u}), u as in gelu, s + 2 x s (1 - s) u'(x).
+function M.gelu_backward(g, x, approximate)
+  local d
+  if approximate == nil or approximate == "none" then
+    d = function(v) return 0.5 * M.erfc(-v / sqrt(2)) + v * math.exp(-0.5 * v * v) / sqrt(2 * math.pi) end
+  elseif approximate == "tanh" then
+    local k = sqrt(2 / math.pi)
+    d = function(v)
+      local u = k * (v + 0.044715 * v * v * v)
+      local e = math.exp(-2 * u)
+      local s = 1 / (1 + e)
+      local rest = e == math.huge and 1 or e * s
+      return s + 2 * v * s * rest * k * (1 + 3 * 0.044715 * v * v)
+    end
+  else
+    error(("reference.gelu_backward: approximate must be \"none\" or \"tanh\", got %s"):format(tostring(approximate)), 2)
+  end
+  return broadcast("gelu_backward", g, x, function(a, v) return a * d(v) end)
+end
+
 return M

@@ -38,6 +38,8 @@
 #define LM_EW_GE 31
 #define LM_EW_WHERE 32      /* a (a bool mask) ? b : c */
 #define LM_EW_COPY 33       /* a */
+#define LM_EW_GELU_TANH_GRAD 34   /* a * gelu_tanh'(b): a the gradient, b gelu's input */
+#define LM_EW_GELU_ERF_GRAD 35    /* a * gelu_erf'(b) */
 
 /* Operand and result types, specialization constant 3 (the float dtype of the data;
  * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */

@@ -3,6 +3,7 @@
  * used by linear.c). The kernel's tiling is described in the shader. */
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "ops.h"
+#include "../storage.h"
 #include <lauxlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -152,6 +153,91 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
     });
 }
 
+/* Split over K: a product with too few tiles to fill the device (a weight gradient
+ * x^T dy: M, N the layer's sizes, K the tokens) runs as a batch of `splits` products of
+ * K / splits each into a temporary, then one pass sums the slices in a fixed order (and
+ * adds the bias): more workgroups for the cost of writing and reading the partial
+ * products once. GPU only, float32, one batch, K a multiple of 4 per slice; each slice
+ * keeps at least MM_SPLIT_MIN_K of K. tune.matmul{split = s} forces s (capped by K) on
+ * any device. */
+#define MM_SPLIT_MIN_K 512
+#define MM_SPLIT_MAX 16
+/* Workgroups wanted per core before splitting stops. On the H200 a 3072 x 768 x 8192
+ * product ran 1.47 ms as 576 workgroups (unsplit, or split in 2), 1.12 ms as 1152 (split
+ * in 4), while 8192 x 768 x 3072 ran 1.17 ms as 768 unsplit (128 x 64 tiles). */
+#define MM_SPLIT_WAVES 6
+
+static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, mm_tile t);
+
+static uint32_t split_k(const lm_context *ctx, const lm_matmul_args *g, lm_dtype dt) {
+    if (g->batch != 1 || dt != LM_FLOAT32 || ctx->mm_path == MM_PATH_GEMV) return 1;
+    uint32_t s = 1;
+    if (ctx->mm_split) {
+        s = ctx->mm_split;
+        while (s > 1 && (g->k % (4 * s) != 0)) s /= 2;
+        return s;
+    }
+    if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || ctx->mm_tile[0]) return 1;
+    uint64_t want = (uint64_t)MM_SPLIT_WAVES * device_cores(ctx);
+    for (;;) {
+        uint32_t next = 2 * s;
+        mm_tile t = choose_tile(ctx, g->m, g->n, s);
+        uint64_t groups = (uint64_t)((g->m + t.bm - 1) / t.bm) * ((g->n + t.bn - 1) / t.bn) * s;
+        if (groups >= want || next > MM_SPLIT_MAX || g->k / next < MM_SPLIT_MIN_K || g->k % (4 * next) != 0) break;
+        s = next;
+    }
+    return s;
+}
+
+static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op, uint32_t splits) {
+    lm_context *ctx = g->a->storage->ctx;
+    int64_t shape[3] = { splits, g->m, g->n };
+    /* (The allocation may run finalizers; the operands are the caller's, anchored.) */
+    lm_tensor *parts = lm_push_tensor(L, ctx, 3, shape);
+    if (!g->a->storage || !g->b->storage || !g->out->storage || (g->bias && !g->bias->storage))
+        luaL_error(L, "%s: tensor has been freed", op);
+    uint32_t ks = g->k / splits;
+    uint32_t lda = g->lda ? g->lda : (g->trans_a ? g->m : g->k);
+    uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
+    lm_matmul_args slices = *g;
+    slices.bias = NULL;
+    slices.out = parts;
+    slices.k = ks;
+    slices.batch = splits;
+    slices.batch_inner = 1;
+    slices.lda = lda;
+    slices.ldb = ldb;
+    /* Slice z starts K column z * ks of a (row z * ks when a is read transposed), row
+     * z * ks of b (column when transposed). */
+    slices.stride_a = g->trans_a ? (uint64_t)ks * lda : ks;
+    slices.stride_b = g->trans_b ? ks : (uint64_t)ks * ldb;
+    slices.stride_a2 = slices.stride_b2 = 0;
+    slices.stride_out = (uint64_t)g->m * g->n;
+    record_tiled(L, &slices, op, choose_tile(ctx, g->m, g->n, splits));
+    struct {
+        uint64_t parts, bias, c, count;
+        uint32_t n, splits, groups_x;
+    } pc = {
+        .parts = lm_tensor_address(parts), .bias = g->bias ? lm_tensor_address(g->bias) : 0,
+        .c = lm_tensor_address(g->out), .count = (uint64_t)g->m * g->n, .n = g->n, .splits = splits,
+    };
+    _Static_assert(sizeof pc <= LM_PUSH_BYTES, "matmul_split_sum push constants");
+    int vec4 = g->n % 4 == 0 && aligned4(g->bias, 4) && aligned4(g->out, 4);
+    uint32_t wg = 256, gy;
+    uint64_t threads = vec4 ? pc.count / 4 : pc.count;
+    pc.groups_x = lm_grid(L, ctx, (threads + wg - 1) / wg, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .shader = LM_SH_MATMUL_SPLIT_SUM, .spec = { wg, vec4 ? 1u : 0u },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { parts, g->bias }, .writes = { g->out },
+    });
+    /* The partial products go back once the recorded work is done (a deferred free). */
+    lm_storage *st = parts->storage;
+    parts->storage = NULL;
+    lm_storage_release(st);
+    lua_pop(L, 1);
+}
+
 void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     lm_context *ctx = g->a->storage->ctx;
     int gemv_allowed = ctx->mm_path == MM_PATH_GEMV || (ctx->mm_path == MM_PATH_AUTO && !ctx->mm_tile[0]);
@@ -178,8 +264,19 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
         record_coop(L, g, op);
         return;
     }
+    uint32_t splits = split_k(ctx, g, dt);
+    if (splits > 1) {
+        record_split_k(L, g, op, splits);
+        return;
+    }
+    record_tiled(L, g, op, choose_tile(ctx, g->m, g->n, g->batch));
+}
+
+/* The register-blocked kernel (shaders/matmul.comp) with tile t. */
+static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, mm_tile t) {
+    lm_context *ctx = g->a->storage->ctx;
+    lm_dtype dt = g->a->dtype;
     uint32_t es = (uint32_t)lm_dtype_size(dt);
-    mm_tile t = choose_tile(ctx, g->m, g->n, g->batch);
     uint32_t lda = g->lda ? g->lda : (g->trans_a ? g->m : g->k);
     uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
     int vec4 = g->k % 4 == 0 && g->n % 4 == 0 && (!g->trans_a || g->m % 4 == 0) && lda % 4 == 0 && ldb % 4 == 0 &&
@@ -401,6 +498,11 @@ int lm_op_matmul(lua_State *L) {
     /* Batch dimensions beyond two: one dispatch per index of the outer ones, with the
      * operands' (stack) handles moved to that index. */
     int64_t outer = batch / inner, idx[LM_MAX_DIMS] = { 0 };
+    if (outer == 1) {   /* the tensors themselves (a capture finds them on the stack) */
+        g.a = a; g.b = b; g.out = out;
+        lm_record_matmul(L, &g, "matmul");
+        return 1;
+    }
     for (int64_t z = 0; z < outer; z++) {
         lm_tensor va = *a, vb = *b, vo = *out;
         for (int i = 0; i < outer_dims; i++) { va.offset += idx[i] * xa[i]; vb.offset += idx[i] * xb[i]; }
@@ -487,5 +589,9 @@ int lm_op_matmul_config(lua_State *L) {
     lua_setfield(L, -2, "gemv");
     lua_pushstring(L, paths[ctx->mm_path]);
     lua_setfield(L, -2, "path");
+    /* The K split the tiled kernel would take for a float32 product of this shape. */
+    lm_matmul_args gs = { .m = (uint32_t)(m > 0x7fffffff ? 0x7fffffff : m), .n = g.n, .k = g.k, .batch = 1 };
+    lua_pushinteger(L, split_k(ctx, &gs, LM_FLOAT32));
+    lua_setfield(L, -2, "split");
     return 1;
 }

@@ -77,10 +77,43 @@ static int l_clamp(lua_State *L) {
     return unary_checked(L, 4, "clamp", LM_EW_CLAMP, lo, hi);
 }
 
+/* lumus.gelu_backward(grad, x [, {approximate = "none" | "tanh", out =}]): grad times
+ * gelu's derivative at x, in one pass (autograd's backward of gelu); grad and x of one
+ * shape and float dtype. */
+static int l_gelu_backward(lua_State *L) {
+    static const char *const known[] = { "approximate", "out", NULL };
+    static const char *const forms[] = { "none", "tanh", NULL };
+    lm_tensor *g = lm_check_tensor(L, 1);
+    lm_tensor *x = lm_check_tensor(L, 2);
+    lm_check_options(L, 3, known);
+    int tanh_form = lm_option_choice(L, 3, "approximate", forms, 0) == 1;
+    lm_ew_check_float(L, 1, g);
+    lm_ew_check_float(L, 2, x);
+    lm_ew_check_same_dtype(L, 2, g, x);
+    int same = g->ndim == x->ndim;
+    for (int i = 0; same && i < g->ndim; i++) same = g->shape[i] == x->shape[i];
+    if (!same) {
+        char gs[256], xs[256];
+        lm_shape_string(g->shape, g->ndim, gs, sizeof gs);
+        lm_shape_string(x->shape, x->ndim, xs, sizeof xs);
+        lm_argerror(L, 2, "x must have grad's shape %s, got %s", gs, xs);
+    }
+    if (x->storage->ctx != g->storage->ctx) luaL_error(L, "gelu_backward: tensors belong to different devices");
+    lm_operands in = { { g, x }, { "grad", "x" } };
+    lm_tensor *out = lm_ew_push_result(L, 3, g->storage->ctx, g->dtype, g->ndim, g->shape, &in);
+    lm_ew_op op = tanh_form ? LM_EW_GELU_TANH_GRAD : LM_EW_GELU_ERF_GRAD;
+    lm_record_ew(L, &(lm_ew_call){
+        .name = "gelu_backward", .op = op, .reversed = op, .dtype = g->dtype,
+        .t = { g, x }, .out = out,
+    });
+    return 1;
+}
+
 #define UNARY_ENTRY(name, op, scalar) { #name, l_##name },
 const luaL_Reg lm_unary_ops[] = {
     UNARY_OPS(UNARY_ENTRY)
     { "gelu", l_gelu },
     { "clamp", l_clamp },
+    { "gelu_backward", l_gelu_backward },
     { NULL, NULL }
 };

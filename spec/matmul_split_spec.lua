@@ -1,0 +1,131 @@
+-- matmul split over K (src/ops/matmul.c: the K slices as a batch into a temporary, then
+-- shaders/matmul_split_sum.comp sums them in order and adds the bias). A GPU takes that
+-- path by itself for products with few tiles and a long K (weight gradients); lavapipe
+-- takes it only when forced by the internal hook lumus.tune.matmul{split = s}, as here.
+-- Tolerance as spec/matmul_spec.lua's: |c - ref| <= 2 K 2^-24 (|a| |b|)_ij + 2^-23 |bias_j|
+-- (a split sum is still a float32 sum of the K products), relative L2 error 1e-6.
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
+
+local U = 2 ^ -24
+
+local function abs_table(t)
+  if type(t) == "number" then return math.abs(t) end
+  local out = {}
+  for i = 1, #t do out[i] = abs_table(t[i]) end
+  return out
+end
+
+local function transpose(t)
+  local out = {}
+  for j = 1, #t[1] do
+    out[j] = {}
+    for i = 1, #t do out[j][i] = t[i][j] end
+  end
+  return out
+end
+
+-- got against the float64 product of the tables a (M x K) and b (K x N) (+ bias).
+local function check(got, a, b, bias, what)
+  local want = ref.matmul(a, b, { bias = bias })
+  local scale = ref.flatten(ref.matmul(abs_table(a), abs_table(b)))
+  local k, n = #b, #b[1]
+  local bounds = {}
+  for i = 1, #scale do
+    bounds[i] = 2 * k * U * scale[i] + (bias and 2 * U * math.abs(bias[(i - 1) % n + 1]) or 0)
+  end
+  return checks.close(got, want, { abs = bounds, rel_l2 = 1e-6, what = what })
+end
+
+-- Dispatches recorded by fn (host_profile's count).
+local function dispatches(fn)
+  lumus.synchronize()
+  lumus.tune.host_profile({ on = true })
+  local r = fn()
+  local n = lumus.tune.host_profile().records
+  lumus.tune.host_profile({})
+  return n, r
+end
+
+describe("matmul split over K", function()
+  after_each(function() lumus.tune.matmul(1, 1, 1, {}) end)
+
+  it("gives the product in every layout, with and without a bias", function()
+    local g = ref.rng(77)
+    for _, c in ipairs { { 5, 7, 64 }, { 33, 12, 128 }, { 64, 64, 96 }, { 3, 1, 48 }, { 17, 9, 40 } } do
+      local m, n, k = c[1], c[2], c[3]
+      local at = ref.random_table({ m, k }, g.normal)
+      local bt = ref.random_table({ k, n }, g.normal)
+      local bias = ref.flatten(ref.random_table({ n }, g.normal))
+      local a, b = lumus.tensor(at), lumus.tensor(bt)
+      local a_t, b_t = lumus.tensor(transpose(at)), lumus.tensor(transpose(bt))   -- [K, M], [N, K]
+      for _, split in ipairs { 2, 4, 8 } do
+        lumus.tune.matmul(m, n, k, { split = split, path = "tiled" })
+        local what = ("%dx%dx%d split %d"):format(m, n, k, split)
+        check(lumus.matmul(a, b), at, bt, nil, what)
+        check(lumus.matmul(a_t, b, { transpose_a = true }), at, bt, nil, what .. " transpose_a")
+        check(lumus.matmul(a, b_t, { transpose_b = true }), at, bt, nil, what .. " transpose_b")
+        check(lumus.matmul(a_t, b_t, { transpose_a = true, transpose_b = true }), at, bt, nil, what .. " both")
+        check(lumus.linear(a, b_t, lumus.tensor(bias)), at, bt, bias, what .. " linear with bias")
+      end
+    end
+  end)
+
+  it("runs as two dispatches when it splits, one when K does not divide into slices of 4", function()
+    local a, b = lumus.randn({ 8, 64 }), lumus.randn({ 64, 8 })
+    lumus.tune.matmul(8, 8, 64, { split = 4, path = "tiled" })
+    local n, split_result = dispatches(function() return lumus.matmul(a, b) end)
+    assert.are.equal(2, n)
+    lumus.tune.matmul(8, 8, 64, { path = "tiled" })
+    local n1, plain = dispatches(function() return lumus.matmul(a, b) end)
+    assert.are.equal(1, n1)
+    checks.close(split_result, plain:to_table(), { mixed = 1e-5 })
+    assert.are.equal(4, lumus.tune.matmul(3072, 768, 8192, { split = 4 }).split)
+    if lumus.device().kind == "cpu" then   -- not split unless forced
+      assert.are.equal(1, lumus.tune.matmul(3072, 768, 8192, {}).split)
+    end
+    -- K = 36: 36 is not a multiple of 4 * 8, 4 * 4 or 4 * 2, so no split
+    local a2, b2 = lumus.randn({ 8, 36 }), lumus.randn({ 36, 8 })
+    lumus.tune.matmul(8, 8, 36, { split = 8, path = "tiled" })
+    assert.are.equal(1, (dispatches(function() return lumus.matmul(a2, b2) end)))
+  end)
+
+  it("writes out= and gives its temporary back", function()
+    local a, b = lumus.randn({ 16, 256 }), lumus.randn({ 256, 12 })
+    local out = lumus.empty({ 16, 12 })
+    lumus.tune.matmul(16, 12, 256, { split = 8, path = "tiled" })
+    lumus.matmul(a, b, { out = out })
+    lumus.synchronize()
+    collectgarbage("collect")
+    local before = lumus.memory().in_use
+    for _ = 1, 5 do assert.are.equal(out, lumus.matmul(a, b, { out = out })) end
+    lumus.synchronize()
+    collectgarbage("collect")
+    assert.are.equal(before, lumus.memory().in_use)
+    check(out, a:to_table(), b:to_table(), nil, "out=")
+  end)
+
+  it("is captured with its temporary and replays the same product", function()
+    local a, b = lumus.randn({ 16, 256 }), lumus.randn({ 256, 12 })
+    local w, bias = lumus.randn({ 12, 256 }), lumus.randn({ 12 })
+    for _, split in ipairs { 1, 4 } do
+      lumus.tune.matmul(16, 12, 256, { split = split, path = "tiled" })
+      local want_mm, want_lin = lumus.matmul(a, b):to_table(), lumus.linear(a, w, bias):to_table()
+      local g = lumus.capture(function() return lumus.matmul(a, b), lumus.linear(a, w, bias) end)
+      collectgarbage("collect")
+      for _ = 1, 2 do
+        local y1, y2 = g:replay()
+        assert.are.same(want_mm, y1:to_table())
+        assert.are.same(want_lin, y2:to_table())
+      end
+      g:free()
+    end
+  end)
+
+  it("leaves batched and float16 products unsplit", function()
+    local a, b = lumus.randn({ 3, 8, 64 }), lumus.randn({ 3, 64, 8 })
+    lumus.tune.matmul(8, 8, 64, { split = 4, path = "tiled" })
+    assert.are.equal(1, (dispatches(function() return lumus.matmul(a, b) end)))
+  end)
+end)
