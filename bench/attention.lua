@@ -8,7 +8,9 @@
 -- (lumus.tune.attention: block_q x block_k, lanes, splits), and a check of sampled rows
 -- against float64 attention of the same inputs (within 2e-5 float32, 3e-3 float16 of
 -- max(1, |want|): "ok" or "FAIL"). With --baseline, PyTorch's figures and lumus's
--- share of its throughput. Then a sweep of forced register tiles on the first shape.
+-- share of its throughput. Then, on the first shape, a sweep of the flash kernel's tiles
+-- (tune.attention's flash_tile) and of the row-tile kernel's forced register tiles
+-- (kernel = "rows", the kernel before the flash one).
 --
 --   lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
 --       [--samples N] [--baseline torch_attention.csv] [--csv out.csv]
@@ -102,7 +104,7 @@ print(("# scaled_dot_product_attention (%s)"):format(dev_line))
 print()
 print(("preset %s, %d timed calls (median), %d sampled rows checked per case"):format(preset_name, iters, samples))
 print()
-print("| case | dtype | plan (block_q x block_k, lanes, splits) | lumus µs | lumus TFLOP/s | torch µs | torch TFLOP/s | lumus / torch | check |")
+print("| case | dtype | plan (kernel block_q x block_k, lanes, splits) | lumus µs | lumus TFLOP/s | torch µs | torch TFLOP/s | lumus / torch | check |")
 print("|:---|:---|:---|---:|---:|---:|---:|---:|:---|")
 local csv_rows = {}
 local gen = ref.rng(20261203)
@@ -126,18 +128,48 @@ for _, c in ipairs(cases) do
   local base = baseline[c.name .. " " .. c.dtype]
   local tus = base and tonumber(base.torch_us)
   local ttf = base and tonumber(base.torch_tflops)
-  print(("| %s | %s | %dx%d, %d, %d | %s | %s | %s | %s | %s | %s (%.2g) |"):format(
-    c.name, c.dtype, plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
+  print(("| %s | %s | %s %dx%d, %d, %d | %s | %s | %s | %s | %s | %s (%.2g) |"):format(
+    c.name, c.dtype, plan.kernel, plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
     tus and ("%.0f%%"):format(100 * tus / us) or "-", ok and "ok" or "FAIL", worst))
   csv_rows[#csv_rows + 1] = { c.name, c.dtype, ("%.3f"):format(us), ("%.3f"):format(tflops), tus or "", ttf or "", ok and "ok" or "FAIL" }
   q:free(); k:free(); v:free(); out:free()
   lumus.synchronize()
   lumus.empty_cache()
 end
--- Register tiles forced through lumus.tune.attention on the first shape (where a tile
--- does not fit shared memory the plan falls back to the automatic one, as shown).
+-- The flash kernel's tiles forced through lumus.tune.attention on the first shape (where a
+-- tile does not fit shared memory the plan falls back to the automatic one, as shown).
 print()
-print("Register tile sweep (rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
+print("Flash tile sweep (flash_tile = {workgroup, lanes, rows_per_lane, keys_per_lane} forced; T = " .. P.lengths[1] .. "):")
+print()
+print("| dtype | causal | forced | plan (workgroup, lanes, rows x keys, block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
+print("|:---|:---|:---|:---|---:|---:|---:|")
+local FLASH_TILES = { { 128, 8, 4, 4 }, { 128, 16, 8, 4 }, { 128, 16, 4, 4 }, { 256, 16, 8, 4 }, { 256, 8, 4, 4 },
+                      { 128, 8, 8, 4 }, { 128, 8, 4, 8 }, { 128, 4, 4, 8 }, { 64, 8, 4, 4 }, { 256, 32, 8, 4 } }
+for _, dtype in ipairs { "float32", "float16" } do
+  local t = P.lengths[1]
+  local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  for _, causal in ipairs { false, true } do
+    for _, ft in ipairs(FLASH_TILES) do
+      local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "flash", flash_tile = ft })
+      local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out, causal = causal }) end, iters, warmup)
+      print(("| %s | %s | %s | %s %d, %d, %dx%d, %dx%d, %s | %.1f | %s | %s |"):format(dtype, tostring(causal), table.concat(ft, ","),
+        plan.kernel, plan.workgroup, plan.lanes, plan.rows_per_lane, plan.keys_per_lane, plan.block_q, plan.block_k,
+        tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6),
+        fmt(4 * P.B * P.H * t * t * P.hd / (causal and 2 or 1) / sec / 1e12)))
+    end
+  end
+  lumus.tune.attention(1, 1, 1, 1, {})
+  q:free(); k:free(); v:free(); out:free()
+  lumus.synchronize()
+  lumus.empty_cache()
+end
+-- Register tiles of the row-tile kernel forced through lumus.tune.attention on the first
+-- shape (where a tile does not fit shared memory the plan falls back to the automatic one).
+print()
+print("Row-tile kernel register tile sweep (kernel = rows, rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
 print()
 print("| dtype | forced | plan (block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
 print("|:---|:---|:---|---:|---:|---:|")
@@ -148,7 +180,7 @@ for _, dtype in ipairs { "float32", "float16" } do
   local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
   local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
   for _, rc in ipairs { { 4, 4 }, { 8, 2 }, { 4, 2 }, { 8, 1 }, { 2, 4 }, { 2, 8 }, { 8, 4 } } do
-    local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { rows_per_lane = rc[1], keys_per_lane = rc[2] })
+    local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "rows", rows_per_lane = rc[1], keys_per_lane = rc[2] })
     local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out }) end, iters, warmup)
     print(("| %s | %dx%d | %dx%d, %s | %.1f | %s | %s |"):format(dtype, rc[1], rc[2], plan.block_q, plan.block_k,
       tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6), fmt(4 * P.B * P.H * t * t * P.hd / sec / 1e12)))
