@@ -3,7 +3,8 @@
 --
 -- Cases (as torch_attention.py): q, k, v [B, H, T, hd] with B 8, H 12, hd 64, T 1024 and
 -- 4096, causal and not, float32 and float16; TFLOP/s counting 4*B*H*T^2*hd (halved when
--- causal); then the decode shape, one query over 1024 keys (B 1, H 12), in µs. Median
+-- causal); then the decode shape, one query over 1024 keys (B 1, H 12), in µs, and
+-- GPT-2 small's prefill shape (B 1, H 12, T 512, causal). Median
 -- device time (lumus.gpu_time) into a preallocated out, the kernel plan
 -- (lumus.tune.attention: block_q x block_k, lanes, splits), and a check of sampled rows
 -- against float64 attention of the same inputs (within 2e-5 float32, 3e-3 float16 of
@@ -36,8 +37,8 @@ local ref = common.load_reference()
 local dev_line, dev = common.device_line(lumus)
 
 local PRESETS = {
-  h200 = { B = 8, H = 12, hd = 64, lengths = { 1024, 4096 }, decode_tk = 1024, decode_h = 12, iters = 20, warmup = 3, samples = 4 },
-  lavapipe = { B = 1, H = 2, hd = 64, lengths = { 128 }, decode_tk = 512, decode_h = 2, iters = 2, warmup = 1, samples = 2 },
+  h200 = { B = 8, H = 12, hd = 64, lengths = { 1024, 4096 }, decode_tk = 1024, decode_h = 12, prefill_t = 512, iters = 20, warmup = 3, samples = 4 },
+  lavapipe = { B = 1, H = 2, hd = 64, lengths = { 128 }, decode_tk = 512, decode_h = 2, prefill_t = 64, iters = 2, warmup = 1, samples = 2 },
 }
 local preset_name = opt.preset or (dev.kind == "cpu" and "lavapipe") or "h200"
 local P = PRESETS[preset_name]
@@ -67,6 +68,8 @@ for _, dtype in ipairs { "float32", "float16" } do
   end
   cases[#cases + 1] = { name = ("decode B1 H%d Tq1 Tk%d hd%d"):format(P.decode_h, P.decode_tk, P.hd), dtype = dtype,
                         B = 1, H = P.decode_h, tq = 1, tk = P.decode_tk, causal = false, decode = true }
+  cases[#cases + 1] = { name = ("prefill B1 H%d T%d hd%d causal"):format(P.decode_h, P.prefill_t, P.hd), dtype = dtype,
+                        B = 1, H = P.decode_h, tq = P.prefill_t, tk = P.prefill_t, causal = true }
 end
 
 -- float64 attention of row i (1-based) of head (b, h), from the tensors' own values.

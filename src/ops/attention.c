@@ -135,18 +135,26 @@ static void plan_splits(const lm_context *ctx, uint64_t row_groups, uint64_t tk,
     c->tiles_per_split = (uint32_t)tps;
 }
 
+/* Workgroups that fill the device before the row-tile kernel splits key tiles. */
+static uint64_t groups_wanted(const lm_context *ctx) {
+    return ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? ATTN_GROUPS_CPU
+         : ctx->sm_count ? (uint64_t)ctx->sm_count * ATTN_GROUPS_PER_SM : ATTN_GROUPS_GPU;
+}
+
 /* Shared memory of attention_flash.comp's layout, in bytes (see the shader). */
 static uint32_t flash_shared_bytes(uint32_t br, uint32_t bc, uint32_t d, int apart) {
     uint32_t dp = (d + 3) / 4 * 4, kt = dp * bc / 4, p = bc * br / 4;
     return 16u * (dp * br / 4 + (apart ? kt + p : (kt > p ? kt : p)) + bc * dp / 4);
 }
 
-/* The flash kernel's tiles for head dimension d: row groups of TC lanes within a
- * subgroup, RM x CN register tiles (multiples of 4), the first candidate whose Q^T,
- * K^T, V and P^T fit shared memory (P^T over K^T where apart does not fit) and whose
- * output registers stay within 64 floats a lane. Returns 0 where none fits (large hd,
- * no full subgroups or shuffles): the row-tile kernel takes those. */
-static int plan_flash(const lm_context *ctx, uint32_t d, attn_plan *c) {
+/* The flash kernel's tiles for head dimension d and bh * tq query rows: row groups of TC
+ * lanes within a subgroup, RM x CN register tiles (multiples of 4), among the candidates
+ * whose Q^T, K^T, V and P^T fit shared memory (P^T over K^T where apart does not fit) and
+ * whose output registers stay within 64 floats a lane: the first whose query blocks fill
+ * the device (want workgroups), else the one with the most blocks (smaller blocks for
+ * short prompts). Returns 0 where none fits (large hd, no full subgroups): the row-tile
+ * kernel takes those. */
+static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t tq, uint64_t want, attn_plan *c) {
     if (!(ctx->full_subgroups && ctx->max_subgroup >= 1)) return 0;
     uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
     if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
@@ -154,9 +162,11 @@ static int plan_flash(const lm_context *ctx, uint32_t d, attn_plan *c) {
     uint32_t d4 = (d + 3) / 4;
     /* { workgroup, lanes per row group, rows per lane, keys per lane } */
     static const uint32_t cand[][4] = {
-        { 128, 8, 4, 4 }, { 128, 16, 8, 4 }, { 128, 4, 4, 4 }, { 64, 8, 4, 4 }, { 64, 4, 4, 4 }, { 32, 4, 4, 4 },
+        { 128, 8, 4, 4 }, { 128, 16, 8, 4 }, { 128, 4, 4, 4 }, { 64, 8, 4, 4 }, { 64, 4, 4, 4 }, { 32, 8, 4, 4 }, { 32, 4, 4, 4 },
     };
     size_t n = sizeof cand / sizeof cand[0];
+    int found = 0;
+    uint64_t best_blocks = 0;
     for (size_t i = 0; i < n + 1; i++) {
         /* first the forced tile, if any (where it does not fit, the automatic ones) */
         if (i == 0 && !forced_flash[0]) continue;
@@ -171,25 +181,23 @@ static int plan_flash(const lm_context *ctx, uint32_t d, attn_plan *c) {
         int apart = bytes <= smem;
         if (!apart) bytes = flash_shared_bytes(br, bc, d, 0);
         if (bytes > smem) continue;
+        uint64_t blocks = (tq + br - 1) / br * bh;
+        if (found && blocks <= best_blocks) continue;
         c->wg = wg; c->tc = tc; c->rm = rm; c->cn = cn; c->bq = br; c->bk = bc;
         c->p_apart = (uint32_t)apart; c->shared_bytes = bytes; c->full_subgroups = 1;
         c->splits = 1; c->tiles_per_split = 1;
-        return 1;
+        found = 1;
+        best_blocks = blocks;
+        if (i == 0 || blocks >= want) break;
     }
-    return 0;
-}
-
-/* Workgroups that fill the device before the row-tile kernel splits key tiles. */
-static uint64_t groups_wanted(const lm_context *ctx) {
-    return ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? ATTN_GROUPS_CPU
-         : ctx->sm_count ? (uint64_t)ctx->sm_count * ATTN_GROUPS_PER_SM : ATTN_GROUPS_GPU;
+    return found;
 }
 
 /* The whole plan: the flash kernel where its row blocks fill the device (prefill) and it
  * fits, else the row-tile kernel with key splits (decoding). Returns 0 (no kernel), 1
  * (row-tile kernel) or 2 (flash kernel). */
 static int plan_attention(const lm_context *ctx, uint64_t bh, uint64_t tq, uint64_t tk, uint32_t d, attn_plan *c) {
-    if (forced_kernel != 1 && plan_flash(ctx, d, c)) {
+    if (forced_kernel != 1 && plan_flash(ctx, d, bh, tq, groups_wanted(ctx), c)) {
         uint64_t blocks = (tq + c->bq - 1) / c->bq * bh;
         /* llvmpipe's loop budget (ATTN_CPU_MAX_TILES): a tile costs about dp + bc + 8 */
         uint64_t budget = (tk + c->bk - 1) / c->bk * ((d + 3) / 4 * 4 + c->bk + 8);
