@@ -386,8 +386,9 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
 /* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =}]) -> {kernel =, workgroup =,
  * lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =, splits =,
  * tiles_per_split =, shared_bytes =, p_apart =}: the kernel plan on this device for
- * B * H = bh heads of tq queries over tk keys. A tune table forces the register tile
- * (both 1..8) of later calls where it fits and the kernel ("rows", "flash" where it
+ * B * H = bh heads of tq queries over tk keys. A tune table forces the row-tile kernel's
+ * register tile (both 1..8; the row-tile kernel unless kernel is given) of later calls
+ * where it fits, the kernel ("rows", "flash" where it
  * fits, "auto") and the flash kernel's tile ({workgroup, lanes, rows_per_lane,
  * keys_per_lane}, where it fits); {} returns to the automatic choice. */
 int lm_op_attention_config(lua_State *L) {
@@ -430,7 +431,8 @@ int lm_op_attention_config(lua_State *L) {
         memcpy(forced_flash, ft, sizeof ft);
         forced_rm = (uint32_t)rm;
         forced_cn = (uint32_t)cn;
-        forced_kernel = (uint32_t)kind;
+        /* a forced register tile is the row-tile kernel's unless a kernel is named */
+        forced_kernel = kind == 0 && rm != 0 ? 1u : (uint32_t)kind;
     }
     lm_context *ctx = lm_context_get(L);
     attn_plan c;
