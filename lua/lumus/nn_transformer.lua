@@ -24,8 +24,10 @@
 -- init = false leaves the parameters uninitialized (lumus.empty), for loading weights;
 -- otherwise weights are uniform(-1/sqrt(in), 1/sqrt(in)) from the device generator
 -- (lumus.manual_seed fixes them), biases 0, norm weights 1.
--- These modules return a new tensor per call (m.output is the last one); they are for
--- inference: they free their intermediates as they go.
+-- These modules return a new tensor per call (m.output is the last one) and free their
+-- intermediates as they go, except in a call autograd records (grad enabled and the input
+-- or a parameter of the module or its children requires grad): there the graph holds
+-- them, and training works (scaled_dot_product_attention has a backward).
 -- Attention runs lumus.scaled_dot_product_attention where this build has it, else the
 -- composite below (matmul, scale, causal mask by where, softmax, matmul).
 local lumus = require "lumus"
@@ -64,25 +66,50 @@ local function boolean(fname, opts, key, default)
   return v
 end
 
+-- Would autograd record module m's call on x? (nn.lua's rule, children included.)
+local function records(m, x)
+  if not lumus.is_grad_enabled() then return false end
+  if is_tensor(x) and x:requires_grad() then return true end
+  local function any(mod)
+    for _, name in ipairs(mod._params) do
+      if mod[name]:requires_grad() then return true end
+    end
+    for _, c in ipairs(mod._modules) do
+      if any(c) then return true end
+    end
+    return false
+  end
+  return any(m)
+end
+
+-- Frees the tensors given unless the call is recorded (keep).
+local function release(keep, ...)
+  if keep then return end
+  for i = 1, select("#", ...) do select(i, ...):free() end
+end
+
 -- Attention of q [B, H, T, hd] over k, v [B, H, L, hd] (L >= T), by existing kernels.
 -- With causal, query i (1-based) sees keys 1 .. L - T + i.
 function M.composite_attention(q, k, v, causal, scale)
+  -- under autograd the graph holds the intermediates: nothing is freed
+  local keep = lumus.is_grad_enabled() and (q:requires_grad() or k:requires_grad() or v:requires_grad())
   local raw = lumus.matmul(q, k, { transpose_b = true })   -- [B, H, T, L]
   local s = lumus.scale(raw, scale)
-  raw:free()
+  release(keep, raw)
   local t, l = q:size(3), k:size(3)
   if causal and t > 1 then
     local last = lumus.arange(l - t + 1.0, l + 1.0):view({ t, 1 })   -- last key each query sees
     local key = lumus.arange(1.0, l + 1.0):view({ 1, l })
     local allowed = lumus.le(key, last)                          -- bool [T, L]
     local masked = lumus.where(allowed, s, -math.huge)
-    s:free(); allowed:free(); last:free(); key:free()
+    release(keep, s, allowed)
+    last:free(); key:free()
     s = masked
   end
   local p = lumus.softmax(s)
-  s:free()
+  release(keep, s)
   local o = lumus.matmul(p, v)                                   -- [B, H, T, hd]
-  p:free()
+  release(keep, p)
   return o
 end
 
@@ -208,12 +235,13 @@ function M.attach(nn)
     if cache ~= nil then
       k, v = cache:append(k, v)
     end
+    local keep = records(self, x)
     local o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
-    qkv:free()
+    release(keep, qkv)
     local merged = o:transpose(2, 3):contiguous():view({ b, t, e })
-    o:free()
+    release(keep, o)
     local y = lumus.linear(merged, self.out_proj_weight, self.out_proj_bias)
-    merged:free()
+    release(keep, merged)
     self.output = y
     return y
   end
@@ -273,18 +301,18 @@ function M.attach(nn)
   function Block:new_cache(batch, max_len, opts) return self.attn:new_cache(batch, max_len, opts) end
 
   -- norm i (1 or 2) of x, a new tensor.
-  local function normalize(self, x, i)
+  local function normalize(self, x, i, keep)
     local w = self["ln" .. i .. "_weight"]
     if self.norm == "layer" then
       local y, mean, invstd = lumus.layer_norm_forward(x, w, self["ln" .. i .. "_bias"], self.eps)
-      mean:free(); invstd:free()
+      release(keep, mean, invstd)
       return y
     end
     local sq = lumus.mul(x, x)
     local ms = lumus.mean(sq, { dim = -1, keepdim = true })
     local r = lumus.rsqrt(lumus.add(ms, self.eps))
     local y = lumus.mul(lumus.mul(x, r), w)
-    sq:free(); ms:free(); r:free()
+    release(keep, sq, ms, r)
     return y
   end
 
@@ -293,19 +321,20 @@ function M.attach(nn)
       error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), self.dim,
         is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
     end
-    local n1 = normalize(self, x, 1)
+    local keep = records(self, x)
+    local n1 = normalize(self, x, 1, keep)
     local a = self.attn:forward(n1, cache)
-    n1:free()
+    release(keep, n1)
     local r = lumus.add(x, a)
-    local n2 = normalize(self, r, 2)
+    local n2 = normalize(self, r, 2, keep)
     local f = lumus.linear(n2, self.fc_weight, self.fc_bias)
-    n2:free()
+    release(keep, n2)
     local g = lumus[ACTIVATIONS[self.activation]](f)
-    f:free()
+    release(keep, f)
     local p = lumus.linear(g, self.proj_weight, self.proj_bias)
-    g:free()
+    release(keep, g)
     local y = lumus.add(r, p)
-    r:free(); p:free()
+    release(keep, r, p)
     self.output = y
     return y
   end

@@ -150,14 +150,19 @@ function M.from_safetensors(path, config, opts, model_opts)
   end
   local tensors = opts and lumus.load_safetensors(path, opts) or lumus.load_safetensors(path)
   local model = M.from_tensors(tensors, config or M.config_small, model_opts)
-  local used = {}
-  for _, p in ipairs(model:parameters()) do used[p] = true end
+  -- The tensors the model holds, found without parameters(), which would mark them
+  -- requires_grad: a loaded model runs inference (outputs reused) until a trainer calls
+  -- model:parameters().
+  local used = { [model.wte] = true, [model.wpe] = true, [model.ln_f_weight] = true, [model.ln_f_bias] = true,
+    [model.lm_head] = true }
+  local function hold(m)
+    for _, name in ipairs(m._params) do used[m[name]] = true end
+    for _, child in ipairs(m._modules) do hold(child) end
+  end
+  for _, blk in ipairs(model.blocks) do hold(blk) end
   for _, t in pairs(tensors) do
     if is_tensor(t) and not used[t] then t:free() end
   end
-  -- nn's parameters() marks the blocks' weights requires_grad; the model is for inference
-  -- (attention has no backward yet), so they are frozen again and outputs are reused.
-  for _, blk in ipairs(model.blocks) do blk:requires_grad_(false) end
   return model
 end
 
@@ -170,6 +175,10 @@ function Model:parameters()
   list[#list + 1] = self.ln_f_weight
   list[#list + 1] = self.ln_f_bias
   if self.lm_head ~= self.wte then list[#list + 1] = self.lm_head end
+  -- marked requires_grad as the blocks' are (float32 only: autograd's dtype)
+  for _, p in ipairs(list) do
+    if not p:is_freed() and p:dtype() == "float32" and not p:requires_grad() then p:requires_grad(true) end
+  end
   return list
 end
 
@@ -229,19 +238,22 @@ function Model:forward(ids, cache)
   elseif t > c.n_positions then
     error(("gpt2:forward: %d positions exceed n_positions %d"):format(t, c.n_positions), 2)
   end
+  -- a call autograd records (training) keeps its intermediates: the graph holds them
+  local keep = lumus.is_grad_enabled() and (self.wte:requires_grad() or self.blocks[1].ln1_weight:requires_grad())
+  local function free(...) if not keep then for i = 1, select("#", ...) do select(i, ...):free() end end end
   local tok = lumus.embedding(ids, self.wte)                     -- [B, T, D]
   -- positions start+1 .. start+T are consecutive rows of wpe: a view, read by add
   local h = lumus.add(tok, self.wpe:narrow(1, start + 1, t))
-  tok:free()
+  free(tok)
   for i, blk in ipairs(self.blocks) do
     local nh = blk:forward(h, cache and cache.layers[i])
-    h:free()
+    free(h)
     h = nh
   end
   local n, mean, invstd = lumus.layer_norm_forward(h, self.ln_f_weight, self.ln_f_bias, c.layer_norm_epsilon)
-  h:free(); mean:free(); invstd:free()
+  free(h, mean, invstd)
   local logits = lumus.matmul(n, self.lm_head, { transpose_b = true })
-  n:free()
+  free(n)
   if cache ~= nil then cache.length = start + t end
   return logits
 end
