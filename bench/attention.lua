@@ -11,7 +11,9 @@
 -- max(1, |want|): "ok" or "FAIL"). With --baseline, PyTorch's figures and lumus's
 -- share of its throughput. Then, on the first shape, a sweep of the flash kernel's tiles
 -- (tune.attention's flash_tile) and of the row-tile kernel's forced register tiles
--- (kernel = "rows", the kernel before the flash one).
+-- (kernel = "rows", the kernel before the flash one). The plan column says "coop" where
+-- float16 runs on tensor cores (shaders/attention_coop.comp; its block is 64 query rows,
+-- whatever block_q the SIMT plan shows); the flash sweep forces the SIMT flash kernel.
 --
 --   lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
 --       [--samples N] [--baseline torch_attention.csv] [--csv out.csv]
@@ -105,6 +107,84 @@ end
 
 print(("# scaled_dot_product_attention (%s)"):format(dev_line))
 print()
+
+-- Correctness on this device first: a seeded sweep of shapes (odd lengths, Tq != Tk,
+-- masks, broadcast k and v) in every dtype, each through the kernel the plan picks
+-- (on the H200: float16 on tensor cores, the others the SIMT flash kernel), against
+-- float64 attention of the same (rounded) inputs, within TOL * max(1, |want|).
+do
+  local CHECK_TOL = { float32 = 2e-5, float16 = 3e-3, bfloat16 = 2.4e-2 }
+  local g = ref.rng(20261204)
+  local function int(lo, hi) return lo + math.floor(g.uniform() * (hi - lo + 1)) end
+  local function table_of(shape, f, d)
+    d = d or 1
+    local t = {}
+    for i = 1, shape[d] do
+      if d == #shape then t[i] = f() else t[i] = table_of(shape, f, d + 1) end
+    end
+    return t
+  end
+  local function worst_of(got, want)
+    local worst, ok = 0, true
+    local function walk(a, b, tol)
+      if type(b) == "table" then
+        for i = 1, #b do walk(a[i], b[i], tol) end
+        return
+      end
+      local e = math.abs(a - b)
+      if not (e <= tol * math.max(1, math.abs(b))) then ok = false end
+      if e > worst or e ~= e then worst = e end
+    end
+    return walk, function() return worst, ok end
+  end
+  local failed, total = 0, 0
+  local lines = {}
+  for case = 1, 18 do
+    local dtype = ({ "float16", "float32", "bfloat16" })[(case - 1) % 3 + 1]
+    local hd = ({ 64, 16, 32, 128, 96, 80, 48 })[(case - 1) % 7 + 1]
+    local B, H = int(1, 2), int(1, 3)
+    local tq = case % 4 == 0 and int(1, 40) or int(60, 200)
+    local tk = case % 3 == 0 and tq or int(50, 210)
+    if B * H * tq * tk * hd > 6e6 then B, H = 1, 1 end
+    local causal = case % 2 == 0
+    local kvb = case % 5 == 0 and 1 or B
+    local q = lumus.randn({ B, H, tq, hd }, { dtype = dtype })
+    local k = lumus.randn({ kvb, H, tk, hd }, { dtype = dtype })
+    local v = lumus.randn({ kvb, H, tk, hd }, { dtype = dtype })
+    local opts, ropts, mdesc = { causal = causal }, { causal = causal }, "-"
+    if case % 3 == 1 then
+      local mt = table_of({ tq, tk }, function() return g.uniform() < 0.8 end)
+      for j = 1, tk do mt[1][j] = false end   -- row 1 attends nothing: 0
+      opts.mask, ropts.mask, mdesc = lumus.tensor(mt, { dtype = "bool" }), mt, "bool"
+    elseif case % 3 == 2 then
+      local mt = table_of({ 1, tq, tk }, function() return g.uniform() < 0.1 and -math.huge or g.normal() end)
+      opts.mask, ropts.mask, mdesc = lumus.tensor(mt, { dtype = dtype }), opts.mask, "float"
+      ropts.mask = opts.mask:float():to_table()
+    end
+    local y = lumus.scaled_dot_product_attention(q, k, v, opts)
+    local want = ref.scaled_dot_product_attention(q:float():to_table(), k:float():to_table(), v:float():to_table(), ropts)
+    local walk, result = worst_of()
+    walk(y:float():to_table(), want, CHECK_TOL[dtype])
+    local worst, ok = result()
+    local plan = lumus.tune.attention(B * H, tq, tk, hd)
+    local kernel = (dtype == "float16" and plan.coop and hd % 16 == 0) and "coop" or plan.kernel
+    total = total + 1
+    if not ok then failed = failed + 1 end
+    lines[#lines + 1] = ("| %dx%dx%dx%d, k/v B %d | %d | %s | %s | %s | %s | %s (%.2g) |"):format(B, H, tq, tk, kvb, hd,
+      dtype, tostring(causal), mdesc, kernel, ok and "ok" or "FAIL", worst)
+    q:free(); k:free(); v:free(); y:free()
+  end
+  print(("Correctness sweep: %d of %d cases within tolerance (float32 2e-5, float16 3e-3, bfloat16 2.4e-2 of max(1, |want|))")
+    :format(total - failed, total))
+  print()
+  print("| B x H x Tq x Tk | hd | dtype | causal | mask | kernel | check (worst abs error) |")
+  print("|:---|---:|:---|:---|:---|:---|:---|")
+  for _, l in ipairs(lines) do print(l) end
+  print()
+  lumus.synchronize()
+  lumus.empty_cache()
+end
+
 print(("preset %s, %d timed calls (median), %d sampled rows checked per case"):format(preset_name, iters, samples))
 print()
 print("| case | dtype | plan (kernel block_q x block_k, lanes, splits) | lumus µs | lumus TFLOP/s | torch µs | torch TFLOP/s | lumus / torch | check |")
@@ -132,7 +212,7 @@ for _, c in ipairs(cases) do
   local tus = base and tonumber(base.torch_us)
   local ttf = base and tonumber(base.torch_tflops)
   print(("| %s | %s | %s %dx%d, %d, %d | %s | %s | %s | %s | %s | %s (%.2g) |"):format(
-    c.name, c.dtype, plan.kernel, plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
+    c.name, c.dtype, (c.dtype == "float16" and plan.coop) and "coop" or plan.kernel, plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
     tus and ("%.0f%%"):format(100 * tus / us) or "-", ok and "ok" or "FAIL", worst))
   csv_rows[#csv_rows + 1] = { c.name, c.dtype, ("%.3f"):format(us), ("%.3f"):format(tflops), tus or "", ttf or "", ok and "ok" or "FAIL" }
   q:free(); k:free(); v:free(); out:free()

@@ -143,9 +143,26 @@ describe("scaled_dot_product_attention's flash kernel", function()
     local f = lumus.tune.attention(64, 256, 256, 64, { flash_tile = { 32, 4, 4, 4 } })
     lumus.tune.attention(1, 1, 1, 1, {})
     assert.are.same({ "flash", 32, 4, 4, 4 }, { f.kernel, f.workgroup, f.lanes, f.rows_per_lane, f.keys_per_lane })
-    checks.errors(lumus.tune.attention, "#5.*kernel must be \"auto\", \"rows\" or \"flash\"", 1, 1, 1, 1, { kernel = "fast" })
+    checks.errors(lumus.tune.attention, "#5.*kernel must be \"auto\", \"rows\", \"flash\" or \"coop\"", 1, 1, 1, 1,
+                  { kernel = "fast" })
     checks.errors(lumus.tune.attention, "#5.*flash_tile must be {workgroup, lanes, rows_per_lane, keys_per_lane}",
                   1, 1, 1, 1, { flash_tile = { 128, 3, 4, 4 } })
     assert.are.equal("flash", lumus.tune.attention(64, 1024, 1024, 64).kernel)
+  end)
+
+  it("takes the tensor-core kernel for float16 only where the device has cooperative matrices", function()
+    local coop = lumus.device().cooperative_matrix
+    assert.are.equal(coop and true or false, lumus.tune.attention(96, 1024, 1024, 64).coop)
+    assert.is_false(lumus.tune.attention(96, 1024, 1024, 72).coop)   -- hd not a multiple of 16
+    -- forcing it where it does not apply leaves the automatic SIMT choice, with the right values
+    local q = randt({ 1, 2, 40, 32 }, "float16")
+    local k = randt({ 1, 2, 40, 32 }, "float16")
+    local v = randt({ 1, 2, 40, 32 }, "float16")
+    lumus.tune.attention(1, 1, 1, 1, { kernel = "coop" })
+    local ok, y = pcall(sdpa, q, k, v, { causal = true })
+    lumus.tune.attention(1, 1, 1, 1, {})
+    assert.is_true(ok, tostring(y))
+    checks.close(y, ref.scaled_dot_product_attention(q:to_table(), k:to_table(), v:to_table(), { causal = true }),
+                 { mixed = TOL.float16, what = "kernel = coop" })
   end)
 end)

@@ -193,6 +193,31 @@ static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t t
     return found;
 }
 
+/* The tensor-core kernel (attention_coop.comp): 4 subgroups of 32, 64 query rows. */
+#define COOP_WG 128
+#define COOP_ROWS 64
+#define COOP_MIN_TQ 32   /* fewer query rows: the SIMT kernels (most of a 64-row block idle) */
+
+/* Shared memory of attention_coop.comp for bc keys per tile, in bytes (see the shader). */
+static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
+    uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4;
+    uint32_t kv = 2 * bc * sk > COOP_ROWS * sk ? 2 * bc * sk : COOP_ROWS * sk;
+    return 16u * kv + 16u * COOP_ROWS * sp + 4u * COOP_ROWS * (ss > so ? ss : so);
+}
+
+/* Keys per tile of the tensor-core kernel for head dimension d and tq query rows, or 0
+ * where it does not apply (no cooperative matrices, subgroups other than 32, d not a
+ * multiple of 16, too few rows unless forced, shared memory). The op checks alignment. */
+static uint32_t plan_coop(const lm_context *ctx, uint32_t d, uint64_t tq) {
+    if (!ctx->coop_matrix || ctx->min_subgroup != 32 || ctx->max_subgroup != 32 || d % 16 != 0) return 0;
+    if (COOP_WG > ctx->props.limits.maxComputeWorkGroupInvocations || COOP_WG > ctx->props.limits.maxComputeWorkGroupSize[0])
+        return 0;
+    if (forced_kernel == 1 || forced_kernel == 2 || (forced_kernel != 3 && tq < COOP_MIN_TQ)) return 0;
+    for (uint32_t bc = 64; bc >= 32; bc /= 2)
+        if (coop_shared_bytes(bc, d) <= ctx->props.limits.maxComputeSharedMemorySize) return bc;
+    return 0;
+}
+
 /* The whole plan: the flash kernel where its row blocks fill the device (prefill) and it
  * fits, else the row-tile kernel with key splits (decoding). Returns 0 (no kernel), 1
  * (row-tile kernel) or 2 (flash kernel). */
@@ -358,6 +383,25 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     }
     if (vec4) pc.flags |= 8u;
     int form = q->dtype == LM_FLOAT16 ? 1 : q->dtype == LM_BFLOAT16 ? 2 : 0;
+    /* float16 on tensor cores: every row, head and batch start a whole 16-byte chunk */
+    uint32_t coop_bc = q->dtype == LM_FLOAT16 && !part ? plan_coop(ctx, (uint32_t)hd, (uint64_t)Tq) : 0;
+    for (int i = 0; i < 3 && coop_bc; i++) {
+        if (lm_tensor_address(qkv[i]) % 16 != 0) coop_bc = 0;
+        for (int j = 0; j < 3; j++) if (*sw[i][j] % 8 != 0) coop_bc = 0;
+    }
+    if (coop_bc) {
+        uint64_t blocks = ((uint64_t)Tq + COOP_ROWS - 1) / COOP_ROWS * (uint64_t)(B * H);
+        uint32_t cgy;
+        pc.groups_x = lm_grid(L, ctx, blocks, &cgy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = LM_SH_ATTENTION_COOP,
+            .spec = { COOP_WG, coop_bc, (uint32_t)hd }, .full_subgroups = 1,
+            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
+            .reads = { q, k, v, mask }, .writes = { out },
+        });
+        lua_settop(L, 6);
+        return 1;
+    }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, qtiles * (uint64_t)(B * H) * c.splits, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
@@ -385,11 +429,11 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
 
 /* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =}]) -> {kernel =, workgroup =,
  * lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =, splits =,
- * tiles_per_split =, shared_bytes =, p_apart =}: the kernel plan on this device for
+ * tiles_per_split =, shared_bytes =, p_apart =, coop =}: the kernel plan on this device for
  * B * H = bh heads of tq queries over tk keys. A tune table forces the row-tile kernel's
  * register tile (both 1..8; the row-tile kernel unless kernel is given) of later calls
  * where it fits, the kernel ("rows", "flash" where it
- * fits, "auto") and the flash kernel's tile ({workgroup, lanes, rows_per_lane,
+ * fits, "coop" where it applies, "auto") and the flash kernel's tile ({workgroup, lanes, rows_per_lane,
  * keys_per_lane}, where it fits); {} returns to the automatic choice. */
 int lm_op_attention_config(lua_State *L) {
     lua_Integer a[4];
@@ -403,13 +447,13 @@ int lm_op_attention_config(lua_State *L) {
         lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
         if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
         if ((rm == 0) != (cn == 0)) lm_argerror(L, 5, "give both rows_per_lane and keys_per_lane (or neither)");
-        static const char *const kernels[] = { "auto", "rows", "flash", NULL };
+        static const char *const kernels[] = { "auto", "rows", "flash", "coop", NULL };
         lua_getfield(L, 5, "kernel");
         int kind = 0;
         if (!lua_isnil(L, -1)) {
             const char *kname = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
             while (kernels[kind] && strcmp(kernels[kind], kname) != 0) kind++;
-            if (!kernels[kind]) lm_argerror(L, 5, "kernel must be \"auto\", \"rows\" or \"flash\"");
+            if (!kernels[kind]) lm_argerror(L, 5, "kernel must be \"auto\", \"rows\", \"flash\" or \"coop\"");
         }
         lua_pop(L, 1);
         uint32_t ft[4] = { 0, 0, 0, 0 };
@@ -450,5 +494,8 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushinteger(L, c.tiles_per_split); lua_setfield(L, -2, "tiles_per_split");
     lua_pushinteger(L, c.shared_bytes); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, (int)c.p_apart); lua_setfield(L, -2, "p_apart");
+    /* float16 inputs in whole 16-byte chunks take the tensor-core kernel instead */
+    uint32_t cbc = plan_coop(ctx, (uint32_t)a[3], (uint64_t)a[1]);
+    lua_pushboolean(L, cbc != 0); lua_setfield(L, -2, "coop");
     return 1;
 }
