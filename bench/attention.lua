@@ -13,7 +13,9 @@
 -- (tune.attention's flash_tile) and of the row-tile kernel's forced register tiles
 -- (kernel = "rows", the kernel before the flash one). The plan column says "coop" where
 -- float16 runs on tensor cores (shaders/attention_coop.comp; its block is 64 query rows,
--- whatever block_q the SIMT plan shows); the flash sweep forces the SIMT flash kernel.
+-- whatever block_q the SIMT plan shows); "flash-fixed" is the flash kernel's variant with
+-- the register tile compiled in; the flash sweep forces tiles through specialization
+-- constants (its first row is the same tile: the two variants side by side).
 --
 --   lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
 --       [--samples N] [--baseline torch_attention.csv] [--csv out.csv]
@@ -212,7 +214,7 @@ for _, c in ipairs(cases) do
   local tus = base and tonumber(base.torch_us)
   local ttf = base and tonumber(base.torch_tflops)
   print(("| %s | %s | %s %dx%d, %d, %d | %s | %s | %s | %s | %s | %s (%.2g) |"):format(
-    c.name, c.dtype, (c.dtype == "float16" and plan.coop) and "coop" or plan.kernel, plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
+    c.name, c.dtype, (c.dtype == "float16" and plan.coop) and "coop" or (plan.fixed_tile and "flash-fixed" or plan.kernel), plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
     tus and ("%.0f%%"):format(100 * tus / us) or "-", ok and "ok" or "FAIL", worst))
   csv_rows[#csv_rows + 1] = { c.name, c.dtype, ("%.3f"):format(us), ("%.3f"):format(tflops), tus or "", ttf or "", ok and "ok" or "FAIL" }
   q:free(); k:free(); v:free(); out:free()

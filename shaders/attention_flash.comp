@@ -28,9 +28,18 @@
 #include "common/elem_io.glsl"
 
 layout(local_size_x_id = 0) in;
+#ifdef FIXED_TC
+// The register tile fixed at compile time (FIXED_TC lanes, FIXED_RM x FIXED_CN, at most
+// FIXED_DN4 output vec4s per row and lane): every register array has a constant size and
+// every loop over it a constant bound in the SPIR-V itself, not only after specialization.
+const uint TC = FIXED_TC;
+const uint RM = FIXED_RM;
+const uint CN = FIXED_CN;
+#else
 layout(constant_id = 1) const uint TC = 8;    // lanes per row group: a power of two <= the subgroup size
 layout(constant_id = 2) const uint RM = 4;    // query rows per lane (a multiple of 4)
 layout(constant_id = 3) const uint CN = 4;    // keys per lane per tile (a multiple of 4)
+#endif
 layout(constant_id = 4) const uint D = 64;    // head dimension
 layout(constant_id = 5) const bool P_APART = true;
 const uint WG = gl_WorkGroupSize.x;
@@ -39,7 +48,12 @@ const uint BR = TR * RM;
 const uint BC = TC * CN;
 const uint D4 = (D + 3) / 4;
 const uint DP = D4 * 4;
-const uint DN4 = (D4 + TC - 1) / TC;
+const uint DN4 = (D4 + TC - 1) / TC;          // output vec4s per row and lane
+#ifdef FIXED_TC
+const uint DN4_MAX = FIXED_DN4;               // the register array's size (the plan keeps DN4 <= it)
+#else
+const uint DN4_MAX = DN4;
+#endif
 const uint BR4 = BR / 4;
 const uint BC4 = BC / 4;
 const uint RM4 = RM / 4;
@@ -111,9 +125,9 @@ void main() {
     uint ntiles = (kend + BC - 1) / BC;
 
     float m[RM], l[RM];
-    vec4 o[RM * DN4];
+    vec4 o[RM * DN4_MAX];
     [[unroll]] for (uint i = 0; i < RM; ++i) { m[i] = NEG_INF; l[i] = 0.0; }
-    [[unroll]] for (uint n = 0; n < RM * DN4; ++n) o[n] = vec4(0.0);
+    [[unroll]] for (uint n = 0; n < RM * DN4_MAX; ++n) o[n] = vec4(0.0);
     uint64_t kbase = uint64_t(b) * p.ksb + uint64_t(h) * p.ksh;
     uint64_t vbase = uint64_t(b) * p.vsb + uint64_t(h) * p.vsh;
     uint64_t mbase = uint64_t(b) * p.msb + uint64_t(h) * p.msh;
@@ -184,7 +198,7 @@ void main() {
             }
             l[i] = l[i] * alpha + rs;
             m[i] = mn;
-            [[unroll]] for (uint n = 0; n < DN4; ++n) o[i * DN4 + n] *= alpha;
+            [[unroll]] for (uint n = 0; n < DN4_MAX; ++n) o[i * DN4_MAX + n] *= alpha;
         }
 
         if (!P_APART) barrier();   // every lane is done with K^T, which P^T overwrites
@@ -198,11 +212,11 @@ void main() {
         for (uint c = 0; c < BC; ++c) {
             vec4 pv[RM4];
             [[unroll]] for (uint i = 0; i < RM4; ++i) pv[i] = sm[P_AT + c * BR4 + tr * RM4 + i];
-            [[unroll]] for (uint n = 0; n < DN4; ++n) {
+            [[unroll]] for (uint n = 0; n < DN4_MAX; ++n) {
                 uint d4 = tc + n * TC;
-                if (DN4 * TC == D4 || d4 < D4) {
+                if (n < DN4 && (DN4 * TC == D4 || d4 < D4)) {
                     vec4 vv = sm[V_AT + c * D4 + d4];
-                    [[unroll]] for (uint i = 0; i < RM; ++i) o[i * DN4 + n] += pv[i / 4u][i % 4u] * vv;
+                    [[unroll]] for (uint i = 0; i < RM; ++i) o[i * DN4_MAX + n] += pv[i / 4u][i % 4u] * vv;
                 }
             }
         }
@@ -215,10 +229,10 @@ void main() {
         if (qi >= p.Tq) continue;
         uint64_t row = uint64_t(z) * p.Tq + qi;
         float inv = li == 0.0 ? 0.0 : 1.0 / li;
-        [[unroll]] for (uint n = 0; n < DN4; ++n) {
+        [[unroll]] for (uint n = 0; n < DN4_MAX; ++n) {
             uint d4 = tc + n * TC;
-            if (d4 >= D4) continue;
-            vec4 val = li == 0.0 ? vec4(0.0) : o[i * DN4 + n] * inv;
+            if (n >= DN4 || d4 >= D4) continue;
+            vec4 val = li == 0.0 ? vec4(0.0) : o[i * DN4_MAX + n] * inv;
             [[unroll]] for (uint u = 0; u < 4u; ++u)
                 if (d4 * 4u + u < D) elem_store(p.dst, row * D + d4 * 4u + u, val[u]);
         }

@@ -140,6 +140,20 @@ describe("scaled_dot_product_attention's flash kernel", function()
     assert.are.equal(1, p.splits)
     local d = lumus.tune.attention(1, 1, 1024, 64)
     assert.are.equal("rows", d.kernel)
+    -- the first tile runs its compiled-in variant; forcing it runs the specialized one, with the same values
+    assert.is_true(p.fixed_tile)
+    local q, qt = randt { 2, 2, 70, 64 }
+    local k, kt = randt { 2, 2, 75, 64 }
+    local v, vt = randt { 2, 2, 75, 64 }
+    local want = ref.scaled_dot_product_attention(qt, kt, vt, { causal = true })
+    local forced = lumus.tune.attention(4, 70, 75, 64, { kernel = "flash", flash_tile = { 128, 8, 4, 4 } })
+    local ys = sdpa(q, k, v, { causal = true })
+    local auto = lumus.tune.attention(4, 70, 75, 64, { kernel = "flash" })
+    local yf = sdpa(q, k, v, { causal = true })
+    lumus.tune.attention(1, 1, 1, 1, {})
+    assert.are.same({ "flash", false, "flash", true }, { forced.kernel, forced.fixed_tile, auto.kernel, auto.fixed_tile })
+    checks.close(ys, want, { mixed = TOL.float32, what = "specialized tile" })
+    checks.close(yf, want, { mixed = TOL.float32, what = "compiled-in tile" })
     local f = lumus.tune.attention(64, 256, 256, 64, { flash_tile = { 32, 4, 4, 4 } })
     lumus.tune.attention(1, 1, 1, 1, {})
     assert.are.same({ "flash", 32, 4, 4, 4 }, { f.kernel, f.workgroup, f.lanes, f.rows_per_lane, f.keys_per_lane })

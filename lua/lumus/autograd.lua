@@ -791,6 +791,10 @@ ops.scaled_dot_product_attention = {
   end,
 }
 
+--- Whether recording wrappers are installed (the first requires_grad(true) installs
+-- them): until then no tensor requires grad, and modules may skip asking each one.
+function M.is_installed() return installed end
+
 --- Adds or replaces the backward of op `name` (see the top of this file). Takes effect
 -- for lumus.<name> and t:<name>() from the next requires_grad(true) on, or at once when
 -- wrapping is already installed.

@@ -69,6 +69,8 @@ end
 -- Would autograd record module m's call on x? (nn.lua's rule, children included.)
 local function records(m, x)
   if not lumus.is_grad_enabled() then return false end
+  local autograd = lumus.autograd
+  if autograd and autograd.is_installed and not autograd.is_installed() then return false end
   if is_tensor(x) and x:requires_grad() then return true end
   local function any(mod)
     for _, name in ipairs(mod._params) do

@@ -18,6 +18,12 @@ static const char *const keys[] = { "causal", "mask", "scale", "out", NULL };
 static const lm_shader_id main_shaders[3] = { LM_SH_ATTENTION_F32, LM_SH_ATTENTION_F16, LM_SH_ATTENTION_BF16 };
 static const lm_shader_id flash_shaders[3] = { LM_SH_ATTENTION_FLASH_F32, LM_SH_ATTENTION_FLASH_F16,
                                                LM_SH_ATTENTION_FLASH_BF16 };
+static const lm_shader_id flash_fixed_shaders[3] = { LM_SH_ATTENTION_FLASH_FIXED_F32, LM_SH_ATTENTION_FLASH_FIXED_F16,
+                                                     LM_SH_ATTENTION_FLASH_FIXED_BF16 };
+/* The tile compiled into the fixed variants: { workgroup, lanes, rows, keys }, and their
+ * largest number of output vec4s per row and lane. */
+static const uint32_t flash_fixed_tile[4] = { 128, 8, 4, 4 };
+#define FLASH_FIXED_DN4 4
 static const lm_shader_id combine_shaders[3] = { LM_SH_ATTENTION_COMBINE_F32, LM_SH_ATTENTION_COMBINE_F16,
                                                  LM_SH_ATTENTION_COMBINE_BF16 };
 
@@ -40,6 +46,7 @@ typedef struct attn_plan {
     uint32_t splits, tiles_per_split;
     uint32_t shared_bytes;
     uint32_t p_apart;       /* P in its own shared region (attention.comp's P_APART) */
+    int fixed;              /* the flash kernel's tile is the compiled-in one (flash_fixed_shaders) */
     int full_subgroups;
 } attn_plan;
 
@@ -186,6 +193,8 @@ static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t t
         c->wg = wg; c->tc = tc; c->rm = rm; c->cn = cn; c->bq = br; c->bk = bc;
         c->p_apart = (uint32_t)apart; c->shared_bytes = bytes; c->full_subgroups = 1;
         c->splits = 1; c->tiles_per_split = 1;
+        /* a forced tile runs the specialized kernel, so that the two can be compared */
+        c->fixed = i > 0 && memcmp(f, flash_fixed_tile, sizeof flash_fixed_tile) == 0 && dn4 <= FLASH_FIXED_DN4;
         found = 1;
         best_blocks = blocks;
         if (i == 0 || blocks >= want) break;
@@ -331,7 +340,7 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         lm_argerror(L, 1, "q has too many rows (B * H * Tq must stay below 2^32)");
     if (Tk > 0x7fffffff || Tq > 0x7fffffff) lm_argerror(L, 1, "sequences are too long (at most 2^31-1)");
     if (!has_shuffle(ctx)) luaL_error(L, "%s: this device lacks subgroup shuffle operations", lm_fname(L));
-    attn_plan c;
+    attn_plan c = { 0 };
     int kernel = plan_attention(ctx, (uint64_t)(B * H), (uint64_t)Tq, (uint64_t)Tk, (uint32_t)hd, &c);
     if (!kernel)
         lm_argerror(L, 1, "head dimension %I needs more shared memory than this device has", (LUAI_UACINT)hd);
@@ -405,7 +414,7 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, qtiles * (uint64_t)(B * H) * c.splits, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = kernel == 2 ? flash_shaders[form] : main_shaders[form],
+        .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = kernel == 2 ? (c.fixed ? flash_fixed_shaders[form] : flash_shaders[form]) : main_shaders[form],
         .spec = { c.wg, c.tc, c.rm, c.cn, (uint32_t)hd, c.p_apart }, .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { q, k, v, mask }, .writes = { part ? part : out },
@@ -429,7 +438,7 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
 
 /* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =}]) -> {kernel =, workgroup =,
  * lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =, splits =,
- * tiles_per_split =, shared_bytes =, p_apart =, coop =}: the kernel plan on this device for
+ * tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =}: the kernel plan on this device for
  * B * H = bh heads of tq queries over tk keys. A tune table forces the row-tile kernel's
  * register tile (both 1..8; the row-tile kernel unless kernel is given) of later calls
  * where it fits, the kernel ("rows", "flash" where it
@@ -479,7 +488,7 @@ int lm_op_attention_config(lua_State *L) {
         forced_kernel = kind == 0 && rm != 0 ? 1u : (uint32_t)kind;
     }
     lm_context *ctx = lm_context_get(L);
-    attn_plan c;
+    attn_plan c = { 0 };
     int kernel = plan_attention(ctx, (uint64_t)a[0], (uint64_t)a[1], (uint64_t)a[2], (uint32_t)a[3], &c);
     if (!kernel) luaL_error(L, "%s: no tiles fit this device", lm_fname(L));
     lua_createtable(L, 0, 11);
@@ -494,6 +503,7 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushinteger(L, c.tiles_per_split); lua_setfield(L, -2, "tiles_per_split");
     lua_pushinteger(L, c.shared_bytes); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, (int)c.p_apart); lua_setfield(L, -2, "p_apart");
+    lua_pushboolean(L, kernel == 2 && c.fixed); lua_setfield(L, -2, "fixed_tile");
     /* float16 inputs in whole 16-byte chunks take the tensor-core kernel instead */
     uint32_t cbc = plan_coop(ctx, (uint32_t)a[3], (uint64_t)a[1]);
     lua_pushboolean(L, cbc != 0); lua_setfield(L, -2, "coop");
