@@ -13,7 +13,9 @@
 // block; for S = Q K^T it owns keys tc*CN .. tc*CN+CN-1 of the tile (an RM x CN micro
 // tile), for O the vec4 columns tc + n*TC. The row max goes through subgroupShuffleXor
 // once per tile; the row sums stay per lane (all lanes of a row share its max) and are
-// added up once at the end.
+// added up once at the end. The shuffle loops count up to a constant (a shift-counted
+// loop is not unrolled, which would leave the register arrays indexed dynamically, in
+// local memory).
 // Shared memory (vec4 units): Q^T (D4*4 rows of BR/4 vec4s), K^T of the tile (D4*4
 // rows of BC/4), V of the tile (BC rows of D4), P^T (BC rows of BR/4) in its own region,
 // or over K^T when P_APART is false (one barrier more per tile). The transposed layouts
@@ -186,7 +188,7 @@ void main() {
         [[unroll]] for (uint i = 0; i < RM; ++i) {
             float mx = NEG_INF;
             [[unroll]] for (uint j = 0; j < CN; ++j) mx = max(mx, s[i * CN + j]);
-            [[unroll]] for (uint off = TC / 2u; off > 0u; off >>= 1) mx = max(mx, subgroupShuffleXor(mx, off));
+            [[unroll]] for (uint e = 0; e < 5u; ++e) if ((1u << e) < TC) mx = max(mx, subgroupShuffleXor(mx, 1u << e));
             float mn = max(m[i], mx);
             float mu = mn == NEG_INF ? 0.0 : mn;   // a row with nothing yet: exp2(-inf) = 0, not NaN
             float alpha = exp2(m[i] - mu);
@@ -224,7 +226,7 @@ void main() {
 
     [[unroll]] for (uint i = 0; i < RM; ++i) {
         float li = l[i];
-        [[unroll]] for (uint off = TC / 2u; off > 0u; off >>= 1) li += subgroupShuffleXor(li, off);
+        [[unroll]] for (uint e = 0; e < 5u; ++e) if ((1u << e) < TC) li += subgroupShuffleXor(li, 1u << e);
         uint qi = q0 + tr * RM + i;
         if (qi >= p.Tq) continue;
         uint64_t row = uint64_t(z) * p.Tq + qi;
