@@ -9,6 +9,10 @@
 --     mha:forward(x [, cache]): with a cache (mha:new_cache(B, max_len) or nn.KVCache),
 --     the new keys and values are written at positions cache.length + 1 .. + T, the
 --     queries attend to positions 1 .. cache.length + T, and cache.length grows by T.
+--     mha:forward(x, cache, at): the decode step with the position on the device (for
+--     lumus.capture): T = 1; at.write (bool [max_len], true at the new position) selects
+--     where k and v are written (cache:write_at), at.attend (bool [max_len]) the keys
+--     attended; cache.length is left to the caller.
 --   nn.KVCache(B, H, max_len, hd [, {dtype = "float32"}])
 --     k, v: [B, H, max_len, hd] allocated once and written in place (narrow + copy);
 --     cache.length (positions held, from 0), cache:append(k, v) -> the k and v views of
@@ -19,7 +23,7 @@
 --     activation: "gelu_tanh", "gelu" (erf), "relu", "silu"; norm: "layer" (weight and
 --     bias) or "rms" (weight only). Parameters: ln1_weight, ln1_bias, ln2_weight,
 --     ln2_bias, fc_weight [hidden, D], fc_bias, proj_weight [D, hidden], proj_bias, then
---     the attention's. block:forward(x [, cache]) passes the cache to its attention.
+--     the attention's. block:forward(x [, cache [, at]]) passes the cache (and at) to its attention.
 --
 -- init = false leaves the parameters uninitialized (lumus.empty), for loading weights;
 -- otherwise weights are uniform(-1/sqrt(in), 1/sqrt(in)) from the device generator
@@ -97,6 +101,27 @@ local function attention(q, k, v, causal, scale)
   return M.composite_attention(q, k, v, causal, scale)
 end
 
+-- Attention of q [B, H, 1, hd] over the whole cache k, v [B, H, L, hd], keys where
+-- attend (bool [L]) is true: the decode step with a device-side length.
+local function attention_masked(q, k, v, attend, scale)
+  local l = k:size(3)
+  local mask = attend:view({ 1, 1, 1, l })
+  local fused = lumus.scaled_dot_product_attention
+  if fused ~= nil and not M.force_composite then
+    return fused(q, k, v, { mask = mask, scale = scale })
+  end
+  local raw = lumus.matmul(q, k, { transpose_b = true })   -- [B, H, 1, L]
+  local sc = lumus.scale(raw, scale)
+  raw:free()
+  local s = lumus.where(mask, sc, -math.huge)
+  sc:free()
+  local p = lumus.softmax(s)
+  s:free()
+  local o = lumus.matmul(p, v)
+  p:free()
+  return o
+end
+
 ---------------------------------------------------------------------------------------
 -- KV cache
 
@@ -135,6 +160,26 @@ function KVCache:append(k, v)
   self.v:narrow(3, self.length + 1, t):copy(v)
   self.length = self.length + t
   return self.k:narrow(3, 1, self.length), self.v:narrow(3, 1, self.length)
+end
+
+--- Writes k, v [B, H, 1, hd] at the position at.write marks (a bool tensor [max_len],
+-- true at one position, computed on the device), leaving the other positions as they
+-- are (an exact select by lumus.where, so the position never reaches the host); returns
+-- the whole k and v [B, H, max_len, hd]. cache.length is not changed: the caller
+-- tracks the position (a captured decode step replays this with a new at.write).
+function KVCache:write_at(k, v, at)
+  if k:dim() ~= 4 or k:size(1) ~= self.batch or k:size(2) ~= self.heads or k:size(3) ~= 1
+    or k:size(4) ~= self.head_dim then
+    error(("nn.KVCache:write_at: k must be [%d, %d, 1, %d], got shape %s")
+      :format(self.batch, self.heads, self.head_dim, shape_string(k)), 3)
+  end
+  if not is_tensor(at.write) or at.write:dtype() ~= "bool" or at.write:numel() ~= self.max_len then
+    error(("nn.KVCache:write_at: at.write must be a bool tensor of %d elements"):format(self.max_len), 3)
+  end
+  local w = at.write:view({ 1, 1, self.max_len, 1 })
+  lumus.where(w, k, self.k, { out = self.k })
+  lumus.where(w, v, self.v, { out = self.v })
+  return self.k, self.v
 end
 
 function KVCache:reset() self.length = 0; return self end
@@ -190,7 +235,7 @@ function M.attach(nn)
     return new_kv_cache(batch, self.num_heads, max_len, self.head_dim, opts)
   end
 
-  function MHA:forward(x, cache)
+  function MHA:forward(x, cache, at)
     local e, h, hd = self.embed_dim, self.num_heads, self.head_dim
     if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= e then
       error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), e,
@@ -205,10 +250,20 @@ function M.attach(nn)
     local q = heads:select(3, 1):transpose(2, 3)                          -- [B, H, T, hd]
     local k = heads:select(3, 2):transpose(2, 3)
     local v = heads:select(3, 3):transpose(2, 3)
-    if cache ~= nil then
-      k, v = cache:append(k, v)
+    local o
+    if at ~= nil then
+      if cache == nil or t ~= 1 then
+        error(("%s: a device position (third argument) needs a cache and one new position per row, got T = %d")
+          :format(self:describe(), t), 2)
+      end
+      k, v = cache:write_at(k, v, at)
+      o = attention_masked(q, k, v, at.attend, 1 / math.sqrt(hd))
+    else
+      if cache ~= nil then
+        k, v = cache:append(k, v)
+      end
+      o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
     end
-    local o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
     qkv:free()
     local merged = o:transpose(2, 3):contiguous():view({ b, t, e })
     o:free()
@@ -288,13 +343,13 @@ function M.attach(nn)
     return y
   end
 
-  function Block:forward(x, cache)
+  function Block:forward(x, cache, at)
     if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= self.dim then
       error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), self.dim,
         is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
     end
     local n1 = normalize(self, x, 1)
-    local a = self.attn:forward(n1, cache)
+    local a = self.attn:forward(n1, cache, at)
     n1:free()
     local r = lumus.add(x, a)
     local n2 = normalize(self, r, 2)
