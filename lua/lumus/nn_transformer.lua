@@ -90,6 +90,33 @@ function M.composite_attention(q, k, v, causal, scale)
   return o
 end
 
+-- layer_norm_forward(x, w, b, eps) for any float dtype: natively where the build's
+-- layer_norm_forward takes x's dtype (probed once per dtype), else in float32 with the
+-- result converted back to x's dtype (statistics in float32 either way). Returns y only.
+local native_layer_norm = {}
+function M.layer_norm(x, w, b, eps)
+  local dt = x:dtype()
+  if dt ~= "float32" and native_layer_norm[dt] == nil then
+    local probe = lumus.zeros({ 1, 4 }, { dtype = dt })
+    local pw = lumus.ones({ 4 }, { dtype = dt })
+    native_layer_norm[dt] = pcall(lumus.layer_norm_forward, probe, pw, pw, 1e-5)
+    probe:free(); pw:free()
+  end
+  if dt == "float32" or native_layer_norm[dt] then
+    local y, mean, invstd = lumus.layer_norm_forward(x, w, b, eps)
+    mean:free(); invstd:free()
+    return y
+  end
+  local x32, w32 = x:to("float32"), w:to("float32")
+  local b32 = b and b:to("float32")
+  local y32, mean, invstd = lumus.layer_norm_forward(x32, w32, b32, eps)
+  mean:free(); invstd:free(); x32:free(); w32:free()
+  if b32 then b32:free() end
+  local y = y32:to(dt)
+  y32:free()
+  return y
+end
+
 -- Set to true (specs) to use the composite even where the fused op exists.
 M.force_composite = false
 
@@ -330,11 +357,7 @@ function M.attach(nn)
   -- norm i (1 or 2) of x, a new tensor.
   local function normalize(self, x, i)
     local w = self["ln" .. i .. "_weight"]
-    if self.norm == "layer" then
-      local y, mean, invstd = lumus.layer_norm_forward(x, w, self["ln" .. i .. "_bias"], self.eps)
-      mean:free(); invstd:free()
-      return y
-    end
+    if self.norm == "layer" then return M.layer_norm(x, w, self["ln" .. i .. "_bias"], self.eps) end
     local sq = lumus.mul(x, x)
     local ms = lumus.mean(sq, { dim = -1, keepdim = true })
     local r = lumus.rsqrt(lumus.add(ms, self.eps))

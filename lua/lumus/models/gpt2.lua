@@ -213,9 +213,22 @@ end
 
 ---------------------------------------------------------------------------------------
 
---- logits [B, T, vocab] for int32 ids [B, T] (1-based), positions from cache.length + 1.
-function Model:forward(ids, cache)
+--- logits [B, T, vocab] for int32 ids [B, T] (1-based), positions from cache.length + 1;
+-- with {logits = "last"} only the last position's, [B, 1, vocab] (ln_f and the LM head
+-- on one row per sequence instead of T: what a prefill before sampling needs).
+function Model:forward(ids, cache, opts)
   local c = self.config
+  local last_only = false
+  if opts ~= nil then
+    if type(opts) ~= "table" then error(("gpt2:forward: options must be a table, got %s"):format(type(opts)), 2) end
+    for k, v in pairs(opts) do
+      if k ~= "logits" then error(("gpt2:forward: unknown option '%s' (known: logits)"):format(tostring(k)), 2) end
+      if v ~= "all" and v ~= "last" then
+        error(("gpt2:forward: option logits must be \"all\" or \"last\", got %s"):format(tostring(v)), 2)
+      end
+    end
+    last_only = opts.logits == "last"
+  end
   if not is_tensor(ids) or ids:dim() ~= 2 or ids:dtype() ~= "int32" then
     error(("gpt2:forward: ids must be an int32 tensor [B, T] of 1-based token ids, got %s")
       :format(is_tensor(ids) and ids:dtype() .. " of shape " .. shape_string(ids:shape()) or type(ids)), 2)
@@ -244,7 +257,7 @@ function Model:forward(ids, cache)
     h:free()
     h = nh
   end
-  local logits = self:head(h)
+  local logits = self:head(last_only and t > 1 and h:narrow(2, t, 1) or h)
   h:free()
   if cache ~= nil then cache.length = start + t end
   return logits
@@ -252,9 +265,8 @@ end
 
 --- logits [B, T, vocab] of the last block's output h [B, T, D]: ln_f, then the LM head.
 function Model:head(h)
-  local n, mean, invstd = lumus.layer_norm_forward(h, self.ln_f_weight, self.ln_f_bias,
+  local n = require("lumus.nn_transformer").layer_norm(h, self.ln_f_weight, self.ln_f_bias,
     self.config.layer_norm_epsilon)
-  mean:free(); invstd:free()
   local logits = lumus.matmul(n, self.lm_head, { transpose_b = true })
   n:free()
   return logits
@@ -265,7 +277,8 @@ end
 -- one step can be captured (lumus.capture) and replayed per token.
 --
 --   local d = model:new_decoder(batch, max_len [, {greedy =, capture = true}])
---   local logits = d:prefill(ids)       -- eager forward of ids [B, T] into d.cache
+--   local logits = d:prefill(ids)       -- eager forward of ids [B, T] into d.cache: the
+--                                       -- last position's logits [B, 1, vocab]
 --   d:feed(next_ids)                    -- int32 [B]: the tokens at position T + 1
 --   local logits = d:step()             -- [B, 1, vocab] for the fed tokens
 --   ... with greedy, step() itself feeds the argmax of its logits to the next step
@@ -350,15 +363,15 @@ local function decode_step(d)
   return logits
 end
 
---- Eager prefill of ids [B, T] (positions 1..T) into the decoder's cache; the logits
--- [B, T, vocab]. Follow with feed(next ids).
+--- Eager prefill of ids [B, T] (positions 1..T) into the decoder's cache; the last
+-- position's logits [B, 1, vocab]. Follow with feed(next ids).
 function Decoder:prefill(ids)
   self.cache:reset()
   local t = ids:size(2)
   if t > self.max_len then
     error(("gpt2 decoder:prefill: %d positions exceed max_len %d"):format(t, self.max_len), 2)
   end
-  local logits = self.model:forward(ids, self.cache)
+  local logits = self.model:forward(ids, self.cache, { logits = "last" })
   self.length = t
   self.pos:fill(t + 1)
   return logits
@@ -456,7 +469,7 @@ function Model:generate(ids, n, opts)
     self.decoder = d
   end
   local logits = d:prefill(ids)
-  local last_row = logits:select(2, t)
+  local last_row = logits:select(2, 1)
   if last_row:dtype() ~= "float32" then last_row = last_row:to("float32") end
   local first = lumus.sample(last_row, sample_opts)                -- int32 [B]
   logits:free()
