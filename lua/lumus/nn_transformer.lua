@@ -11,10 +11,11 @@
 --     queries attend to positions 1 .. cache.length + T, and cache.length grows by T.
 --     mha:forward(x, cache, at): the decode step with the position on the device (for
 --     lumus.capture): T = 1; at.write (bool [max_len], true at the new position) selects
---     where k and v are written (cache:write_at), at.attend (bool [max_len]) the keys
+--     where k and v are written (cache:write_at(kv, at)), at.attend (bool [max_len]) the keys
 --     attended; cache.length is left to the caller.
 --   nn.KVCache(B, H, max_len, hd [, {dtype = "float32"}])
---     k, v: [B, H, max_len, hd] allocated once and written in place (narrow + copy);
+--     k, v: [B, H, max_len, hd], the two halves of kv [2, B, H, max_len, hd], allocated
+--     once and written in place (narrow + copy; write_at: where at a device position);
 --     cache.length (positions held, from 0), cache:append(k, v) -> the k and v views of
 --     1..length, cache:reset(), cache:free().
 --   nn.TransformerBlock(D, H [, {mlp_ratio = 4, hidden =, activation = "gelu_tanh",
@@ -164,9 +165,10 @@ local function new_kv_cache(b, h, max_len, hd, opts)
   hd = positive_int(fname, "head_dim", hd)
   opts = options(fname, opts, { dtype = true })
   local dtype = opts.dtype or "float32"
+  -- keys and values in one tensor, so that write_at updates both with one where
+  local kv = lumus.zeros({ 2, b, h, max_len, hd }, { dtype = dtype })
   return setmetatable({
-    k = lumus.zeros({ b, h, max_len, hd }, { dtype = dtype }),
-    v = lumus.zeros({ b, h, max_len, hd }, { dtype = dtype }),
+    kv = kv, k = kv:select(1, 1), v = kv:select(1, 2),
     batch = b, heads = h, max_len = max_len, head_dim = hd, length = 0,
   }, KVCache)
 end
@@ -189,28 +191,28 @@ function KVCache:append(k, v)
   return self.k:narrow(3, 1, self.length), self.v:narrow(3, 1, self.length)
 end
 
---- Writes k, v [B, H, 1, hd] at the position at.write marks (a bool tensor [max_len],
--- true at one position, computed on the device), leaving the other positions as they
--- are (an exact select by lumus.where, so the position never reaches the host); returns
--- the whole k and v [B, H, max_len, hd]. cache.length is not changed: the caller
--- tracks the position (a captured decode step replays this with a new at.write).
-function KVCache:write_at(k, v, at)
-  if k:dim() ~= 4 or k:size(1) ~= self.batch or k:size(2) ~= self.heads or k:size(3) ~= 1
-    or k:size(4) ~= self.head_dim then
-    error(("nn.KVCache:write_at: k must be [%d, %d, 1, %d], got shape %s")
-      :format(self.batch, self.heads, self.head_dim, shape_string(k)), 3)
+--- Writes kv [2, B, H, 1, hd] (keys, then values; any view) at the position at.write
+-- marks (a bool tensor [max_len], true at one position, computed on the device),
+-- leaving the other positions as they are: one exact lumus.where over the cache, so the
+-- position never reaches the host. Returns the whole k and v [B, H, max_len, hd].
+-- cache.length is not changed: the caller tracks the position (a captured decode step
+-- replays this with a new at.write).
+function KVCache:write_at(kv, at)
+  if not is_tensor(kv) or kv:dim() ~= 5 or kv:size(1) ~= 2 or kv:size(2) ~= self.batch or kv:size(3) ~= self.heads
+    or kv:size(4) ~= 1 or kv:size(5) ~= self.head_dim then
+    error(("nn.KVCache:write_at: kv must be [2, %d, %d, 1, %d], got %s")
+      :format(self.batch, self.heads, self.head_dim, is_tensor(kv) and "shape " .. shape_string(kv) or type(kv)), 2)
   end
-  if not is_tensor(at.write) or at.write:dtype() ~= "bool" or at.write:numel() ~= self.max_len then
-    error(("nn.KVCache:write_at: at.write must be a bool tensor of %d elements"):format(self.max_len), 3)
+  local w = type(at) == "table" and at.write
+  if not is_tensor(w) or w:dtype() ~= "bool" or w:numel() ~= self.max_len then
+    error(("nn.KVCache:write_at: at.write must be a bool tensor of %d elements"):format(self.max_len), 2)
   end
-  local w = at.write:view({ 1, 1, self.max_len, 1 })
-  lumus.where(w, k, self.k, { out = self.k })
-  lumus.where(w, v, self.v, { out = self.v })
+  lumus.where(w:view({ 1, 1, 1, self.max_len, 1 }), kv, self.kv, { out = self.kv })
   return self.k, self.v
 end
 
 function KVCache:reset() self.length = 0; return self end
-function KVCache:free() self.k:free(); self.v:free() end
+function KVCache:free() self.kv:free() end
 KVCache.__tostring = function(self)
   return ("nn.KVCache(%dx%dx%dx%d, length %d)"):format(self.batch, self.heads, self.max_len, self.head_dim, self.length)
 end
@@ -283,7 +285,9 @@ function M.attach(nn)
         error(("%s: a device position (third argument) needs a cache and one new position per row, got T = %d")
           :format(self:describe(), t), 2)
       end
-      k, v = cache:write_at(k, v, at)
+      -- keys and values of the new position as one [2, B, H, 1, hd] view of qkv
+      local kv = heads:narrow(3, 2, 2):transpose(1, 3):transpose(2, 3):transpose(3, 4)
+      k, v = cache:write_at(kv, at)
       o = attention_masked(q, k, v, at.attend, 1 / math.sqrt(hd))
     else
       if cache ~= nil then
@@ -292,8 +296,9 @@ function M.attach(nn)
       o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
     end
     qkv:free()
-    local merged = o:transpose(2, 3):contiguous():view({ b, t, e })
-    o:free()
+    -- [B, H, T, hd] -> [B, T, E]: for T = 1 the same memory order, so a view
+    local merged = t == 1 and o:view({ b, t, e }) or o:transpose(2, 3):contiguous():view({ b, t, e })
+    if t ~= 1 then o:free() end   -- (for T = 1, freeing merged frees o's memory)
     local y = lumus.linear(merged, self.out_proj_weight, self.out_proj_bias)
     merged:free()
     self.output = y
