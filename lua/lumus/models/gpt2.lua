@@ -290,7 +290,7 @@ end
 -- attend = (keys <= pos), records tok at write, embeds tok plus wpe's row pos
 -- (index_select), writes each layer's k and v at write (nn.KVCache:write_at, an exact
 -- where), attends over the whole cache under attend (a mask), computes the logits, and
--- sets pos to pos + 1 (index_select of 2..max_len + 1); greedy also copies
+-- sets pos to pos + 1 (index_select of 2..max_len + 1); greedy also writes
 -- argmax(logits) into tok. The step's ops are the same whether captured or eager, so a
 -- replay gives the eager step's bits. The graph is captured at the first step()
 -- (capture = false, or a build or model whose ops cannot be captured, runs the step
@@ -355,11 +355,7 @@ local function decode_step(d)
   local nxt = lumus.index_select(d.next_pos, 1, d.pos)            -- pos + 1
   d.pos:copy(nxt)
   nxt:free()
-  if d.greedy then
-    local best = lumus.argmax(logits:view({ b, m.config.vocab_size }), { dim = 2 })
-    d.tok:copy(best)
-    best:free()
-  end
+  if d.greedy then lumus.argmax(logits:view({ b, m.config.vocab_size }), { dim = 2, out = d.tok }) end
   return logits
 end
 
