@@ -107,6 +107,7 @@ local function decode_decoder(model, ids, n, read_each, capture)
   d:feed(first)
   local new = { first:to_table()[1] }
   first:free()
+  d:capture()   -- recorded before the timed steps (generate's kept decoder has it already)
   local t0 = lumus.clock()
   for _ = 2, n do
     d:step()

@@ -386,24 +386,25 @@ function Decoder:step()
     error(("gpt2 decoder:step: the cache's max_len %d is full"):format(self.max_len), 2)
   end
   local logits
-  if self.graph then
+  if self:capture() then
     logits = self.graph:replay()
-  elseif self.use_capture then
-    local ok, g, out = pcall(lumus.capture, function() return decode_step(self) end)
-    if ok then
-      self.graph = g
-      logits = g:replay()
-    else
-      self.use_capture, self.capture_error = false, g
-    end
-  end
-  if logits == nil then
+  else
     if self.last_logits then self.last_logits:free() end
     logits = decode_step(self)
     self.last_logits = logits
   end
   self.length = self.length + 1
   return logits
+end
+
+--- Records the step's graph now, if the decoder captures and has none yet (step()
+-- does it at its first call otherwise); true when the decoder has a graph.
+function Decoder:capture()
+  if self.graph == nil and self.use_capture then
+    local ok, g = pcall(lumus.capture, function() return decode_step(self) end)
+    if ok then self.graph = g else self.use_capture, self.capture_error = false, g end
+  end
+  return self.graph ~= nil
 end
 
 --- The fed ids at positions first..last of each row (read back: one transfer), as a
