@@ -174,8 +174,10 @@ local function new_kv_cache(b, h, max_len, hd, opts)
 end
 
 --- Writes k, v [B, H, T, hd] at positions length+1 .. length+T; returns the k and v
--- views of positions 1 .. length (after the write).
-function KVCache:append(k, v)
+-- views of positions 1 .. length (after the write). kv (optional): the same keys and
+-- values as one [2, B, H, T, hd] view (as MultiheadAttention has them), written by one
+-- copy instead of two.
+function KVCache:append(k, v, kv)
   local t = k:size(3)
   if k:dim() ~= 4 or k:size(1) ~= self.batch or k:size(2) ~= self.heads or k:size(4) ~= self.head_dim then
     error(("nn.KVCache:append: k must be [%d, %d, T, %d], got shape %s")
@@ -185,8 +187,12 @@ function KVCache:append(k, v)
     error(("nn.KVCache:append: %d positions held + %d new exceed max_len %d")
       :format(self.length, t, self.max_len), 3)
   end
-  self.k:narrow(3, self.length + 1, t):copy(k)
-  self.v:narrow(3, self.length + 1, t):copy(v)
+  if kv ~= nil then   -- k and v as one [2, B, H, T, hd] view: one strided copy
+    self.kv:narrow(4, self.length + 1, t):copy(kv)
+  else
+    self.k:narrow(3, self.length + 1, t):copy(k)
+    self.v:narrow(3, self.length + 1, t):copy(v)
+  end
   self.length = self.length + t
   return self.k:narrow(3, 1, self.length), self.v:narrow(3, 1, self.length)
 end
@@ -280,18 +286,18 @@ function M.attach(nn)
     local k = heads:select(3, 2):transpose(2, 3)
     local v = heads:select(3, 3):transpose(2, 3)
     local o
+    -- keys and values as one [2, B, H, T, hd] view of qkv
+    local kv = heads:narrow(3, 2, 2):transpose(1, 3):transpose(2, 3):transpose(3, 4)
     if at ~= nil then
       if cache == nil or t ~= 1 then
         error(("%s: a device position (third argument) needs a cache and one new position per row, got T = %d")
           :format(self:describe(), t), 2)
       end
-      -- keys and values of the new position as one [2, B, H, 1, hd] view of qkv
-      local kv = heads:narrow(3, 2, 2):transpose(1, 3):transpose(2, 3):transpose(3, 4)
       k, v = cache:write_at(kv, at)
       o = attention_masked(q, k, v, at.attend, 1 / math.sqrt(hd))
     else
       if cache ~= nil then
-        k, v = cache:append(k, v)
+        k, v = cache:append(k, v, kv)
       end
       o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
     end
