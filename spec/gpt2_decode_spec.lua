@@ -149,6 +149,24 @@ describe("gpt2 decoder", function()
     assert(ok, err)
   end)
 
+  it("writes the cache by index_copy (long caches) with the bits of the where path", function()
+    local where_b, where_t, d1 = run(model, { PROMPT, OTHER }, 5, { greedy = true })
+    local saved = transformer.kv_index_copy_min_len
+    transformer.kv_index_copy_min_len = 1
+    local ok, err = pcall(function()
+      local ic_b, ic_t, d2 = run(model, { PROMPT, OTHER }, 5, { greedy = true })
+      assert.is_not_nil(d2.graph, tostring(d2.capture_error))
+      for k = 1, 5 do
+        assert.is_true(where_b[k] == ic_b[k], "logits of step " .. k .. " differ")
+        assert.same(where_t[k], ic_t[k])
+      end
+      d2:free()
+    end)
+    transformer.kv_index_copy_min_len = saved
+    d1:free()
+    assert(ok, err)
+  end)
+
   it("float16 weights: captured steps give the eager float16 steps' bits", function()
     local m16 = model_of("float16")
     local eb, et, ed = run(m16, { PROMPT }, 4, { greedy = true, capture = false })

@@ -197,10 +197,17 @@ function KVCache:append(k, v, kv)
   return self.k:narrow(3, 1, self.length), self.v:narrow(3, 1, self.length)
 end
 
+-- From this many positions on, write_at writes by lumus.index_copy at at.pos (a copy of
+-- kv to contiguous, then numel(kv) elements written) rather than by a where over the
+-- whole cache (one dispatch, but reading and writing 2 * B * H * max_len * hd elements).
+-- A field, so that specs can take either path.
+M.kv_index_copy_min_len = 512
+
 --- Writes kv [2, B, H, 1, hd] (keys, then values; any view) at the position at.write
 -- marks (a bool tensor [max_len], true at one position, computed on the device),
 -- leaving the other positions as they are: one exact lumus.where over the cache, so the
--- position never reaches the host. Returns the whole k and v [B, H, max_len, hd].
+-- position never reaches the host; or, where at.pos (int32 [1], the same position) is
+-- given and the cache is long, lumus.index_copy at at.pos. Returns the whole k and v [B, H, max_len, hd].
 -- cache.length is not changed: the caller tracks the position (a captured decode step
 -- replays this with a new at.write).
 function KVCache:write_at(kv, at)
@@ -213,7 +220,11 @@ function KVCache:write_at(kv, at)
   if not is_tensor(w) or w:dtype() ~= "bool" or w:numel() ~= self.max_len then
     error(("nn.KVCache:write_at: at.write must be a bool tensor of %d elements"):format(self.max_len), 2)
   end
-  lumus.where(w:view({ 1, 1, 1, self.max_len, 1 }), kv, self.kv, { out = self.kv })
+  if at.pos ~= nil and lumus.index_copy ~= nil and self.max_len >= M.kv_index_copy_min_len then
+    lumus.index_copy(self.kv, 4, at.pos, kv, { out = self.kv })
+  else
+    lumus.where(w:view({ 1, 1, 1, self.max_len, 1 }), kv, self.kv, { out = self.kv })
+  end
   return self.k, self.v
 end
 

@@ -335,7 +335,7 @@ end
 local function decode_step(d)
   local m, b, l = d.model, d.batch, d.max_len
   local pos_f = lumus.index_select(d.keys, 1, d.pos)              -- float32 [1]: pos
-  local at = { write = lumus.eq(d.keys, pos_f), attend = lumus.le(d.keys, pos_f) }
+  local at = { write = lumus.eq(d.keys, pos_f), attend = lumus.le(d.keys, pos_f), pos = d.pos }
   pos_f:free()
   local tok_f = lumus.index_select(d.vocab_ids, 1, d.tok)         -- float32 [B]: the ids
   lumus.where(at.write:view({ 1, l }), tok_f:view({ b, 1 }), d.id_rows, { out = d.id_rows })
