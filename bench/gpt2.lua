@@ -16,7 +16,8 @@
 --     (what generate does); float32, then float16 with the weights converted on load;
 --   the prefill of 512 tokens (median of 5, wall time of forward + synchronize), with
 --     all logits (as PyTorch's) and with the last position's only ({logits = "last"});
---   the device time per op (lumus.gpu_time around each op) over a prefill.
+--   the device time per op (lumus.gpu_time around each op) over a prefill and over one
+--     decode step (the decoder's step run eagerly: the ops its graph replays).
 -- Exits non-zero when the logits or the greedy ids do not match.
 local script_dir = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
 package.path = script_dir .. "/?.lua;" .. package.path
@@ -215,7 +216,8 @@ end
 -- calls is run inside lumus.gpu_time (one synchronize per op, so the sum is device time
 -- without overlap between ops; the whole forward's own gpu_time is printed beside it).
 local PROFILED = { "linear", "matmul", "layer_norm_forward", "scaled_dot_product_attention", "gelu_tanh",
-  "add", "embedding", "index_select", "where", "contiguous", "copy", "to", "argmax", "softmax", "scale" }
+  "add", "embedding", "index_select", "where", "contiguous", "copy", "to", "argmax", "softmax", "scale", "eq", "le",
+  "index_copy" }
 local unpack = table.unpack or unpack
 
 local function shapes_of(name, args)
@@ -229,13 +231,9 @@ local function shapes_of(name, args)
   return name .. " " .. table.concat(parts, " . ")
 end
 
-local function profile_prefill(model, len, opts)
-  local x = lumus.tensor({ prompt(len) }, { dtype = "int32" })
-  local l = model:forward(x, nil, opts)    -- warm-up
-  l:free()
-  lumus.synchronize()
-  local whole = lumus.gpu_time(function() l = model:forward(x, nil, opts) end)
-  l:free()
+-- Runs fn with each PROFILED op inside its own lumus.gpu_time; prints the table under
+-- `title` (whole: the device seconds of fn under one gpu_time, measured before).
+local function profile(title, fn, whole)
   local acc, keys, depth, saved = {}, {}, 0, {}
   local methods = lumus.Tensor.methods
   for _, name in ipairs(PROFILED) do
@@ -260,20 +258,45 @@ local function profile_prefill(model, len, opts)
       end
     end
   end
-  local ok, err = pcall(function() model:forward(x, nil, opts):free() end)
+  local ok, err = pcall(fn)
   for k = #saved, 1, -1 do saved[k][1][saved[k][2]] = saved[k][3] end
-  x:free()
   if not ok then print("profile failed: " .. tostring(err)); return end
   table.sort(keys, function(a, b) return a.secs > b.secs end)
-  local total = 0
-  for _, e in ipairs(keys) do total = total + e.secs end
-  print(("\n#### device time per op, prefill of %d tokens (%s logits): forward %.3f ms under one gpu_time, "
-    .. "ops one by one %.3f ms\n"):format(len, opts and opts.logits or "all", whole * 1e3, total * 1e3))
+  local total, calls = 0, 0
+  for _, e in ipairs(keys) do total, calls = total + e.secs, calls + e.calls end
+  print(("\n#### device time per op, %s: %.3f ms under one gpu_time, ops one by one %.3f ms (%d calls)\n")
+    :format(title, whole * 1e3, total * 1e3, calls))
   print("| op and shapes | calls | device ms | share |")
   print("|:---|---:|---:|---:|")
   for _, e in ipairs(keys) do
     print(("| %s | %d | %.3f | %.1f%% |"):format(e.key, e.calls, e.secs * 1e3, 100 * e.secs / total))
   end
+end
+
+local function profile_prefill(model, len, opts)
+  local x = lumus.tensor({ prompt(len) }, { dtype = "int32" })
+  local l = model:forward(x, nil, opts)    -- warm-up
+  l:free()
+  lumus.synchronize()
+  local whole = lumus.gpu_time(function() l = model:forward(x, nil, opts) end)
+  l:free()
+  profile(("prefill of %d tokens (%s logits)"):format(len, opts and opts.logits or "all"),
+    function() model:forward(x, nil, opts):free() end, whole)
+  x:free()
+end
+
+-- One greedy decode step of the decoder (the ops a replay runs), eagerly, after the
+-- 128-token prompt.
+local function profile_step(model)
+  local d = model:new_decoder(1, PROMPT_LEN + 8, { greedy = true, capture = false })
+  d:prefill(lumus.tensor({ ids }, { dtype = "int32" })):free()
+  d:feed(lumus.tensor({ ids[1] }, { dtype = "int32" }))
+  d:step()
+  lumus.synchronize()
+  local whole = lumus.gpu_time(function() d:step() end)
+  profile(("one decode step (the captured ops, run eagerly), context %d"):format(PROMPT_LEN + 2),
+    function() d:step() end, whole)
+  d:free()
 end
 
 local function decode_rows(label, m, want_ids)
@@ -327,6 +350,7 @@ print(("| float32 | %.1f | %.1f | %.2f | %.2f | %.3f |"):format(rate, (NEW_TOKEN
 rows[#rows + 1] = { "float32", rate, pre, gen_s, (NEW_TOKENS - 1) / out32[3][3], (NEW_TOKENS - 1) / out32[1][3], pre_last }
 profile_prefill(model, pre_len)
 profile_prefill(model, pre_len, { logits = "last" })
+profile_step(model)
 model:free()
 model = nil
 collectgarbage()
@@ -354,6 +378,7 @@ local ok, err = pcall(function()
   print(("float16 greedy ids: %d of %d agree with float32 from the start"):format(agreeing(out16[4][2], new), NEW_TOKENS))
   rows[#rows + 1] = { "float16", r16, p16, 0, (NEW_TOKENS - 1) / out16[3][3], (NEW_TOKENS - 1) / out16[1][3], p16_last }
   profile_prefill(m16, pre_len)
+  profile_step(m16)
   m16:free()
 end)
 if not ok then print(("\nfloat16 not run: %s"):format(tostring(err))) end
