@@ -42,6 +42,7 @@
 #                               PyTorch's logits, greedy ids and decode rate
 #                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
 #   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
+#   layer_norm_half.md / .csv   bench/layer_norm_half.lua (LayerNorm on float16/bfloat16 x vs copy)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -212,6 +213,8 @@ gpt2_dir=${GPT2_DIR:-/tmp/gpt2}
 step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
+# LayerNorm forward on float16/bfloat16 x of 128 MiB against copy (issue 18: >= 90%).
+step layer_norm_half 120 lua5.4 bench/layer_norm_half.lua --csv "$out/layer_norm_half.csv"
 # Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
 
 # One Markdown file with every step's output.
