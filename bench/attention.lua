@@ -3,12 +3,19 @@
 --
 -- Cases (as torch_attention.py): q, k, v [B, H, T, hd] with B 8, H 12, hd 64, T 1024 and
 -- 4096, causal and not, float32 and float16; TFLOP/s counting 4*B*H*T^2*hd (halved when
--- causal); then the decode shape, one query over 1024 keys (B 1, H 12), in µs. Median
+-- causal); then the decode shape, one query over 1024 keys (B 1, H 12), in µs, and
+-- GPT-2 small's prefill shape (B 1, H 12, T 512, causal). Median
 -- device time (lumus.gpu_time) into a preallocated out, the kernel plan
 -- (lumus.tune.attention: block_q x block_k, lanes, splits), and a check of sampled rows
 -- against float64 attention of the same inputs (within 2e-5 float32, 3e-3 float16 of
 -- max(1, |want|): "ok" or "FAIL"). With --baseline, PyTorch's figures and lumus's
--- share of its throughput. Then a sweep of forced register tiles on the first shape.
+-- share of its throughput. Then, on the first shape, a sweep of the flash kernel's tiles
+-- (tune.attention's flash_tile) and of the row-tile kernel's forced register tiles
+-- (kernel = "rows", the kernel before the flash one). The plan column says "coop" where
+-- float16 runs on tensor cores (shaders/attention_coop.comp; its block is 64 query rows,
+-- whatever block_q the SIMT plan shows); "flash-fixed" is the flash kernel's variant with
+-- the register tile compiled in; the flash sweep forces tiles through specialization
+-- constants (its first row is the same tile: the two variants side by side).
 --
 --   lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
 --       [--samples N] [--baseline torch_attention.csv] [--csv out.csv]
@@ -34,8 +41,8 @@ local ref = common.load_reference()
 local dev_line, dev = common.device_line(lumus)
 
 local PRESETS = {
-  h200 = { B = 8, H = 12, hd = 64, lengths = { 1024, 4096 }, decode_tk = 1024, decode_h = 12, iters = 20, warmup = 3, samples = 4 },
-  lavapipe = { B = 1, H = 2, hd = 64, lengths = { 128 }, decode_tk = 512, decode_h = 2, iters = 2, warmup = 1, samples = 2 },
+  h200 = { B = 8, H = 12, hd = 64, lengths = { 1024, 4096 }, decode_tk = 1024, decode_h = 12, prefill_t = 512, iters = 20, warmup = 3, samples = 4 },
+  lavapipe = { B = 1, H = 2, hd = 64, lengths = { 128 }, decode_tk = 512, decode_h = 2, prefill_t = 64, iters = 2, warmup = 1, samples = 2 },
 }
 local preset_name = opt.preset or (dev.kind == "cpu" and "lavapipe") or "h200"
 local P = PRESETS[preset_name]
@@ -65,6 +72,8 @@ for _, dtype in ipairs { "float32", "float16" } do
   end
   cases[#cases + 1] = { name = ("decode B1 H%d Tq1 Tk%d hd%d"):format(P.decode_h, P.decode_tk, P.hd), dtype = dtype,
                         B = 1, H = P.decode_h, tq = 1, tk = P.decode_tk, causal = false, decode = true }
+  cases[#cases + 1] = { name = ("prefill B1 H%d T%d hd%d causal"):format(P.decode_h, P.prefill_t, P.hd), dtype = dtype,
+                        B = 1, H = P.decode_h, tq = P.prefill_t, tk = P.prefill_t, causal = true }
 end
 
 -- float64 attention of row i (1-based) of head (b, h), from the tensors' own values.
@@ -100,9 +109,95 @@ end
 
 print(("# scaled_dot_product_attention (%s)"):format(dev_line))
 print()
+
+-- Correctness on this device first: a seeded sweep of shapes (odd lengths, Tq != Tk,
+-- masks, broadcast k and v) in every dtype, each through the kernel the plan picks
+-- (on the H200: float16 on tensor cores, the others the SIMT flash kernel), against
+-- float64 attention of the same (rounded) inputs, within TOL * max(1, |want|).
+do
+  local CHECK_TOL = { float32 = 2e-5, float16 = 3e-3, bfloat16 = 2.4e-2 }
+  local g = ref.rng(20261204)
+  local function int(lo, hi) return lo + math.floor(g.uniform() * (hi - lo + 1)) end
+  local function table_of(shape, f, d)
+    d = d or 1
+    local t = {}
+    for i = 1, shape[d] do
+      if d == #shape then t[i] = f() else t[i] = table_of(shape, f, d + 1) end
+    end
+    return t
+  end
+  local function worst_of(got, want)
+    local worst, ok = 0, true
+    local function walk(a, b, tol)
+      if type(b) == "table" then
+        for i = 1, #b do walk(a[i], b[i], tol) end
+        return
+      end
+      local e = math.abs(a - b)
+      if not (e <= tol * math.max(1, math.abs(b))) then ok = false end
+      if e > worst or e ~= e then worst = e end
+    end
+    return walk, function() return worst, ok end
+  end
+  local failed, total = 0, 0
+  local lines = {}
+  for case = 1, 18 do
+    local dtype = ({ "float16", "float32", "bfloat16" })[(case - 1) % 3 + 1]
+    local hd = ({ 64, 16, 32, 128, 96, 80, 48 })[(case - 1) % 7 + 1]
+    local B, H = int(1, 2), int(1, 3)
+    local tq = case % 4 == 0 and int(1, 40) or int(60, 200)
+    local tk = case % 3 == 0 and tq or int(50, 210)
+    if B * H * tq * tk * hd > 6e6 then B, H = 1, 1 end
+    local causal = case % 2 == 0
+    local kvb = case % 5 == 0 and 1 or B
+    local q = lumus.randn({ B, H, tq, hd }, { dtype = dtype })
+    local k = lumus.randn({ kvb, H, tk, hd }, { dtype = dtype })
+    local v = lumus.randn({ kvb, H, tk, hd }, { dtype = dtype })
+    local opts, ropts, mdesc = { causal = causal }, { causal = causal }, "-"
+    if case % 3 == 1 then
+      local mt = table_of({ tq, tk }, function() return g.uniform() < 0.8 end)
+      for j = 1, tk do mt[1][j] = false end   -- row 1 attends nothing: 0
+      opts.mask, ropts.mask, mdesc = lumus.tensor(mt, { dtype = "bool" }), mt, "bool"
+    elseif case % 3 == 2 then
+      local mt = table_of({ 1, tq, tk }, function() return g.uniform() < 0.1 and -math.huge or g.normal() end)
+      opts.mask, ropts.mask, mdesc = lumus.tensor(mt, { dtype = dtype }), opts.mask, "float"
+      ropts.mask = opts.mask:float():to_table()
+    end
+    -- a kernel that fails on this device is reported, not fatal to the rest of the bench
+    local okcall, y = pcall(lumus.scaled_dot_product_attention, q, k, v, opts)
+    local worst, ok = 0 / 0, false
+    if okcall then
+      local want = ref.scaled_dot_product_attention(q:float():to_table(), k:float():to_table(), v:float():to_table(), ropts)
+      local walk, result = worst_of()
+      walk(y:float():to_table(), want, CHECK_TOL[dtype])
+      worst, ok = result()
+    else
+      io.stderr:write("attention: case ", case, " failed: ", tostring(y), "\n")
+      y = nil
+    end
+    local plan = lumus.tune.attention(B * H, tq, tk, hd)
+    local kernel = (dtype == "float16" and plan.coop and hd % 16 == 0) and "coop" or plan.kernel
+    total = total + 1
+    if not ok then failed = failed + 1 end
+    lines[#lines + 1] = ("| %dx%dx%dx%d, k/v B %d | %d | %s | %s | %s | %s | %s (%.2g) |"):format(B, H, tq, tk, kvb, hd,
+      dtype, tostring(causal), mdesc, kernel, ok and "ok" or "FAIL", worst)
+    q:free(); k:free(); v:free()
+    if y then y:free() end
+  end
+  print(("Correctness sweep: %d of %d cases within tolerance (float32 2e-5, float16 3e-3, bfloat16 2.4e-2 of max(1, |want|))")
+    :format(total - failed, total))
+  print()
+  print("| B x H x Tq x Tk | hd | dtype | causal | mask | kernel | check (worst abs error) |")
+  print("|:---|---:|:---|:---|:---|:---|:---|")
+  for _, l in ipairs(lines) do print(l) end
+  print()
+  lumus.synchronize()
+  lumus.empty_cache()
+end
+
 print(("preset %s, %d timed calls (median), %d sampled rows checked per case"):format(preset_name, iters, samples))
 print()
-print("| case | dtype | plan (block_q x block_k, lanes, splits) | lumus µs | lumus TFLOP/s | torch µs | torch TFLOP/s | lumus / torch | check |")
+print("| case | dtype | plan (kernel block_q x block_k, lanes, splits) | lumus µs | lumus TFLOP/s | torch µs | torch TFLOP/s | lumus / torch | check |")
 print("|:---|:---|:---|---:|---:|---:|---:|---:|:---|")
 local csv_rows = {}
 local gen = ref.rng(20261203)
@@ -113,7 +208,11 @@ for _, c in ipairs(cases) do
   local out = lumus.zeros({ c.B, c.H, c.tq, P.hd }, { dtype = c.dtype })
   local o = { causal = c.causal, out = out }
   local plan = lumus.tune.attention(c.B * c.H, c.tq, c.tk, P.hd)
-  local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, o) end, iters, warmup)
+  local okt, sec = pcall(common.device_time, lumus, function() lumus.scaled_dot_product_attention(q, k, v, o) end, iters, warmup)
+  if not okt then
+    io.stderr:write("attention: ", c.name, " ", c.dtype, " failed: ", tostring(sec), "\n")
+    sec = 0 / 0
+  end
   local us = sec * 1e6
   local flops = 4 * c.B * c.H * c.tq * c.tk * P.hd / (c.causal and 2 or 1)
   local tflops = flops / sec / 1e12
@@ -126,18 +225,48 @@ for _, c in ipairs(cases) do
   local base = baseline[c.name .. " " .. c.dtype]
   local tus = base and tonumber(base.torch_us)
   local ttf = base and tonumber(base.torch_tflops)
-  print(("| %s | %s | %dx%d, %d, %d | %s | %s | %s | %s | %s | %s (%.2g) |"):format(
-    c.name, c.dtype, plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
+  print(("| %s | %s | %s %dx%d, %d, %d | %s | %s | %s | %s | %s | %s (%.2g) |"):format(
+    c.name, c.dtype, (c.dtype == "float16" and plan.coop) and "coop" or (plan.fixed_tile and "flash-fixed" or plan.kernel), plan.block_q, plan.block_k, plan.lanes, plan.splits, fmt(us), fmt(tflops), fmt(tus), fmt(ttf),
     tus and ("%.0f%%"):format(100 * tus / us) or "-", ok and "ok" or "FAIL", worst))
   csv_rows[#csv_rows + 1] = { c.name, c.dtype, ("%.3f"):format(us), ("%.3f"):format(tflops), tus or "", ttf or "", ok and "ok" or "FAIL" }
   q:free(); k:free(); v:free(); out:free()
   lumus.synchronize()
   lumus.empty_cache()
 end
--- Register tiles forced through lumus.tune.attention on the first shape (where a tile
--- does not fit shared memory the plan falls back to the automatic one, as shown).
+-- The flash kernel's tiles forced through lumus.tune.attention on the first shape (where a
+-- tile does not fit shared memory the plan falls back to the automatic one, as shown).
 print()
-print("Register tile sweep (rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
+print("Flash tile sweep (flash_tile = {workgroup, lanes, rows_per_lane, keys_per_lane} forced; T = " .. P.lengths[1] .. "):")
+print()
+print("| dtype | causal | forced | plan (workgroup, lanes, rows x keys, block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
+print("|:---|:---|:---|:---|---:|---:|---:|")
+local FLASH_TILES = { { 128, 8, 4, 4 }, { 128, 16, 8, 4 }, { 128, 16, 4, 4 }, { 256, 16, 8, 4 }, { 256, 8, 4, 4 },
+                      { 128, 8, 8, 4 }, { 128, 8, 4, 8 }, { 128, 4, 4, 8 }, { 64, 8, 4, 4 }, { 256, 32, 8, 4 } }
+for _, dtype in ipairs { "float32", "float16" } do
+  local t = P.lengths[1]
+  local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  for _, causal in ipairs { false, true } do
+    for _, ft in ipairs(FLASH_TILES) do
+      local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "flash", flash_tile = ft })
+      local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out, causal = causal }) end, iters, warmup)
+      print(("| %s | %s | %s | %s %d, %d, %dx%d, %dx%d, %s | %.1f | %s | %s |"):format(dtype, tostring(causal), table.concat(ft, ","),
+        plan.kernel, plan.workgroup, plan.lanes, plan.rows_per_lane, plan.keys_per_lane, plan.block_q, plan.block_k,
+        tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6),
+        fmt(4 * P.B * P.H * t * t * P.hd / (causal and 2 or 1) / sec / 1e12)))
+    end
+  end
+  lumus.tune.attention(1, 1, 1, 1, {})
+  q:free(); k:free(); v:free(); out:free()
+  lumus.synchronize()
+  lumus.empty_cache()
+end
+-- Register tiles of the row-tile kernel forced through lumus.tune.attention on the first
+-- shape (where a tile does not fit shared memory the plan falls back to the automatic one).
+print()
+print("Row-tile kernel register tile sweep (kernel = rows, rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
 print()
 print("| dtype | forced | plan (block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
 print("|:---|:---|:---|---:|---:|---:|")
@@ -148,7 +277,7 @@ for _, dtype in ipairs { "float32", "float16" } do
   local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
   local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
   for _, rc in ipairs { { 4, 4 }, { 8, 2 }, { 4, 2 }, { 8, 1 }, { 2, 4 }, { 2, 8 }, { 8, 4 } } do
-    local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { rows_per_lane = rc[1], keys_per_lane = rc[2] })
+    local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "rows", rows_per_lane = rc[1], keys_per_lane = rc[2] })
     local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out }) end, iters, warmup)
     print(("| %s | %dx%d | %dx%d, %s | %.1f | %s | %s |"):format(dtype, rc[1], rc[2], plan.block_q, plan.block_k,
       tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6), fmt(4 * P.B * P.H * t * t * P.hd / sec / 1e12)))

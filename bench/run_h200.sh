@@ -46,6 +46,7 @@
 #                               bench/profile_gpt2.lua (device time per op; host time unwrapped)
 #   train_profile.md / .csv     bench/train_profile.lua (one training step: phases, counts, per-op device time)
 #   torch_train_chunked.md / .csv   bench/torch_train_mlp.py --variant chunked against torch_train.csv
+#   layer_norm_half.md / .csv   bench/layer_norm_half.lua (LayerNorm on float16/bfloat16 x vs copy)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -231,6 +232,8 @@ torch_base=()
 [ -s "$out/torch_train.csv" ] && torch_base+=(--compare "$out/torch_train.csv")
 step torch_train_chunked 240 python3 bench/torch_train_mlp.py --variant chunked --adamw-numel 1048576 \
   ${torch_base[@]+"${torch_base[@]}"} --csv "$out/torch_train_chunked.csv"
+# LayerNorm forward on float16/bfloat16 x of 128 MiB against copy (issue 18: >= 90%).
+step layer_norm_half 120 lua5.4 bench/layer_norm_half.lua --csv "$out/layer_norm_half.csv"
 # Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
 
 # One Markdown file with every step's output.

@@ -33,6 +33,7 @@ def cases():
             for causal in (False, True):
                 yield f"B{B} H{H} T{t} hd{HD}{' causal' if causal else ''}", dtype, B, H, t, t, causal
         yield "decode B1 H12 Tq1 Tk1024 hd64", dtype, 1, 12, 1, 1024, False
+        yield "prefill B1 H12 T512 hd64 causal", dtype, 1, 12, 512, 512, True
 
 
 def main():

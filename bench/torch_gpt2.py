@@ -7,6 +7,8 @@ TF32 off (true float32 products, as lumus computes). Batch 1. Writes into --dir:
   torch_logits.bin   float32 little-endian logits [128, 50257] of the fixed 128-token prompt
                      (GPT-2 id i of the prompt: (i * 7919 + 13) % 50257, i from 0)
   torch_ids.txt      the 64 greedy ids after the prompt (0-based GPT-2 ids, one line)
+  torch_logits_f16.bin, torch_ids_f16.txt   the same from the model in float16 (logits
+                     widened to float32), for bench/gpt2.lua's float16 comparison
 and prints: decode tokens/s of a manual KV-cache loop (float32 and float16): prefill of
 the prompt, then 63 single-token steps each reading its argmax id back to the host
 (.item(), as lumus reads one 4-byte id), timed over the steps; the prefill of 512 tokens
@@ -91,15 +93,15 @@ def main():
     for dtype in (torch.float32, torch.float16):
         model, config = load(args.dir, dtype)
         ids = prompt_ids(PROMPT_LEN, config.vocab_size)
-        if dtype == torch.float32:
-            with torch.no_grad():
-                logits = model(torch.tensor([ids], device="cuda")).logits[0].float().cpu()
-            logits.numpy().astype("<f4").tofile(os.path.join(args.dir, "torch_logits.bin"))
+        suffix = "" if dtype == torch.float32 else "_f16"
+        with torch.no_grad():
+            logits = model(torch.tensor([ids], device="cuda")).logits[0].float().cpu()
+        logits.numpy().astype("<f4").tofile(os.path.join(args.dir, f"torch_logits{suffix}.bin"))
         decode(model, ids, 8)                       # warm-up
         new, secs = decode(model, ids, NEW_TOKENS)
+        with open(os.path.join(args.dir, f"torch_ids{suffix}.txt"), "w") as f:
+            f.write(" ".join(str(i) for i in new) + "\n")
         if dtype == torch.float32:
-            with open(os.path.join(args.dir, "torch_ids.txt"), "w") as f:
-                f.write(" ".join(str(i) for i in new) + "\n")
             greedy = new
         rate = (NEW_TOKENS - 1) / secs
         pre = prefill_ms(model, config.vocab_size)

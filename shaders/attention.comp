@@ -164,7 +164,7 @@ void main() {
                 s[i * CN + j] = sv;
                 mx = max(mx, sv);
             }
-            [[unroll]] for (uint off = TC / 2u; off > 0u; off >>= 1) mx = max(mx, subgroupShuffleXor(mx, off));
+            [[unroll]] for (uint e = 0; e < 5u; ++e) if ((1u << e) < TC) mx = max(mx, subgroupShuffleXor(mx, 1u << e));
             float mn = max(m[i], mx);
             float mu = mn == NEG_INF ? 0.0 : mn;   // a row with nothing yet: exp2(-inf) = 0, not NaN
             float alpha = exp2(m[i] - mu);
@@ -174,7 +174,7 @@ void main() {
                 s[i * CN + j] = pv;
                 rs += pv;
             }
-            [[unroll]] for (uint off = TC / 2u; off > 0u; off >>= 1) rs += subgroupShuffleXor(rs, off);
+            [[unroll]] for (uint e = 0; e < 5u; ++e) if ((1u << e) < TC) rs += subgroupShuffleXor(rs, 1u << e);
             l[i] = l[i] * alpha + rs;
             m[i] = mn;
             [[unroll]] for (uint n = 0; n < DN4; ++n) o[i * DN4 + n] *= alpha;

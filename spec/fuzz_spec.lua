@@ -861,6 +861,7 @@ ORACLES.layer_norm_forward = function(inp, args)
     -- d invstd / d var = -invstd^3 / 2; the variance is off by the mean's rounding
     ti[r] = ok and 1e-4 * rr + 0.5 * rr ^ 3 * (shift * shift + 2 * shift * std) or huge
   end
+  y, ty = in_format(y, ty, x.dtype)   -- float16/bfloat16 x: y rounded once to x's dtype
   local sshape = { compat.unpack(x.shape) }
   if #sshape > 1 then sshape[#sshape] = nil else sshape = { 1 } end
   return { { want = y, tol = ty, shape = x.shape }, { want = mean, tol = tm, shape = sshape },

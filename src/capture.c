@@ -50,10 +50,13 @@ void lm_capture_hold(lua_State *L, lm_context *ctx, const lm_tensor *t, const ch
     lua_rawgetp(L, LUA_REGISTRYINDEX, g);
     if (lua_rawgetp(L, -1, s) != LUA_TNIL) { lua_pop(L, 2); return; }
     lua_pop(L, 1);
-    /* The tensor's userdata is on the stack (ops.h); its user value is the storage's. */
+    /* The tensor's userdata, or for a view an op made in C (a broadcast or transposed
+     * operand) a tensor over the same storage, is on the stack (ops.h); its user value
+     * is the storage's. */
     int top = lua_gettop(L) - 1, found = 0;
     for (int i = 1; i <= top && !found; i++) {
-        if (lua_touserdata(L, i) != (const void *)t) continue;
+        const lm_tensor *u = lua_touserdata(L, i) == (const void *)t ? t : luaL_testudata(L, i, LM_TENSOR_MT);
+        if (!u || u->storage != s) continue;
         lua_getiuservalue(L, i, 1);
         if (lua_touserdata(L, -1) == (void *)s) found = 1; else lua_pop(L, 1);
     }

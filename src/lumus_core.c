@@ -172,6 +172,7 @@ static const luaL_Reg tensor_ops[] = {
     {"cross_entropy_forward", lm_op_cross_entropy_forward}, {"cross_entropy_backward", lm_op_cross_entropy_backward},
     {"rms_norm", lm_op_rms_norm}, {"rope", lm_op_rope},
     {"scaled_dot_product_attention", lm_op_scaled_dot_product_attention},
+    {"index_copy", lm_op_index_copy},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };

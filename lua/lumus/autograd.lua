@@ -725,6 +725,85 @@ ops.stack = {
   end,
 }
 
+-- scaled_dot_product_attention: a composite backward that recomputes the probabilities
+-- P (softmax of the masked, scaled scores, rows with no key left 0) from the saved q and
+-- k, then dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)), dQ = scale dS K,
+-- dK = scale dS^T Q (k and v broadcast over B or H are summed back). It holds one
+-- [B, H, Tq, Tk] score matrix at a time; the masks carry no gradient.
+local function attention_probabilities(s)
+  local q, k = s.q, s.k
+  local qs, ks = raw.shape(q), raw.shape(k)
+  local tq, tk = qs[3], ks[3]
+  local scores = raw.matmul(q, k, { transpose_b = true })             -- [B, H, Tq, Tk]
+  local z = raw.scale(scores, s.scale)
+  raw.free(scores)
+  if s.mask then
+    local m = s.mask
+    local masked = raw.dtype(m) == "bool" and raw.where(m, z, -math.huge) or raw.add(z, m)
+    raw.free(z)
+    z = masked
+  end
+  if s.causal then
+    -- query i (1-based) sees keys j <= i + tk - tq (bottom-right)
+    local last = raw.reshape(raw.arange(tk - tq + 1.0, tk + 1.0), { tq, 1 })
+    local key = raw.reshape(raw.arange(1.0, tk + 1.0), { 1, tk })
+    local allowed = raw.le(key, last)
+    local masked = raw.where(allowed, z, -math.huge)
+    raw.free(z); raw.free(allowed); raw.free(last); raw.free(key)
+    z = masked
+  end
+  local p = raw.softmax(z)
+  -- rows whose keys are all masked: softmax gives NaN, the forward gives 0
+  local mx = raw.max(z, { dim = -1, keepdim = true })
+  local dead = raw.eq(mx, -math.huge)
+  local zp = raw.where(dead, 0, p)
+  raw.free(z); raw.free(p); raw.free(mx); raw.free(dead)
+  return zp
+end
+M.attention_probabilities = attention_probabilities
+
+ops.scaled_dot_product_attention = {
+  inputs = { 1, 2, 3 },
+  save = function(a, r)
+    local opts = type(a[4]) == "table" and a[4] or {}
+    local hd = raw.shape(a[1])[4]
+    return { q = a[1], k = a[2], v = a[3], y = r[1], mask = opts.mask, causal = opts.causal and true or false,
+             scale = opts.scale or 1 / math.sqrt(hd) }
+  end,
+  backward = function(g, s, need)
+    local p = attention_probabilities(s)                               -- [B, H, Tq, Tk]
+    local gq, gk, gv
+    if need[3] then
+      gv = reduce_to(raw.matmul(p, g, { transpose_a = true }), raw.shape(s.v))
+    end
+    if need[1] or need[2] then
+      local dp = raw.matmul(g, s.v, { transpose_b = true })             -- dO V^T
+      local prod = raw.mul(g, s.y)
+      local rowdot = raw.sum(prod, { dim = -1, keepdim = true })        -- rowsum(dO * O)
+      local diff = raw.sub(dp, rowdot)
+      local ds = raw.mul(p, diff)
+      raw.free(dp); raw.free(prod); raw.free(rowdot); raw.free(diff)
+      if need[1] then
+        local m = raw.matmul(ds, s.k)
+        gq = raw.scale(m, s.scale)
+        raw.free(m)
+      end
+      if need[2] then
+        local m = raw.matmul(ds, s.q, { transpose_a = true })
+        gk = reduce_to(raw.scale(m, s.scale), raw.shape(s.k))
+        raw.free(m)
+      end
+      raw.free(ds)
+    end
+    raw.free(p)
+    return gq, gk, gv
+  end,
+}
+
+--- Whether recording wrappers are installed (the first requires_grad(true) installs
+-- them): until then no tensor requires grad, and modules may skip asking each one.
+function M.is_installed() return installed end
+
 --- Adds or replaces the backward of op `name` (see the top of this file). Takes effect
 -- for lumus.<name> and t:<name>() from the next requires_grad(true) on, or at once when
 -- wrapping is already installed.

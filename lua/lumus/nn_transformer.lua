@@ -9,8 +9,13 @@
 --     mha:forward(x [, cache]): with a cache (mha:new_cache(B, max_len) or nn.KVCache),
 --     the new keys and values are written at positions cache.length + 1 .. + T, the
 --     queries attend to positions 1 .. cache.length + T, and cache.length grows by T.
+--     mha:forward(x, cache, at): the decode step with the position on the device (for
+--     lumus.capture): T = 1; at.write (bool [max_len], true at the new position) selects
+--     where k and v are written (cache:write_at(kv, at)), at.attend (bool [max_len]) the keys
+--     attended; cache.length is left to the caller.
 --   nn.KVCache(B, H, max_len, hd [, {dtype = "float32"}])
---     k, v: [B, H, max_len, hd] allocated once and written in place (narrow + copy);
+--     k, v: [B, H, max_len, hd], the two halves of kv [2, B, H, max_len, hd], allocated
+--     once and written in place (narrow + copy; write_at: where at a device position);
 --     cache.length (positions held, from 0), cache:append(k, v) -> the k and v views of
 --     1..length, cache:reset(), cache:free().
 --   nn.TransformerBlock(D, H [, {mlp_ratio = 4, hidden =, activation = "gelu_tanh",
@@ -19,13 +24,15 @@
 --     activation: "gelu_tanh", "gelu" (erf), "relu", "silu"; norm: "layer" (weight and
 --     bias) or "rms" (weight only). Parameters: ln1_weight, ln1_bias, ln2_weight,
 --     ln2_bias, fc_weight [hidden, D], fc_bias, proj_weight [D, hidden], proj_bias, then
---     the attention's. block:forward(x [, cache]) passes the cache to its attention.
+--     the attention's. block:forward(x [, cache [, at]]) passes the cache (and at) to its attention.
 --
 -- init = false leaves the parameters uninitialized (lumus.empty), for loading weights;
 -- otherwise weights are uniform(-1/sqrt(in), 1/sqrt(in)) from the device generator
 -- (lumus.manual_seed fixes them), biases 0, norm weights 1.
--- These modules return a new tensor per call (m.output is the last one); they are for
--- inference: they free their intermediates as they go.
+-- These modules return a new tensor per call (m.output is the last one) and free their
+-- intermediates as they go, except in a call autograd records (grad enabled and the input
+-- or a parameter of the module or its children requires grad): there the graph holds
+-- them, and training works (scaled_dot_product_attention has a backward).
 -- Attention runs lumus.scaled_dot_product_attention where this build has it, else the
 -- composite below (matmul, scale, causal mask by where, softmax, matmul).
 local lumus = require "lumus"
@@ -64,26 +71,81 @@ local function boolean(fname, opts, key, default)
   return v
 end
 
+-- Would autograd record module m's call on x? (nn.lua's rule, children included.)
+local function records(m, x)
+  if not lumus.is_grad_enabled() then return false end
+  local autograd = lumus.autograd
+  if autograd and autograd.is_installed and not autograd.is_installed() then return false end
+  if is_tensor(x) and x:requires_grad() then return true end
+  local function any(mod)
+    for _, name in ipairs(mod._params) do
+      if mod[name]:requires_grad() then return true end
+    end
+    for _, c in ipairs(mod._modules) do
+      if any(c) then return true end
+    end
+    return false
+  end
+  return any(m)
+end
+
+-- Frees the tensors given unless the call is recorded (keep).
+local function release(keep, ...)
+  if keep then return end
+  for i = 1, select("#", ...) do select(i, ...):free() end
+end
+
 -- Attention of q [B, H, T, hd] over k, v [B, H, L, hd] (L >= T), by existing kernels.
 -- With causal, query i (1-based) sees keys 1 .. L - T + i.
 function M.composite_attention(q, k, v, causal, scale)
+  -- under autograd the graph holds the intermediates: nothing is freed
+  local keep = lumus.is_grad_enabled() and (q:requires_grad() or k:requires_grad() or v:requires_grad())
   local raw = lumus.matmul(q, k, { transpose_b = true })   -- [B, H, T, L]
   local s = lumus.scale(raw, scale)
-  raw:free()
+  release(keep, raw)
   local t, l = q:size(3), k:size(3)
   if causal and t > 1 then
     local last = lumus.arange(l - t + 1.0, l + 1.0):view({ t, 1 })   -- last key each query sees
     local key = lumus.arange(1.0, l + 1.0):view({ 1, l })
     local allowed = lumus.le(key, last)                          -- bool [T, L]
     local masked = lumus.where(allowed, s, -math.huge)
-    s:free(); allowed:free(); last:free(); key:free()
+    release(keep, s, allowed)
+    last:free(); key:free()
     s = masked
   end
   local p = lumus.softmax(s)
-  s:free()
+  release(keep, s)
   local o = lumus.matmul(p, v)                                   -- [B, H, T, hd]
-  p:free()
+  release(keep, p)
   return o
+end
+
+-- layer_norm_forward(x, w, b, eps) for any float dtype: natively where the build's
+-- layer_norm_forward takes x's dtype (probed once per dtype), else in float32 with the
+-- result converted back to x's dtype (statistics in float32 either way). Returns y only.
+-- keep: the call is recorded by autograd (mean and invstd are saved by its graph).
+local native_layer_norm = {}
+function M.layer_norm(x, w, b, eps, keep)
+  local dt = x:dtype()
+  if dt ~= "float32" and native_layer_norm[dt] == nil then
+    local probe = lumus.zeros({ 1, 4 }, { dtype = dt })
+    local pw = lumus.ones({ 4 }, { dtype = dt })
+    native_layer_norm[dt] = pcall(lumus.layer_norm_forward, probe, pw, pw, 1e-5)
+    probe:free(); pw:free()
+  end
+  if dt == "float32" or native_layer_norm[dt] then
+    local y, mean, invstd = lumus.layer_norm_forward(x, w, b, eps)
+    release(keep, mean, invstd)
+    return y
+  end
+  local x32, w32 = x:to("float32"), w:to("float32")
+  local b32 = b and b:to("float32")
+  local y32, mean, invstd = lumus.layer_norm_forward(x32, w32, b32, eps)
+  mean:free(); invstd:free(); x32:free(); w32:free()
+  if b32 then b32:free() end
+  local y = y32:to(dt)
+  y32:free()
+  return y
 end
 
 -- Set to true (specs) to use the composite even where the fused op exists.
@@ -95,6 +157,27 @@ local function attention(q, k, v, causal, scale)
     return fused(q, k, v, { causal = causal and q:size(3) > 1, scale = scale })
   end
   return M.composite_attention(q, k, v, causal, scale)
+end
+
+-- Attention of q [B, H, 1, hd] over the whole cache k, v [B, H, L, hd], keys where
+-- attend (bool [L]) is true: the decode step with a device-side length.
+local function attention_masked(q, k, v, attend, scale)
+  local l = k:size(3)
+  local mask = attend:view({ 1, 1, 1, l })
+  local fused = lumus.scaled_dot_product_attention
+  if fused ~= nil and not M.force_composite then
+    return fused(q, k, v, { mask = mask, scale = scale })
+  end
+  local raw = lumus.matmul(q, k, { transpose_b = true })   -- [B, H, 1, L]
+  local sc = lumus.scale(raw, scale)
+  raw:free()
+  local s = lumus.where(mask, sc, -math.huge)
+  sc:free()
+  local p = lumus.softmax(s)
+  s:free()
+  local o = lumus.matmul(p, v)
+  p:free()
+  return o
 end
 
 ---------------------------------------------------------------------------------------
@@ -112,16 +195,19 @@ local function new_kv_cache(b, h, max_len, hd, opts)
   hd = positive_int(fname, "head_dim", hd)
   opts = options(fname, opts, { dtype = true })
   local dtype = opts.dtype or "float32"
+  -- keys and values in one tensor, so that write_at updates both with one where
+  local kv = lumus.zeros({ 2, b, h, max_len, hd }, { dtype = dtype })
   return setmetatable({
-    k = lumus.zeros({ b, h, max_len, hd }, { dtype = dtype }),
-    v = lumus.zeros({ b, h, max_len, hd }, { dtype = dtype }),
+    kv = kv, k = kv:select(1, 1), v = kv:select(1, 2),
     batch = b, heads = h, max_len = max_len, head_dim = hd, length = 0,
   }, KVCache)
 end
 
 --- Writes k, v [B, H, T, hd] at positions length+1 .. length+T; returns the k and v
--- views of positions 1 .. length (after the write).
-function KVCache:append(k, v)
+-- views of positions 1 .. length (after the write). kv (optional): the same keys and
+-- values as one [2, B, H, T, hd] view (as MultiheadAttention has them), written by one
+-- copy instead of two.
+function KVCache:append(k, v, kv)
   local t = k:size(3)
   if k:dim() ~= 4 or k:size(1) ~= self.batch or k:size(2) ~= self.heads or k:size(4) ~= self.head_dim then
     error(("nn.KVCache:append: k must be [%d, %d, T, %d], got shape %s")
@@ -131,14 +217,49 @@ function KVCache:append(k, v)
     error(("nn.KVCache:append: %d positions held + %d new exceed max_len %d")
       :format(self.length, t, self.max_len), 3)
   end
-  self.k:narrow(3, self.length + 1, t):copy(k)
-  self.v:narrow(3, self.length + 1, t):copy(v)
+  if kv ~= nil then   -- k and v as one [2, B, H, T, hd] view: one strided copy
+    self.kv:narrow(4, self.length + 1, t):copy(kv)
+  else
+    self.k:narrow(3, self.length + 1, t):copy(k)
+    self.v:narrow(3, self.length + 1, t):copy(v)
+  end
   self.length = self.length + t
   return self.k:narrow(3, 1, self.length), self.v:narrow(3, 1, self.length)
 end
 
+-- From this many positions on, write_at writes by lumus.index_copy at at.pos (a copy of
+-- kv to contiguous, then numel(kv) elements written) rather than by a where over the
+-- whole cache (one dispatch, but reading and writing 2 * B * H * max_len * hd elements).
+-- A field, so that specs can take either path.
+M.kv_index_copy_min_len = 512
+
+--- Writes kv [2, B, H, 1, hd] (keys, then values; any view) at the position at.write
+-- marks (a bool tensor [max_len], true at one position, computed on the device),
+-- leaving the other positions as they are: one exact lumus.where over the cache, so the
+-- position never reaches the host; or, where at.pos (int32 [1], the same position) is
+-- given and the cache is long, lumus.index_copy at at.pos. Returns the whole k and v [B, H, max_len, hd].
+-- cache.length is not changed: the caller tracks the position (a captured decode step
+-- replays this with a new at.write).
+function KVCache:write_at(kv, at)
+  if not is_tensor(kv) or kv:dim() ~= 5 or kv:size(1) ~= 2 or kv:size(2) ~= self.batch or kv:size(3) ~= self.heads
+    or kv:size(4) ~= 1 or kv:size(5) ~= self.head_dim then
+    error(("nn.KVCache:write_at: kv must be [2, %d, %d, 1, %d], got %s")
+      :format(self.batch, self.heads, self.head_dim, is_tensor(kv) and "shape " .. shape_string(kv) or type(kv)), 2)
+  end
+  local w = type(at) == "table" and at.write
+  if not is_tensor(w) or w:dtype() ~= "bool" or w:numel() ~= self.max_len then
+    error(("nn.KVCache:write_at: at.write must be a bool tensor of %d elements"):format(self.max_len), 2)
+  end
+  if at.pos ~= nil and lumus.index_copy ~= nil and self.max_len >= M.kv_index_copy_min_len then
+    lumus.index_copy(self.kv, 4, at.pos, kv, { out = self.kv })
+  else
+    lumus.where(w:view({ 1, 1, 1, self.max_len, 1 }), kv, self.kv, { out = self.kv })
+  end
+  return self.k, self.v
+end
+
 function KVCache:reset() self.length = 0; return self end
-function KVCache:free() self.k:free(); self.v:free() end
+function KVCache:free() self.kv:free() end
 KVCache.__tostring = function(self)
   return ("nn.KVCache(%dx%dx%dx%d, length %d)"):format(self.batch, self.heads, self.max_len, self.head_dim, self.length)
 end
@@ -190,7 +311,7 @@ function M.attach(nn)
     return new_kv_cache(batch, self.num_heads, max_len, self.head_dim, opts)
   end
 
-  function MHA:forward(x, cache)
+  function MHA:forward(x, cache, at)
     local e, h, hd = self.embed_dim, self.num_heads, self.head_dim
     if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= e then
       error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), e,
@@ -200,20 +321,34 @@ function M.attach(nn)
       error(("%s: cache must be an nn.KVCache, got %s"):format(self:describe(), type(cache)), 2)
     end
     local b, t = x:size(1), x:size(2)
+    local keep = records(self, x)
     local qkv = lumus.linear(x, self.in_proj_weight, self.in_proj_bias)   -- [B, T, 3E]
     local heads = qkv:view({ b, t, 3, h, hd })
     local q = heads:select(3, 1):transpose(2, 3)                          -- [B, H, T, hd]
     local k = heads:select(3, 2):transpose(2, 3)
     local v = heads:select(3, 3):transpose(2, 3)
-    if cache ~= nil then
-      k, v = cache:append(k, v)
+    local o
+    -- keys and values as one [2, B, H, T, hd] view of qkv
+    local kv = heads:narrow(3, 2, 2):transpose(1, 3):transpose(2, 3):transpose(3, 4)
+    if at ~= nil then
+      if cache == nil or t ~= 1 then
+        error(("%s: a device position (third argument) needs a cache and one new position per row, got T = %d")
+          :format(self:describe(), t), 2)
+      end
+      k, v = cache:write_at(kv, at)
+      o = attention_masked(q, k, v, at.attend, 1 / math.sqrt(hd))
+    else
+      if cache ~= nil then
+        k, v = cache:append(k, v, kv)
+      end
+      o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
     end
-    local o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
-    qkv:free()
-    local merged = o:transpose(2, 3):contiguous():view({ b, t, e })
-    o:free()
+    release(keep, qkv)
+    -- [B, H, T, hd] -> [B, T, E]: for T = 1 the same memory order, so a view
+    local merged = t == 1 and o:view({ b, t, e }) or o:transpose(2, 3):contiguous():view({ b, t, e })
+    if t ~= 1 then release(keep, o) end   -- (for T = 1, freeing merged frees o's memory)
     local y = lumus.linear(merged, self.out_proj_weight, self.out_proj_bias)
-    merged:free()
+    release(keep, merged)
     self.output = y
     return y
   end
@@ -273,39 +408,36 @@ function M.attach(nn)
   function Block:new_cache(batch, max_len, opts) return self.attn:new_cache(batch, max_len, opts) end
 
   -- norm i (1 or 2) of x, a new tensor.
-  local function normalize(self, x, i)
+  local function normalize(self, x, i, keep)
     local w = self["ln" .. i .. "_weight"]
-    if self.norm == "layer" then
-      local y, mean, invstd = lumus.layer_norm_forward(x, w, self["ln" .. i .. "_bias"], self.eps)
-      mean:free(); invstd:free()
-      return y
-    end
+    if self.norm == "layer" then return M.layer_norm(x, w, self["ln" .. i .. "_bias"], self.eps, keep) end
     local sq = lumus.mul(x, x)
     local ms = lumus.mean(sq, { dim = -1, keepdim = true })
     local r = lumus.rsqrt(lumus.add(ms, self.eps))
     local y = lumus.mul(lumus.mul(x, r), w)
-    sq:free(); ms:free(); r:free()
+    release(keep, sq, ms, r)
     return y
   end
 
-  function Block:forward(x, cache)
+  function Block:forward(x, cache, at)
     if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= self.dim then
       error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), self.dim,
         is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
     end
-    local n1 = normalize(self, x, 1)
-    local a = self.attn:forward(n1, cache)
-    n1:free()
+    local keep = records(self, x)
+    local n1 = normalize(self, x, 1, keep)
+    local a = self.attn:forward(n1, cache, at)
+    release(keep, n1)
     local r = lumus.add(x, a)
-    local n2 = normalize(self, r, 2)
+    local n2 = normalize(self, r, 2, keep)
     local f = lumus.linear(n2, self.fc_weight, self.fc_bias)
-    n2:free()
+    release(keep, n2)
     local g = lumus[ACTIVATIONS[self.activation]](f)
-    f:free()
+    release(keep, f)
     local p = lumus.linear(g, self.proj_weight, self.proj_bias)
-    g:free()
+    release(keep, g)
     local y = lumus.add(r, p)
-    r:free(); p:free()
+    release(keep, r, p)
     self.output = y
     return y
   end

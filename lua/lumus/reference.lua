@@ -1917,4 +1917,27 @@ function M.gelu_backward(g, x, approximate)
   return broadcast("gelu_backward", g, x, function(a, v) return a * d(v) end)
 end
 
+--- index_copy(t, dim, ids, src): torch.index_copy: t with src's slice j (along dim)
+-- written over slice ids[j] (ids 1-D, 1-based; an id outside 1..size writes nothing;
+-- where ids repeat, the last such slice is the one written).
+function M.index_copy(t, dim, ids, src)
+  local ts = M.shape(t)
+  dim = norm_dim("index_copy", dim, #ts)
+  ids = type(ids[1]) == "table" and M.flatten(ids) or ids
+  local ft, st = M.flatten(t), row_major_strides(ts)
+  local fs = M.flatten(src)
+  local pos, c2 = 0, {}
+  each_coord(M.shape(src), function(c)
+    pos = pos + 1
+    local id = ids[c[dim]]
+    if id < 1 or id > ts[dim] then return end
+    for i = 1, #c do c2[i] = c[i] end
+    c2[dim] = id
+    local k = 1
+    for i = 1, #c2 do k = k + (c2[i] - 1) * st[i] end
+    ft[k] = fs[pos]
+  end)
+  return M.nest(ft, ts)
+end
+
 return M

@@ -25,6 +25,18 @@
 // A form file includes this first, after any #extension lines of its own.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+// DT: the dtype of x, y, weight and bias: 0 float32; 1 float16, 2 bfloat16 (the group,
+// subgroup and stream forms, VEC 4 or 1, no ANY_D: a vector is 4 elements of 2 bytes;
+// values are float32 in registers, so the statistics are float32 as for float32 x;
+// y rounds once, to nearest even, on store). mean and invstd stay float32.
+#ifndef DT
+#define DT 0
+#endif
+#if DT != 0
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 #include "common/buffers.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -192,6 +204,45 @@ float slice_count(uint row, uint a, uint b) {
     uint lo = max(4u * a, o) - o, hi = min(4u * b, p.d + o) - o;
     return hi > lo ? float(hi - lo) : 0.0;
 }
+#elif DT != 0
+// 2-byte elements: a row of x or y starts at base + row * D * 2; VEC 4 reads 4 elements
+// (8 bytes, D % 4 == 0 keeps them aligned), VEC 1 one.
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer HalfArray4 { f16vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer HalfArray1 { float16_t v[]; };
+vec4 half_to_float(f16vec4 h) { return vec4(h); }
+float half_to_float(float16_t h) { return float(h); }
+f16vec4 float_to_half(vec4 v) { return f16vec4(v); }
+float16_t float_to_half(float v) { return float16_t(v); }
+#else
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer HalfArray4 { u16vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer HalfArray1 { uint16_t v[]; };
+vec4 half_to_float(u16vec4 h) { return uintBitsToFloat(uvec4(h) << 16); }
+float half_to_float(uint16_t h) { return uintBitsToFloat(uint(h) << 16); }
+// bfloat16: round to nearest even; a NaN stays a quiet NaN.
+uint bf16_bits(float x) {
+    uint b = floatBitsToUint(x);
+    return (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+}
+u16vec4 float_to_half(vec4 v) { return u16vec4(bf16_bits(v.x), bf16_bits(v.y), bf16_bits(v.z), bf16_bits(v.w)); }
+uint16_t float_to_half(float v) { return uint16_t(bf16_bits(v)); }
+#endif
+#if VEC == 4
+#define HALF_ARRAY HalfArray4
+#else
+#define HALF_ARRAY HalfArray1
+#endif
+#define half_row(base, row) HALF_ARRAY((base) + uint64_t(row) * uint64_t(p.d) * 2ul)
+VT ln_load(uint64_t base, uint row, uint idx) { return half_to_float(half_row(base, row).v[idx]); }
+void ln_store(uint row, uint idx, VT v) { half_row(p.y, row).v[idx] = float_to_half(v); }
+VT ln_keep(uint row, uint idx, VT v) { return v; }
+VT load_weight(uint row, uint idx) {
+    return p.weight != 0ul ? half_to_float(HALF_ARRAY(p.weight).v[idx]) : VT(1.0);
+}
+VT load_bias(uint row, uint idx) {
+    return p.bias != 0ul ? half_to_float(HALF_ARRAY(p.bias).v[idx]) : VT(0.0);
+}
+float slice_count(uint row, uint a, uint b) { return float(b - a) * float(VEC); }
 #else
 VT ln_load(uint64_t base, uint row, uint idx) { return row_ptr(base, row).v[idx]; }
 void ln_store(uint row, uint idx, VT v) { row_ptr(p.y, row).v[idx] = v; }

@@ -16,6 +16,14 @@
 static const char *const keys[] = { "causal", "mask", "scale", "out", NULL };
 
 static const lm_shader_id main_shaders[3] = { LM_SH_ATTENTION_F32, LM_SH_ATTENTION_F16, LM_SH_ATTENTION_BF16 };
+static const lm_shader_id flash_shaders[3] = { LM_SH_ATTENTION_FLASH_F32, LM_SH_ATTENTION_FLASH_F16,
+                                               LM_SH_ATTENTION_FLASH_BF16 };
+static const lm_shader_id flash_fixed_shaders[3] = { LM_SH_ATTENTION_FLASH_FIXED_F32, LM_SH_ATTENTION_FLASH_FIXED_F16,
+                                                     LM_SH_ATTENTION_FLASH_FIXED_BF16 };
+/* The tile compiled into the fixed variants: { workgroup, lanes, rows, keys }, and their
+ * largest number of output vec4s per row and lane. */
+static const uint32_t flash_fixed_tile[4] = { 128, 8, 4, 4 };
+#define FLASH_FIXED_DN4 4
 static const lm_shader_id combine_shaders[3] = { LM_SH_ATTENTION_COMBINE_F32, LM_SH_ATTENTION_COMBINE_F16,
                                                  LM_SH_ATTENTION_COMBINE_BF16 };
 
@@ -38,11 +46,17 @@ typedef struct attn_plan {
     uint32_t splits, tiles_per_split;
     uint32_t shared_bytes;
     uint32_t p_apart;       /* P in its own shared region (attention.comp's P_APART) */
+    int fixed;              /* the flash kernel's tile is the compiled-in one (flash_fixed_shaders) */
     int full_subgroups;
 } attn_plan;
 
-/* tune.attention's forced register tile (0: automatic), per thread as the states are. */
-static _Thread_local uint32_t forced_rm, forced_cn;
+/* tune.attention's forced register tile (0: automatic) and kernel (0 automatic, 1 the
+ * row-tile kernel attention.comp, 2 the flash kernel where it fits), per thread as the
+ * states are. */
+static _Thread_local uint32_t forced_rm, forced_cn, forced_kernel;
+/* tune.attention's forced flash tile { workgroup, lanes, rows per lane, keys per lane }
+ * (all 0: automatic). */
+static _Thread_local uint32_t forced_flash[4];
 
 static _Thread_local VkPhysicalDevice shuffle_phys;
 static _Thread_local int shuffle_ok;
@@ -126,6 +140,107 @@ static void plan_splits(const lm_context *ctx, uint64_t row_groups, uint64_t tk,
     splits = ktiles ? (ktiles + tps - 1) / tps : 1;
     c->splits = (uint32_t)splits;
     c->tiles_per_split = (uint32_t)tps;
+}
+
+/* Workgroups that fill the device before the row-tile kernel splits key tiles. */
+static uint64_t groups_wanted(const lm_context *ctx) {
+    return ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? ATTN_GROUPS_CPU
+         : ctx->sm_count ? (uint64_t)ctx->sm_count * ATTN_GROUPS_PER_SM : ATTN_GROUPS_GPU;
+}
+
+/* Shared memory of attention_flash.comp's layout, in bytes (see the shader). */
+static uint32_t flash_shared_bytes(uint32_t br, uint32_t bc, uint32_t d, int apart) {
+    uint32_t dp = (d + 3) / 4 * 4, kt = dp * bc / 4, p = bc * br / 4;
+    return 16u * (dp * br / 4 + (apart ? kt + p : (kt > p ? kt : p)) + bc * dp / 4);
+}
+
+/* The flash kernel's tiles for head dimension d and bh * tq query rows: row groups of TC
+ * lanes within a subgroup, RM x CN register tiles (multiples of 4), among the candidates
+ * whose Q^T, K^T, V and P^T fit shared memory (P^T over K^T where apart does not fit) and
+ * whose output registers stay within 64 floats a lane: the first whose query blocks fill
+ * the device (want workgroups), else the one with the most blocks (smaller blocks for
+ * short prompts). Returns 0 where none fits (large hd, no full subgroups): the row-tile
+ * kernel takes those. */
+static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t tq, uint64_t want, attn_plan *c) {
+    if (!(ctx->full_subgroups && ctx->max_subgroup >= 1)) return 0;
+    uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    uint32_t smem = ctx->props.limits.maxComputeSharedMemorySize;
+    uint32_t d4 = (d + 3) / 4;
+    /* { workgroup, lanes per row group, rows per lane, keys per lane } */
+    static const uint32_t cand[][4] = {
+        { 128, 8, 4, 4 }, { 128, 16, 8, 4 }, { 128, 4, 4, 4 }, { 64, 8, 4, 4 }, { 64, 4, 4, 4 }, { 32, 8, 4, 4 }, { 32, 4, 4, 4 },
+    };
+    size_t n = sizeof cand / sizeof cand[0];
+    int found = 0;
+    uint64_t best_blocks = 0;
+    for (size_t i = 0; i < n + 1; i++) {
+        /* first the forced tile, if any (where it does not fit, the automatic ones) */
+        if (i == 0 && !forced_flash[0]) continue;
+        const uint32_t *f = i == 0 ? forced_flash : cand[i - 1];
+        uint32_t wg = f[0], tc = f[1], rm = f[2], cn = f[3];
+        if (tc == 0 || wg % tc != 0 || rm % 4 != 0 || cn % 4 != 0 || (wg / tc * rm) % 4 != 0) continue;
+        if (wg > max_wg || tc > ctx->min_subgroup || wg < ctx->max_subgroup) continue;
+        uint32_t dn4 = (d4 + tc - 1) / tc;
+        if (rm * dn4 * 4 > 64) continue;
+        uint32_t br = wg / tc * rm, bc = tc * cn;
+        uint32_t bytes = flash_shared_bytes(br, bc, d, 1);
+        int apart = bytes <= smem;
+        if (!apart) bytes = flash_shared_bytes(br, bc, d, 0);
+        if (bytes > smem) continue;
+        uint64_t blocks = (tq + br - 1) / br * bh;
+        if (found && blocks <= best_blocks) continue;
+        c->wg = wg; c->tc = tc; c->rm = rm; c->cn = cn; c->bq = br; c->bk = bc;
+        c->p_apart = (uint32_t)apart; c->shared_bytes = bytes; c->full_subgroups = 1;
+        c->splits = 1; c->tiles_per_split = 1;
+        /* a forced tile runs the specialized kernel, so that the two can be compared */
+        c->fixed = i > 0 && memcmp(f, flash_fixed_tile, sizeof flash_fixed_tile) == 0 && dn4 <= FLASH_FIXED_DN4;
+        found = 1;
+        best_blocks = blocks;
+        if (i == 0 || blocks >= want) break;
+    }
+    return found;
+}
+
+/* The tensor-core kernel (attention_coop.comp): 4 subgroups of 32, 64 query rows. */
+#define COOP_WG 128
+#define COOP_ROWS 64
+#define COOP_MIN_TQ 32   /* fewer query rows: the SIMT kernels (most of a 64-row block idle) */
+
+/* Shared memory of attention_coop.comp for bc keys per tile, in bytes (see the shader). */
+static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
+    uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4;
+    uint32_t kv = 2 * bc * sk > COOP_ROWS * sk ? 2 * bc * sk : COOP_ROWS * sk;
+    return 16u * kv + 16u * COOP_ROWS * sp + 4u * COOP_ROWS * (ss > so ? ss : so);
+}
+
+/* Keys per tile of the tensor-core kernel for head dimension d and tq query rows, or 0
+ * where it does not apply (no cooperative matrices, subgroups other than 32, d not a
+ * multiple of 16, too few rows unless forced, shared memory). The op checks alignment. */
+static uint32_t plan_coop(const lm_context *ctx, uint32_t d, uint64_t tq) {
+    if (!ctx->coop_matrix || ctx->min_subgroup != 32 || ctx->max_subgroup != 32 || d % 16 != 0) return 0;
+    if (COOP_WG > ctx->props.limits.maxComputeWorkGroupInvocations || COOP_WG > ctx->props.limits.maxComputeWorkGroupSize[0])
+        return 0;
+    if (forced_kernel == 1 || forced_kernel == 2 || (forced_kernel != 3 && tq < COOP_MIN_TQ)) return 0;
+    for (uint32_t bc = 64; bc >= 32; bc /= 2)
+        if (coop_shared_bytes(bc, d) <= ctx->props.limits.maxComputeSharedMemorySize) return bc;
+    return 0;
+}
+
+/* The whole plan: the flash kernel where its row blocks fill the device (prefill) and it
+ * fits, else the row-tile kernel with key splits (decoding). Returns 0 (no kernel), 1
+ * (row-tile kernel) or 2 (flash kernel). */
+static int plan_attention(const lm_context *ctx, uint64_t bh, uint64_t tq, uint64_t tk, uint32_t d, attn_plan *c) {
+    if (forced_kernel != 1 && plan_flash(ctx, d, bh, tq, groups_wanted(ctx), c)) {
+        uint64_t blocks = (tq + c->bq - 1) / c->bq * bh;
+        /* llvmpipe's loop budget (ATTN_CPU_MAX_TILES): a tile costs about dp + bc + 8 */
+        uint64_t budget = (tk + c->bk - 1) / c->bk * ((d + 3) / 4 * 4 + c->bk + 8);
+        int cpu_ok = ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU || budget < 50000;
+        if (cpu_ok && (forced_kernel == 2 || blocks >= groups_wanted(ctx))) return 2;
+    }
+    if (!plan_tiles(ctx, d, tq, c)) return 0;
+    plan_splits(ctx, (tq + c->bq - 1) / c->bq * bh, tk, c);
+    return 1;
 }
 
 static const char *const tensor_names[] = { "q", "k", "v" };
@@ -225,11 +340,11 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         lm_argerror(L, 1, "q has too many rows (B * H * Tq must stay below 2^32)");
     if (Tk > 0x7fffffff || Tq > 0x7fffffff) lm_argerror(L, 1, "sequences are too long (at most 2^31-1)");
     if (!has_shuffle(ctx)) luaL_error(L, "%s: this device lacks subgroup shuffle operations", lm_fname(L));
-    attn_plan c;
-    if (!plan_tiles(ctx, (uint32_t)hd, (uint64_t)Tq, &c))
+    attn_plan c = { 0 };
+    int kernel = plan_attention(ctx, (uint64_t)(B * H), (uint64_t)Tq, (uint64_t)Tk, (uint32_t)hd, &c);
+    if (!kernel)
         lm_argerror(L, 1, "head dimension %I needs more shared memory than this device has", (LUAI_UACINT)hd);
     uint64_t qtiles = ((uint64_t)Tq + c.bq - 1) / c.bq;
-    plan_splits(ctx, qtiles * (uint64_t)(B * H), (uint64_t)Tk, &c);
     if (c.splits > ATTN_CPU_MAX_SPLITS)
         lm_argerror(L, 2, "k is too long for this CPU device (%I keys)", (LUAI_UACINT)Tk);
 
@@ -277,10 +392,29 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     }
     if (vec4) pc.flags |= 8u;
     int form = q->dtype == LM_FLOAT16 ? 1 : q->dtype == LM_BFLOAT16 ? 2 : 0;
+    /* float16 on tensor cores: every row, head and batch start a whole 16-byte chunk */
+    uint32_t coop_bc = q->dtype == LM_FLOAT16 && !part ? plan_coop(ctx, (uint32_t)hd, (uint64_t)Tq) : 0;
+    for (int i = 0; i < 3 && coop_bc; i++) {
+        if (lm_tensor_address(qkv[i]) % 16 != 0) coop_bc = 0;
+        for (int j = 0; j < 3; j++) if (*sw[i][j] % 8 != 0) coop_bc = 0;
+    }
+    if (coop_bc) {
+        uint64_t blocks = ((uint64_t)Tq + COOP_ROWS - 1) / COOP_ROWS * (uint64_t)(B * H);
+        uint32_t cgy;
+        pc.groups_x = lm_grid(L, ctx, blocks, &cgy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = LM_SH_ATTENTION_COOP,
+            .spec = { COOP_WG, coop_bc, (uint32_t)hd }, .full_subgroups = 1,
+            .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
+            .reads = { q, k, v, mask }, .writes = { out },
+        });
+        lua_settop(L, 6);
+        return 1;
+    }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, qtiles * (uint64_t)(B * H) * c.splits, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = main_shaders[form],
+        .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = kernel == 2 ? (c.fixed ? flash_fixed_shaders[form] : flash_shaders[form]) : main_shaders[form],
         .spec = { c.wg, c.tc, c.rm, c.cn, (uint32_t)hd, c.p_apart }, .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { q, k, v, mask }, .writes = { part ? part : out },
@@ -302,11 +436,14 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     return 1;
 }
 
-/* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =}]) -> {workgroup =,
+/* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =}]) -> {kernel =, workgroup =,
  * lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =, splits =,
- * tiles_per_split =, shared_bytes =, p_apart =}: the kernel plan on this device for
- * B * H = bh heads of tq queries over tk keys. A tune table forces the register tile
- * (both 1..8) of later calls where it fits; {} returns to the automatic choice. */
+ * tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =}: the kernel plan on this device for
+ * B * H = bh heads of tq queries over tk keys. A tune table forces the row-tile kernel's
+ * register tile (both 1..8; the row-tile kernel unless kernel is given) of later calls
+ * where it fits, the kernel ("rows", "flash" where it
+ * fits, "coop" where it applies, "auto") and the flash kernel's tile ({workgroup, lanes, rows_per_lane,
+ * keys_per_lane}, where it fits); {} returns to the automatic choice. */
 int lm_op_attention_config(lua_State *L) {
     lua_Integer a[4];
     for (int i = 0; i < 4; i++) {
@@ -314,19 +451,48 @@ int lm_op_attention_config(lua_State *L) {
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
     if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
-    static const char *const known[] = { "rows_per_lane", "keys_per_lane", NULL };
+    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", NULL };
     if (lm_check_options(L, 5, known)) {
         lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
         if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
         if ((rm == 0) != (cn == 0)) lm_argerror(L, 5, "give both rows_per_lane and keys_per_lane (or neither)");
+        static const char *const kernels[] = { "auto", "rows", "flash", "coop", NULL };
+        lua_getfield(L, 5, "kernel");
+        int kind = 0;
+        if (!lua_isnil(L, -1)) {
+            const char *kname = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            while (kernels[kind] && strcmp(kernels[kind], kname) != 0) kind++;
+            if (!kernels[kind]) lm_argerror(L, 5, "kernel must be \"auto\", \"rows\", \"flash\" or \"coop\"");
+        }
+        lua_pop(L, 1);
+        uint32_t ft[4] = { 0, 0, 0, 0 };
+        lua_getfield(L, 5, "flash_tile");
+        if (!lua_isnil(L, -1)) {
+            static const char *const what = "flash_tile must be {workgroup, lanes, rows_per_lane, keys_per_lane}: "
+                                            "powers of two, the workgroup up to 1024, the others up to 32";
+            if (!lua_istable(L, -1) || lua_rawlen(L, -1) != 4) lm_argerror(L, 5, "%s", what);
+            for (int i = 0; i < 4; i++) {
+                lua_rawgeti(L, -1, i + 1);
+                int isnum = 0;
+                lua_Integer x = lua_tointegerx(L, -1, &isnum);
+                if (!isnum || x < 1 || x > (i == 0 ? 1024 : 32) || (x & (x - 1)) != 0) lm_argerror(L, 5, "%s", what);
+                ft[i] = (uint32_t)x;
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+        memcpy(forced_flash, ft, sizeof ft);
         forced_rm = (uint32_t)rm;
         forced_cn = (uint32_t)cn;
+        /* a forced register tile is the row-tile kernel's unless a kernel is named */
+        forced_kernel = kind == 0 && rm != 0 ? 1u : (uint32_t)kind;
     }
     lm_context *ctx = lm_context_get(L);
-    attn_plan c;
-    if (!plan_tiles(ctx, (uint32_t)a[3], (uint64_t)a[1], &c)) luaL_error(L, "%s: no tiles fit this device", lm_fname(L));
-    plan_splits(ctx, ((uint64_t)a[1] + c.bq - 1) / c.bq * (uint64_t)a[0], (uint64_t)a[2], &c);
-    lua_createtable(L, 0, 10);
+    attn_plan c = { 0 };
+    int kernel = plan_attention(ctx, (uint64_t)a[0], (uint64_t)a[1], (uint64_t)a[2], (uint32_t)a[3], &c);
+    if (!kernel) luaL_error(L, "%s: no tiles fit this device", lm_fname(L));
+    lua_createtable(L, 0, 11);
+    lua_pushstring(L, kernel == 2 ? "flash" : "rows"); lua_setfield(L, -2, "kernel");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.tc); lua_setfield(L, -2, "lanes");
     lua_pushinteger(L, c.rm); lua_setfield(L, -2, "rows_per_lane");
@@ -337,5 +503,9 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushinteger(L, c.tiles_per_split); lua_setfield(L, -2, "tiles_per_split");
     lua_pushinteger(L, c.shared_bytes); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, (int)c.p_apart); lua_setfield(L, -2, "p_apart");
+    lua_pushboolean(L, kernel == 2 && c.fixed); lua_setfield(L, -2, "fixed_tile");
+    /* float16 inputs in whole 16-byte chunks take the tensor-core kernel instead */
+    uint32_t cbc = plan_coop(ctx, (uint32_t)a[3], (uint64_t)a[1]);
+    lua_pushboolean(L, cbc != 0); lua_setfield(L, -2, "coop");
     return 1;
 }

@@ -455,6 +455,29 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     return c;
 }
 
+/* float16/bfloat16 x: the subgroup, group or stream form (their DT builds), read as 4
+ * elements (D % 4 == 0) or one; as the automatic float32 choice among those three,
+ * without the tuning hook's forms and the split, tile and row forms. */
+static lm_shader_id half_build(lm_shader_id f32, lm_dtype dt) {
+    int bf = dt == LM_BFLOAT16;
+    switch (f32) {
+    case LM_SH_LN_SUBGROUP_VEC4: return bf ? LM_SH_LN_SUBGROUP_BF16_VEC4 : LM_SH_LN_SUBGROUP_F16_VEC4;
+    case LM_SH_LN_SUBGROUP_VEC1: return bf ? LM_SH_LN_SUBGROUP_BF16_VEC1 : LM_SH_LN_SUBGROUP_F16_VEC1;
+    case LM_SH_LN_GROUP_VEC4: return bf ? LM_SH_LN_GROUP_BF16_VEC4 : LM_SH_LN_GROUP_F16_VEC4;
+    case LM_SH_LN_GROUP_VEC1: return bf ? LM_SH_LN_GROUP_BF16_VEC1 : LM_SH_LN_GROUP_F16_VEC1;
+    case LM_SH_LN_STREAM_VEC4: return bf ? LM_SH_LN_STREAM_BF16_VEC4 : LM_SH_LN_STREAM_F16_VEC4;
+    default: return bf ? LM_SH_LN_STREAM_BF16_VEC1 : LM_SH_LN_STREAM_F16_VEC1;
+    }
+}
+
+static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, lm_dtype dt) {
+    ln_shape s = shape_of(ctx, t, d, rows, 0);   /* never masked: vec 4 or 1 */
+    ln_plan c = subgroup_fits(ctx, &s) ? plan_subgroup(ctx, &s)
+              : s.n <= s.max_wg * LN_MAX_ITEMS ? plan_group(ctx, &s) : plan_stream(ctx, &s);
+    c.shader = half_build(c.shader, dt);
+    return c;
+}
+
 /* The plan for `rows` rows of D. `in_place`: y is x. `affine`: the call has weight or
  * bias. */
 static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, int in_place, int affine) {
@@ -535,6 +558,13 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (rows > 0xffffffffLL) lm_argerror(L, 1, "too many rows (at most 2^32-1)");
     lm_tensor *w = check_param(L, 2, "weight", d);
     lm_tensor *b = check_param(L, 3, "bias", d);
+    /* float16/bfloat16 x: weight, bias and out of its dtype, mean and invstd float32. */
+    lm_dtype dt = x->dtype;
+    int half = dt == LM_FLOAT16 || dt == LM_BFLOAT16;
+    if (half) {
+        if (w && w->dtype != dt) lm_argerror(L, 2, "weight must be %s (x's dtype), got %s", lm_dtype_name(dt), lm_dtype_name(w->dtype));
+        if (b && b->dtype != dt) lm_argerror(L, 3, "bias must be %s (x's dtype), got %s", lm_dtype_name(dt), lm_dtype_name(b->dtype));
+    }
     float eps = check_eps(L, 4);
     int64_t stat_shape[LM_MAX_DIMS];
     int stat_ndim = x->ndim > 1 ? x->ndim - 1 : 1;
@@ -549,6 +579,11 @@ int lm_op_layer_norm_forward(lua_State *L) {
     lm_tensor *y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
     lm_tensor *mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
     lm_tensor *invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
+    if (half) {
+        if (y && y->dtype != dt) lm_argerror(L, 5, "out must be %s (x's dtype), got %s", lm_dtype_name(dt), lm_dtype_name(y->dtype));
+        if (mean && mean->dtype != LM_FLOAT32) lm_argerror(L, 5, "mean must be float32, got %s", lm_dtype_name(mean->dtype));
+        if (invstd && invstd->dtype != LM_FLOAT32) lm_argerror(L, 5, "invstd must be float32, got %s", lm_dtype_name(invstd->dtype));
+    }
     if (has_opts) {
         no_overlap(L, 5, y, "out", x, "x", 1);
         no_overlap(L, 5, y, "out", w, "weight", 0);
@@ -562,7 +597,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
         no_overlap(L, 5, mean, "mean", invstd, "invstd", 0);
     }
     lm_context *ctx = lm_context_get(L);
-    if (!y) { lm_push_tensor(L, ctx, x->ndim, x->shape); lua_replace(L, 6); }
+    if (half) lm_require_narrow_storage(L, ctx, "layer_norm_forward", dt);
+    if (!y) { lm_push_tensor_dtype(L, ctx, half ? dt : LM_FLOAT32, x->ndim, x->shape); lua_replace(L, 6); }
     if (!mean) { lm_push_tensor(L, ctx, stat_ndim, stat_shape); lua_replace(L, 7); }
     if (!invstd) { lm_push_tensor(L, ctx, stat_ndim, stat_shape); lua_replace(L, 8); }
     /* The allocations may have run finalizers that freed any of them (see ops.h). */
@@ -577,7 +613,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 
     int in_place = lm_tensors_overlap(x, y);
     ln_tune tune = get_tune(L);
-    ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, in_place, w || b);
+    ln_plan c = half ? plan_half(ctx, &tune, d, (uint32_t)rows, dt) : plan(ctx, &tune, d, (uint32_t)rows, in_place, w || b);
     int split = c.form == LM_LN_SPLIT;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
@@ -666,7 +702,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg },
-        .full_subgroups = c.full_subgroups,
+        .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
     });

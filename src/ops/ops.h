@@ -196,6 +196,7 @@ int lm_op_sgd_step_(lua_State *L);    /* lumus.sgd_step_(param, grad [, opts]) *
 int lm_op_adam_step_(lua_State *L);   /* lumus.adam_step_(param, grad, opts) */
 /* Deterministic scatter-adds (index_add.c) and cross entropy's fused kernels (loss.c). */
 int lm_op_index_add(lua_State *L);     /* lumus.index_add(t, dim, ids, src [, {out=}]) */
+int lm_op_index_copy(lua_State *L);    /* lumus.index_copy(t, dim, ids, src [, {out=}]) */
 int lm_op_scatter_add(lua_State *L);   /* lumus.scatter_add(t, dim, ids, src [, {out=}]) */
 int lm_op_cross_entropy_forward(lua_State *L);    /* -> loss, logsumexp, weight per row */
 int lm_op_cross_entropy_backward(lua_State *L);   /* -> dlogits */

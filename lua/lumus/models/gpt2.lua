@@ -24,9 +24,14 @@
 --
 -- forward(ids, cache): without a cache the T positions are 1..T; with one, they continue
 -- from cache.length (prefill, then one token at a time), and the cache grows by T.
--- generate(ids, n, opts) runs a prefill and n - 1 single-token steps with a KV cache,
--- samples each token on the device (lumus.sample) and reads back only the sampled ids
--- (4 bytes per row per step). ids: int32 tensor [T] or [B, T], or a Lua list of ids.
+-- generate(ids, n, opts) runs an eager prefill and n - 1 single-token steps of a
+-- decoder (model:new_decoder, below): each step is one replay of a captured graph
+-- (lumus.capture) where the build can capture it, else the same ops eagerly. Tokens are
+-- sampled on the device (lumus.sample; greedy = true: argmax inside the captured step)
+-- and the new ids are read back once at the end (int32 [B, n - 1] and [B]). The model
+-- keeps the last decoder (its cache and graph) for the next call of the same batch,
+-- sampling kind and max length rounded up to 64. ids: int32 tensor [T] or [B, T], or a
+-- Lua list of ids.
 -- Returns the n new ids: a list for one row ([T] tensor or list), a list of B lists
 -- otherwise. seed: lumus.manual_seed(seed) first (the global stream).
 local lumus = require "lumus"
@@ -150,14 +155,19 @@ function M.from_safetensors(path, config, opts, model_opts)
   end
   local tensors = opts and lumus.load_safetensors(path, opts) or lumus.load_safetensors(path)
   local model = M.from_tensors(tensors, config or M.config_small, model_opts)
-  local used = {}
-  for _, p in ipairs(model:parameters()) do used[p] = true end
+  -- The tensors the model holds, found without parameters(), which would mark them
+  -- requires_grad: a loaded model runs inference (outputs reused) until a trainer calls
+  -- model:parameters().
+  local used = { [model.wte] = true, [model.wpe] = true, [model.ln_f_weight] = true, [model.ln_f_bias] = true,
+    [model.lm_head] = true }
+  local function hold(m)
+    for _, name in ipairs(m._params) do used[m[name]] = true end
+    for _, child in ipairs(m._modules) do hold(child) end
+  end
+  for _, blk in ipairs(model.blocks) do hold(blk) end
   for _, t in pairs(tensors) do
     if is_tensor(t) and not used[t] then t:free() end
   end
-  -- nn's parameters() marks the blocks' weights requires_grad; the model is for inference
-  -- (attention has no backward yet), so they are frozen again and outputs are reused.
-  for _, blk in ipairs(model.blocks) do blk:requires_grad_(false) end
   return model
 end
 
@@ -170,10 +180,15 @@ function Model:parameters()
   list[#list + 1] = self.ln_f_weight
   list[#list + 1] = self.ln_f_bias
   if self.lm_head ~= self.wte then list[#list + 1] = self.lm_head end
+  -- marked requires_grad as the blocks' are (float32 only: autograd's dtype)
+  for _, p in ipairs(list) do
+    if not p:is_freed() and p:dtype() == "float32" and not p:requires_grad() then p:requires_grad(true) end
+  end
   return list
 end
 
 function Model:free()
+  if self.decoder then self.decoder:free(); self.decoder = nil end
   for _, p in ipairs(self:parameters()) do p:free() end
 end
 
@@ -207,9 +222,22 @@ end
 
 ---------------------------------------------------------------------------------------
 
---- logits [B, T, vocab] for int32 ids [B, T] (1-based), positions from cache.length + 1.
-function Model:forward(ids, cache)
+--- logits [B, T, vocab] for int32 ids [B, T] (1-based), positions from cache.length + 1;
+-- with {logits = "last"} only the last position's, [B, 1, vocab] (ln_f and the LM head
+-- on one row per sequence instead of T: what a prefill before sampling needs).
+function Model:forward(ids, cache, opts)
   local c = self.config
+  local last_only = false
+  if opts ~= nil then
+    if type(opts) ~= "table" then error(("gpt2:forward: options must be a table, got %s"):format(type(opts)), 2) end
+    for k, v in pairs(opts) do
+      if k ~= "logits" then error(("gpt2:forward: unknown option '%s' (known: logits)"):format(tostring(k)), 2) end
+      if v ~= "all" and v ~= "last" then
+        error(("gpt2:forward: option logits must be \"all\" or \"last\", got %s"):format(tostring(v)), 2)
+      end
+    end
+    last_only = opts.logits == "last"
+  end
   if not is_tensor(ids) or ids:dim() ~= 2 or ids:dtype() ~= "int32" then
     error(("gpt2:forward: ids must be an int32 tensor [B, T] of 1-based token ids, got %s")
       :format(is_tensor(ids) and ids:dtype() .. " of shape " .. shape_string(ids:shape()) or type(ids)), 2)
@@ -229,21 +257,183 @@ function Model:forward(ids, cache)
   elseif t > c.n_positions then
     error(("gpt2:forward: %d positions exceed n_positions %d"):format(t, c.n_positions), 2)
   end
+  -- a call autograd records (training) keeps its intermediates: the graph holds them
+  local keep = lumus.is_grad_enabled() and (self.wte:requires_grad() or self.blocks[1].ln1_weight:requires_grad())
+  local function free(...) if not keep then for i = 1, select("#", ...) do select(i, ...):free() end end end
   local tok = lumus.embedding(ids, self.wte)                     -- [B, T, D]
   -- positions start+1 .. start+T are consecutive rows of wpe: a view, read by add
   local h = lumus.add(tok, self.wpe:narrow(1, start + 1, t))
-  tok:free()
+  free(tok)
   for i, blk in ipairs(self.blocks) do
     local nh = blk:forward(h, cache and cache.layers[i])
+    free(h)
+    h = nh
+  end
+  local logits = self:head(last_only and t > 1 and h:narrow(2, t, 1) or h, keep)
+  free(h)
+  if cache ~= nil then cache.length = start + t end
+  return logits
+end
+
+--- logits [B, T, vocab] of the last block's output h [B, T, D]: ln_f, then the LM head.
+-- keep: the call is recorded by autograd (training): its intermediates stay for the graph.
+function Model:head(h, keep)
+  local n = require("lumus.nn_transformer").layer_norm(h, self.ln_f_weight, self.ln_f_bias,
+    self.config.layer_norm_epsilon, keep)
+  local logits = lumus.matmul(n, self.lm_head, { transpose_b = true })
+  if not keep then n:free() end
+  return logits
+end
+
+---------------------------------------------------------------------------------------
+-- Decoder: the single-token step with every per-step quantity on the device, so that
+-- one step can be captured (lumus.capture) and replayed per token.
+--
+--   local d = model:new_decoder(batch, max_len [, {greedy =, capture = true}])
+--   local logits = d:prefill(ids)       -- eager forward of ids [B, T] into d.cache: the
+--                                       -- last position's logits [B, 1, vocab]
+--   d:feed(next_ids)                    -- int32 [B]: the tokens at position T + 1
+--   local logits = d:step()             -- [B, 1, vocab] for the fed tokens
+--   ... with greedy, step() itself feeds the argmax of its logits to the next step
+--   local rows = d:ids(first, last)     -- the fed ids at positions first..last, read back
+--
+-- The device state: tok (int32 [B], the tokens of the next step), pos (int32 [1], their
+-- 1-based position), ids recorded per position (float32 [B, max_len]). A step looks up
+-- pos as a float (index_select of keys = 1..max_len), computes write = (keys == pos) and
+-- attend = (keys <= pos), records tok at write, embeds tok plus wpe's row pos
+-- (index_select), writes each layer's k and v at write (nn.KVCache:write_at, an exact
+-- where), attends over the whole cache under attend (a mask), computes the logits, and
+-- sets pos to pos + 1 (index_select of 2..max_len + 1); greedy also writes
+-- argmax(logits) into tok. The step's ops are the same whether captured or eager, so a
+-- replay gives the eager step's bits. The graph is captured at the first step()
+-- (capture = false, or a build or model whose ops cannot be captured, runs the step
+-- eagerly each time). d.length: the positions held (a host count, for the bound checks).
+
+local Decoder = {}
+Decoder.__index = Decoder
+M.Decoder = Decoder
+
+function Model:new_decoder(batch, max_len, opts)
+  local fname = "gpt2:new_decoder"
+  opts = opts or {}
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(fname, type(opts)), 2) end
+  for k in pairs(opts) do
+    if k ~= "greedy" and k ~= "capture" then
+      error(("%s: unknown option '%s' (known: capture, greedy)"):format(fname, tostring(k)), 2)
+    end
+  end
+  if type(batch) ~= "number" or batch ~= math.floor(batch) or batch < 1 then
+    error(("%s: batch must be a positive integer, got %s"):format(fname, tostring(batch)), 2)
+  end
+  local c = self.config
+  if type(max_len) ~= "number" or max_len ~= math.floor(max_len) or max_len < 1 or max_len > c.n_positions then
+    error(("%s: max_len must be an integer in 1..%d (n_positions), got %s")
+      :format(fname, c.n_positions, tostring(max_len)), 2)
+  end
+  local d = setmetatable({ model = self, batch = batch, max_len = max_len, greedy = opts.greedy == true,
+    use_capture = opts.capture ~= false and lumus.capture ~= nil, length = 0 }, Decoder)
+  d.cache = self:new_cache(batch, max_len)
+  d.tok = lumus.zeros({ batch }, { dtype = "int32" })
+  d.pos = lumus.ones({ 1 }, { dtype = "int32" })
+  d.keys = lumus.arange(1.0, max_len + 1.0)
+  d.next_pos = lumus.arange(2, max_len + 2, { dtype = "int32" })
+  d.vocab_ids = lumus.arange(1.0, c.vocab_size + 1.0)
+  d.id_rows = lumus.zeros({ batch, max_len })
+  return d
+end
+
+-- One decode step's ops (see above); returns logits [B, 1, vocab] (the model's dtype).
+-- Only index_select, embedding, comparisons, where, copy and the model's ops: dtype
+-- conversions (to) cannot be captured from a view (lumus.capture raises for them).
+local function decode_step(d)
+  local m, b, l = d.model, d.batch, d.max_len
+  local pos_f = lumus.index_select(d.keys, 1, d.pos)              -- float32 [1]: pos
+  local at = { write = lumus.eq(d.keys, pos_f), attend = lumus.le(d.keys, pos_f), pos = d.pos }
+  pos_f:free()
+  local tok_f = lumus.index_select(d.vocab_ids, 1, d.tok)         -- float32 [B]: the ids
+  lumus.where(at.write:view({ 1, l }), tok_f:view({ b, 1 }), d.id_rows, { out = d.id_rows })
+  tok_f:free()
+  local te = lumus.embedding(d.tok:view({ b, 1 }), m.wte)         -- [B, 1, D]
+  local pe = lumus.index_select(m.wpe, 1, d.pos)                  -- [1, D]
+  local h = lumus.add(te, pe)
+  te:free(); pe:free()
+  for i, blk in ipairs(m.blocks) do
+    local nh = blk:forward(h, d.cache.layers[i], at)
     h:free()
     h = nh
   end
-  local n, mean, invstd = lumus.layer_norm_forward(h, self.ln_f_weight, self.ln_f_bias, c.layer_norm_epsilon)
-  h:free(); mean:free(); invstd:free()
-  local logits = lumus.matmul(n, self.lm_head, { transpose_b = true })
-  n:free()
-  if cache ~= nil then cache.length = start + t end
+  at.write:free(); at.attend:free()
+  local logits = m:head(h)
+  h:free()
+  local nxt = lumus.index_select(d.next_pos, 1, d.pos)            -- pos + 1
+  d.pos:copy(nxt)
+  nxt:free()
+  if d.greedy then lumus.argmax(logits:view({ b, m.config.vocab_size }), { dim = 2, out = d.tok }) end
   return logits
+end
+
+--- Eager prefill of ids [B, T] (positions 1..T) into the decoder's cache; the last
+-- position's logits [B, 1, vocab]. Follow with feed(next ids).
+function Decoder:prefill(ids)
+  self.cache:reset()
+  local t = ids:size(2)
+  if t > self.max_len then
+    error(("gpt2 decoder:prefill: %d positions exceed max_len %d"):format(t, self.max_len), 2)
+  end
+  local logits = self.model:forward(ids, self.cache, { logits = "last" })
+  self.length = t
+  self.pos:fill(t + 1)
+  return logits
+end
+
+--- The tokens (int32 [B]) of the next step, at position length + 1.
+function Decoder:feed(ids)
+  self.tok:copy(ids)
+  return self
+end
+
+--- One step: the logits [B, 1, vocab] (model dtype) of the fed tokens (the captured graph's
+-- tensor when captured: valid until the next step).
+function Decoder:step()
+  if self.length + 1 > self.max_len then
+    error(("gpt2 decoder:step: the cache's max_len %d is full"):format(self.max_len), 2)
+  end
+  local logits
+  if self:capture() then
+    logits = self.graph:replay()
+  else
+    if self.last_logits then self.last_logits:free() end
+    logits = decode_step(self)
+    self.last_logits = logits
+  end
+  self.length = self.length + 1
+  return logits
+end
+
+--- Records the step's graph now, if the decoder captures and has none yet (step()
+-- does it at its first call otherwise); true when the decoder has a graph.
+function Decoder:capture()
+  if self.graph == nil and self.use_capture then
+    local ok, g = pcall(lumus.capture, function() return decode_step(self) end)
+    if ok then self.graph = g else self.use_capture, self.capture_error = false, g end
+  end
+  return self.graph ~= nil
+end
+
+--- The fed ids at positions first..last of each row (read back: one transfer), as a
+-- list of B lists of 1-based ids.
+function Decoder:ids(first, last)
+  local rows = self.id_rows:narrow(2, first, last - first + 1):to("int32")
+  local t = rows:to_table()
+  rows:free()
+  return t
+end
+
+function Decoder:free()
+  if self.graph then self.graph:free(); self.graph = nil end
+  if self.last_logits then self.last_logits:free(); self.last_logits = nil end
+  self.cache:free()
+  for _, t in ipairs({ self.tok, self.pos, self.keys, self.next_pos, self.vocab_ids, self.id_rows }) do t:free() end
 end
 
 local GENERATE_OPTS = { greedy = true, temperature = true, top_k = true, top_p = true, seed = true }
@@ -278,21 +468,40 @@ function Model:generate(ids, n, opts)
     error(("%s: %d prompt + %d new tokens exceed n_positions %d"):format(fname, t, n, self.config.n_positions), 2)
   end
   if opts.seed ~= nil then lumus.manual_seed(opts.seed) end
-  local cache = self:new_cache(b, t + n - 1)
-  local out = {}
-  for r = 1, b do out[r] = {} end
-  local logits = self:forward(ids, cache)
-  for step = 1, n do
-    local next_ids = lumus.sample(logits:select(2, logits:size(2)), sample_opts)   -- int32 [B]
-    logits:free()
-    -- The next step is recorded before this one's ids are read, so that the device
-    -- has work queued while the host waits for the 4 * B bytes.
-    if step < n then logits = self:forward(next_ids:view({ b, 1 }), cache) end
-    local got = next_ids:to_table()          -- B int32 values: 4 * B bytes
-    for r = 1, b do out[r][step] = got[r] end
-    next_ids:free()
+  -- The decoder is kept for the next call of the same batch, length class and sampling
+  -- kind, so that its captured step is reused.
+  local greedy = opts.greedy == true
+  local max_len = math.min(self.config.n_positions, math.ceil((t + n - 1) / 64) * 64)
+  local d = self.decoder
+  if not (d and d.batch == b and d.max_len == max_len and d.greedy == greedy) then
+    if d then d:free() end
+    d = self:new_decoder(b, max_len, { greedy = greedy })
+    self.decoder = d
   end
-  cache:free()
+  local logits = d:prefill(ids)
+  local last_row = logits:select(2, 1)
+  if last_row:dtype() ~= "float32" then last_row = last_row:to("float32") end
+  local first = lumus.sample(last_row, sample_opts)                -- int32 [B]
+  logits:free()
+  d:feed(first)
+  first:free()
+  for _ = 2, n do
+    local step_logits = d:step()
+    if not greedy then
+      local row = step_logits:select(2, 1)
+      if row:dtype() ~= "float32" then row = row:to("float32") end
+      local nxt = lumus.sample(row, sample_opts)
+      d:feed(nxt)
+      nxt:free()
+    end
+  end
+  -- new token k < n was fed at position t + k; the last one is still in d.tok
+  local out = n > 1 and d:ids(t + 1, t + n - 1) or {}
+  local last = d.tok:to_table()
+  for r = 1, b do
+    out[r] = out[r] or {}
+    out[r][n] = last[r]
+  end
   if owned then owned:free() end
   return one_row and out[1] or out
 end
