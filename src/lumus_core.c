@@ -172,6 +172,7 @@ static const luaL_Reg tensor_ops[] = {
     {"cross_entropy_forward", lm_op_cross_entropy_forward}, {"cross_entropy_backward", lm_op_cross_entropy_backward},
     {"rms_norm", lm_op_rms_norm}, {"rope", lm_op_rope},
     {"scaled_dot_product_attention", lm_op_scaled_dot_product_attention},
+    {"layer_norm_linear", lm_op_layer_norm_linear},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
@@ -187,6 +188,7 @@ static const luaL_Reg tune_functions[] = {
     {"pipeline_cache", lm_pipeline_cache_stats},
     {"attention", lm_op_attention_config},
     {"transpose", lm_op_transpose_config}, {"elementwise", lm_op_elementwise_config},
+    {"linear", lm_op_linear_config},
     {NULL, NULL}
 };
 

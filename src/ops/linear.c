@@ -1,16 +1,25 @@
-/* linear: y = x W^T + b with a torch-style weight [out_features, in_features], as one
- * dispatch of the matmul kernel reading W transposed and adding b in its epilogue. */
+/* linear: y = act(x W^T + b) with a torch-style weight [out_features, in_features], as one
+ * dispatch reading W transposed, adding b and applying the activation in its store: the
+ * small-model kernel (linear_small.c) where it is chosen, else matmul's kernels (the
+ * small-M path fuses the activation; the tiled ones are followed by the elementwise
+ * activation in place). */
 #include "ops.h"
+#include "elementwise.h"
 #include <lauxlib.h>
 #include <string.h>
 
-/* lumus.linear(x, weight [, bias] [, {out=}]) */
+/* The elementwise op of each activation (LM_ACT_* order). */
+static const lm_ew_op ACT_EW[] = { 0, LM_EW_RELU, LM_EW_GELU_ERF, LM_EW_GELU_TANH, LM_EW_SILU, LM_EW_TANH, LM_EW_SIGMOID };
+
+/* lumus.linear(x, weight [, bias] [, {out=, activation=}]) */
 int lm_op_linear(lua_State *L) {
     lm_contiguous_inputs(L, 1, 3);
     lm_tensor *x = lm_check_tensor(L, 1);
     lm_tensor *w = lm_check_tensor(L, 2);
     lm_tensor *bias = lm_opt_tensor(L, 3);
-    lm_check_options(L, 4, lm_out_option);
+    static const char *const known[] = { "out", "activation", NULL };
+    lm_check_options(L, 4, known);
+    uint32_t act = lm_check_activation(L, 4);
     lm_check_matmul_dtypes(L, x, 1, "x", w, 2, "weight");
     if (bias && bias->dtype != x->dtype)
         lm_argerror(L, 3, "dtypes %s (x) and %s (bias) differ (convert with :to())", lm_dtype_name(x->dtype),
@@ -50,6 +59,20 @@ int lm_op_linear(lua_State *L) {
         .a = x, .b = w, .bias = bias, .out = out,
         .m = (uint32_t)rows, .n = (uint32_t)out_f, .k = (uint32_t)in, .batch = 1, .trans_b = 1,
     };
-    lm_record_matmul(L, &g, "linear");
+    if (lm_linear_small_problem(ctx, &g) == NULL && lm_linear_small_wanted(ctx, &g)) {
+        g.act = act;
+        lm_record_linear_small(L, &g, NULL, "linear");
+    } else if (act && ctx->linear_path != 1 && ctx->mm_path == 0 && !ctx->mm_tile[0] && g.m >= 1 &&
+               g.m <= LM_GEMV_MAX_M && lm_gemv_problem(ctx, &g) == NULL) {
+        g.act = act;   /* what lm_record_matmul runs for these rows, with the activation */
+        lm_record_gemv(L, &g, "linear", ctx->mm_split);
+    } else {
+        lm_record_matmul(L, &g, "linear");
+        if (act)
+            lm_record_ew(L, &(lm_ew_call){
+                .name = "linear", .op = ACT_EW[act], .reversed = ACT_EW[act], .dtype = out->dtype,
+                .t = { out }, .out = out,
+            });
+    }
     return 1;
 }

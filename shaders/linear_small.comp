@@ -1,0 +1,157 @@
+#version 450
+// y = act(x W^T + b), or act(LayerNorm(x) W^T + b) (LN): lumus.linear's path for small
+// models (products too small to fill the device with the tiled kernel's blocks) and
+// lumus.layer_norm_linear.
+//
+//   x: M x K row-major, rows lda elements apart.  W: N x K (torch's weight), rows ldb apart.
+//   y: M x N, contiguous.  b: N elements (address 0 = none).
+//
+// A workgroup is 64 threads on an 8 x 8 grid and computes one BM x BN block of y (BM, BN
+// in 8, 16, 32: TM = BM/8 rows and TN = BN/8 columns per thread, rows ty + 8i, columns
+// tx + 8j, so that threads read shared memory without bank conflicts). K goes by in
+// steps of BK = 32: each step's x and W tiles are loaded into registers during the
+// previous step's multiply-adds (one barrier pair per step), then stored k-major into
+// shared memory (a column of one padding so that the scalar stores of consecutive k fall
+// in different banks). Loads are scalar: consecutive threads read consecutive k of a row
+// (whole 128-byte lines). Rows and columns past M and N are clamped on load and skipped
+// on store; k past K loads 0.
+//
+// LN: each workgroup first computes the mean and 1/sqrt(var + eps) of its BM rows over K
+// (two passes over the row, float32, biased variance) and normalizes x as it loads it:
+// (x - mean) * invstd * ln_w[k] + ln_b[k] (addresses 0: weight 1, bias 0). Accumulation
+// is float32; DT picks the element type (common/mm_io.glsl). ACT: common/activation.glsl.
+#extension GL_EXT_control_flow_attributes : require
+#include "common/buffers.glsl"
+#include "common/mm_io.glsl"
+#include "common/activation.glsl"
+
+layout(local_size_x_id = 0) in;                  // 64 (the host always passes 64)
+layout(constant_id = 1) const uint BM = 16;
+layout(constant_id = 2) const uint BN = 16;
+layout(constant_id = 3) const uint ACT = 0;
+layout(constant_id = 4) const bool LN = false;
+
+const uint WG = 64;
+const uint BK = 32;
+const uint TM = BM / 8, TN = BN / 8;
+const uint SA = BM + 1, SB = BN + 1;          // shared row lengths (k-major, padded)
+const uint LA = BM * BK / WG, LB = BN * BK / WG;
+
+layout(push_constant) uniform Params {
+    uint64_t a, b, bias, c, ln_w, ln_b;
+    uint m, n, k, lda, ldb;
+    uint tiles_n;                             // blocks along N
+    uint groups_x;                            // grid width (2-D folding)
+    uint groups;                              // workgroups with work
+    float eps;
+} p;
+
+shared float As[BK * SA];
+shared float Bs[BK * SB];
+shared float red[WG];
+shared float row_mean[BM], row_invstd[BM];
+
+float ra[LA];
+float rb[LB];
+
+void load_tiles(uint row0, uint col0, uint k0) {
+    uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint l = 0; l < LA; ++l) {
+        uint e = tid + l * WG, r = e / BK, k = k0 + e % BK;
+        float v = 0.0;
+        if (k < p.k) {
+            v = ld1(p.a, uint64_t(min(row0 + r, p.m - 1u)) * p.lda + k);
+            if (LN) {
+                v = (v - row_mean[r]) * row_invstd[r];
+                if (p.ln_w != 0ul) v *= ld1(p.ln_w, k);
+                if (p.ln_b != 0ul) v += ld1(p.ln_b, k);
+            }
+        }
+        ra[l] = v;
+    }
+    [[unroll]] for (uint l = 0; l < LB; ++l) {
+        uint e = tid + l * WG, r = e / BK, k = k0 + e % BK;
+        rb[l] = k < p.k ? ld1(p.b, uint64_t(min(col0 + r, p.n - 1u)) * p.ldb + k) : 0.0;
+    }
+}
+
+void store_tiles() {
+    uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint l = 0; l < LA; ++l) {
+        uint e = tid + l * WG;
+        As[(e % BK) * SA + e / BK] = ra[l];
+    }
+    [[unroll]] for (uint l = 0; l < LB; ++l) {
+        uint e = tid + l * WG;
+        Bs[(e % BK) * SB + e / BK] = rb[l];
+    }
+}
+
+// LN: the mean and invstd of rows row0 .. row0 + BM - 1 (clamped), WG / BM threads a row.
+void row_stats(uint row0) {
+    const uint T = WG / BM;
+    uint tid = gl_LocalInvocationID.x, r = tid / T, part = tid % T;
+    uint64_t base = uint64_t(min(row0 + r, p.m - 1u)) * p.lda;
+    float s = 0.0;
+    for (uint k = part; k < p.k; k += T) s += ld1(p.a, base + k);
+    red[tid] = s;
+    barrier();
+    if (part == 0u) {
+        float t = 0.0;
+        for (uint i = 0; i < T; ++i) t += red[tid + i];
+        row_mean[r] = t / float(p.k);
+    }
+    barrier();
+    float mean = row_mean[r];
+    s = 0.0;
+    for (uint k = part; k < p.k; k += T) {
+        float d = ld1(p.a, base + k) - mean;
+        s = fma(d, d, s);
+    }
+    red[tid] = s;
+    barrier();
+    if (part == 0u) {
+        float t = 0.0;
+        for (uint i = 0; i < T; ++i) t += red[tid + i];
+        row_invstd[r] = inversesqrt(t / float(p.k) + p.eps);
+    }
+    barrier();
+}
+
+void main() {
+    uint g = gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x;
+    if (g >= p.groups) return;                // padding of a folded grid (whole workgroups)
+    // Neighbouring workgroups share a block of rows of x (and, with LN, its statistics).
+    uint row0 = (g / p.tiles_n) * BM, col0 = (g % p.tiles_n) * BN;
+    uint tid = gl_LocalInvocationID.x, tx = tid % 8u, ty = tid / 8u;
+    if (LN) row_stats(row0);
+
+    float acc[TM][TN];
+    [[unroll]] for (uint i = 0; i < TM; ++i)
+        [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+
+    load_tiles(row0, col0, 0u);
+    for (uint k0 = 0; k0 < p.k; k0 += BK) {
+        store_tiles();
+        barrier();
+        if (k0 + BK < p.k) load_tiles(row0, col0, k0 + BK);
+        [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
+            float av[TM], bv[TN];
+            [[unroll]] for (uint i = 0; i < TM; ++i) av[i] = As[kk * SA + ty + 8u * i];
+            [[unroll]] for (uint j = 0; j < TN; ++j) bv[j] = Bs[kk * SB + tx + 8u * j];
+            [[unroll]] for (uint i = 0; i < TM; ++i)
+                [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+        }
+        barrier();
+    }
+
+    [[unroll]] for (uint j = 0; j < TN; ++j) {
+        uint n = col0 + tx + 8u * j;
+        if (n >= p.n) continue;
+        float bias = p.bias != 0ul ? ld1(p.bias, n) : 0.0;
+        [[unroll]] for (uint i = 0; i < TM; ++i) {
+            uint m = row0 + ty + 8u * i;
+            if (m < p.m) st1(p.c, uint64_t(m) * p.n + n, act_apply(ACT, acc[i][j] + bias));
+        }
+    }
+}
