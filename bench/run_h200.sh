@@ -42,6 +42,7 @@
 #                               PyTorch's logits, greedy ids and decode rate
 #                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
 #   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
+#   linear_small.md / .csv      bench/linear_small.lua (linear's kernels and fused forms, frames' device time)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -213,6 +214,9 @@ step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
 # Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
+# Linear for small models (issue 21): each kernel and fused form per shape, and whole
+# frames unfused / with fused activations / as layer_norm_linear blocks (device time).
+step linear_small 240 lua5.4 bench/linear_small.lua --csv "$out/linear_small.csv"
 
 # One Markdown file with every step's output.
 {

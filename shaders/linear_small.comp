@@ -12,12 +12,12 @@
 // steps of BK = 32: each step's x and W tiles are loaded into registers during the
 // previous step's multiply-adds (one barrier pair per step), then stored k-major into
 // shared memory (a column of one padding so that the scalar stores of consecutive k fall
-// in different banks). Loads are scalar: consecutive threads read consecutive k of a row
-// (whole 128-byte lines). Rows and columns past M and N are clamped on load and skipped
-// on store; k past K loads 0.
+// in different banks). Consecutive threads read consecutive k of a row (whole 128-byte
+// lines), as vec4s with VEC4, else floats. Rows and columns past M and N are clamped on
+// load and skipped on store; k past K loads 0.
 //
 // LN: each workgroup first computes the mean and 1/sqrt(var + eps) of its BM rows over K
-// (two passes over the row, float32, biased variance) and normalizes x as it loads it:
+// (one shifted pass over the row, float32, biased variance) and normalizes x as it loads it:
 // (x - mean) * invstd * ln_w[k] + ln_b[k] (addresses 0: weight 1, bias 0). Accumulation
 // is float32; DT picks the element type (common/mm_io.glsl). ACT: common/activation.glsl.
 #extension GL_EXT_control_flow_attributes : require
@@ -30,6 +30,7 @@ layout(constant_id = 1) const uint BM = 16;
 layout(constant_id = 2) const uint BN = 16;
 layout(constant_id = 3) const uint ACT = 0;
 layout(constant_id = 4) const bool LN = false;
+layout(constant_id = 5) const bool VEC4 = false;   // K, lda, ldb multiples of 4; x, W, ln_w, ln_b 16-byte aligned
 
 const uint WG = 64;
 const uint BK = 32;
@@ -48,72 +49,96 @@ layout(push_constant) uniform Params {
 
 shared float As[BK * SA];
 shared float Bs[BK * SB];
-shared float red[WG];
+shared float red[WG], red2[WG];
 shared float row_mean[BM], row_invstd[BM];
 
-float ra[LA];
-float rb[LB];
+// The staged next tiles; with VEC4, vec4s of 4 consecutive k (BK / 4 per row), else floats.
+const uint EA = VEC4 ? LA / 4 : LA, EB = VEC4 ? LB / 4 : LB;   // loads per thread and step
+const uint PER_ROW = VEC4 ? BK / 4 : BK;                        // loads per row and step
+vec4 ra[EA];
+vec4 rb[EB];
 
+// Every load of a thread is at the same k offset within the step (WG is a multiple of
+// PER_ROW): kq = tid % PER_ROW; its rows are tid / PER_ROW + l * (WG / PER_ROW).
 void load_tiles(uint row0, uint col0, uint k0) {
-    uint tid = gl_LocalInvocationID.x;
-    [[unroll]] for (uint l = 0; l < LA; ++l) {
-        uint e = tid + l * WG, r = e / BK, k = k0 + e % BK;
-        float v = 0.0;
-        if (k < p.k) {
-            v = ld1(p.a, uint64_t(min(row0 + r, p.m - 1u)) * p.lda + k);
-            if (LN) {
-                v = (v - row_mean[r]) * row_invstd[r];
-                if (p.ln_w != 0ul) v *= ld1(p.ln_w, k);
-                if (p.ln_b != 0ul) v += ld1(p.ln_b, k);
-            }
+    uint tid = gl_LocalInvocationID.x, kq = tid % PER_ROW, r0 = tid / PER_ROW;
+    const uint RSTEP = WG / PER_ROW;
+    uint k = k0 + (VEC4 ? 4u * kq : kq);
+    bool in_k = k < p.k;   // VEC4: K % 4 == 0, so a vec4 is wholly in or out
+    vec4 lw = vec4(1.0), lb = vec4(0.0);
+    if (LN && in_k) {
+        if (p.ln_w != 0ul) lw = VEC4 ? ld4(p.ln_w, k) : vec4(ld1(p.ln_w, k));
+        if (p.ln_b != 0ul) lb = VEC4 ? ld4(p.ln_b, k) : vec4(ld1(p.ln_b, k));
+    }
+    [[unroll]] for (uint l = 0; l < EA; ++l) {
+        uint r = r0 + l * RSTEP;
+        vec4 v = vec4(0.0);
+        if (in_k) {
+            uint64_t at = uint64_t(min(row0 + r, p.m - 1u)) * p.lda + k;
+            v = VEC4 ? ld4(p.a, at) : vec4(ld1(p.a, at));
+            if (LN) v = (v - row_mean[r]) * row_invstd[r] * lw + lb;
         }
         ra[l] = v;
     }
-    [[unroll]] for (uint l = 0; l < LB; ++l) {
-        uint e = tid + l * WG, r = e / BK, k = k0 + e % BK;
-        rb[l] = k < p.k ? ld1(p.b, uint64_t(min(col0 + r, p.n - 1u)) * p.ldb + k) : 0.0;
+    [[unroll]] for (uint l = 0; l < EB; ++l) {
+        uint r = r0 + l * RSTEP;
+        uint64_t at = uint64_t(min(col0 + r, p.n - 1u)) * p.ldb + k;
+        rb[l] = in_k ? (VEC4 ? ld4(p.b, at) : vec4(ld1(p.b, at))) : vec4(0.0);
     }
 }
 
 void store_tiles() {
-    uint tid = gl_LocalInvocationID.x;
-    [[unroll]] for (uint l = 0; l < LA; ++l) {
-        uint e = tid + l * WG;
-        As[(e % BK) * SA + e / BK] = ra[l];
+    uint tid = gl_LocalInvocationID.x, kq = tid % PER_ROW, r0 = tid / PER_ROW;
+    const uint RSTEP = WG / PER_ROW;
+    [[unroll]] for (uint l = 0; l < EA; ++l) {
+        uint r = r0 + l * RSTEP;
+        if (VEC4) {
+            [[unroll]] for (uint q = 0; q < 4; ++q) As[(4u * kq + q) * SA + r] = ra[l][q];
+        } else {
+            As[kq * SA + r] = ra[l].x;
+        }
     }
-    [[unroll]] for (uint l = 0; l < LB; ++l) {
-        uint e = tid + l * WG;
-        Bs[(e % BK) * SB + e / BK] = rb[l];
+    [[unroll]] for (uint l = 0; l < EB; ++l) {
+        uint r = r0 + l * RSTEP;
+        if (VEC4) {
+            [[unroll]] for (uint q = 0; q < 4; ++q) Bs[(4u * kq + q) * SB + r] = rb[l][q];
+        } else {
+            Bs[kq * SB + r] = rb[l].x;
+        }
     }
 }
 
-// LN: the mean and invstd of rows row0 .. row0 + BM - 1 (clamped), WG / BM threads a row.
+// LN: the mean and invstd of rows row0 .. row0 + BM - 1 (clamped), WG / BM threads a row,
+// in one pass over the row: sums of d = x - x[0] and of d^2 (the shift by the row's first
+// element keeps the variance's subtraction from cancelling when the mean is large).
 void row_stats(uint row0) {
     const uint T = WG / BM;
     uint tid = gl_LocalInvocationID.x, r = tid / T, part = tid % T;
     uint64_t base = uint64_t(min(row0 + r, p.m - 1u)) * p.lda;
-    float s = 0.0;
-    for (uint k = part; k < p.k; k += T) s += ld1(p.a, base + k);
+    float shift = ld1(p.a, base);
+    float s = 0.0, q = 0.0;
+    if (VEC4) {
+        for (uint k = 4u * part; k < p.k; k += 4u * T) {
+            vec4 d = ld4(p.a, base + k) - shift;
+            s += (d.x + d.y) + (d.z + d.w);
+            q += dot(d, d);
+        }
+    } else {
+        for (uint k = part; k < p.k; k += T) {
+            float d = ld1(p.a, base + k) - shift;
+            s += d;
+            q = fma(d, d, q);
+        }
+    }
     red[tid] = s;
+    red2[tid] = q;
     barrier();
     if (part == 0u) {
-        float t = 0.0;
-        for (uint i = 0; i < T; ++i) t += red[tid + i];
-        row_mean[r] = t / float(p.k);
-    }
-    barrier();
-    float mean = row_mean[r];
-    s = 0.0;
-    for (uint k = part; k < p.k; k += T) {
-        float d = ld1(p.a, base + k) - mean;
-        s = fma(d, d, s);
-    }
-    red[tid] = s;
-    barrier();
-    if (part == 0u) {
-        float t = 0.0;
-        for (uint i = 0; i < T; ++i) t += red[tid + i];
-        row_invstd[r] = inversesqrt(t / float(p.k) + p.eps);
+        float ts = 0.0, tq = 0.0;
+        for (uint i = 0; i < T; ++i) { ts += red[tid + i]; tq += red2[tid + i]; }
+        float md = ts / float(p.k);
+        row_mean[r] = shift + md;
+        row_invstd[r] = inversesqrt(max(tq / float(p.k) - md * md, 0.0) + p.eps);
     }
     barrier();
 }

@@ -11,6 +11,27 @@
 /* The elementwise op of each activation (LM_ACT_* order). */
 static const lm_ew_op ACT_EW[] = { 0, LM_EW_RELU, LM_EW_GELU_ERF, LM_EW_GELU_TANH, LM_EW_SILU, LM_EW_TANH, LM_EW_SIGMOID };
 
+void lm_record_linear(lua_State *L, const lm_matmul_args *args, uint32_t act, const char *op) {
+    lm_context *ctx = args->a->storage->ctx;
+    lm_matmul_args g = *args;
+    if (lm_linear_small_problem(ctx, &g) == NULL && lm_linear_small_wanted(ctx, &g)) {
+        g.act = act;
+        lm_record_linear_small(L, &g, NULL, op);
+    } else if (act && ctx->linear_path != 1 && ctx->mm_path == 0 && !ctx->mm_tile[0] && g.m >= 1 &&
+               g.m <= LM_GEMV_MAX_M && lm_gemv_problem(ctx, &g) == NULL) {
+        g.act = act;   /* what lm_record_matmul runs for these rows, with the activation */
+        lm_record_gemv(L, &g, op, ctx->mm_split);
+    } else {
+        g.act = 0;
+        lm_record_matmul(L, &g, op);
+        if (act)
+            lm_record_ew(L, &(lm_ew_call){
+                .name = op, .op = ACT_EW[act], .reversed = ACT_EW[act], .dtype = g.out->dtype,
+                .t = { g.out }, .out = g.out,
+            });
+    }
+}
+
 /* lumus.linear(x, weight [, bias] [, {out=, activation=}]) */
 int lm_op_linear(lua_State *L) {
     lm_contiguous_inputs(L, 1, 3);
@@ -59,20 +80,6 @@ int lm_op_linear(lua_State *L) {
         .a = x, .b = w, .bias = bias, .out = out,
         .m = (uint32_t)rows, .n = (uint32_t)out_f, .k = (uint32_t)in, .batch = 1, .trans_b = 1,
     };
-    if (lm_linear_small_problem(ctx, &g) == NULL && lm_linear_small_wanted(ctx, &g)) {
-        g.act = act;
-        lm_record_linear_small(L, &g, NULL, "linear");
-    } else if (act && ctx->linear_path != 1 && ctx->mm_path == 0 && !ctx->mm_tile[0] && g.m >= 1 &&
-               g.m <= LM_GEMV_MAX_M && lm_gemv_problem(ctx, &g) == NULL) {
-        g.act = act;   /* what lm_record_matmul runs for these rows, with the activation */
-        lm_record_gemv(L, &g, "linear", ctx->mm_split);
-    } else {
-        lm_record_matmul(L, &g, "linear");
-        if (act)
-            lm_record_ew(L, &(lm_ew_call){
-                .name = "linear", .op = ACT_EW[act], .reversed = ACT_EW[act], .dtype = out->dtype,
-                .t = { out }, .out = out,
-            });
-    }
+    lm_record_linear(L, &g, act, "linear");
     return 1;
 }

@@ -77,6 +77,9 @@ void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_a
         .tiles_n = (g->n + bn - 1) / bn, .eps = ln ? ln->eps : 0.0f,
     };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "linear_small push constants");
+    uint32_t es = (uint32_t)lm_dtype_size(dt);
+    int vec4 = g->k % 4 == 0 && pc.lda % 4 == 0 && pc.ldb % 4 == 0 && pc.a % (4u * es) == 0 && pc.b % (4u * es) == 0 &&
+               pc.ln_w % (4u * es) == 0 && pc.ln_b % (4u * es) == 0;
     uint64_t groups = (uint64_t)((g->m + bm - 1) / bm) * pc.tiles_n;
     if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
     pc.groups = (uint32_t)groups;
@@ -85,7 +88,7 @@ void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_a
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
         .shader = dt == LM_FLOAT16 ? LM_SH_LINEAR_SMALL_F16 : dt == LM_BFLOAT16 ? LM_SH_LINEAR_SMALL_BF16 : LM_SH_LINEAR_SMALL,
-        .spec = { LS_WG, bm, bn, g->act, ln ? 1u : 0u },
+        .spec = { LS_WG, bm, bn, g->act, ln ? 1u : 0u, vec4 ? 1u : 0u },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias, ln ? ln->w : NULL, ln ? ln->b : NULL }, .writes = { g->out },
     });
@@ -108,8 +111,9 @@ static lm_tensor *check_vector(lua_State *L, int idx, const char *name, int64_t 
 }
 
 /* lumus.layer_norm_linear(x, ln_weight, ln_bias, weight [, bias] [, {eps =, activation =,
- * out =}]): act(layer_norm(x) weight^T + bias) in one dispatch. ln_weight and ln_bias
- * [K] or nil; weight [N, K]; bias [N] or nil. */
+ * out =}]): act(layer_norm(x) weight^T + bias), in one dispatch where linear would take
+ * the small-model kernel (or tune.linear forces it), else as layer_norm_forward into a
+ * temporary and linear. ln_weight and ln_bias [K] or nil; weight [N, K]; bias [N] or nil. */
 int lm_op_layer_norm_linear(lua_State *L) {
     lm_contiguous_inputs(L, 1, 5);
     lm_tensor *x = lm_check_tensor(L, 1);
@@ -163,8 +167,22 @@ int lm_op_layer_norm_linear(lua_State *L) {
         .a = x, .b = w, .bias = bias, .out = out, .act = act,
         .m = (uint32_t)rows, .n = (uint32_t)out_f, .k = (uint32_t)in, .batch = 1, .trans_b = 1,
     };
-    lm_ln_args ln = { lw, lb, (float)e };
-    lm_record_linear_small(L, &g, &ln, "layer_norm_linear");
+    if (lm_linear_small_problem(ctx, &g) == NULL && (ctx->linear_path == 1 || lm_linear_small_wanted(ctx, &g))) {
+        lm_ln_args ln = { lw, lb, (float)e };
+        lm_record_linear_small(L, &g, &ln, "layer_norm_linear");
+        return 1;
+    }
+    /* Where linear takes another kernel, LayerNorm first, into a temporary. */
+    lua_pushcfunction(L, lm_op_layer_norm_forward);
+    for (int i = 1; i <= 3; i++) lua_pushvalue(L, i);
+    lua_pushnumber(L, e);
+    lua_call(L, 4, 1);
+    g.a = lm_check_tensor(L, -1);
+    g.b = lm_check_tensor(L, 4);   /* the call allocated: every tensor again */
+    g.bias = lm_opt_tensor(L, 5);
+    g.out = lm_check_tensor(L, 7);
+    lm_record_linear(L, &g, act, "layer_norm_linear");
+    lua_settop(L, 7);
     return 1;
 }
 
