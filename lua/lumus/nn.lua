@@ -897,12 +897,32 @@ local function run_fused(step, x)
   local owner = act or lin
   if c and c.x[1] == x and c.out == owner.output and getmetatable(x) == Tensor and not c.out:is_freed()
      and not records(lin, x) and not (ln and records(ln, x)) then
-    if ln then return lumus.layer_norm_linear(x, ln.weight, ln.bias, lin.weight, lin.bias, c.opts) end
+    if c.ln then return lumus.layer_norm_linear(x, ln.weight, ln.bias, lin.weight, lin.bias, c.opts) end
+    if ln then
+      -- LayerNorm by its own forward (its call cache), then linear on its output.
+      local h = ln:forward(x)
+      if h == c.h then return linear(h, lin.weight, lin.bias, c.opts) end
+      return nil
+    end
     return linear(x, lin.weight, lin.bias, c.opts)
   end
+  local x_in = x
   if not is_tensor(x) or x:size(x:dim()) ~= lin.in_features or records(lin, x) or (ln and records(ln, x))
      or (act and records(act, x)) then
     return nil
+  end
+  if ln then
+    -- LayerNorm joins only where layer_norm_linear is one dispatch for these rows (else
+    -- it would normalize into a temporary on every call): asked once per input shape.
+    local rows = math.floor(x:numel() / lin.in_features)
+    if step.rows ~= rows then
+      step.rows = rows
+      step.ln_joins = lumus.tune.linear(math.max(rows, 1), lin.out_features, lin.in_features).kernel == "small"
+    end
+    if not step.ln_joins then
+      x = ln:forward(x)
+      ln = nil
+    end
   end
   forget_fresh(owner)
   local old = owner.output
@@ -918,7 +938,7 @@ local function run_fused(step, x)
   if not buf then drop(old, y, x); owner.output = y end
   opts.out = y
   owner._call = nil
-  step.call = { x = setmetatable({ x }, WEAK), out = y, opts = opts }
+  step.call = { x = setmetatable({ x_in }, WEAK), out = y, opts = opts, ln = ln ~= nil, h = ln == nil and step.ln and x or nil }
   return y
 end
 
