@@ -9,7 +9,9 @@
 // A workgroup is 64 threads on an 8 x 8 grid and computes one BM x BN block of y (BM, BN
 // in 8, 16, 32: TM = BM/8 rows and TN = BN/8 columns per thread, rows ty + 8i, columns
 // tx + 8j, so that threads read shared memory without bank conflicts). K goes by in
-// steps of BK = 32: each step's x and W tiles are loaded into registers during the
+// steps of BK (32 to 256: the host takes the largest that its registers and shared
+// memory allow, so a small model's K is one or a few steps, each a single round of
+// loads in flight, rather than a long chain of dependent ones): each step's x and W tiles are loaded into registers during the
 // previous step's multiply-adds (one barrier pair per step), then stored k-major into
 // shared memory (a column of one padding so that the scalar stores of consecutive k fall
 // in different banks). Consecutive threads read consecutive k of a row (whole 128-byte
@@ -17,7 +19,8 @@
 // load and skipped on store; k past K loads 0.
 //
 // LN: each workgroup first computes the mean and 1/sqrt(var + eps) of its BM rows over K
-// (one shifted pass over the row, float32, biased variance) and normalizes x as it loads it:
+// (one shifted pass over the row with several loads in flight per thread, float32,
+// biased variance) and normalizes x as it loads it:
 // (x - mean) * invstd * ln_w[k] + ln_b[k] (addresses 0: weight 1, bias 0). Accumulation
 // is float32; DT picks the element type (common/mm_io.glsl). ACT: common/activation.glsl.
 #extension GL_EXT_control_flow_attributes : require
@@ -31,9 +34,9 @@ layout(constant_id = 2) const uint BN = 16;
 layout(constant_id = 3) const uint ACT = 0;
 layout(constant_id = 4) const bool LN = false;
 layout(constant_id = 5) const bool VEC4 = false;   // K, lda, ldb multiples of 4; x, W, ln_w, ln_b 16-byte aligned
+layout(constant_id = 6) const uint BK = 32;        // K per step: a multiple of 32 (the host's choice)
 
 const uint WG = 64;
-const uint BK = 32;
 const uint TM = BM / 8, TN = BN / 8;
 const uint SA = BM + 1, SB = BN + 1;          // shared row lengths (k-major, padded)
 const uint LA = BM * BK / WG, LB = BN * BK / WG;
@@ -113,21 +116,34 @@ void store_tiles() {
 // element keeps the variance's subtraction from cancelling when the mean is large).
 void row_stats(uint row0) {
     const uint T = WG / BM;
+    const uint UNR = 4;                            // independent loads in flight per thread
     uint tid = gl_LocalInvocationID.x, r = tid / T, part = tid % T;
     uint64_t base = uint64_t(min(row0 + r, p.m - 1u)) * p.lda;
     float shift = ld1(p.a, base);
     float s = 0.0, q = 0.0;
     if (VEC4) {
-        for (uint k = 4u * part; k < p.k; k += 4u * T) {
-            vec4 d = ld4(p.a, base + k) - shift;
-            s += (d.x + d.y) + (d.z + d.w);
-            q += dot(d, d);
+        for (uint k0 = 4u * part; k0 < p.k; k0 += 4u * T * UNR) {
+            vec4 d[UNR];
+            [[unroll]] for (uint u = 0; u < UNR; ++u) {
+                uint k = k0 + u * 4u * T;
+                d[u] = k < p.k ? ld4(p.a, base + k) - shift : vec4(0.0);
+            }
+            [[unroll]] for (uint u = 0; u < UNR; ++u) {
+                s += (d[u].x + d[u].y) + (d[u].z + d[u].w);
+                q += dot(d[u], d[u]);
+            }
         }
     } else {
-        for (uint k = part; k < p.k; k += T) {
-            float d = ld1(p.a, base + k) - shift;
-            s += d;
-            q = fma(d, d, q);
+        for (uint k0 = part; k0 < p.k; k0 += T * UNR) {
+            float d[UNR];
+            [[unroll]] for (uint u = 0; u < UNR; ++u) {
+                uint k = k0 + u * T;
+                d[u] = k < p.k ? ld1(p.a, base + k) - shift : 0.0;
+            }
+            [[unroll]] for (uint u = 0; u < UNR; ++u) {
+                s += d[u];
+                q = fma(d[u], d[u], q);
+            }
         }
     }
     red[tid] = s;

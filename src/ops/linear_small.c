@@ -12,6 +12,8 @@
 #define LS_GPU_CORES 128         /* SMs assumed when the device does not say (an H200 has 132) */
 #define LS_WAVES 2               /* workgroups per core wanted at once (latency hiding) */
 #define LS_MATMUL_BLOCK 64       /* the tiled kernel's mid-size block: below one per core, take the product */
+#define LS_STAGE_FLOATS 4096     /* (BM + BN) x BK: the floats a step stages (64 registers a thread) */
+#define LS_MAX_BK 256
 
 /* Blocks (BM x BN) of y per workgroup, largest first. */
 static const uint32_t BLOCKS[][2] = { { 32, 32 }, { 16, 32 }, { 16, 16 }, { 8, 16 }, { 8, 8 } };
@@ -80,6 +82,13 @@ void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_a
     uint32_t es = (uint32_t)lm_dtype_size(dt);
     int vec4 = g->k % 4 == 0 && pc.lda % 4 == 0 && pc.ldb % 4 == 0 && pc.a % (4u * es) == 0 && pc.b % (4u * es) == 0 &&
                pc.ln_w % (4u * es) == 0 && pc.ln_b % (4u * es) == 0;
+    /* K per step: the largest power of two from 32 up to K (rounded up) that the staging
+     * registers and the device's shared memory hold; at most 4 (vec4) or 1 load per
+     * thread along a row of a step (the shader's indexing). */
+    uint32_t bk = vec4 ? LS_MAX_BK : LS_WG;
+    while (bk > 32 && (bk >= 2 * ((g->k + 31) / 32 * 32) || (bm + bn) * bk > LS_STAGE_FLOATS ||
+                       (uint64_t)(bm + bn + 2) * bk * 4 + 4 * (2 * LS_WG + 2 * bm) > ctx->props.limits.maxComputeSharedMemorySize))
+        bk /= 2;
     uint64_t groups = (uint64_t)((g->m + bm - 1) / bm) * pc.tiles_n;
     if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
     pc.groups = (uint32_t)groups;
@@ -88,7 +97,7 @@ void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_a
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
         .shader = dt == LM_FLOAT16 ? LM_SH_LINEAR_SMALL_F16 : dt == LM_BFLOAT16 ? LM_SH_LINEAR_SMALL_BF16 : LM_SH_LINEAR_SMALL,
-        .spec = { LS_WG, bm, bn, g->act, ln ? 1u : 0u, vec4 ? 1u : 0u },
+        .spec = { LS_WG, bm, bn, g->act, ln ? 1u : 0u, vec4 ? 1u : 0u, bk },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias, ln ? ln->w : NULL, ln ? ln->b : NULL }, .writes = { g->out },
     });
