@@ -26,7 +26,8 @@ local USAGE = "lua5.4 bench/linear_small.lua [--shapes MxNxK,...] [--frames RxDx
 local opts = common.parse_args(arg, { shapes = true, frames = true, n = true, samples = true, csv = true }, {}, USAGE)
 local SHAPES = opts.shapes or
   "16x256x256,32x256x256,64x256x256,128x256x256,128x512x512,100x300x300,256x512x512,256x768x768,"
-  .. "512x512x512,512x1024x1024,200x2048x2048,64x1024x256,128x2048x512,512x3072x768,1024x768x768"
+  .. "512x512x512,512x1024x1024,200x2048x2048,64x1024x256,128x2048x512,512x3072x768,1024x768x768,"
+  .. "128x2304x768,128x768x3072,32x768x3072"
 local FRAMES = opts.frames or "64x256x8,128x512x16"
 local N_CALLS = common.int_opt(opts.n, 40)
 local SAMPLES = common.int_opt(opts.samples, 15)
