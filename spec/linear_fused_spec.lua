@@ -56,15 +56,21 @@ describe("lumus.linear with {activation =}", function()
   local g = ref.rng(2112)
   -- M <= 16 takes the small-M path (gemv.comp, activation in its store); 17.. rows the
   -- small-model kernel or matmul's (then the elementwise op in place), forced below.
-  for _, shape in ipairs({ { 1, 7, 5 }, { 3, 33, 64 }, { 16, 40, 17 }, { 29, 24, 40 }, { 70, 19, 33 } }) do
+  for si, shape in ipairs({ { 1, 7, 5 }, { 16, 40, 17 }, { 29, 24, 40 }, { 70, 19, 33 } }) do
     local M, N, K = shape[1], shape[2], shape[3]
-    for _, path in ipairs({ "auto", "small", "matmul" }) do
-      it(("applies every activation, %dx%dx%d, path %s"):format(M, N, K, path), function()
+    for pi, path in ipairs({ "auto", "small", "matmul" }) do
+      -- every activation on the automatic path; three of them (in turn) on the forced ones
+      local acts = ACTS
+      if path ~= "auto" then
+        acts = {}
+        for j = 0, 2 do acts[#acts + 1] = ACTS[(si + pi + j) % #ACTS + 1] end
+      end
+      it(("applies the activation, %dx%dx%d, path %s"):format(M, N, K, path), function()
         local x, xt = tensor_of({ M, K }, g, 2)
         local w, wt = tensor_of({ N, K }, g, 1 / math.sqrt(K))
         local b, bt = tensor_of({ N }, g, 0.5)
         with_path(M, N, K, path, function()
-          for _, act in ipairs(ACTS) do
+          for _, act in ipairs(acts) do
             check_linear(lumus.linear(x, w, b, { activation = act }), xt, wt, bt, act,
               ("linear %s %s"):format(act, path))
           end
