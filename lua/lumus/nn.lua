@@ -917,7 +917,7 @@ local function run_fused(step, x)
     local rows = math.floor(x:numel() / lin.in_features)
     if step.rows ~= rows then
       step.rows = rows
-      step.ln_joins = lumus.tune.linear(math.max(rows, 1), lin.out_features, lin.in_features).kernel == "small"
+      step.ln_joins = lumus.tune.linear(math.max(rows, 1), lin.out_features, lin.in_features).layer_norm_fused
     end
     if not step.ln_joins then
       x = ln:forward(x)

@@ -11,7 +11,16 @@
 #define LS_WG 64                 /* threads per workgroup (the shader's 8 x 8 grid) */
 #define LS_GPU_CORES 128         /* SMs assumed when the device does not say (an H200 has 132) */
 #define LS_WAVES 2               /* workgroups per core wanted at once (latency hiding) */
-#define LS_MATMUL_BLOCK 64       /* the tiled kernel's mid-size block: below one per core, take the product */
+#define LS_MATMUL_BLOCK 64       /* the tiled kernel's mid-size block: fewer than LS_GPU_WAVES per core, take the product */
+#define LS_GPU_WAVES 2
+/* Past this K the tiled kernel's deeper pipeline wins (H200: 200 x 2048 x 2048 ran 85 us
+ * tiled, 96 small; 512 x 1024 x 1024 51 small, 65 tiled). */
+#define LS_MAX_K 1024
+/* layer_norm_linear normalizes in the kernel up to this K and N: each of a row block's
+ * N / BN workgroups recomputes the rows' statistics over K (H200: 128 x 512 x 512 ran 16.7
+ * us fused against 20.4 as three dispatches; 256 x 768 x 768 38 against 34). */
+#define LS_LN_MAX_K 512
+#define LS_LN_MAX_N 1024
 #define LS_STAGE_FLOATS 4096     /* (BM + BN) x BK: the floats a step stages (64 registers a thread) */
 #define LS_MAX_BK 256
 
@@ -56,10 +65,18 @@ const char *lm_linear_small_problem(const lm_context *ctx, const lm_matmul_args 
 int lm_linear_small_wanted(const lm_context *ctx, const lm_matmul_args *g) {
     if (ctx->linear_path) return ctx->linear_path == 1;
     if (ctx->mm_path != 0 || ctx->mm_tile[0]) return 0;
-    if (g->m <= LM_GEMV_MAX_M) return 0;
+    if (g->m <= LM_GEMV_MAX_M || g->k > LS_MAX_K) return 0;
     uint64_t blocks = (((uint64_t)g->m + LS_MATMUL_BLOCK - 1) / LS_MATMUL_BLOCK) *
                       (((uint64_t)g->n + LS_MATMUL_BLOCK - 1) / LS_MATMUL_BLOCK);
-    return blocks < device_cores(ctx);
+    uint64_t waves = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1 : LS_GPU_WAVES;
+    return blocks < device_cores(ctx) * waves;
+}
+
+/* Whether layer_norm_linear runs as one dispatch of the small-model kernel. */
+static int ln_fused(const lm_context *ctx, const lm_matmul_args *g) {
+    if (lm_linear_small_problem(ctx, g)) return 0;
+    if (ctx->linear_path) return ctx->linear_path == 1;
+    return g->k <= LS_LN_MAX_K && g->n <= LS_LN_MAX_N && lm_linear_small_wanted(ctx, g);
 }
 
 void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_args *ln, const char *op) {
@@ -176,7 +193,7 @@ int lm_op_layer_norm_linear(lua_State *L) {
         .a = x, .b = w, .bias = bias, .out = out, .act = act,
         .m = (uint32_t)rows, .n = (uint32_t)out_f, .k = (uint32_t)in, .batch = 1, .trans_b = 1,
     };
-    if (lm_linear_small_problem(ctx, &g) == NULL && (ctx->linear_path == 1 || lm_linear_small_wanted(ctx, &g))) {
+    if (ln_fused(ctx, &g)) {
         lm_ln_args ln = { lw, lb, (float)e };
         lm_record_linear_small(L, &g, &ln, "layer_norm_linear");
         return 1;
@@ -197,7 +214,8 @@ int lm_op_layer_norm_linear(lua_State *L) {
 
 /* tune.linear(M, N, K [, {path = "auto" | "small" | "matmul"}]) -> {path = the setting,
  * kernel = "small" | "gemv" | "matmul" (what an M x K input and an [N, K] weight run
- * now, with an activation), bm, bn (the small kernel's block), workgroups}. */
+ * now, with an activation), bm, bn (the small kernel's block), workgroups,
+ * layer_norm_fused (layer_norm_linear is one dispatch)}. */
 int lm_op_linear_config(lua_State *L) {
     static const char *const known[] = { "path", NULL };
     static const char *const paths[] = { "auto", "small", "matmul", NULL };
@@ -220,5 +238,6 @@ int lm_op_linear_config(lua_State *L) {
     lua_pushinteger(L, BLOCKS[bi][0]); lua_setfield(L, -2, "bm");
     lua_pushinteger(L, BLOCKS[bi][1]); lua_setfield(L, -2, "bn");
     lua_pushinteger(L, (lua_Integer)blocks_of((uint64_t)m, (uint64_t)n, bi)); lua_setfield(L, -2, "workgroups");
+    lua_pushboolean(L, ln_fused(ctx, &g)); lua_setfield(L, -2, "layer_norm_fused");
     return 1;
 }
