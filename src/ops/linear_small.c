@@ -141,6 +141,10 @@ static lm_tensor *check_vector(lua_State *L, int idx, const char *name, int64_t 
  * the small-model kernel (or tune.linear forces it), else as layer_norm_forward into a
  * temporary and linear. ln_weight and ln_bias [K] or nil; weight [N, K]; bias [N] or nil. */
 int lm_op_layer_norm_linear(lua_State *L) {
+    /* weight comes after two arguments that may be nil: name the first one missing. */
+    if (lua_gettop(L) < 4)
+        lm_argerror(L, lua_gettop(L) + 1, "too few arguments: layer_norm_linear(x, ln_weight, ln_bias, weight [, bias] "
+                    "[, opts]) takes the weight as argument 4 (ln_weight and ln_bias may be nil)");
     lm_contiguous_inputs(L, 1, 5);
     lm_tensor *x = lm_check_tensor(L, 1);
     static const char *const known[] = { "out", "activation", "eps", NULL };
