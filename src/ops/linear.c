@@ -1,36 +1,9 @@
 /* linear: y = act(x W^T + b) with a torch-style weight [out_features, in_features], as one
- * dispatch reading W transposed, adding b and applying the activation in its store: the
- * small-model kernel (linear_small.c) where it is chosen, else matmul's kernels (the
- * small-M path fuses the activation; the tiled ones are followed by the elementwise
- * activation in place). */
+ * dispatch reading W transposed, adding b and applying the activation in its store
+ * (lm_record_linear, linear_small.c, chooses the kernel). */
 #include "ops.h"
-#include "elementwise.h"
 #include <lauxlib.h>
 #include <string.h>
-
-/* The elementwise op of each activation (LM_ACT_* order). */
-static const lm_ew_op ACT_EW[] = { 0, LM_EW_RELU, LM_EW_GELU_ERF, LM_EW_GELU_TANH, LM_EW_SILU, LM_EW_TANH, LM_EW_SIGMOID };
-
-void lm_record_linear(lua_State *L, const lm_matmul_args *args, uint32_t act, const char *op) {
-    lm_context *ctx = args->a->storage->ctx;
-    lm_matmul_args g = *args;
-    if (lm_linear_small_problem(ctx, &g) == NULL && lm_linear_small_wanted(ctx, &g)) {
-        g.act = act;
-        lm_record_linear_small(L, &g, NULL, op);
-    } else if (act && ctx->linear_path != 1 && ctx->mm_path == 0 && !ctx->mm_tile[0] && g.m >= 1 &&
-               g.m <= LM_GEMV_MAX_M && lm_gemv_problem(ctx, &g) == NULL) {
-        g.act = act;   /* what lm_record_matmul runs for these rows, with the activation */
-        lm_record_gemv(L, &g, op, ctx->mm_split);
-    } else {
-        g.act = 0;
-        lm_record_matmul(L, &g, op);
-        if (act)
-            lm_record_ew(L, &(lm_ew_call){
-                .name = op, .op = ACT_EW[act], .reversed = ACT_EW[act], .dtype = g.out->dtype,
-                .t = { g.out }, .out = g.out,
-            });
-    }
-}
 
 /* lumus.linear(x, weight [, bias] [, {out=, activation=}]) */
 int lm_op_linear(lua_State *L) {

@@ -4,6 +4,7 @@
  * kernel); tune.linear. Chooses the block from the shape and the device's cores. */
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "ops.h"
+#include "elementwise.h"
 #include <lauxlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -118,6 +119,30 @@ void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_a
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias, ln ? ln->w : NULL, ln ? ln->b : NULL }, .writes = { g->out },
     });
+}
+
+/* The elementwise op of each activation (LM_ACT_* order). */
+static const lm_ew_op ACT_EW[] = { 0, LM_EW_RELU, LM_EW_GELU_ERF, LM_EW_GELU_TANH, LM_EW_SILU, LM_EW_TANH, LM_EW_SIGMOID };
+
+void lm_record_linear(lua_State *L, const lm_matmul_args *args, uint32_t act, const char *op) {
+    lm_context *ctx = args->a->storage->ctx;
+    lm_matmul_args g = *args;
+    if (lm_linear_small_problem(ctx, &g) == NULL && lm_linear_small_wanted(ctx, &g)) {
+        g.act = act;
+        lm_record_linear_small(L, &g, NULL, op);
+    } else if (act && ctx->linear_path != 1 && ctx->mm_path == 0 && !ctx->mm_tile[0] && g.m >= 1 &&
+               g.m <= LM_GEMV_MAX_M && lm_gemv_problem(ctx, &g) == NULL) {
+        g.act = act;   /* what lm_record_matmul runs for these rows, with the activation */
+        lm_record_gemv(L, &g, op, ctx->mm_split);
+    } else {
+        g.act = 0;
+        lm_record_matmul(L, &g, op);
+        if (act)
+            lm_record_ew(L, &(lm_ew_call){
+                .name = op, .op = ACT_EW[act], .reversed = ACT_EW[act], .dtype = g.out->dtype,
+                .t = { g.out }, .out = g.out,
+            });
+    }
 }
 
 static const char *const ACTIVATIONS[] = { "none", "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid", NULL };

@@ -122,7 +122,7 @@ void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_a
 uint32_t lm_check_activation(lua_State *L, int argn);
 /* Records linear's product g (trans_b) with the activation act on the kernel linear
  * chooses: the small-model kernel, the small-M path, or matmul's followed by the
- * elementwise activation in place (linear.c). */
+ * elementwise activation in place (linear_small.c). */
 void lm_record_linear(lua_State *L, const lm_matmul_args *g, uint32_t act, const char *op);
 int lm_op_layer_norm_linear(lua_State *L);   /* lumus.layer_norm_linear (linear_small.c) */
 int lm_op_linear_config(lua_State *L);       /* tune.linear (linear_small.c) */
