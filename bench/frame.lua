@@ -14,6 +14,9 @@
 --            default 4,8): the batch is submitted every k ops while the device is idle,
 --            so the device runs the first ops while the host records the rest
 --   replay   g:replay() of the same forward captured once, and the read back
+-- Each mode runs with nn.Sequential's fusion on (the default: L x lumus.layer_norm_linear
+-- with the GELU fused, then the head: L + 1 dispatches) and, as "unfused", off
+-- (model:fusion(false): 3L + 1 dispatches).
 -- Then the breakdown of one frame's host time (medians over the frames):
 --   nn       model:forward (Lua modules + op calls that record), eager mode
 --   ops      the same ops called directly into their outputs (lumus.layer_norm_forward ...
@@ -22,9 +25,11 @@
 --            ops minus record is argument checks and Lua/C call overhead
 --   replay   g:replay() alone (the submit)
 --   read     the read back: submit of pending work, wait for the device, copy
+--   fused    the fused frame's ops called directly (layer_norm_linear x L, the head)
 -- and the host cost of each op kind, per call (median of 2000 calls into fixed outputs,
--- recorded without a wait): layer_norm_forward, linear, gelu; and g:replay (each timed
--- alone after a synchronize, --frames times) per op of the graph.
+-- recorded without a wait): layer_norm_forward, linear, gelu, layer_norm_linear with
+-- the GELU; and g:replay (each timed alone after a synchronize, --frames times) per op
+-- of the graph.
 -- Each frame's result is checked against the first eager frame (bit-identical).
 
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -94,16 +99,24 @@ for shape in SHAPES:gmatch("[^,]+") do
   local nops = 3 * L + 1
   local head = mods[#mods]
 
-  -- Eager: forward and read back.
-  local ref
+  -- Eager: forward and read back, fused (the default) and unfused.
+  local can_fuse = model.fusion ~= nil
   local function eager()
     local y = model:forward(x)
     return y:to_bytes()
   end
-  ref = eager()
-  for _ = 1, WARMUP do eager() end
   local bad = 0
-  local t_eager = time_frames(function() if eager() ~= ref then bad = bad + 1 end end, FRAMES)
+  local refs = {}
+  local t_eager, t_eager_unfused
+  for _, fused in ipairs(can_fuse and { false, true } or { true }) do
+    if can_fuse then model:fusion(fused) end
+    local ref = eager()
+    refs[fused] = ref
+    for _ = 1, WARMUP do eager() end
+    local ts = time_frames(function() if eager() ~= ref then bad = bad + 1 end end, FRAMES)
+    if fused then t_eager = ts else t_eager_unfused = ts end
+  end
+  local ref = refs[true]
   local t_idle = {}
   for _, k in ipairs(SUBMIT_IDLE) do
     tune.stream({ submit_idle = k })
@@ -113,6 +126,8 @@ for shape in SHAPES:gmatch("[^,]+") do
   end
 
   -- Breakdown of the eager frame: forward alone, then the read back.
+  -- (unfused, so that nn minus ops below is the modules' own cost)
+  if can_fuse then model:fusion(false) end
   local t_nn, t_read = {}, {}
   for i = 1, FRAMES do
     local t0 = clock()
@@ -121,7 +136,7 @@ for shape in SHAPES:gmatch("[^,]+") do
     y:to_bytes()
     t_nn[i], t_read[i] = t1 - t0, clock() - t1
   end
-  -- The same ops without nn modules, into the modules' outputs.
+  -- The same ops without nn modules, into the modules' outputs (made by the unfused calls).
   local direct = {}
   local cur = x
   for i = 1, #mods do
@@ -140,6 +155,34 @@ for shape in SHAPES:gmatch("[^,]+") do
     cur = m.output
   end
   local function ops_forward() for i = 1, #direct do direct[i]() end end
+  -- The fused frame's ops into fixed outputs: layer_norm_linear (GELU fused) per block.
+  local fused_ops = {}
+  if lumus.layer_norm_linear then
+    local bufs = { lumus.empty({ R, D }), lumus.empty({ R, D }) }
+    local cur = x
+    for blk = 1, L do
+      local ln, lin = mods[3 * blk - 2], mods[3 * blk - 1]
+      local input, out = cur, bufs[(blk - 1) % 2 + 1]
+      local o = { out = out, activation = "gelu_tanh", eps = ln.eps }
+      fused_ops[#fused_ops + 1] = function()
+        return lumus.layer_norm_linear(input, ln.weight, ln.bias, lin.weight, lin.bias, o)
+      end
+      cur = out
+    end
+    local hin, ho = cur, { out = head.output }
+    fused_ops[#fused_ops + 1] = function() return lumus.linear(hin, head.weight, head.bias, ho) end
+  end
+  local t_fused_ops = {}
+  if #fused_ops > 0 then
+    for i = 1, FRAMES do
+      local t0 = clock()
+      for j = 1, #fused_ops do fused_ops[j]() end
+      t_fused_ops[i] = clock() - t0
+      head.output:to_bytes()
+    end
+  else
+    t_fused_ops[1] = 0 / 0
+  end
   local t_ops, t_rec = {}, {}
   for i = 1, FRAMES do
     tune.host_profile({ on = true })
@@ -150,11 +193,22 @@ for shape in SHAPES:gmatch("[^,]+") do
     head.output:to_bytes()
   end
 
+  if can_fuse then model:fusion(true) end
   -- Replay (a failure here is reported, and the eager results still printed).
-  local t_replay, t_sub, t_rread = { 0 }, { 0 }, { 0 }
+  local t_replay, t_sub, t_rread, t_replay_unfused = { 0 }, { 0 }, { 0 }, nil
   local replay_ok, replay_err = pcall(function()
+    if can_fuse then
+      model:fusion(false)
+      local gu = lumus.capture(function() return model:forward(x) end)
+      local yu = model.output
+      local function replay_u() gu:replay(); return yu:to_bytes() end
+      for _ = 1, WARMUP do replay_u() end
+      t_replay_unfused = time_frames(function() if replay_u() ~= refs[false] then bad = bad + 1 end end, FRAMES)
+      gu:free()
+      model:fusion(true)
+    end
     local g = lumus.capture(function() return model:forward(x) end)
-    local y = head.output
+    local y = model.output
     local function replay() g:replay(); return y:to_bytes() end
     for _ = 1, WARMUP do replay() end
     t_replay = time_frames(function() if replay() ~= ref then bad = bad + 1 end end, FRAMES)
@@ -183,6 +237,7 @@ for shape in SHAPES:gmatch("[^,]+") do
     return common.median(ts) * 1e6
   end
   local kinds = { { "layer_norm_forward", direct[1] }, { "linear", direct[2] }, { "gelu", direct[3] } }
+  if fused_ops[1] then kinds[#kinds + 1] = { "layer_norm_linear (gelu_tanh)", fused_ops[1] } end
   for _, k in ipairs(kinds) do
     tune.host_profile({ on = true })
     local us = per_call(k[2], 2000)
@@ -204,23 +259,30 @@ for shape in SHAPES:gmatch("[^,]+") do
     rep_us = common.median(ts) * 1e6
     g1:free()
   end
-  per_op_rows[#per_op_rows + 1] = { shape, ("g:replay (%d ops)"):format(nops), common.fmt(rep_us, 3),
-                                    common.fmt(rep_us / nops, 3) .. " per op" }
+  local graph_ops = can_fuse and L + 1 or nops
+  per_op_rows[#per_op_rows + 1] = { shape, ("g:replay (%d ops)"):format(graph_ops), common.fmt(rep_us, 3),
+                                    common.fmt(rep_us / graph_ops, 3) .. " per op" }
 
   if bad > 0 then print(("WARNING: %s: %d frames differ from the first eager frame"):format(shape, bad)) end
-  local modes = { { "eager", t_eager } }
-  for _, m in ipairs(t_idle) do modes[#modes + 1] = m end
-  if replay_ok then modes[#modes + 1] = { "replay", t_replay } end
+  local fused_n = can_fuse and L + 1 or nops
+  local modes = { { "eager", t_eager, fused_n } }
+  if t_eager_unfused then modes[#modes + 1] = { "eager unfused", t_eager_unfused, nops } end
+  for _, m in ipairs(t_idle) do modes[#modes + 1] = { m[1], m[2], fused_n } end
+  if replay_ok then
+    modes[#modes + 1] = { "replay", t_replay, fused_n }
+    if t_replay_unfused then modes[#modes + 1] = { "replay unfused", t_replay_unfused, nops } end
+  end
   for _, m in ipairs(modes) do
     local s = stats(m[2])
-    rows_out[#rows_out + 1] = { shape, m[1], nops, common.fmt(s.median, 1), common.fmt(s.p90, 1),
+    rows_out[#rows_out + 1] = { shape, m[1], m[3], common.fmt(s.median, 1), common.fmt(s.p90, 1),
                                 common.fmt(s.p99, 1), common.fmt(s.max, 1), common.fmt(s.p99 / s.median, 2) }
-    csv[#csv + 1] = ("%s,%s,%d,%.2f,%.2f,%.2f,%.2f"):format(shape, m[1], nops, s.median, s.p90, s.p99, s.max)
+    csv[#csv + 1] = ("%s,%s,%d,%.2f,%.2f,%.2f,%.2f"):format(shape, m[1], m[3], s.median, s.p90, s.p99, s.max)
   end
   local med = function(t) return common.median(t) * 1e6 end
   breakdown_rows[#breakdown_rows + 1] = { shape, common.fmt(med(t_nn), 1), common.fmt(med(t_ops), 1),
     common.fmt(med(t_rec), 1), common.fmt(med(t_read), 1), common.fmt(med(t_sub), 1), common.fmt(med(t_rread), 1),
-    common.fmt(med(t_nn) / nops, 2), common.fmt(med(t_ops) / nops, 2), common.fmt(med(t_rec) / nops, 2) }
+    common.fmt(med(t_nn) / nops, 2), common.fmt(med(t_ops) / nops, 2), common.fmt(med(t_rec) / nops, 2),
+    common.fmt(med(t_fused_ops), 1) }
 end
 
 print("## Frame time (host, per frame)")
@@ -230,7 +292,7 @@ print()
 print("## Where an eager frame's host time goes (medians)")
 print()
 print(common.markdown_table({ "frame", "nn forward", "ops direct", "of which record", "read back",
-  "replay submit", "replay read back", "nn/op", "ops/op", "record/op" }, breakdown_rows))
+  "replay submit", "replay read back", "nn/op", "ops/op", "record/op", "fused ops direct" }, breakdown_rows))
 print()
 print("## Host cost per op call (median of 2000, into fixed outputs, no wait)")
 print()

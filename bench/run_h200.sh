@@ -47,6 +47,7 @@
 #   train_profile.md / .csv     bench/train_profile.lua (one training step: phases, counts, per-op device time)
 #   torch_train_chunked.md / .csv   bench/torch_train_mlp.py --variant chunked against torch_train.csv
 #   layer_norm_half.md / .csv   bench/layer_norm_half.lua (LayerNorm on float16/bfloat16 x vs copy)
+#   linear_small.md / .csv      bench/linear_small.lua (linear's kernels and fused forms, frames' device time)
 # ONLY="torch_matmul matmul" runs just the steps named.
 # Each step has a time limit (about 12 minutes in all; a normal run takes 3-4); a step that
 # fails or times out is reported and the others still run; the exit status is non-zero if
@@ -235,6 +236,9 @@ step torch_train_chunked 240 python3 bench/torch_train_mlp.py --variant chunked 
 # LayerNorm forward on float16/bfloat16 x of 128 MiB against copy (issue 18: >= 90%).
 step layer_norm_half 120 lua5.4 bench/layer_norm_half.lua --csv "$out/layer_norm_half.csv"
 # Device checks: memory, NaN/inf semantics, matmul on every path and dtype vs float64.
+# Linear for small models (issue 21): each kernel and fused form per shape, and whole
+# frames unfused / with fused activations / as layer_norm_linear blocks (device time).
+step linear_small 240 lua5.4 bench/linear_small.lua --csv "$out/linear_small.csv"
 
 # One Markdown file with every step's output.
 {

@@ -15,13 +15,14 @@
 //     consecutive ones of one vec4 load, else 4 columns CT apart (consecutive threads,
 //     consecutive columns: coalesced scalar loads); KS thread slices split K.
 // Partial sums of the KS slices meet in shared memory; the first slice adds them, adds
-// the bias (N elements, address 0 = none) and stores. Accumulation is float32; DT picks
+// the bias (N elements, address 0 = none), applies the activation ACT and stores. Accumulation is float32; DT picks
 // the element type of A, B, bias and C (common/mm_io.glsl).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common/buffers.glsl"
 #include "common/mm_io.glsl"
+#include "common/activation.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint MR = 1;         // rows of A and C
@@ -30,6 +31,7 @@ layout(constant_id = 3) const uint KS = 1;         // K slices (ROWS: subgroups;
 layout(constant_id = 4) const bool TRANS_B = false;
 layout(constant_id = 5) const bool VEC4 = true;    // K (ROWS) or N (COLS) in aligned vec4s
 layout(constant_id = 6) const uint SUBS = 32;      // ROWS form: subgroups per workgroup
+layout(constant_id = 7) const uint ACT = 0;        // activation applied on store (common/activation.glsl)
 
 layout(push_constant) uniform Params {
     uint64_t a, b, bias, c;
@@ -97,7 +99,7 @@ void rows_form(uint g) {
         float s = 0.0;
         for (uint t = 0; t < KS; ++t) s += red_rows[((sg + t) * MR + i) * CPT + j];
         uint n = n0 + j;
-        if (n < p.n && row0 + i < p.m) st1(p.c, uint64_t(row0 + i) * p.n + n, s + bias_at(n));
+        if (n < p.n && row0 + i < p.m) st1(p.c, uint64_t(row0 + i) * p.n + n, act_apply(ACT, s + bias_at(n)));
     }
 }
 
@@ -143,6 +145,7 @@ void cols_form(uint g) {
         if (ks == 0u && row0 + i < p.m) {
             uint64_t row = uint64_t(row0 + i) * p.n;
             vec4 v = acc[i] + bias;
+            if (ACT != 0u) [[unroll]] for (uint q = 0; q < 4; ++q) v[q] = act_apply(ACT, v[q]);
             if (VEC4 && base + 4u * ct + 3u < p.n) {
                 st4(p.c, row + base + 4u * ct, v);
             } else {

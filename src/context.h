@@ -85,6 +85,7 @@ struct lm_context {
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
     int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
+    int linear_path;              /* linear: 0 automatic, 1 the small-model kernel, 2 matmul's (tune.linear) */
 };
 
 /* The context of this state, created on first use; raises if no device is usable. */

@@ -173,6 +173,7 @@ static const luaL_Reg tensor_ops[] = {
     {"rms_norm", lm_op_rms_norm}, {"rope", lm_op_rope},
     {"scaled_dot_product_attention", lm_op_scaled_dot_product_attention},
     {"index_copy", lm_op_index_copy},
+    {"layer_norm_linear", lm_op_layer_norm_linear},
     {NULL, NULL}
 };
 static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
@@ -188,6 +189,7 @@ static const luaL_Reg tune_functions[] = {
     {"pipeline_cache", lm_pipeline_cache_stats},
     {"attention", lm_op_attention_config},
     {"transpose", lm_op_transpose_config}, {"elementwise", lm_op_elementwise_config},
+    {"linear", lm_op_linear_config},
     {NULL, NULL}
 };
 

@@ -368,15 +368,62 @@ ops.matmul = {
     return ga, gb
   end,
 }
+-- linear's and layer_norm_linear's fused activation: its name (nil for none) and its
+-- derivative at the pre-activation z, which backward recomputes (z is not saved).
+local function activation_of(opts)
+  local act = type(opts) == "table" and rawget(opts, "activation") or nil
+  if act == "none" then return nil end
+  return act
+end
+local function activation_grad(act, z)
+  if act == "relu" then return positive_mask(z) end
+  if act == "gelu" then return gelu_erf_grad(z) end
+  if act == "gelu_tanh" then return gelu_tanh_grad(z) end
+  if act == "tanh" then local y = raw.tanh(z); return raw.sub(1, raw.mul(y, y)) end
+  local sg = raw.sigmoid(z)
+  if act == "sigmoid" then return raw.mul(sg, raw.sub(1, sg)) end
+  return raw.mul(sg, raw.add(raw.mul(z, raw.sub(1, sg)), 1))   -- silu
+end
 ops.linear = {
   inputs = { 1, 2, 3 },
-  save = function(a) return { x = a[1], w = a[2], sb = shape_of(a[3]) } end,
+  save = function(a)
+    local act = activation_of(a[4])
+    return { x = a[1], w = a[2], sb = shape_of(a[3]), act = act, b = act and is_tensor(a[3]) and a[3] or nil }
+  end,
   backward = function(g, s, need)
+    if s.act then g = raw.mul(g, activation_grad(s.act, raw.linear(s.x, s.w, s.b))) end
     local gx = need[1] and raw.matmul(g, s.w) or nil
     -- g^T x with g read transposed in place by the kernel (no transposed copy of g)
     local gw = need[2] and raw.matmul(as_matrix(g), as_matrix(s.x), { transpose_a = true }) or nil
     local gb = need[3] and reduce_to(g, s.sb) or nil
     return gx, gw, gb
+  end,
+}
+-- act(layer_norm(x) W^T + b): backward recomputes the normalized x and z.
+ops.layer_norm_linear = {
+  inputs = { 1, 2, 3, 4, 5 },
+  save = function(a)
+    local o = a[6]
+    local eps = type(o) == "table" and rawget(o, "eps") or nil
+    return { x = a[1], lw = is_tensor(a[2]) and a[2] or nil, lb = is_tensor(a[3]) and a[3] or nil, w = a[4],
+             b = is_tensor(a[5]) and a[5] or nil, eps = eps or 1e-5, act = activation_of(o) }
+  end,
+  backward = function(g, s, need)
+    local xn, mean, invstd = raw.layer_norm_forward(s.x, s.lw, s.lb, s.eps)
+    if s.act then g = raw.mul(g, activation_grad(s.act, raw.linear(xn, s.w, s.b))) end
+    local gw = need[4] and raw.matmul(transpose_last(as_matrix(g)), as_matrix(xn)) or nil
+    local gb = need[5] and s.b and reduce_to(g, raw.shape(s.b)) or nil
+    local gx, glw, glb
+    if need[1] or need[2] or need[3] then
+      local gxn = raw.matmul(g, s.w)
+      if s.lw then
+        gx, glw, glb = raw.layer_norm_backward(gxn, s.x, mean, invstd, s.lw)
+      else
+        gx = raw.layer_norm_backward(gxn, s.x, mean, invstd)
+      end
+      if s.lb and not glb and need[3] then glb = reduce_to(gxn, raw.shape(s.lb)) end
+    end
+    return need[1] and gx or nil, need[2] and glw or nil, need[3] and glb or nil, gw, gb
   end,
 }
 ops.layer_norm_forward = {

@@ -831,16 +831,144 @@ end
 function Sequential:add(m)
   if not is_module(m) then error(("nn.Sequential:add: a module expected, got %s"):format(type(m)), 2) end
   self:register_module(m)
+  self._plan = nil
   return self
 end
 
 function Sequential:get(i) return self._modules[i] end
 function Sequential:size() return #self._modules end
 
+--- Fusion of neighbouring children (on by default): seq:fusion(false) turns it off,
+-- seq:fusion() tells whether it is on. Returns the Sequential when setting.
+function Sequential:fusion(on)
+  if on == nil then return self._fusion ~= false end
+  if type(on) ~= "boolean" then
+    error(("nn.Sequential:fusion: a boolean expected, got %s"):format(type(on)), 2)
+  end
+  self._fusion = on
+  self._plan = nil
+  return self
+end
+
+-- Fusion (docs/capture.md "Fused modules"): Linear followed by an activation module
+-- (GELU, ReLU) runs as one lumus.linear with {activation =}; LayerNorm followed by Linear
+-- (and an activation) as one lumus.layer_norm_linear. Only plain instances (the classes
+-- themselves, no forward of their own) fuse, and a call fuses only when autograd would
+-- not record it (module.records): under recording each child runs its own forward. The
+-- fused result is the last fused child's output; the other fused children's outputs
+-- (LayerNorm's output, mean, invstd; Linear's before the activation) are not written.
+local FUSED_ACTIVATION = {
+  [GELU] = function(m) return m.approximate == "tanh" and "gelu_tanh" or "gelu" end,
+  [ReLU] = function() return "relu" end,
+}
+
+local function plain_instance(m, cls) return getmetatable(m) == cls and rawget(m, "forward") == nil end
+
+-- Steps over the children: {module = m} runs m:forward; {ln =, lin =, act =} a fused run.
+local function fusion_plan(mods)
+  local plan, i, n = {}, 1, #mods
+  while i <= n do
+    local m = mods[i]
+    local step
+    if plain_instance(m, LayerNorm) and plain_instance(mods[i + 1], Linear) and mods[i + 1].in_features == m.d then
+      step = { ln = m, lin = mods[i + 1], last = i + 1 }
+    elseif plain_instance(m, Linear) then
+      step = { lin = m, last = i }
+    end
+    if step then
+      local a = mods[step.last + 1]
+      if a ~= nil and FUSED_ACTIVATION[getmetatable(a)] and rawget(a, "forward") == nil then
+        step.act, step.last = a, step.last + 1
+      end
+      if step.last == i then step = nil end   -- a Linear alone: its own forward
+    end
+    if step == nil then step = { module = m, last = i } end
+    plan[#plan + 1] = step
+    i = step.last + 1
+  end
+  plan.n = n
+  return plan
+end
+
+-- Runs a fused step on x, or returns nil when it cannot (then each child runs its own).
+local function run_fused(step, x)
+  local ln, lin, act = step.ln, step.lin, step.act
+  local c = step.call
+  local owner = act or lin
+  if c and c.x[1] == x and c.out == owner.output and getmetatable(x) == Tensor and not c.out:is_freed()
+     and not records(lin, x) and not (ln and records(ln, x)) then
+    if c.ln then return lumus.layer_norm_linear(x, ln.weight, ln.bias, lin.weight, lin.bias, c.opts) end
+    if ln then
+      -- LayerNorm by its own forward (its call cache), then linear on its output.
+      local h = ln:forward(x)
+      if h == c.h then return linear(h, lin.weight, lin.bias, c.opts) end
+      return nil
+    end
+    return linear(x, lin.weight, lin.bias, c.opts)
+  end
+  local x_in = x
+  if not is_tensor(x) or x:size(x:dim()) ~= lin.in_features or records(lin, x) or (ln and records(ln, x))
+     or (act and records(act, x)) then
+    return nil
+  end
+  if ln then
+    -- LayerNorm joins only where layer_norm_linear is one dispatch for these rows (else
+    -- it would normalize into a temporary on every call): asked once per input shape.
+    local rows = math.floor(x:numel() / lin.in_features)
+    if step.rows ~= rows then
+      step.rows = rows
+      step.ln_joins = lumus.tune.linear(math.max(rows, 1), lin.out_features, lin.in_features).layer_norm_fused
+    end
+    if not step.ln_joins then
+      x = ln:forward(x)
+      ln = nil
+    end
+  end
+  forget_fresh(owner)
+  local old = owner.output
+  local buf = reusable(old, x, lin.out_features)
+  local opts = { out = buf, activation = act and FUSED_ACTIVATION[getmetatable(act)](act) or nil }
+  local y
+  if ln then
+    opts.eps = ln.eps
+    y = lumus.layer_norm_linear(x, ln.weight, ln.bias, lin.weight, lin.bias, opts)
+  else
+    y = linear(x, lin.weight, lin.bias, opts)
+  end
+  if not buf then drop(old, y, x); owner.output = y end
+  opts.out = y
+  owner._call = nil
+  step.call = { x = setmetatable({ x_in }, WEAK), out = y, opts = opts, ln = ln ~= nil, h = ln == nil and step.ln and x or nil }
+  return y
+end
+
 -- output is borrowed: the last child's (or x), not a buffer of the Sequential's own.
 function Sequential:forward(x)
   local cur = x
-  for _, m in ipairs(self._modules) do cur = m:forward(cur) end
+  local mods = self._modules
+  if self._fusion == false or type(lumus.layer_norm_linear) ~= "function" then
+    for _, m in ipairs(mods) do cur = m:forward(cur) end
+  else
+    local plan = self._plan
+    if plan == nil or plan.n ~= #mods then plan = fusion_plan(mods); self._plan = plan end
+    for k = 1, #plan do
+      local step = plan[k]
+      local m = step.module
+      if m then
+        cur = m:forward(cur)
+      else
+        local y = run_fused(step, cur)
+        if y == nil then
+          local first = step.ln or step.lin
+          cur = first:forward(cur)
+          if step.ln then cur = step.lin:forward(cur) end
+          if step.act then cur = step.act:forward(cur) end
+        else
+          cur = y
+        end
+      end
+    end
+  end
   self.output = cur
   return cur
 end

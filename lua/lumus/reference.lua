@@ -1940,4 +1940,28 @@ function M.index_copy(t, dim, ids, src)
   return M.nest(ft, ts)
 end
 
+--- act(x W^T + b) in float64 (lumus.linear with {activation = act}): act one of nil,
+-- "none", "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid".
+local ACTIVATIONS = {
+  none = function(t) return t end,
+  relu = function(t) return M.relu(t) end,
+  gelu = function(t) return M.gelu(t) end,
+  gelu_tanh = function(t) return M.gelu(t, "tanh") end,
+  silu = function(t) return M.silu(t) end,
+  tanh = function(t) return M.tanh(t) end,
+  sigmoid = function(t) return M.sigmoid(t) end,
+}
+function M.linear_act(x, weight, bias, act)
+  local f = ACTIVATIONS[act or "none"]
+  if f == nil then error(("reference.linear_act: unknown activation %s"):format(tostring(act)), 2) end
+  return f(M.linear(x, weight, bias))
+end
+
+--- act(layer_norm(x) W^T + b) in float64 (lumus.layer_norm_linear): ln_weight, ln_bias
+-- lists of K numbers or nil, eps default 1e-5.
+function M.layer_norm_linear(x, ln_weight, ln_bias, weight, bias, eps, act)
+  local xn = M.layer_norm_forward(x, ln_weight, ln_bias, eps or 1e-5)
+  return M.linear_act(xn, weight, bias, act)
+end
+
 return M

@@ -110,7 +110,7 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
         .shader = dt == LM_FLOAT16 ? LM_SH_GEMV_F16 : dt == LM_BFLOAT16 ? LM_SH_GEMV_BF16 : LM_SH_GEMV,
-        .spec = { wg, mr, cpt, ks, g->trans_b ? 1u : 0u, vec4 ? 1u : 0u, subs },
+        .spec = { wg, mr, cpt, ks, g->trans_b ? 1u : 0u, vec4 ? 1u : 0u, subs, g->act },
         .full_subgroups = g->trans_b,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },

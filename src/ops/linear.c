@@ -1,16 +1,19 @@
-/* linear: y = x W^T + b with a torch-style weight [out_features, in_features], as one
- * dispatch of the matmul kernel reading W transposed and adding b in its epilogue. */
+/* linear: y = act(x W^T + b) with a torch-style weight [out_features, in_features], as one
+ * dispatch reading W transposed, adding b and applying the activation in its store
+ * (lm_record_linear, linear_small.c, chooses the kernel). */
 #include "ops.h"
 #include <lauxlib.h>
 #include <string.h>
 
-/* lumus.linear(x, weight [, bias] [, {out=}]) */
+/* lumus.linear(x, weight [, bias] [, {out=, activation=}]) */
 int lm_op_linear(lua_State *L) {
     lm_contiguous_inputs(L, 1, 3);
     lm_tensor *x = lm_check_tensor(L, 1);
     lm_tensor *w = lm_check_tensor(L, 2);
     lm_tensor *bias = lm_opt_tensor(L, 3);
-    lm_check_options(L, 4, lm_out_option);
+    static const char *const known[] = { "out", "activation", NULL };
+    lm_check_options(L, 4, known);
+    uint32_t act = lm_check_activation(L, 4);
     lm_check_matmul_dtypes(L, x, 1, "x", w, 2, "weight");
     if (bias && bias->dtype != x->dtype)
         lm_argerror(L, 3, "dtypes %s (x) and %s (bias) differ (convert with :to())", lm_dtype_name(x->dtype),
@@ -50,6 +53,6 @@ int lm_op_linear(lua_State *L) {
         .a = x, .b = w, .bias = bias, .out = out,
         .m = (uint32_t)rows, .n = (uint32_t)out_f, .k = (uint32_t)in, .batch = 1, .trans_b = 1,
     };
-    lm_record_matmul(L, &g, "linear");
+    lm_record_linear(L, &g, act, "linear");
     return 1;
 }

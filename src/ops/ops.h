@@ -94,6 +94,7 @@ typedef struct lm_matmul_args {
     uint32_t batch_inner, lda, ldb;
     uint64_t stride_a2, stride_b2;
     int bias_scalar;                /* small-M path only: bias is one element added to every column */
+    uint32_t act;                   /* small-M and small-model paths only: LM_ACT_* applied on store */
 } lm_matmul_args;
 void lm_record_matmul(lua_State *L, const lm_matmul_args *args, const char *op);
 /* The small-M path (gemv.c): NULL when it can run the product, else why not; records it
@@ -106,6 +107,25 @@ void lm_check_matmul_dtypes(lua_State *L, const lm_tensor *a, int arg_a, const c
                             const lm_tensor *b, int arg_b, const char *name_b);
 const char *lm_gemv_problem(const lm_context *ctx, const lm_matmul_args *g);
 void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint32_t split);
+
+/* Activations fused into linear's store (shaders/common/activation.glsl's codes). */
+enum { LM_ACT_NONE, LM_ACT_RELU, LM_ACT_GELU, LM_ACT_GELU_TANH, LM_ACT_SILU, LM_ACT_TANH, LM_ACT_SIGMOID };
+/* The small-model path of linear (linear_small.c, shaders/linear_small.comp): y =
+ * act(x W^T + b) for a product g (trans_b, one batch); with ln (non-NULL), x normalized
+ * over K first (LayerNorm with weight/bias ln->w, ln->b, either NULL, and ln->eps). */
+typedef struct lm_ln_args { lm_tensor *w, *b; float eps; } lm_ln_args;
+const char *lm_linear_small_problem(const lm_context *ctx, const lm_matmul_args *g);
+int lm_linear_small_wanted(const lm_context *ctx, const lm_matmul_args *g);
+void lm_record_linear_small(lua_State *L, const lm_matmul_args *g, const lm_ln_args *ln, const char *op);
+/* opts.activation at argument argn: LM_ACT_NONE when absent, else the code; raises
+ * naming the known activations. */
+uint32_t lm_check_activation(lua_State *L, int argn);
+/* Records linear's product g (trans_b) with the activation act on the kernel linear
+ * chooses: the small-model kernel, the small-M path, or matmul's followed by the
+ * elementwise activation in place (linear_small.c). */
+void lm_record_linear(lua_State *L, const lm_matmul_args *g, uint32_t act, const char *op);
+int lm_op_layer_norm_linear(lua_State *L);   /* lumus.layer_norm_linear (linear_small.c) */
+int lm_op_linear_config(lua_State *L);       /* tune.linear (linear_small.c) */
 
 /* Elementwise (binary.c, unary.c) and row ops (softmax.c, sum.c); README "Ops". */
 int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);
