@@ -1321,4 +1321,53 @@ function Tensor:write_bytes(bytes, first) end
 ---Drops the gradient.
 function Tensor:zero_grad() end
 
+---grad times gelu's derivative at x (the backward of lumus.gelu), in one kernel.
+---@param grad lumus.Tensor
+---@param x lumus.Tensor
+---@param opts? {approximate?: "none"|"tanh", out?: lumus.Tensor}
+---@return lumus.Tensor
+function lumus.gelu_backward(grad, x, opts) end
+
+---torch.index_copy: t with src's slice j along dim written over slice ids[j] (int32 1-based ids).
+---@param t lumus.Tensor
+---@param dim integer
+---@param ids lumus.Tensor
+---@param src lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.index_copy(t, dim, ids, src, opts) end
+
+---act(LayerNorm(x) W^T + b): LayerNorm over the last dim fused into the linear (one dispatch where it fits).
+---@param x lumus.Tensor
+---@param ln_weight lumus.Tensor
+---@param ln_bias lumus.Tensor
+---@param weight lumus.Tensor
+---@param bias? lumus.Tensor
+---@param opts? {eps?: number, activation?: "none"|"relu"|"gelu"|"gelu_tanh"|"silu"|"tanh"|"sigmoid", out?: lumus.Tensor}
+---@return lumus.Tensor
+function lumus.layer_norm_linear(x, ln_weight, ln_bias, weight, bias, opts) end
+
+---grad times gelu's derivative at x (lumus.gelu_backward).
+---@param x lumus.Tensor
+---@param opts? {approximate?: "none"|"tanh", out?: lumus.Tensor}
+---@return lumus.Tensor
+function Tensor:gelu_backward(x, opts) end
+
+---torch.index_copy (lumus.index_copy).
+---@param dim integer
+---@param ids lumus.Tensor
+---@param src lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:index_copy(dim, ids, src, opts) end
+
+---act(LayerNorm(self) W^T + b) (lumus.layer_norm_linear).
+---@param ln_weight lumus.Tensor
+---@param ln_bias lumus.Tensor
+---@param weight lumus.Tensor
+---@param bias? lumus.Tensor
+---@param opts? {eps?: number, activation?: string, out?: lumus.Tensor}
+---@return lumus.Tensor
+function Tensor:layer_norm_linear(ln_weight, ln_bias, weight, bias, opts) end
+
 return lumus

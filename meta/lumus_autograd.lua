@@ -63,4 +63,13 @@ autograd.ops = {}
 ---@type table
 autograd.lumus = {}
 
+---The softmax probabilities attention's backward recomputes from its saved inputs.
+---@param s table the saved values of a scaled_dot_product_attention node
+---@return lumus.Tensor
+function autograd.attention_probabilities(s) end
+
+---Whether autograd's wrappers are installed over lumus's ops.
+---@return boolean
+function autograd.is_installed() end
+
 return autograd

@@ -78,6 +78,31 @@ function gpt2.from_safetensors(path, config, opts, model_opts) end
 ---GPT-2 small (124M).
 ---@type lumus.models.gpt2.Config
 gpt2.config_small = {}
+---@class lumus.models.gpt2.Decoder
+---@field capture_error? string why the step runs eagerly, when capture failed
+---@field prefill fun(self: lumus.models.gpt2.Decoder, ids: lumus.Tensor): lumus.Tensor prefills ids [B, T]; the last position's logits
+---@field feed fun(self: lumus.models.gpt2.Decoder, ids: lumus.Tensor) the next tokens, ids [B, 1]
+---@field step fun(self: lumus.models.gpt2.Decoder) one decode step (replayed when captured)
+---@field capture fun(self: lumus.models.gpt2.Decoder) records the step once for replay
+---@field ids fun(self: lumus.models.gpt2.Decoder, first?: integer, last?: integer): lumus.Tensor the generated ids, int32 [B, n]
+---@field free fun(self: lumus.models.gpt2.Decoder) frees the decoder's cache and graph
+local Decoder = {}
+
+---Logits of hidden states h through ln_f and the LM head.
+---@param h lumus.Tensor
+---@param keep? boolean keep intermediates (autograd records the call)
+---@return lumus.Tensor
+function Model:head(h, keep) end
+
+---A decoder for batch B up to max_len positions whose step keeps token, position and cache length on the device.
+---@param batch integer
+---@param max_len? integer
+---@param opts? {greedy?: boolean, capture?: boolean}
+---@return lumus.models.gpt2.Decoder
+function Model:new_decoder(batch, max_len, opts) end
+
+gpt2.Decoder = Decoder
+
 
 gpt2.Model = Model
 

@@ -306,7 +306,17 @@ nn.Dropout = Dropout
 nn.Embedding = Embedding
 nn.Sequential = Sequential
 nn.Residual = Residual
-nn.MultiheadAttention = MultiheadAttention
+nn.MultiheadAttention = MultiheadAttention---Writes keys and values [B, 2, ...] at the device position given by at.
+---@param kv lumus.Tensor
+---@param at table {write =, attend =, pos =}
+function KVCache:write_at(kv, at) end
+
+---Turns the automatic fusion of LayerNorm/Linear/activation runs on or off (on by default).
+---@param on? boolean
+---@return lumus.nn.Sequential
+function Sequential:fusion(on) end
+
+
 nn.TransformerBlock = TransformerBlock
 nn.KVCache = KVCache
 

@@ -468,4 +468,27 @@ function reference.var(t, opts) end
 ---@return lumus.reference.Nested
 function reference.where(mask, a, b) end
 
+---g times gelu's derivative at x, in float64.
+---@param g lumus.reference.Nested
+---@param x lumus.reference.Nested
+---@param approximate? "none"|"tanh"
+---@return lumus.reference.Nested
+function reference.gelu_backward(g, x, approximate) end
+
+---torch.index_copy in float64.
+---@param t lumus.reference.Nested
+---@param dim integer
+---@param ids integer[]
+---@param src lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.index_copy(t, dim, ids, src) end
+
+---act(LayerNorm(x) W^T + b) in float64.
+---@return lumus.reference.Nested
+function reference.layer_norm_linear(...) end
+
+---act(x W^T + b) in float64 (lumus.linear with {activation =}).
+---@return lumus.reference.Nested
+function reference.linear_act(...) end
+
 return reference

@@ -82,4 +82,12 @@ function tune.pipeline_cache() end
 ---@return string[]
 function tune.validation_messages() end
 
+---linear's path for M x N x K: {path, kernel, bm, bn, workgroups, layer_norm_fused}.
+---@param m integer
+---@param n integer
+---@param k integer
+---@param opts? {path?: "auto"|"small"|"matmul"}
+---@return table
+function tune.linear(m, n, k, opts) end
+
 return tune
