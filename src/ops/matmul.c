@@ -162,10 +162,12 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
  * any device. */
 #define MM_SPLIT_MIN_K 512
 #define MM_SPLIT_MAX 16
-/* Workgroups wanted per core before splitting stops. On the H200 a 3072 x 768 x 8192
- * product ran 1.47 ms as 576 workgroups (unsplit, or split in 2), 1.12 ms as 1152 (split
- * in 4), while 8192 x 768 x 3072 ran 1.17 ms as 768 unsplit (128 x 64 tiles). */
-#define MM_SPLIT_WAVES 6
+/* Workgroups wanted per core before splitting stops. Alone, a 3072 x 768 x 8192 weight
+ * gradient runs faster split in 4 (1.12 ms against 1.47 on the H200), but its 38 MB
+ * temporary then takes a block of its own from the driver about every other training
+ * step, which cost more host time than the split saved (a whole step 13.4 ms against
+ * 9.1): 4 keeps such products whole until the partial products have a kept scratch. */
+#define MM_SPLIT_WAVES 4
 
 static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, mm_tile t);
 
