@@ -411,7 +411,7 @@ ops.layer_norm_linear = {
   backward = function(g, s, need)
     local xn, mean, invstd = raw.layer_norm_forward(s.x, s.lw, s.lb, s.eps)
     if s.act then g = raw.mul(g, activation_grad(s.act, raw.linear(xn, s.w, s.b))) end
-    local gw = need[4] and raw.matmul(transpose_last(as_matrix(g)), as_matrix(xn)) or nil
+    local gw = need[4] and raw.matmul(as_matrix(g), as_matrix(xn), { transpose_a = true }) or nil
     local gb = need[5] and s.b and reduce_to(g, raw.shape(s.b)) or nil
     local gx, glw, glb
     if need[1] or need[2] or need[3] then
