@@ -56,6 +56,20 @@ function M.make(tokens)
   return out
 end
 
+-- The block with its initial weights, and x and target, as lumus tensors (lumus is
+-- passed in: this file itself stays free of it for the PyTorch side).
+function M.block(lumus, tokens)
+  local D, H, nn = M.D, M.HIDDEN, lumus.nn
+  local data = M.make(tokens)
+  local block = nn.Residual(nn.Sequential(nn.LayerNorm(D), nn.Linear(D, H), nn.GELU({ approximate = "tanh" }), nn.Linear(H, D)))
+  block:load_state_dict({
+    ["block.1.weight"] = lumus.ones({ D }), ["block.1.bias"] = lumus.zeros({ D }),
+    ["block.2.weight"] = lumus.from_bytes(data["fc1.weight"], { H, D }), ["block.2.bias"] = lumus.from_bytes(data["fc1.bias"], { H }),
+    ["block.4.weight"] = lumus.from_bytes(data["fc2.weight"], { D, H }), ["block.4.bias"] = lumus.from_bytes(data["fc2.bias"], { D }),
+  })
+  return block, lumus.from_bytes(data.x, { tokens, D }), lumus.from_bytes(data.target, { tokens, D })
+end
+
 if arg and arg[0] and arg[0]:match("train_data%.lua$") then
   local tokens, path = 8192, nil
   local i = 1

@@ -59,16 +59,7 @@ print(dev_line)
 
 ---------------------------------------------------------------------------------------
 -- 1. parity and time per step
-local data = train_data.make(TOKENS)
-local block = nn.Residual(nn.Sequential(nn.LayerNorm(D), nn.Linear(D, H), nn.GELU({ approximate = "tanh" }), nn.Linear(H, D)))
-block:load_state_dict({
-  ["block.1.weight"] = lumus.ones({ D }), ["block.1.bias"] = lumus.zeros({ D }),
-  ["block.2.weight"] = lumus.from_bytes(data["fc1.weight"], { H, D }), ["block.2.bias"] = lumus.from_bytes(data["fc1.bias"], { H }),
-  ["block.4.weight"] = lumus.from_bytes(data["fc2.weight"], { D, H }), ["block.4.bias"] = lumus.from_bytes(data["fc2.bias"], { D }),
-})
-local x = lumus.from_bytes(data.x, { TOKENS, D })
-local target = lumus.from_bytes(data.target, { TOKENS, D })
-data = nil
+local block, x, target = train_data.block(lumus, TOKENS)
 collectgarbage("collect")
 local opt_w = optim.AdamW(block:parameters(), { lr = LR, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = WD })
 
