@@ -1595,17 +1595,17 @@ function M.adamw_step(param, grad, state, opts)
   return M.adam_step(param, grad, state, o)
 end
 
---- index_add(t, dim, ids, src): t with src's slice j (along dim) added into slice ids[j]
--- (a list of 1-based ids; ids outside 1..size add nothing).
-function M.index_add(t, dim, ids, src)
+-- t with src's slice j (along dim) combined into slice ids[j] by combine(old, new)
+-- (ids 1-based, flat or nested; ids outside 1..size touch nothing). Shared by index_add
+-- and index_copy.
+local function index_slices(fname, t, dim, ids, src, combine)
   local ts = M.shape(t)
-  dim = norm_dim("index_add", dim, #ts)
+  dim = norm_dim(fname, dim, #ts)
   ids = type(ids[1]) == "table" and M.flatten(ids) or ids
   local ft, st = M.flatten(t), row_major_strides(ts)
-  local ss = M.shape(src)
   local fs = M.flatten(src)
   local pos, c2 = 0, {}
-  each_coord(ss, function(c)
+  each_coord(M.shape(src), function(c)
     pos = pos + 1
     local id = ids[c[dim]]
     if id < 1 or id > ts[dim] then return end
@@ -1613,9 +1613,15 @@ function M.index_add(t, dim, ids, src)
     c2[dim] = id
     local k = 1
     for i = 1, #c2 do k = k + (c2[i] - 1) * st[i] end
-    ft[k] = ft[k] + fs[pos]
+    ft[k] = combine(ft[k], fs[pos])
   end)
   return M.nest(ft, ts)
+end
+
+--- index_add(t, dim, ids, src): t with src's slice j (along dim) added into slice ids[j]
+-- (a list of 1-based ids; ids outside 1..size add nothing).
+function M.index_add(t, dim, ids, src)
+  return index_slices("index_add", t, dim, ids, src, function(a, b) return a + b end)
 end
 
 --- scatter_add(t, dim, ids, src): torch.scatter_add: t with src[c] added at c with c[dim]
@@ -1921,23 +1927,7 @@ end
 -- written over slice ids[j] (ids 1-D, 1-based; an id outside 1..size writes nothing;
 -- where ids repeat, the last such slice is the one written).
 function M.index_copy(t, dim, ids, src)
-  local ts = M.shape(t)
-  dim = norm_dim("index_copy", dim, #ts)
-  ids = type(ids[1]) == "table" and M.flatten(ids) or ids
-  local ft, st = M.flatten(t), row_major_strides(ts)
-  local fs = M.flatten(src)
-  local pos, c2 = 0, {}
-  each_coord(M.shape(src), function(c)
-    pos = pos + 1
-    local id = ids[c[dim]]
-    if id < 1 or id > ts[dim] then return end
-    for i = 1, #c do c2[i] = c[i] end
-    c2[dim] = id
-    local k = 1
-    for i = 1, #c2 do k = k + (c2[i] - 1) * st[i] end
-    ft[k] = fs[pos]
-  end)
-  return M.nest(ft, ts)
+  return index_slices("index_copy", t, dim, ids, src, function(_, b) return b end)
 end
 
 --- act(x W^T + b) in float64 (lumus.linear with {activation = act}): act one of nil,
