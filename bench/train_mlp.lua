@@ -45,7 +45,6 @@ local WD = tonumber(opt.weight_decay or "0.01")
 local ADAMW_N = common.int_opt(opt.adamw_numel, cpu and 2 ^ 20 or 64 * 2 ^ 20)
 local MEM_STEPS = common.int_opt(opt.memory_steps, cpu and 300 or 10000)
 local TARGET = 1e-4
-local D, H = train_data.D, train_data.HIDDEN
 
 -- mean((a - b)^2) over every element: lumus.mse_loss where the build has it.
 local mse = lumus.mse_loss or function(a, b)
