@@ -10,7 +10,7 @@ local ROUNDS = tonumber(os.getenv("LUMUS_CLOSE_ROUNDS")) or 300
 
 describe("opening and closing lua_States (tests/close_loop.c)", function()
   it("leaves no context, and VmRSS and threads flat, with finalizers that use lumus while closing", function()
-    local bin = ROOT .. "/build/tests/close_loop"
+    local bin = ROOT .. "/" .. shell.BUILD .. "/tests/close_loop"
     local f = io.open(bin, "rb")
     assert(f, bin .. " is missing: run `make examples` first")
     f:close()

@@ -8,6 +8,11 @@ M.ROOT = io.popen("pwd"):read("*l")
 -- it), else the one of this Lua's version (busted --lua=...).
 M.LUA = os.getenv("LUMUS_LUA") or (rawget(_G, "jit") and "luajit" or "lua" .. _VERSION:match("%d+%.%d+"))
 
+-- The build directory of the Lua under test, relative to M.ROOT (host programs, C tests,
+-- objects): LUMUS_BUILD (make test sets it), else the one .busted picks for this version.
+M.BUILD = os.getenv("LUMUS_BUILD") or (rawget(_G, "jit") and "build-jit"
+  or ({ ["Lua 5.1"] = "build-5.1", ["Lua 5.3"] = "build-5.3" })[_VERSION] or "build")
+
 -- Runs a shell command; returns its output (stdout and stderr) and exit code (echoed by
 -- the shell: Lua 5.1's and LuaJIT's pipe close gives no exit status).
 -- Under `make sanitize` the sanitizer runtime is preloaded into this process; the
