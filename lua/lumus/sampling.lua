@@ -68,8 +68,8 @@ local strict_lower = setmetatable({}, { __mode = "v" })
 local function exclusive_cumsum_matrix(lumus, k)
   local m = strict_lower[k]
   if m == nil or m:is_freed() then
-    local r = lumus.arange(1.0, k + 1):view({ k, 1 })
-    local c = lumus.arange(1.0, k + 1):view({ 1, k })
+    local r = lumus.arange(1, k + 1, { dtype = "float32" }):view({ k, 1 })
+    local c = lumus.arange(1, k + 1, { dtype = "float32" }):view({ 1, k })
     m = lumus.where(lumus.lt(r, c), 1, 0)
     strict_lower[k] = m
   end
