@@ -13,6 +13,30 @@ M.LUA = os.getenv("LUMUS_LUA") or (rawget(_G, "jit") and "luajit" or "lua" .. _V
 M.BUILD = os.getenv("LUMUS_BUILD") or (rawget(_G, "jit") and "build-jit"
   or ({ ["Lua 5.1"] = "build-5.1", ["Lua 5.3"] = "build-5.3" })[_VERSION] or "build")
 
+-- The Lua under test as make names it (5.4, 5.3, 5.1, jit), and what installing for it
+-- needs: its module directories' version (5.1 for LuaJIT), its headers and library.
+M.LUA_VERSION = os.getenv("LUMUS_LUA_VERSION")
+  or (rawget(_G, "jit") and "jit" or _VERSION:match("%d+%.%d+"))
+M.LUA_ABI = M.LUA_VERSION == "jit" and "5.1" or M.LUA_VERSION
+M.LUA_INCDIR = M.LUA_VERSION == "jit" and "/usr/include/luajit-2.1" or "/usr/include/lua" .. M.LUA_VERSION
+M.LUA_LINK = M.LUA_VERSION == "jit" and "-lluajit-5.1" or "-llua" .. M.LUA_VERSION
+
+-- The luarocks command for the Lua under test with `tree` as its tree. LuaRocks knows
+-- LuaJIT as Lua 5.1 with LuaJIT's interpreter and headers: a config file (in `dir`) says so.
+function M.luarocks(tree, dir)
+  if M.LUA_VERSION ~= "jit" then
+    return ("luarocks --lua-version=%s --tree %s"):format(M.LUA_VERSION, tree)
+  end
+  local config = dir .. "/luarocks-luajit.lua"
+  local f = assert(io.open(config, "w"))
+  f:write(([[
+lua_interpreter = "luajit"
+variables = { LUA_DIR = "/usr", LUA_BINDIR = "/usr/bin", LUA_INCDIR = %q }
+]]):format(M.LUA_INCDIR))
+  f:close()
+  return ("LUAROCKS_CONFIG=%s luarocks --lua-version=5.1 --tree %s"):format(config, tree)
+end
+
 -- Runs a shell command; returns its output (stdout and stderr) and exit code (echoed by
 -- the shell: Lua 5.1's and LuaJIT's pipe close gives no exit status).
 -- Under `make sanitize` the sanitizer runtime is preloaded into this process; the
