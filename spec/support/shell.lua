@@ -21,21 +21,13 @@ M.LUA_ABI = M.LUA_VERSION == "jit" and "5.1" or M.LUA_VERSION
 M.LUA_INCDIR = M.LUA_VERSION == "jit" and "/usr/include/luajit-2.1" or "/usr/include/lua" .. M.LUA_VERSION
 M.LUA_LINK = M.LUA_VERSION == "jit" and "-lluajit-5.1" or "-llua" .. M.LUA_VERSION
 
--- The luarocks command for the Lua under test with `tree` as its tree. LuaRocks knows
--- LuaJIT as Lua 5.1 with LuaJIT's interpreter and headers: a config file (in `dir`) says so.
-function M.luarocks(tree, dir)
-  if M.LUA_VERSION ~= "jit" then
-    return ("luarocks --lua-version=%s --tree %s"):format(M.LUA_VERSION, tree)
-  end
-  local config = dir .. "/luarocks-luajit.lua"
-  local f = assert(io.open(config, "w"))
-  f:write(([[
-lua_interpreter = "luajit"
-variables = { LUA_DIR = "/usr", LUA_BINDIR = "/usr/bin", LUA_INCDIR = %q }
-]]):format(M.LUA_INCDIR))
-  f:close()
-  return ("LUAROCKS_CONFIG=%s luarocks --lua-version=5.1 --tree %s"):format(config, tree)
+-- The luarocks command for the Lua under test with `tree` as its tree, and the variables
+-- `luarocks make` needs for it: LuaRocks knows LuaJIT as Lua 5.1 with LuaJIT's
+-- interpreter and headers (the README's command).
+function M.luarocks(tree)
+  return ("luarocks --lua-version=%s --tree %s"):format(M.LUA_ABI, tree)
 end
+M.LUAROCKS_MAKE_VARS = M.LUA_VERSION == "jit" and ("LUA=/usr/bin/luajit LUA_INCDIR=" .. M.LUA_INCDIR) or ""
 
 -- Runs a shell command; returns its output (stdout and stderr) and exit code (echoed by
 -- the shell: Lua 5.1's and LuaJIT's pipe close gives no exit status).
