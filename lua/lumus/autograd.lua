@@ -52,6 +52,7 @@ local raw = {}             -- the C functions, by name (lumus.* and the methods)
 for k, v in pairs(core) do if type(v) == "function" then raw[k] = v end end
 for k, v in pairs(methods) do if type(v) == "function" then raw[k] = v end end
 
+local WEAK_VALUES = { __mode = "v" }
 local tracked = setmetatable({}, { __mode = "k" })   -- tensor -> {leaf=true} or {node=}
 local grads = setmetatable({}, { __mode = "k" })     -- leaf -> accumulated gradient
 local recording = true                                -- false inside no_grad and backward
@@ -882,7 +883,7 @@ local function pass(...) return ... end
 local function edge_of(t)
   local st = tracked[t]
   if not st then return nil end
-  if st.node then return { node = st.node } end
+  if st.node then return { node = st.node, output = st.node.saves_output and t or nil } end
   return { leaf = t }
 end
 
@@ -936,8 +937,22 @@ local function record(name, entry, f, ...)
   if not any then return unpack(r, 1, r.n) end
   if entry.save then
     local saved = entry.save(a, r)
-    local versions = {}
-    for k, v in pairs(saved) do if is_tensor(v) then versions[k] = version(v) end end
+    local versions, own = {}, nil
+    for k, v in pairs(saved) do
+      if is_tensor(v) then
+        versions[k] = version(v)
+        if rawequal(v, y) then own = own or {}; own[k] = v end
+      end
+    end
+    if own then
+      -- The node holds its own result y weakly: tracked[y] -> node -> y would keep y
+      -- (and the graph) forever on 5.1 and LuaJIT, whose weak-key tables are not
+      -- ephemerons. y stays alive while it matters: held by the caller, or by the edge of
+      -- each node that consumed it (edge_of).
+      for k in pairs(own) do saved[k] = nil end
+      setmetatable(saved, { __index = setmetatable(own, WEAK_VALUES) })
+      node.saves_output = true
+    end
     node.saved, node.versions = saved, versions
   else
     node.saved = {}
