@@ -24,8 +24,9 @@ local TOPK_MAX = 1024
 
 local KNOWN = { greedy = true, temperature = true, top_k = true, top_p = true }
 
-local function fail(arg, fmt, ...)
-  error(("bad argument #%d to 'sample' (%s)"):format(arg, fmt:format(...)), 3)
+-- (not a parameter named arg: Lua 5.1 gives a vararg function's `arg` to its extra arguments)
+local function fail(argn, fmt, ...)
+  error(("bad argument #%d to 'sample' (%s)"):format(argn, fmt:format(...)), 3)
 end
 
 -- The options, checked; returns greedy, temperature, top_k (or nil), top_p (or nil).
