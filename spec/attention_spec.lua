@@ -48,7 +48,7 @@ describe("scaled_dot_product_attention", function()
       local k, kt = randt { B, H, Tk, D }
       local v, vt = randt { B, H, Tk, D }
       for _, causal in ipairs { false, true } do
-        check(q, k, v, qt, kt, vt, { causal = causal }, nil, ("%dx%dx%dx%d hd %d causal %s"):format(B, H, Tq, Tk, D, causal))
+        check(q, k, v, qt, kt, vt, { causal = causal }, nil, ("%dx%dx%dx%d hd %d causal %s"):format(B, H, Tq, Tk, D, tostring(causal)))
       end
     end
   end)

@@ -42,8 +42,7 @@ describe("autograd rules for the added ops", function()
   end)
 
   it("releases what the new ops saved (memory back to baseline)", function()
-    collectgarbage()
-    lumus.synchronize()
+    checks.settle()
     local base = lumus.memory().in_use
     do
       local w = lumus.randn({ 16, 8 }):requires_grad(true)
@@ -60,9 +59,9 @@ describe("autograd rules for the added ops", function()
       w:requires_grad(false)
       e:requires_grad(false)
     end
-    collectgarbage()
-    collectgarbage()
-    lumus.synchronize()
+    -- On 5.1 and LuaJIT weak-key tables are not ephemerons: the tape's entries free one
+    -- level of the graph per cycle, so collect until nothing more goes.
+    checks.settle()
     assert.are.equal(base, lumus.memory().in_use)
   end)
 end)

@@ -1,13 +1,13 @@
 -- The build: lumus/core.so exports only the public API, and a plain build checks its
 -- tools and fails naming what is missing instead of installing anything.
 local shell = dofile("spec/support/shell.lua")
-local ROOT, run = shell.ROOT, shell.run
+local ROOT, BUILD, run = shell.ROOT, shell.BUILD, shell.run
 
 describe("lumus/core.so", function()
   it("exports only luaopen_* and lumus_* functions", function()
     local _, has_nm = run("command -v nm")
     if has_nm ~= 0 then pending("nm is not installed (Debian package binutils)") return end
-    local out, code = run(("nm -D --defined-only %s/build/lumus/core.so"):format(ROOT))
+    local out, code = run(("nm -D --defined-only %s/%s/lumus/core.so"):format(ROOT, BUILD))
     assert.are.equal(0, code, out)
     local names = {}
     for name in out:gmatch("%x+ T ([%w_]+)") do

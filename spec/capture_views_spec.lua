@@ -5,8 +5,8 @@ local lumus = require "lumus"
 
 describe("lumus.capture of ops that make views in C", function()
   it("matmul with transpose_b and a dtype conversion replay the eager results", function()
-    local a = lumus.arange(0.0, 24.0):view({ 4, 6 }):mul(0.25)
-    local b = lumus.arange(0.0, 30.0):view({ 5, 6 }):mul(-0.5):add(3)
+    local a = lumus.arange(0, 24, { dtype = "float32" }):view({ 4, 6 }):mul(0.25)
+    local b = lumus.arange(0, 30, { dtype = "float32" }):view({ 5, 6 }):mul(-0.5):add(3)
     local function f()
       local y = lumus.matmul(a, b, { transpose_b = true })      -- [4, 5]
       return y, y:to("float16"), b:narrow(1, 2, 3):to("bfloat16")

@@ -10,13 +10,17 @@ local ROUNDS = tonumber(os.getenv("LUMUS_CLOSE_ROUNDS")) or 300
 
 describe("opening and closing lua_States (tests/close_loop.c)", function()
   it("leaves no context, and VmRSS and threads flat, with finalizers that use lumus while closing", function()
-    local bin = ROOT .. "/build/tests/close_loop"
+    local bin = ROOT .. "/" .. shell.BUILD .. "/tests/close_loop"
     local f = io.open(bin, "rb")
     assert(f, bin .. " is missing: run `make examples` first")
     f:close()
     local out, code = run(("%s %d"):format(bin, ROUNDS))
     assert.are.equal(0, code, out)
-    assert.matches("PASS: os.exit%(true, true%) with hostile finalizers leaves no context", out)
+    if _VERSION == "Lua 5.1" and not rawget(_G, "jit") then   -- 5.1's os.exit takes no `close`
+      assert.matches("SKIP: os.exit%(true, true%): this Lua's os.exit does not close the state", out)
+    else
+      assert.matches("PASS: os.exit%(true, true%) with hostile finalizers leaves no context", out)
+    end
     assert.matches("PASS: " .. ROUNDS .. " rounds of lua_close with hostile finalizers", out)
     assert.matches("close_loop: all passed", out)
   end)
@@ -33,11 +37,11 @@ describe("a script closing its state", function()
       -- in reverse order of registration.
       after_teardown = compat.on_collect(function()   -- runs after the context's teardown
         for _, f in ipairs {
-          function() return made:to_table() end,
-          function() return lumus.add(made, made) end,
-          function() return made:reshape({ 4, 4 }) end,
-          function() return lumus.zeros({ 2 }) end,
-          function() return lumus.memory() end,
+          function() local r = made:to_table() return r end,   -- called, not tail-called: LuaJIT keeps no call site for those
+          function() local r = lumus.add(made, made) return r end,
+          function() local r = made:reshape({ 4, 4 }) return r end,
+          function() local r = lumus.zeros({ 2 }) return r end,
+          function() local r = lumus.memory() return r end,
         } do
           local ok, e = pcall(f)
           print(ok, e)
@@ -64,6 +68,8 @@ describe("a script closing its state", function()
   end)
 
   it("refuses to make the first context inside a finalizer", function()
+    -- only 5.4 tells a C function that a finalizer is running (README, "Lua versions")
+    if _VERSION ~= "Lua 5.4" or rawget(_G, "jit") then pending("Lua 5.4 only") return end
     local out, rc = run_lua([[
       local lumus = require "lumus"
       require("lumus.compat").on_collect(function() print(pcall(lumus.zeros, { 4 })) end)

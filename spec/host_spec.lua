@@ -4,8 +4,9 @@
 local shell = dofile("spec/support/shell.lua")
 local ROOT, run = shell.ROOT, shell.run
 
+-- rel: a path under the build directory of the Lua under test.
 local function binary(rel)
-  local path = ROOT .. "/" .. rel
+  local path = ROOT .. "/" .. shell.BUILD .. "/" .. rel
   local f = io.open(path, "rb")
   assert(f, path .. " is missing: run `make examples` first")
   f:close()
@@ -28,7 +29,7 @@ describe("the example host (examples/host)", function()
   local script = ROOT .. "/examples/host/frame.lua"
 
   it("linked statically, runs the frame script from anywhere with no module path", function()
-    local bin = binary("build/examples/host_static")
+    local bin = binary("examples/host_static")
     -- From /tmp, with search paths that lead nowhere: only lumus_open's copy can load.
     local out, code = run(("cd /tmp && LUA_PATH='/nonexistent/?.lua' LUA_CPATH='/nonexistent/?.so' %s 30 %s 64 256")
       :format(bin, script))
@@ -41,8 +42,8 @@ describe("the example host (examples/host)", function()
   end)
 
   it("loading the module with plain require, finds it through LUA_PATH/LUA_CPATH", function()
-    local bin = binary("build/examples/host_require")
-    local env = ("LUA_PATH='%s/lua/?.lua;%s/lua/?/init.lua' LUA_CPATH='%s/build/?.so'"):format(ROOT, ROOT, ROOT)
+    local bin = binary("examples/host_require")
+    local env = ("LUA_PATH='%s/lua/?.lua;%s/lua/?/init.lua' LUA_CPATH='%s/%s/?.so'"):format(ROOT, ROOT, ROOT, shell.BUILD)
     local out, code = run(("cd /tmp && %s %s 20 %s 32 100"):format(env, bin, script))
     assert.are.equal(0, code, out)
     assert.matches("loaded with require", out)
@@ -56,7 +57,7 @@ describe("the example host (examples/host)", function()
   end)
 
   it("exits with status 1 when the script's check fails", function()
-    local bin = binary("build/examples/host_static")
+    local bin = binary("examples/host_static")
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))
     f:write([[
@@ -86,12 +87,12 @@ describe("a host's own Vulkan device (tests/wrap.c)", function()
   end
 
   it("attaches it, wraps its buffers, runs layer_norm_forward and syncs, matching float64 from C", function()
-    check(run(binary("build/tests/wrap")))
+    check(run(binary("tests/wrap")))
   end)
 
   it("does all that with no message from the validation layer on the host's instance", function()
     if not has_validation_layer() then pending("validation layer not installed (vulkan-validationlayers)") return end
-    local out, code = run("LUMUS_VALIDATION=1 " .. binary("build/tests/wrap"))
+    local out, code = run("LUMUS_VALIDATION=1 " .. binary("tests/wrap"))
     check(out, code)
     assert.matches("validation layer reported nothing", out)
   end)
@@ -107,11 +108,11 @@ describe("many lua_States on many threads (tests/threads.c)", function()
   end
 
   it("give correct results with their own devices, one shared device, and the host's queue lock", function()
-    check(run(binary("build/tests/threads")))
+    check(run(binary("tests/threads")))
   end)
 
   it("use the shared queue with no threading message from the validation layer", function()
     if not has_validation_layer() then pending("validation layer not installed (vulkan-validationlayers)") return end
-    check(run("LUMUS_VALIDATION=1 " .. binary("build/tests/threads")))
+    check(run("LUMUS_VALIDATION=1 " .. binary("tests/threads")))
   end)
 end)

@@ -22,15 +22,16 @@ end
 local installed = dofile("spec/support/installed.lua")
 local run_script = installed.run_script
 
+-- For the Lua under test (make test LUA_VERSION=...): LuaRocks builds it for that Lua.
 describe("luarocks make into a tree of its own", function()
   it("installs module, Lua files and header; scripts and hosts use them; remove takes them away", function()
     local tree, elsewhere = tempdir(), tempdir()
-    local lr = ("luarocks --lua-version=5.4 --tree %s"):format(tree)
-    local out, code = run(("cd %s && %s make"):format(ROOT, lr))
+    local lr = shell.luarocks(tree)
+    local out, code = run(("cd %s && %s make %s"):format(ROOT, lr, shell.LUAROCKS_MAKE_VARS))
     assert.are.equal(0, code, out)
     assert.matches("lumus scm%-1 is now installed", out)
 
-    local luadir, libdir = tree .. "/share/lua/5.4", tree .. "/lib/lua/5.4"
+    local luadir, libdir = tree .. "/share/lua/" .. shell.LUA_ABI, tree .. "/lib/lua/" .. shell.LUA_ABI
     local rockdir = run(lr .. " show --rock-dir lumus"):gsub("%s+$", "")
     local files = {
       luadir .. "/lumus/init.lua", luadir .. "/lumus/reference.lua", libdir .. "/lumus/core.so",
@@ -39,15 +40,16 @@ describe("luarocks make into a tree of its own", function()
     for _, f in ipairs(files) do assert.is_true(exists(f), f .. " was not installed") end
 
     -- A script run from another directory loads the installed copy, not the checkout's.
-    out, code = run_script(elsewhere, luadir, libdir)
+    out, code = run_script(elsewhere, luadir, libdir, shell.LUA)
     assert.are.equal(0, code, out)
     assert.matches("core from " .. libdir:gsub("%p", "%%%0") .. "/lumus/core.so", out)
     assert.matches("lua from " .. luadir:gsub("%p", "%%%0") .. "/lumus/init.lua", out)
 
     -- A host compiled against the installed header and static library.
     local host = elsewhere .. "/host"
-    out, code = run(("cc -std=c11 -O1 -DLUMUS_STATIC -I/usr/include/lua5.4 -I%s/include %s/examples/host/host.c "
-      .. "-o %s %s/static/liblumus.a -llua5.4 -lvulkan -ljansson -lm -lpthread"):format(rockdir, ROOT, host, rockdir))
+    out, code = run(("cc -std=c11 -O1 -DLUMUS_STATIC -I%s -I%s/include %s/examples/host/host.c "
+      .. "-o %s %s/static/liblumus.a %s -lvulkan -ljansson -lm -lpthread")
+      :format(shell.LUA_INCDIR, rockdir, ROOT, host, rockdir, shell.LUA_LINK))
     assert.are.equal(0, code, out)
     out, code = run(("cd %s && LUA_PATH='/nonexistent/?.lua' LUA_CPATH='/nonexistent/?.so' ./host 5 %s/examples/host/frame.lua 16 64")
       :format(elsewhere, ROOT))

@@ -79,7 +79,7 @@ describe("layer_norm_forward on every row length", function()
       config(d, { form = "subgroup", scalar = false })
       for _, in_place in ipairs { false, true } do
         local why = mismatch(301, d, rng, { in_place = in_place, affine = d % 2 == 1 })
-        assert(why == nil, ("D=%d, 301 rows%s: %s"):format(d, in_place and " in place" or "", why))
+        assert(why == nil, ("D=%d, 301 rows%s: %s"):format(d, in_place and " in place" or "", tostring(why)))
       end
     end
   end)

@@ -295,7 +295,7 @@ describe("topk", function()
         for _, largest in ipairs { true, false } do
           local v, i = lumus.topk(x, c[2], { largest = largest })
           local wv, wi = ref.topk(xt, c[2], { largest = largest })
-          local what = ("topk %s k %d largest %s ties %s"):format(shape_name(c[1]), c[2], largest, ties)
+          local what = ("topk %s k %d largest %s ties %s"):format(shape_name(c[1]), c[2], tostring(largest), tostring(ties))
           checks.close(v, wv, { what = what })
           assert.are.equal("int32", i:dtype())
           assert.are.same(wi, ints(i), what .. " indices")

@@ -25,7 +25,7 @@ describe("rope", function()
       for _, il in ipairs { false, true } do
         local opts = { offset = offset, interleaved = il }
         checks.close(lumus.rope(x, opts), ref.rope(xt, opts),
-                     { mixed = TOL.float32, what = ("%s offset %d interleaved %s"):format(table.concat(shape, "x"), offset, il) })
+                     { mixed = TOL.float32, what = ("%s offset %d interleaved %s"):format(table.concat(shape, "x"), offset, tostring(il)) })
       end
     end
   end)

@@ -130,7 +130,7 @@ describe("tensor methods", function()
     expect("bad argument #2 to 'lumus.Tensor.size' %(dimension out of range", x.size, x, 3)
     expect("dimension out of range", x.size, x, 0)
     expect("dimension out of range", x.size, x, -3)
-    local ok, e = pcall(function() return x:size(3) end)
+    local ok, e = pcall(function() x:size(3) end)
     assert.is_false(ok)
     assert.matches("bad argument #1 to 'size' %(dimension out of range", e)
   end)
@@ -148,7 +148,7 @@ describe("tensor methods", function()
     local vv = t:reshape({ 6 }):reshape({ 1, 6 })
     assert.are.same({ { 1, 2, 3, 4, 5, 6 } }, vv:to_table())
     for _, bad in ipairs { { -1, -1 }, { 4, -1 }, { 7 }, { 0, 6 }, "a" } do
-      local ok, e = pcall(function() return t:reshape(bad) end)
+      local ok, e = pcall(function() t:reshape(bad) end)
       assert.is_false(ok)
       assert.matches("bad argument #1 to 'reshape'", e)
     end
@@ -211,13 +211,14 @@ describe("tensor errors", function()
     expect("bad argument #1 to 'lumus%.[%w.]*zeros'", lumus.zeros, { 2 ^ 31, 2 ^ 31 })
     expect("bad argument #1 to 'lumus%.[%w.]*ones'", lumus.ones, { 3, 2 ^ 53 })
   end)
+  -- The closures below call rather than tail-call: LuaJIT keeps no call site for a tail call.
   it("name the function as called, with the integer shape form too", function()
     for _, case in ipairs {
-      { "zeros", function() return lumus.zeros(0) end },
-      { "zeros", function() return lumus.zeros(-2) end },
-      { "ones", function() return lumus.ones(2.5) end },
-      { "full", function() return lumus.full({ 2, 0 }, 1) end },
-      { "empty", function() return lumus.empty("3") end },
+      { "zeros", function() lumus.zeros(0) end },
+      { "zeros", function() lumus.zeros(-2) end },
+      { "ones", function() lumus.ones(2.5) end },
+      { "full", function() lumus.full({ 2, 0 }, 1) end },
+      { "empty", function() lumus.empty("3") end },
     } do
       local ok, e = pcall(case[2])
       assert.is_false(ok)
@@ -227,14 +228,18 @@ describe("tensor errors", function()
   it("reject nesting deeper than 8 levels", function()
     local t = { 1 }
     for _ = 1, 8 do t = { t } end                      -- 9 levels
-    local ok, e = pcall(function() return lumus.tensor(t) end)
+    local ok, e = pcall(function() lumus.tensor(t) end)
     assert.is_false(ok)
     assert.matches("bad argument #1 to 'tensor'", e)
   end)
   it("reject ragged, empty and non-number nested tables", function()
     expect("bad argument #1 to 'lumus%.[%w.]*tensor' %(element %[2%] has 2 entries where 3 were expected %(ragged", lumus.tensor, { { 1, 2, 3 }, { 4, 5 } })
     expect("element %[1%]%[2%] is string, number expected", lumus.tensor, { { 1, "a" } })
-    expect("element %[2%] is nil, number expected", lumus.tensor, { 1, nil, 3, n = 3 } )
+    -- a hole under the length: # of { 1, nil, 3 } is 1 on LuaJIT (any border will do), of
+    -- a full array part with a hole 4 on every version
+    local holed = { 1, 2, 3, 4 }
+    holed[2] = nil
+    expect("element %[2%] is nil, number expected", lumus.tensor, holed)
     expect("element %[2%] is number, a table expected", lumus.tensor, { { 1 }, 2 })
     expect("table is empty", lumus.tensor, {})
     expect("empty row", lumus.tensor, { {} })
@@ -302,7 +307,7 @@ describe("tensor lifetime", function()
   end
   it("names the method when called with method syntax", function()
     local t = lumus.ones(2); t:free()
-    local ok, e = pcall(function() return t:shape() end)
+    local ok, e = pcall(function() t:shape() end)
     assert.is_false(ok)
     assert.matches("calling 'shape' on bad self %(tensor has been freed%)", e)
   end)

@@ -44,32 +44,71 @@ void lm_register_names(lua_State *L, const luaL_Reg *fns, const char *prefix) {
     }
 }
 
+/* The running C function's registered name, pushed (nil if it has none). */
+static void push_registered_name(lua_State *L, lua_Debug *ar) {
+    lua_getinfo(L, "f", ar);
+    lua_CFunction f = lua_tocfunction(L, -1);
+    lua_pop(L, 1);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &NAMES_KEY) != LUA_TTABLE || !f) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return;
+    }
+    push_function_key(L, f);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+}
+
+/* The name the call site gives the running function (lua_getinfo "n"), or NULL where
+ * there is none or it may name another function. A registered function is named by its
+ * call site only when the site says its own name (its registered name's last part) or
+ * an event (a metamethod): LuaJIT replaces a Lua function's frame by the function it
+ * tail-calls, so it reports the name by which that Lua function was called ('make' for
+ * `local function make() return lumus.zeros(bad) end`), or none. Where the site says
+ * another name (that case, or an alias: `local z = lumus.zeros`), *short_name is the
+ * registered name's last part ("zeros", what 5.4 reports for the tail call), else NULL.
+ * The registered name (or nil) is left pushed. */
+static const char *call_site_name(lua_State *L, lua_Debug *ar, const char **namewhat,
+                                  const char **short_name) {
+    *namewhat = "";
+    *short_name = NULL;
+    if (!lua_getstack(L, 0, ar)) { lua_pushnil(L); return NULL; }
+    push_registered_name(L, ar);
+    if (!lua_getinfo(L, "n", ar) || !ar->name || strcmp(ar->name, "?") == 0) return NULL;
+    const char *what = ar->namewhat ? ar->namewhat : "";
+    if (strcmp(what, "metamethod") != 0 && lua_type(L, -1) == LUA_TSTRING) {
+        const char *reg = lua_tostring(L, -1);   /* kept alive by the names table */
+        const char *dot = strrchr(reg, '.');
+        const char *last = dot ? dot + 1 : reg;
+        if (strcmp(last, ar->name) != 0) {
+            *short_name = last;
+            return NULL;
+        }
+    }
+    *namewhat = what;
+    return ar->name;
+}
+
 const char *lm_fname(lua_State *L) {
     lua_Debug ar;
-    if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return "lumus";
-    /* Lua names a call through a computed key (t[k](...)) "?": no name either. */
-    if (ar.name && strcmp(ar.name, "?") != 0) {
+    const char *namewhat, *short_name;
+    const char *name = call_site_name(L, &ar, &namewhat, &short_name);
+    if (short_name) {
+        lua_pop(L, 1);
+        return short_name;
+    }
+    if (name) {
         lua_pop(L, 1);
 #if LUA_VERSION_NUM < 504
         /* A metamethod by its event, as 5.4 names it ("add"); 5.1, LuaJIT and 5.3 say "__add". */
-        if (ar.namewhat && strcmp(ar.namewhat, "metamethod") == 0 && strncmp(ar.name, "__", 2) == 0)
-            return ar.name + 2;
+        if (strcmp(namewhat, "metamethod") == 0 && strncmp(name, "__", 2) == 0) return name + 2;
 #endif
-        return ar.name;
+        return name;
     }
-    /* No call-site name: the registered one, looked up by the function itself. */
-    lua_CFunction f = lua_tocfunction(L, -1);
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &NAMES_KEY) == LUA_TTABLE && f) {
-        push_function_key(L, f);
-        if (lua_rawget(L, -2) == LUA_TSTRING) {
-            lua_replace(L, -3);
-            lua_pop(L, 1);
-            return lua_tostring(L, -1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 2);
-    return "lumus";
+    /* No call-site name: the registered one (kept alive by the names table). */
+    const char *reg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "lumus";
+    lua_pop(L, 1);
+    return reg;
 }
 
 int lm_argerror(lua_State *L, int arg, const char *fmt, ...) {
@@ -79,10 +118,12 @@ int lm_argerror(lua_State *L, int arg, const char *fmt, ...) {
     va_end(ap);
     lua_Debug ar;
     if (!lua_getstack(L, 0, &ar)) return luaL_error(L, "bad argument #%d (%s)", arg, msg);
-    lua_getinfo(L, "n", &ar);
-    if (ar.namewhat && strcmp(ar.namewhat, "method") == 0) {
+    const char *namewhat, *short_name;
+    const char *name = call_site_name(L, &ar, &namewhat, &short_name);
+    lua_pop(L, 1);
+    if (name && strcmp(namewhat, "method") == 0) {
         arg--;   /* self is not counted */
-        if (arg == 0) return luaL_error(L, "calling '%s' on bad self (%s)", ar.name, msg);
+        if (arg == 0) return luaL_error(L, "calling '%s' on bad self (%s)", name, msg);
     }
     return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, lm_fname(L), msg);
 }

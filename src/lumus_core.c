@@ -1,4 +1,6 @@
 /* luaopen_lumus_core: the C module's registration table. */
+#define _GNU_SOURCE   /* dladdr, RTLD_NODELETE */
+#include <dlfcn.h>
 #include <lua.h>
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -213,7 +215,18 @@ static void copy_tensor_ops(lua_State *L, int from) {
         }
 }
 
+/* Keeps this module mapped once loaded. lua_close may unload it (package's handle is
+ * finalized) before finalizers that still call into it, or before userdata whose __gc
+ * is here: LuaJIT finalizes in an order where that happens (a crash at exit with a
+ * tensor used from a finalizer). Linked statically, this pins the program: harmless. */
+static void pin_module(void) {
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)luaopen_lumus_core, &info) && info.dli_fname)
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 LUMUS_API int luaopen_lumus_core(lua_State *L) {
+    pin_module();
     luaL_newlib(L, functions);
     lm_register_names(L, functions, "lumus");
     lm_safetensors_register_names(L);

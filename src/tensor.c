@@ -987,8 +987,12 @@ void lm_tensor_register(lua_State *L) {
     lua_setfield(L, -2, "methods");   /* metatable.methods, for init.lua to extend */
     lua_pushcfunction(L, m_collect);
     lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, m_free);
-    lua_setfield(L, -2, "__close");
+    /* __close is methods.free itself: on 5.1 and LuaJIT each lua_pushcfunction makes a new
+     * function value, and a second one would not be equal to t.free. */
+    lua_getfield(L, -1, "methods");
+    lua_getfield(L, -1, "free");
+    lua_setfield(L, -3, "__close");
+    lua_pop(L, 1);
     lua_pushcfunction(L, m_describe);
     lua_setfield(L, -2, "__tostring");
     lua_setfield(L, -2, "Tensor");    /* module.Tensor = the metatable */

@@ -52,6 +52,7 @@ local raw = {}             -- the C functions, by name (lumus.* and the methods)
 for k, v in pairs(core) do if type(v) == "function" then raw[k] = v end end
 for k, v in pairs(methods) do if type(v) == "function" then raw[k] = v end end
 
+local WEAK_VALUES = { __mode = "v" }
 local tracked = setmetatable({}, { __mode = "k" })   -- tensor -> {leaf=true} or {node=}
 local grads = setmetatable({}, { __mode = "k" })     -- leaf -> accumulated gradient
 local recording = true                                -- false inside no_grad and backward
@@ -792,8 +793,8 @@ local function attention_probabilities(s)
   end
   if s.causal then
     -- query i (1-based) sees keys j <= i + tk - tq (bottom-right)
-    local last = raw.reshape(raw.arange(tk - tq + 1.0, tk + 1.0), { tq, 1 })
-    local key = raw.reshape(raw.arange(1.0, tk + 1.0), { 1, tk })
+    local last = raw.reshape(raw.arange(tk - tq + 1, tk + 1, { dtype = "float32" }), { tq, 1 })
+    local key = raw.reshape(raw.arange(1, tk + 1, { dtype = "float32" }), { 1, tk })
     local allowed = raw.le(key, last)
     local masked = raw.where(allowed, z, -math.huge)
     raw.free(z); raw.free(allowed); raw.free(last); raw.free(key)
@@ -872,13 +873,17 @@ local wrap
 
 -- The C functions are called as cf[ONE](...) (cf = { f }): a call through a table and a
 -- variable key has no name in Lua's debug information, so the C function's messages
--- name it by its registered name ("lumus.add"), not by this file's variable.
+-- name it by its registered name ("lumus.add"), not by this file's variable. Their
+-- results go out through pass(...), not a tail call: LuaJIT replaces the frame of a
+-- function by the one it tail-calls, and the C function would then be named by the
+-- wrapper's caller's call site ("add", or with no call site its registered name).
 local ONE = 1
+local function pass(...) return ... end
 
 local function edge_of(t)
   local st = tracked[t]
   if not st then return nil end
-  if st.node then return { node = st.node } end
+  if st.node then return { node = st.node, output = st.node.saves_output and t or nil } end
   return { leaf = t }
 end
 
@@ -932,8 +937,22 @@ local function record(name, entry, f, ...)
   if not any then return unpack(r, 1, r.n) end
   if entry.save then
     local saved = entry.save(a, r)
-    local versions = {}
-    for k, v in pairs(saved) do if is_tensor(v) then versions[k] = version(v) end end
+    local versions, own = {}, nil
+    for k, v in pairs(saved) do
+      if is_tensor(v) then
+        versions[k] = version(v)
+        if rawequal(v, y) then own = own or {}; own[k] = v end
+      end
+    end
+    if own then
+      -- The node holds its own result y weakly: tracked[y] -> node -> y would keep y
+      -- (and the graph) forever on 5.1 and LuaJIT, whose weak-key tables are not
+      -- ephemerons. y stays alive while it matters: held by the caller, or by the edge of
+      -- each node that consumed it (edge_of).
+      for k in pairs(own) do saved[k] = nil end
+      setmetatable(saved, { __index = setmetatable(own, WEAK_VALUES) })
+      node.saves_output = true
+    end
     node.saved, node.versions = saved, versions
   else
     node.saved = {}
@@ -955,7 +974,7 @@ function wrap(name, entry, f)
           end
         end
       end
-      return cf[ONE](...)
+      return pass(cf[ONE](...))
     end
   end
   local inputs = entry.inputs
@@ -967,20 +986,20 @@ function wrap(name, entry, f)
           if tracked[(select(p, ...))] then return record(name, entry, f, ...) end
         end
       end
-      return cf[ONE](...)
+      return pass(cf[ONE](...))
     end
   end
   -- The common shapes without select(): differentiable inputs first.
   if p1 == 1 and not p2 then
     return function(t, ...)
       if recording and tracked[t] then return record(name, entry, f, t, ...) end
-      return cf[ONE](t, ...)
+      return pass(cf[ONE](t, ...))
     end
   end
   if p1 == 1 and p2 == 2 and not p3 then
     return function(a, b, ...)
       if recording and (tracked[a] or tracked[b]) then return record(name, entry, f, a, b, ...) end
-      return cf[ONE](a, b, ...)
+      return pass(cf[ONE](a, b, ...))
     end
   end
   return function(...)
@@ -988,7 +1007,7 @@ function wrap(name, entry, f)
                       or (p3 and tracked[(select(p3, ...))])) then
       return record(name, entry, f, ...)
     end
-    return cf[ONE](...)
+    return pass(cf[ONE](...))
   end
 end
 
@@ -1006,7 +1025,7 @@ local function guard_in_place(name, f, positions, what)
         end
       end
     end
-    return cf[ONE](...)
+    return pass(cf[ONE](...))
   end
 end
 
@@ -1021,7 +1040,7 @@ local function copy_wrapper(entry)
         error(("copy: %s requires grad; copying into an existing tensor is not recorded by autograd "
                .. "(use lumus.copy(src) for a new tensor, or lumus.no_grad)"):format(tracked[src] and "src" or "dst"), 2)
       end
-      return cf[ONE](...)
+      return pass(cf[ONE](...))
     end
     return one(...)
   end
@@ -1065,7 +1084,7 @@ local function refuse_tracked(name, f)
         end
       end
     end
-    return cf[ONE](...)
+    return pass(cf[ONE](...))
   end
 end
 

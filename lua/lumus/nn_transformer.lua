@@ -105,8 +105,8 @@ function M.composite_attention(q, k, v, causal, scale)
   release(keep, raw)
   local t, l = q:size(3), k:size(3)
   if causal and t > 1 then
-    local last = lumus.arange(l - t + 1.0, l + 1.0):view({ t, 1 })   -- last key each query sees
-    local key = lumus.arange(1.0, l + 1.0):view({ 1, l })
+    local last = lumus.arange(l - t + 1, l + 1, { dtype = "float32" }):view({ t, 1 })   -- last key each query sees
+    local key = lumus.arange(1, l + 1, { dtype = "float32" }):view({ 1, l })
     local allowed = lumus.le(key, last)                          -- bool [T, L]
     local masked = lumus.where(allowed, s, -math.huge)
     release(keep, s, allowed)

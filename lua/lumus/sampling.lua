@@ -24,8 +24,9 @@ local TOPK_MAX = 1024
 
 local KNOWN = { greedy = true, temperature = true, top_k = true, top_p = true }
 
-local function fail(arg, fmt, ...)
-  error(("bad argument #%d to 'sample' (%s)"):format(arg, fmt:format(...)), 3)
+-- (not a parameter named arg: Lua 5.1 gives a vararg function's `arg` to its extra arguments)
+local function fail(argn, fmt, ...)
+  error(("bad argument #%d to 'sample' (%s)"):format(argn, fmt:format(...)), 3)
 end
 
 -- The options, checked; returns greedy, temperature, top_k (or nil), top_p (or nil).
@@ -68,8 +69,8 @@ local strict_lower = setmetatable({}, { __mode = "v" })
 local function exclusive_cumsum_matrix(lumus, k)
   local m = strict_lower[k]
   if m == nil or m:is_freed() then
-    local r = lumus.arange(1.0, k + 1):view({ k, 1 })
-    local c = lumus.arange(1.0, k + 1):view({ 1, k })
+    local r = lumus.arange(1, k + 1, { dtype = "float32" }):view({ k, 1 })
+    local c = lumus.arange(1, k + 1, { dtype = "float32" }):view({ 1, k })
     m = lumus.where(lumus.lt(r, c), 1, 0)
     strict_lower[k] = m
   end

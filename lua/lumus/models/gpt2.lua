@@ -335,9 +335,9 @@ function Model:new_decoder(batch, max_len, opts)
   d.cache = self:new_cache(batch, max_len)
   d.tok = lumus.zeros({ batch }, { dtype = "int32" })
   d.pos = lumus.ones({ 1 }, { dtype = "int32" })
-  d.keys = lumus.arange(1.0, max_len + 1.0)
+  d.keys = lumus.arange(1, max_len + 1, { dtype = "float32" })
   d.next_pos = lumus.arange(2, max_len + 2, { dtype = "int32" })
-  d.vocab_ids = lumus.arange(1.0, c.vocab_size + 1.0)
+  d.vocab_ids = lumus.arange(1, c.vocab_size + 1, { dtype = "float32" })
   d.id_rows = lumus.zeros({ batch, max_len })
   return d
 end
