@@ -26,6 +26,14 @@
 --   replay   g:replay() alone (the submit)
 --   read     the read back: submit of pending work, wait for the device, copy
 --   fused    the fused frame's ops called directly (layer_norm_linear x L, the head)
+-- Then where each µs of the fused frame goes, eager and replayed (medians):
+--   calls    host time of model:forward (eager) or of g:replay() (replayed)
+--   read     the read back after them: submit, wait for the device, copy
+--   device   lumus.gpu_time of model:forward or of g:replay() (median of 20)
+--   idle read  the read back of a forward the device has finished (after a synchronize):
+--            the read's own cost (on a discrete GPU a copy to host memory: a batch of its
+--            own, its submit and wait)
+--   host only  frame minus device: what the host adds to the device's time
 -- and the host cost of each op kind, per call (median of 2000 calls into fixed outputs,
 -- recorded without a wait): layer_norm_forward, linear, gelu, layer_norm_linear with
 -- the GELU; and g:replay (each timed alone after a synchronize, --frames times) per op
@@ -55,6 +63,28 @@ print("# frame: L x (LayerNorm, Linear DxD, GELU tanh) on R x D, Linear D->1, R 
 print()
 print((common.device_line(lumus)))
 print(("frames %d (after %d warm-up), host-timed with lumus.clock; times in microseconds"):format(FRAMES, WARMUP))
+-- The host's state, to judge host-side noise between runs (Linux; absent elsewhere).
+local function first_line(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local l = f:read("*l")
+  f:close()
+  return l
+end
+local host = {}
+local load = first_line("/proc/loadavg")
+if load then host[#host + 1] = "load " .. load:match("^(%S+ %S+ %S+)") end
+local gov = first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+if gov then host[#host + 1] = "governor " .. gov end
+local f = io.open("/proc/cpuinfo")
+if f then
+  for l in f:lines() do
+    local model = l:match("^model name%s*:%s*(.+)$")
+    if model then host[#host + 1] = model; break end
+  end
+  f:close()
+end
+if #host > 0 then print("host: " .. table.concat(host, "; ")) end
 print()
 
 local function stats(ts)
@@ -89,7 +119,7 @@ local function time_frames(f, frames)
 end
 
 local rows_out, csv = {}, {}
-local breakdown_rows, per_op_rows = {}, {}
+local breakdown_rows, per_op_rows, split_rows = {}, {}, {}
 
 for shape in SHAPES:gmatch("[^,]+") do
   local R, D, L = shape:match("^(%d+)x(%d+)x(%d+)$")
@@ -124,6 +154,24 @@ for shape in SHAPES:gmatch("[^,]+") do
     t_idle[#t_idle + 1] = { "eager/" .. k, time_frames(function() if eager() ~= ref then bad = bad + 1 end end, FRAMES) }
     tune.stream({ submit_idle = 0 })
   end
+
+  -- The fused eager frame split: forward's calls, the read back, the device's time.
+  local t_calls_f, t_read_f, t_idle_read = {}, {}, {}
+  for i = 1, FRAMES do
+    local t0 = clock()
+    local y = model:forward(x)
+    local t1 = clock()
+    y:to_bytes()
+    t_calls_f[i], t_read_f[i] = t1 - t0, clock() - t1
+  end
+  for i = 1, FRAMES do
+    model:forward(x)
+    lumus.synchronize()
+    local t0 = clock()
+    head.output:to_bytes()
+    t_idle_read[i] = clock() - t0
+  end
+  local dev_eager = common.device_time(lumus, function() model:forward(x) end, 20, 3)
 
   -- Breakdown of the eager frame: forward alone, then the read back.
   -- (unfused, so that nn minus ops below is the modules' own cost)
@@ -196,6 +244,7 @@ for shape in SHAPES:gmatch("[^,]+") do
   if can_fuse then model:fusion(true) end
   -- Replay (a failure here is reported, and the eager results still printed).
   local t_replay, t_sub, t_rread, t_replay_unfused = { 0 }, { 0 }, { 0 }, nil
+  local dev_replay = 0 / 0
   local replay_ok, replay_err = pcall(function()
     if can_fuse then
       model:fusion(false)
@@ -219,6 +268,7 @@ for shape in SHAPES:gmatch("[^,]+") do
       y:to_bytes()
       t_sub[i], t_rread[i] = t1 - t0, clock() - t1
     end
+    dev_replay = common.device_time(lumus, function() g:replay() end, 20, 3)
     g:free()
   end)
   if not replay_ok then print(("ERROR: %s: replay: %s"):format(shape, tostring(replay_err))) end
@@ -279,6 +329,15 @@ for shape in SHAPES:gmatch("[^,]+") do
     csv[#csv + 1] = ("%s,%s,%d,%.2f,%.2f,%.2f,%.2f"):format(shape, m[1], m[3], s.median, s.p90, s.p99, s.max)
   end
   local med = function(t) return common.median(t) * 1e6 end
+  local idle_read = med(t_idle_read)
+  split_rows[#split_rows + 1] = { shape, "eager", common.fmt(med(t_eager), 1), common.fmt(med(t_calls_f), 1),
+    common.fmt(med(t_read_f), 1), common.fmt(dev_eager * 1e6, 1), common.fmt(idle_read, 1),
+    common.fmt(med(t_eager) - dev_eager * 1e6, 1) }
+  if replay_ok then
+    split_rows[#split_rows + 1] = { shape, "replay", common.fmt(med(t_replay), 1), common.fmt(med(t_sub), 1),
+      common.fmt(med(t_rread), 1), common.fmt(dev_replay * 1e6, 1), common.fmt(idle_read, 1),
+      common.fmt(med(t_replay) - dev_replay * 1e6, 1) }
+  end
   breakdown_rows[#breakdown_rows + 1] = { shape, common.fmt(med(t_nn), 1), common.fmt(med(t_ops), 1),
     common.fmt(med(t_rec), 1), common.fmt(med(t_read), 1), common.fmt(med(t_sub), 1), common.fmt(med(t_rread), 1),
     common.fmt(med(t_nn) / nops, 2), common.fmt(med(t_ops) / nops, 2), common.fmt(med(t_rec) / nops, 2),
@@ -288,6 +347,11 @@ end
 print("## Frame time (host, per frame)")
 print()
 print(common.markdown_table({ "frame RxDxL", "mode", "ops", "median", "p90", "p99", "max", "p99/median" }, rows_out))
+print()
+print("## Where each µs of the fused frame goes (medians)")
+print()
+print(common.markdown_table({ "frame", "mode", "frame", "calls (forward / g:replay)", "read back", "device (gpu_time)",
+  "idle read back", "host only (frame - device)" }, split_rows))
 print()
 print("## Where an eager frame's host time goes (medians)")
 print()

@@ -9,6 +9,9 @@
 --   replay   time written into the captured input (two fills on views), g:replay(), to_bytes
 --   eager    the same with the model's ops called every frame
 -- and the device time of one forward (lumus.gpu_time of the eager forward, median of 20).
+-- Each frame is split into its calls (the fills and the forward or g:replay(): host time)
+-- and the read back (submit, wait for the device, copy), medians; "device (this mode)" is
+-- lumus.gpu_time of the forward or of g:replay() (the replayed graph's device time).
 -- Each replayed frame's bytes must equal the eager frame's of the same time (bit-identical).
 
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -45,21 +48,27 @@ for _, size in ipairs(SIZES) do
     local phase = pattern.phase(f / 30)
     time_sin:fill(math.sin(phase))
     time_cos:fill(math.cos(phase))
+    local y
     if replay then
       graph:replay()
-      return packed:to_bytes()
+      y = packed
+    else
+      y = forward()
     end
-    return forward():to_bytes()
+    local t1 = clock()
+    return y:to_bytes(), t1
   end
 
   local times = { replay = {}, eager = {} }
+  local calls = { replay = {}, eager = {} }
   local same, checked = 0, 0
   for _, mode in ipairs({ "eager", "replay" }) do
     for f = 1, WARMUP do frame(f, mode == "replay") end
     for f = 1, FRAMES do
       local t0 = clock()
-      frame(f, mode == "replay")
+      local _, t1 = frame(f, mode == "replay")
       times[mode][f] = clock() - t0
+      calls[mode][f] = t1 - t0
     end
   end
   for f = 1, 20 do
@@ -67,12 +76,15 @@ for _, size in ipairs(SIZES) do
     if frame(f, true) == frame(f, false) then same = same + 1 end
   end
   local gpu = common.device_time(lumus, forward, 20, 3)
+  local gpu_mode = { eager = gpu, replay = common.device_time(lumus, function() graph:replay() end, 20, 3) }
   for _, mode in ipairs({ "replay", "eager" }) do
     local ts = times[mode]
     local s = { common.median(ts) * 1e6, common.percentile(ts, 90) * 1e6, common.percentile(ts, 99) * 1e6,
                 common.percentile(ts, 100) * 1e6 }
+    local c = common.median(calls[mode]) * 1e6
     rows[#rows + 1] = { ("%dx%d"):format(size, size), mode, graph:stats().ops, common.fmt(s[1]), common.fmt(s[2]),
-                        common.fmt(s[3]), common.fmt(s[4]), common.fmt(gpu * 1e6), ("%d/%d"):format(same, checked) }
+                        common.fmt(s[3]), common.fmt(s[4]), common.fmt(gpu * 1e6), common.fmt(c),
+                        common.fmt(s[1] - c), common.fmt(gpu_mode[mode] * 1e6), ("%d/%d"):format(same, checked) }
     csv[#csv + 1] = ("%d,%s,%d,%.2f,%.2f,%.2f,%.2f,%.2f"):format(size, mode, graph:stats().ops, s[1], s[2], s[3], s[4],
       gpu * 1e6)
   end
@@ -84,7 +96,8 @@ for _, size in ipairs(SIZES) do
   end
 end
 
-print(common.markdown_table({ "pixels", "mode", "ops", "median", "p90", "p99", "max", "device (forward)", "replay == eager" },
+print(common.markdown_table({ "pixels", "mode", "ops", "median", "p90", "p99", "max", "device (forward)",
+  "calls (fills, forward / replay)", "read back", "device (this mode)", "replay == eager" },
   rows, { "l", "l" }))
 if opt.csv then
   local f = assert(io.open(opt.csv, "w"))

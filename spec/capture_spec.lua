@@ -114,6 +114,29 @@ describe("lumus.capture", function()
     g:free()
   end)
 
+  it("counts a replay's device time in lumus.gpu_time, as the same ops run eagerly", function()
+    local model = frame_model(128, 4)
+    local x = input(64, 128, 0)
+    model:forward(x):to_bytes()
+    local g = lumus.capture(function() return model:forward(x) end)
+    g:replay()
+    -- The least of a few samples: lavapipe's threads share the machine.
+    local function least(fn)
+      local m = math.huge
+      for _ = 1, 5 do m = math.min(m, lumus.gpu_time(fn)) end
+      return m
+    end
+    local eager = least(function() model:forward(x) end)
+    local replay = least(function() g:replay() end)
+    local eager_after = least(function() model:forward(x) end)
+    assert.is_true(replay > 0.4 * eager and replay < 2.5 * eager,
+      ("gpu_time of a replay %g s, of the eager forward %g s"):format(replay, eager))
+    -- the pair held open for the replay is closed: later timings count only their own work
+    assert.is_true(eager_after < 2.5 * eager and least(function() end) < 0.5 * eager,
+      ("eager forward %g s after timing replays (%g s before)"):format(eager_after, eager))
+    g:free()
+  end)
+
   it("keeps memory flat over many replays and gives it back when freed", function()
     local model = frame_model(16, 1)
     local x = input(4, 16, 5)

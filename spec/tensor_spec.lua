@@ -315,6 +315,18 @@ describe("tensor lifetime", function()
     local t = lumus.ones(2)
     expect("bad argument #1 to 'lumus.Tensor.shape' %(tensor expected, got table", t.shape, {})
   end)
+  it("ops and methods tell tensors from other userdata and from tables with a tensor's metatable", function()
+    local t = lumus.ones({ 2, 2 })
+    local g = lumus.capture(function() lumus.add(t, 1, { out = t }) end)
+    local fake = setmetatable({}, getmetatable(t))
+    for _, v in ipairs({ io.stdout, g, fake }) do
+      expect("bad argument #1 to 'lumus.Tensor.shape' %(tensor expected", t.shape, v)
+      expect("bad argument #1 to 'lumus.add' %(tensor or number expected", lumus.add, v, t)
+      expect("bad argument #4 to 'lumus.layer_norm_linear' %(tensor expected", lumus.layer_norm_linear, t, nil, nil, v)
+      expect("out must be a tensor", lumus.add, t, t, { out = v })
+    end
+    g:free()
+  end)
 end)
 
 describe("device memory", function()

@@ -55,7 +55,7 @@ void lm_capture_hold(lua_State *L, lm_context *ctx, const lm_tensor *t, const ch
      * is the storage's. */
     int top = lua_gettop(L) - 1, found = 0;
     for (int i = 1; i <= top && !found; i++) {
-        const lm_tensor *u = lua_touserdata(L, i) == (const void *)t ? t : luaL_testudata(L, i, LM_TENSOR_MT);
+        const lm_tensor *u = lua_touserdata(L, i) == (const void *)t ? t : lm_test_tensor(L, i);
         if (!u || u->storage != s) continue;
         lua_getiuservalue(L, i, 1);
         if (lua_touserdata(L, -1) == (void *)s) found = 1; else lua_pop(L, 1);

@@ -379,13 +379,15 @@ static VkResult queue_submit(lm_context *ctx, VkCommandBuffer cb, uint64_t seria
 
 void lm_stream_submit(lua_State *L, lm_context *ctx) {
     lm_stream *st = &ctx->stream;
+    int hold = st->stamp_hold;   /* for this submit only, whatever happens to it */
+    st->stamp_hold = 0;
     if (st->cur < 0) return;
     lm_slot *s = &st->slot[st->cur];
     st->cur = -1;
     st->held = 0;
     /* gpu_time: this batch's end. Once the pairs run out, the last one stays open until
      * gpu_time's own submit, so it then spans (and counts) the gaps in its tail. */
-    if (ctx->timing && st->queries && st->stamps % 2 == 1 &&
+    if (ctx->timing && st->queries && st->stamps % 2 == 1 && !hold &&
         (st->stamps < LM_TIMESTAMPS - 1 || st->stamp_final))
         vkCmdWriteTimestamp(s->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, st->queries, st->stamps++);
     /* Make device writes visible to host reads of mapped memory once the batch is done;
@@ -635,6 +637,13 @@ VkResult lm_stream_record_end(lm_context *ctx, lm_recording *r) {
 void lm_stream_replay(lua_State *L, lm_context *ctx, lm_recording *r) {
     lm_stream *st = &ctx->stream;
     if (st->lost) lm_stream_check(L, ctx);
+    /* gpu_time: the recorded commands take no timestamps, so the replay runs inside a
+     * pair: the batch before it carries the start stamp and is submitted without its
+     * end, which the next batch writes (after the replay: a batch opens with a full
+     * barrier). The pair thus also counts the host time until that batch is submitted. */
+    int timed = ctx->timing && st->queries && st->stamps < LM_TIMESTAMPS - 1;
+    if (timed && st->stamps % 2 == 0) lm_stream_cmd(L, ctx, "replay");
+    st->stamp_hold = timed;
     lm_stream_submit(L, ctx);   /* work recorded before the replay runs before it */
     /* The replay takes a slot of the ring for its serial, so completion tracking and the
      * bound on work in flight cover it; the slot's own command buffer stays unused. */

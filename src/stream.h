@@ -80,6 +80,7 @@ typedef struct lm_stream {
     uint64_t failures;          /* batches that failed (their work may not have run) */
     uint32_t stamps;            /* timestamp queries written by the gpu_time in progress */
     int stamp_final;            /* gpu_time's last submit: close the last pair */
+    int stamp_hold;             /* a submit before a replay under gpu_time: leave the pair open */
     VkDeviceSize held;          /* bytes freed while this batch records, back once it runs */
     VkDeviceSize deferred_bytes; /* bytes of all deferred frees (counted in mem.in_use) */
     lm_recording *recording;    /* being recorded: ops go into it, not into a batch */

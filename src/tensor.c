@@ -11,8 +11,22 @@
  * kernels' 32-bit per-row indices far from overflow. */
 #define LM_MAX_SIZE ((int64_t)1 << 40)
 
+/* lumus.Tensor's metatable holds this key (a light userdata) with the value true, and
+ * no other metatable does: testing a value for a tensor is then one lookup in its
+ * metatable, where luaL_testudata looks the metatable up in the registry by name (a
+ * string) first. Every tensor argument of every op is tested, some twice. */
+static const char TENSOR_MARK = 0;
+
+lm_tensor *lm_test_tensor(lua_State *L, int idx) {
+    void *p = lua_touserdata(L, idx);
+    if (!p || !lua_getmetatable(L, idx)) return NULL;
+    int is = lua_rawgetp(L, -1, &TENSOR_MARK) == LUA_TBOOLEAN;
+    lua_pop(L, 2);
+    return is ? p : NULL;
+}
+
 static lm_tensor *to_tensor(lua_State *L, int idx) {
-    return luaL_testudata(L, idx, LM_TENSOR_MT);
+    return lm_test_tensor(L, idx);
 }
 
 const char *lm_dtype_name(lm_dtype d) {
@@ -981,6 +995,8 @@ static const luaL_Reg tensor_functions[] = {
 
 void lm_tensor_register(lua_State *L) {
     luaL_newmetatable(L, LM_TENSOR_MT);
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, -2, &TENSOR_MARK);
     luaL_newlib(L, tensor_methods);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__index");

@@ -58,6 +58,9 @@ typedef struct lm_tensor {
 
 /* The tensor at idx, not freed; raises naming the argument otherwise. */
 lm_tensor *lm_check_tensor(lua_State *L, int idx);
+/* The tensor at idx, or NULL when the value there is no tensor (as luaL_testudata with
+ * LM_TENSOR_MT, cheaper); freed tensors included. */
+lm_tensor *lm_test_tensor(lua_State *L, int idx);
 /* As lm_check_tensor, but nil (or none) gives NULL. */
 lm_tensor *lm_opt_tensor(lua_State *L, int idx);
 /* opts[key] of the options at argument arg (read raw, see luautil.h): a live tensor, or

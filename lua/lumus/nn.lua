@@ -210,8 +210,11 @@ end
 -- Would autograd record this module's call on x (and h)? Grad is enabled and an input or
 -- one of the module's own parameters requires grad. Such a call returns fresh tensors:
 -- a reused output could be a tensor the graph saved, and autograd refuses out= anyway.
+-- Nothing records before the first requires_grad(true), which installs autograd's
+-- wrappers: until then the answer is no without looking at the tensors.
+local autograd = require "lumus.autograd"
 local function records(self, x, h)
-  if not lumus.is_grad_enabled() then return false end
+  if not autograd.is_installed() or not lumus.is_grad_enabled() then return false end
   if is_tensor(x) and x:requires_grad() then return true end
   if is_tensor(h) and h:requires_grad() then return true end
   for _, name in ipairs(self._params) do

@@ -211,12 +211,19 @@ int lm_op_layer_norm_linear(lua_State *L) {
         if (all[i] && all[i]->storage->ctx != ctx) luaL_error(L, "layer_norm_linear: tensors belong to different devices");
     lua_settop(L, 6);
     lm_operands in_ops = { { x, lw, lb, w, bias }, { "x", "ln_weight", "ln_bias", "weight", "bias" } };
+    lm_push_option(L, 6, "out");
+    int allocates = lua_isnil(L, -1);
+    lua_pop(L, 1);
     lm_tensor *out = lm_push_out_dtype(L, 6, ctx, x->dtype, x->ndim, shape, &in_ops);
-    x = lm_check_tensor(L, 1);   /* a finalizer may have freed an input meanwhile */
-    lw = lm_opt_tensor(L, 2);
-    lb = lm_opt_tensor(L, 3);
-    w = lm_check_tensor(L, 4);
-    bias = lm_opt_tensor(L, 5);
+    if (allocates) {
+        /* A finalizer may have freed an input meanwhile. (A given out is checked with the
+         * inputs' liveness by lm_push_out, and nothing is allocated after that.) */
+        x = lm_check_tensor(L, 1);
+        lw = lm_opt_tensor(L, 2);
+        lb = lm_opt_tensor(L, 3);
+        w = lm_check_tensor(L, 4);
+        bias = lm_opt_tensor(L, 5);
+    }
     if (rows == 0) return 1;
     lm_matmul_args g = {
         .a = x, .b = w, .bias = bias, .out = out, .act = act,

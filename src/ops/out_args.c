@@ -26,7 +26,7 @@ void lm_check_writable(lua_State *L, int argn, const lm_tensor *t, const char *w
 
 lm_tensor *lm_check_out_view(lua_State *L, int idx, int argn, const char *field, int ndim, const int64_t *shape) {
     if (lua_isnil(L, idx)) return NULL;
-    lm_tensor *t = luaL_testudata(L, idx, LM_TENSOR_MT);
+    lm_tensor *t = lm_test_tensor(L, idx);
     if (!t) lm_argerror(L, argn, "%s must be a tensor, got %s", field, luaL_typename(L, idx));
     if (!t->storage) lm_argerror(L, argn, "%s: tensor has been freed", field);
     if (shape) check_out_shape(L, t, argn, field, ndim, shape);
