@@ -31,6 +31,7 @@
 layout(local_size_x_id = 0) in;                 // 4 subgroups of 32
 layout(constant_id = 1) const uint BC = 64;     // keys per tile (32 or 64)
 layout(constant_id = 2) const uint D = 64;      // head dimension, a multiple of 16
+layout(constant_id = 3) const bool PREFETCH = true;   // the next K/V tile's loads before this tile's arithmetic
 
 layout(push_constant) uniform Params {
     uint64_t q, k, v, dst, mask;
@@ -55,6 +56,7 @@ const uint SF = SS > SO ? SS : SO;  // a subgroup's float rows hold S, then O
 const uint HALF = BC / 2;           // keys per lane of a row pair
 const uint DHALF = D / 2;
 const uint KV_SIZE = 2 * BC * SK > BR * SK ? 2 * BC * SK : BR * SK;   // K then V; Q before the loop
+const uint CIT = (BC * DC + WG - 1u) / WG;     // K (and V) chunks per thread and tile
 shared uvec4 kv[KV_SIZE];
 shared uvec4 ps[BR * SP];
 shared float sf[BR * SF];
@@ -65,6 +67,17 @@ const float LOG2E = 1.4426950408889634;
 uvec4 chunk(uint64_t base, uint64_t elem, bool inside) {
     return inside ? Chunk(base + elem * 2ul).v : uvec4(0);
 }
+
+// This thread's chunks of the K and V tile at key K0 into registers kc and vc (zeros past
+// Tk). A macro: arrays sized by specialization constants cannot go through parameters.
+#define FETCH_KV(K0) \
+    [[unroll]] for (uint it = 0; it < CIT; ++it) { \
+        uint e = gl_LocalInvocationID.x + it * WG; \
+        uint rr = e / DC, c = e % DC; \
+        bool inside = e < BC * DC && (K0) + rr < p.Tk; \
+        kc[it] = chunk(p.k, kbase + uint64_t((K0) + rr) * p.kst + c * CH, inside); \
+        vc[it] = chunk(p.v, vbase + uint64_t((K0) + rr) * p.vst + c * CH, inside); \
+    }
 
 void main() {
     uint qtiles = (p.Tq + BR - 1) / BR;
@@ -108,16 +121,23 @@ void main() {
     uint64_t mbase = uint64_t(b) * p.msb + uint64_t(h) * p.msh;
     uint sbase = (row0 + r) * SF;                // this lane's row of its subgroup's floats
 
+    // K and V pass through registers (kc, vc) on their way to shared memory; with PREFETCH
+    // the next tile's loads are issued before this tile's arithmetic.
+    uvec4 kc[CIT], vc[CIT];
+    FETCH_KV(0u)
     for (uint kt = 0; kt < ntiles; ++kt) {
         uint k0 = kt * BC;
         barrier();                               // every subgroup is done with the last K and V (and Q)
-        for (uint e = gl_LocalInvocationID.x; e < BC * DC; e += WG) {
+        [[unroll]] for (uint it = 0; it < CIT; ++it) {
+            uint e = gl_LocalInvocationID.x + it * WG;
             uint rr = e / DC, c = e % DC;
-            bool inside = k0 + rr < p.Tk;
-            kv[rr * SK + c] = chunk(p.k, kbase + uint64_t(k0 + rr) * p.kst + c * CH, inside);
-            kv[(BC + rr) * SK + c] = chunk(p.v, vbase + uint64_t(k0 + rr) * p.vst + c * CH, inside);
+            if (e < BC * DC) {
+                kv[rr * SK + c] = kc[it];
+                kv[(BC + rr) * SK + c] = vc[it];
+            }
         }
         barrier();
+        if (PREFETCH && kt + 1u < ntiles) { FETCH_KV(k0 + BC) }
 
         // S = Q K^T for the strip, into its float rows
         [[unroll]] for (uint j = 0; j < BC / 16; ++j) {
@@ -194,6 +214,7 @@ void main() {
                 o[n] = coopMatMulAddNV(pm, vb, o[n]);
             }
         }
+        if (!PREFETCH && kt + 1u < ntiles) { FETCH_KV(k0 + BC) }
         subgroupMemoryBarrierShared();
         subgroupBarrier();                       // the float rows are free again for the next S
     }
