@@ -284,28 +284,28 @@ end
 -- Register tiles of the row-tile kernel forced through lumus.tune.attention on the first
 -- shape (where a tile does not fit shared memory the plan falls back to the automatic one).
 if not opt.quick then
-print()
-print("Row-tile kernel register tile sweep (kernel = rows, rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
-print()
-print("| dtype | forced | plan (block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
-print("|:---|:---|:---|---:|---:|---:|")
-for _, dtype in ipairs { "float32", "float16" } do
-  local t = P.lengths[1]
-  local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  for _, rc in ipairs { { 4, 4 }, { 8, 2 }, { 4, 2 }, { 8, 1 }, { 2, 4 }, { 2, 8 }, { 8, 4 } } do
-    local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "rows", rows_per_lane = rc[1], keys_per_lane = rc[2] })
-    local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out }) end, iters, warmup)
-    print(("| %s | %dx%d | %dx%d, %s | %.1f | %s | %s |"):format(dtype, rc[1], rc[2], plan.block_q, plan.block_k,
-      tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6), fmt(4 * P.B * P.H * t * t * P.hd / sec / 1e12)))
+  print()
+  print("Row-tile kernel register tile sweep (kernel = rows, rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
+  print()
+  print("| dtype | forced | plan (block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
+  print("|:---|:---|:---|---:|---:|---:|")
+  for _, dtype in ipairs { "float32", "float16" } do
+    local t = P.lengths[1]
+    local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    for _, rc in ipairs { { 4, 4 }, { 8, 2 }, { 4, 2 }, { 8, 1 }, { 2, 4 }, { 2, 8 }, { 8, 4 } } do
+      local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "rows", rows_per_lane = rc[1], keys_per_lane = rc[2] })
+      local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out }) end, iters, warmup)
+      print(("| %s | %dx%d | %dx%d, %s | %.1f | %s | %s |"):format(dtype, rc[1], rc[2], plan.block_q, plan.block_k,
+        tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6), fmt(4 * P.B * P.H * t * t * P.hd / sec / 1e12)))
+    end
+    lumus.tune.attention(1, 1, 1, 1, {})
+    q:free(); k:free(); v:free(); out:free()
+    lumus.synchronize()
+    lumus.empty_cache()
   end
-  lumus.tune.attention(1, 1, 1, 1, {})
-  q:free(); k:free(); v:free(); out:free()
-  lumus.synchronize()
-  lumus.empty_cache()
-end
 end
 if opt.csv then
   local f = assert(io.open(opt.csv, "w"))
