@@ -243,8 +243,8 @@ end
 print()
 print("Form sweep (T = " .. P.lengths[1] .. "; flash_tile = {workgroup, lanes, rows_per_lane, keys_per_lane} and prefetch forced):")
 print()
-print("| dtype | causal | kernel | forced tile | prefetch | plan (workgroup, lanes, rows x keys, block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
-print("|:---|:---|:---|:---|:---|:---|---:|---:|---:|")
+print("| dtype | causal | kernel | forced tile | prefetch | plan (workgroup, lanes, rows x keys, block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s | check (2 rows) |")
+print("|:---|:---|:---|:---|:---|:---|---:|---:|---:|:---|")
 local FLASH_TILES = { { 128, 8, 4, 4 }, { 128, 16, 4, 4 }, { 256, 16, 4, 4 }, { 128, 16, 8, 4 }, { 128, 8, 4, 8 },
                       { 64, 8, 4, 4 }, { 64, 16, 4, 4 }, { 256, 8, 4, 4 } }
 for _, dtype in ipairs { "float32", "float16" } do
@@ -269,11 +269,14 @@ for _, dtype in ipairs { "float32", "float16" } do
         io.stderr:write("attention: form ", kname, " failed: ", tostring(sec), "\n")
         sec = 0 / 0
       end
-      print(("| %s | %s | %s | %s | %s | %d, %d, %dx%d, %dx%d, %s | %.1f | %s | %s |"):format(dtype, tostring(causal), kname,
+      local c = { tq = t, tk = t, causal = causal, dtype = dtype }
+      local worst, ok = check_rows(q, k, v, out, c, { { P.B, P.H, t }, { 1, 1, math.floor(gen.uniform() * t) + 1 } })
+      ok = ok and okt
+      print(("| %s | %s | %s | %s | %s | %d, %d, %dx%d, %dx%d, %s | %.1f | %s | %s | %s (%.2g) |"):format(dtype, tostring(causal), kname,
         f.flash_tile and table.concat(f.flash_tile, ",") or "auto", tostring(plan.prefetch),
         plan.workgroup, plan.lanes, plan.rows_per_lane, plan.keys_per_lane, plan.block_q, plan.block_k,
         tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6),
-        fmt(4 * P.B * P.H * t * t * P.hd / (causal and 2 or 1) / sec / 1e12)))
+        fmt(4 * P.B * P.H * t * t * P.hd / (causal and 2 or 1) / sec / 1e12), ok and "ok" or "FAIL", worst))
     end
   end
   lumus.tune.attention(1, 1, 1, 1, {})
