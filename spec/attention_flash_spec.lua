@@ -192,6 +192,10 @@ describe("scaled_dot_product_attention's flash kernel", function()
     end
     assert.is_true(ran >= 12, "the flash kernel ran " .. ran .. " of 16 cases")
     checks.errors(lumus.tune.attention, "#5.*prefetch must be a boolean", 1, 1, 1, 1, { prefetch = "yes" })
+    checks.errors(lumus.tune.attention, "#5.*coop_strips must be 1 or 2", 1, 1, 1, 1, { coop_strips = 3 })
+    local two = lumus.tune.attention(96, 1024, 1024, 64, { coop_strips = 2 })
+    local one = lumus.tune.attention(96, 1024, 1024, 64, {})
+    assert.are.same({ 2, 1 }, { two.coop_strips, one.coop_strips })
     assert.is_true(lumus.tune.attention(64, 1024, 1024, 64).prefetch)
   end)
 

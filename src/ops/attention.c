@@ -211,10 +211,18 @@ static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t t
 #define COOP_ROWS 64
 #define COOP_MIN_TQ 32   /* fewer query rows: the SIMT kernels (most of a 64-row block idle) */
 
-/* Shared memory of attention_coop.comp for bc keys per tile, in bytes (see the shader). */
+/* tune.attention's forced strips per subgroup of the tensor-core kernel (0 automatic: 1). */
+static _Thread_local uint32_t forced_strips;
+
+/* 16-row strips per subgroup of the tensor-core kernel: its workgroup takes
+ * COOP_ROWS * strips query rows per K/V tile load. */
+static uint32_t coop_strips(void) { return forced_strips ? forced_strips : 1u; }
+
+/* Shared memory of attention_coop.comp for bc keys per tile, in bytes (see the shader):
+ * Q of the whole block staged through the K/V region, S/O and P for one pass of 64 rows. */
 static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
-    uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4;
-    uint32_t kv = 2 * bc * sk > COOP_ROWS * sk ? 2 * bc * sk : COOP_ROWS * sk;
+    uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4, br = COOP_ROWS * coop_strips();
+    uint32_t kv = 2 * bc * sk > br * sk ? 2 * bc * sk : br * sk;
     return 16u * kv + 16u * COOP_ROWS * sp + 4u * COOP_ROWS * (ss > so ? ss : so);
 }
 
@@ -403,12 +411,13 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         for (int j = 0; j < 3; j++) if (*sw[i][j] % 8 != 0) coop_bc = 0;
     }
     if (coop_bc) {
-        uint64_t blocks = ((uint64_t)Tq + COOP_ROWS - 1) / COOP_ROWS * (uint64_t)(B * H);
+        uint64_t br = (uint64_t)COOP_ROWS * coop_strips();
+        uint64_t blocks = ((uint64_t)Tq + br - 1) / br * (uint64_t)(B * H);
         uint32_t cgy;
         pc.groups_x = lm_grid(L, ctx, blocks, &cgy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = LM_SH_ATTENTION_COOP,
-            .spec = { COOP_WG, coop_bc, (uint32_t)hd, forced_prefetch != 2 }, .full_subgroups = 1,
+            .spec = { COOP_WG, coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips() }, .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
             .reads = { q, k, v, mask }, .writes = { out },
         });
@@ -441,9 +450,9 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     return 1;
 }
 
-/* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =, prefetch =}]) -> {kernel =,
- * workgroup =, lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =, splits =,
- * tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =, prefetch =}: the kernel plan on this device for
+/* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =, prefetch =,
+ * coop_strips =}]) -> {kernel =, workgroup =, lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =,
+ * splits =, tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =, prefetch =, coop_strips =}: the kernel plan on this device for
  * B * H = bh heads of tq queries over tk keys. A tune table forces the row-tile kernel's
  * register tile (both 1..8; the row-tile kernel unless kernel is given) of later calls
  * where it fits, the kernel ("rows", "flash" where it
@@ -458,7 +467,7 @@ int lm_op_attention_config(lua_State *L) {
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
     if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
-    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", NULL };
+    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", NULL };
     if (lm_check_options(L, 5, known)) {
         lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
         if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
@@ -496,6 +505,9 @@ int lm_op_attention_config(lua_State *L) {
         }
         lua_pop(L, 1);
         forced_prefetch = pf;
+        lua_Integer cs = lm_option_integer(L, 5, "coop_strips", 0);
+        if (cs != 0 && cs != 1 && cs != 2) lm_argerror(L, 5, "coop_strips must be 1 or 2");
+        forced_strips = (uint32_t)cs;
         memcpy(forced_flash, ft, sizeof ft);
         forced_rm = (uint32_t)rm;
         forced_cn = (uint32_t)cn;
@@ -523,5 +535,6 @@ int lm_op_attention_config(lua_State *L) {
     uint32_t cbc = plan_coop(ctx, (uint32_t)a[3], (uint64_t)a[1]);
     lua_pushboolean(L, cbc != 0); lua_setfield(L, -2, "coop");
     lua_pushboolean(L, forced_prefetch != 2); lua_setfield(L, -2, "prefetch");
+    lua_pushinteger(L, coop_strips()); lua_setfield(L, -2, "coop_strips");
     return 1;
 }
