@@ -9,16 +9,17 @@
 -- (lumus.tune.attention: block_q x block_k, lanes, splits), and a check of sampled rows
 -- against float64 attention of the same inputs (within 2e-5 float32, 3e-3 float16 of
 -- max(1, |want|): "ok" or "FAIL"). With --baseline, PyTorch's figures and lumus's
--- share of its throughput. Then, on the first shape, a sweep of the flash kernel's tiles
--- (tune.attention's flash_tile) and of the row-tile kernel's forced register tiles
--- (kernel = "rows", the kernel before the flash one). The plan column says "coop" where
+-- share of its throughput. Then, on the first shape, a sweep of kernel forms (the flash
+-- kernel's tiles, tune.attention's flash_tile, each with and without the register prefetch
+-- of the next K/V tile; the tensor-core kernel with and without it) and of the row-tile
+-- kernel's forced register tiles (kernel = "rows", the kernel before the flash one). The plan column says "coop" where
 -- float16 runs on tensor cores (shaders/attention_coop.comp; its block is 64 query rows,
 -- whatever block_q the SIMT plan shows); "flash-fixed" is the flash kernel's variant with
--- the register tile compiled in; the flash sweep forces tiles through specialization
--- constants (its first row is the same tile: the two variants side by side).
+-- the register tile compiled in; the form sweep forces tiles through specialization
+-- constants (its first rows are the same tile: the two variants side by side).
 --
 --   lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
---       [--samples N] [--baseline torch_attention.csv] [--csv out.csv]
+--       [--samples N] [--baseline torch_attention.csv] [--csv out.csv] [--quick]
 --
 -- h200 (default on a GPU) takes well under a minute; lavapipe (default on a CPU device)
 -- runs small shapes only, to check the script.
@@ -31,10 +32,10 @@ local fmt = common.fmt
 
 local USAGE = [==[
 usage: lua5.4 bench/attention.lua [--preset h200|lavapipe] [--iters N] [--warmup N]
-  [--samples N] [--baseline torch_attention.csv] [--csv FILE]]==]
+  [--samples N] [--baseline torch_attention.csv] [--csv FILE] [--quick]]==]
 local known = {}
-for name in ("preset iters warmup samples baseline csv"):gmatch("%S+") do known[name] = true end
-local opt = common.parse_args(arg, known, {}, USAGE)
+for name in ("preset iters warmup samples baseline csv quick"):gmatch("%S+") do known[name] = true end
+local opt = common.parse_args(arg, known, { quick = true }, USAGE)
 
 local lumus = common.load_lumus()
 local ref = common.load_reference()
@@ -47,8 +48,9 @@ local PRESETS = {
 local preset_name = opt.preset or (dev.kind == "cpu" and "lavapipe") or "h200"
 local P = PRESETS[preset_name]
 if not P then io.stderr:write("unknown preset ", preset_name, "\n", USAGE, "\n"); os.exit(2) end
-local iters = common.int_opt(opt.iters, P.iters)
-local warmup = common.int_opt(opt.warmup, P.warmup)
+-- --quick: fewer timed calls and no row-tile sweep (a short device budget)
+local iters = common.int_opt(opt.iters, opt.quick and math.min(P.iters, 5) or P.iters)
+local warmup = common.int_opt(opt.warmup, opt.quick and math.min(P.warmup, 2) or P.warmup)
 local samples = common.int_opt(opt.samples, P.samples)
 local TOL = { float32 = 2e-5, float16 = 3e-3 }
 
@@ -233,29 +235,53 @@ for _, c in ipairs(cases) do
   lumus.synchronize()
   lumus.empty_cache()
 end
--- The flash kernel's tiles forced through lumus.tune.attention on the first shape (where a
--- tile does not fit shared memory the plan falls back to the automatic one, as shown).
+-- Kernel forms forced through lumus.tune.attention on the first shape, to A/B them in one
+-- run: the flash kernel's tiles, each with and without the register prefetch of the next
+-- K/V tile, and the tensor-core kernel (float16) with and without it, with one or two
+-- 16-row strips per subgroup ("coop x1", "coop x2"). Where a tile does
+-- not fit shared memory the plan falls back to the automatic one, as the plan column shows;
+-- "fixed" marks the variant with the tile compiled in (the automatic plan's, last rows).
 print()
-print("Flash tile sweep (flash_tile = {workgroup, lanes, rows_per_lane, keys_per_lane} forced; T = " .. P.lengths[1] .. "):")
+print("Form sweep (T = " .. P.lengths[1] .. "; flash_tile = {workgroup, lanes, rows_per_lane, keys_per_lane} and prefetch forced):")
 print()
-print("| dtype | causal | forced | plan (workgroup, lanes, rows x keys, block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
-print("|:---|:---|:---|:---|---:|---:|---:|")
-local FLASH_TILES = { { 128, 8, 4, 4 }, { 128, 16, 8, 4 }, { 128, 16, 4, 4 }, { 256, 16, 8, 4 }, { 256, 8, 4, 4 },
-                      { 128, 8, 8, 4 }, { 128, 8, 4, 8 }, { 128, 4, 4, 8 }, { 64, 8, 4, 4 }, { 256, 32, 8, 4 } }
+print("| dtype | causal | kernel | forced tile | prefetch | plan (workgroup, lanes, rows x keys, block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s | check (2 rows) |")
+print("|:---|:---|:---|:---|:---|:---|---:|---:|---:|:---|")
+local FLASH_TILES = { { 128, 8, 4, 4 }, { 128, 16, 4, 4 }, { 256, 16, 4, 4 }, { 128, 16, 8, 4 }, { 128, 8, 4, 8 },
+                      { 64, 8, 4, 4 }, { 64, 16, 4, 4 }, { 256, 8, 4, 4 } }
 for _, dtype in ipairs { "float32", "float16" } do
   local t = P.lengths[1]
   local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
   local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
   local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
   local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
+  local forms = {}
+  for _, ft in ipairs(FLASH_TILES) do
+    for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "flash", flash_tile = ft, prefetch = pf } end
+  end
+  for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "auto", prefetch = pf } end
+  -- the tensor-core kernel with two 16-row strips per subgroup (128 query rows per K/V tile)
+  if dtype == "float16" then
+    for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "auto", prefetch = pf, coop_strips = 2 } end
+  end
   for _, causal in ipairs { false, true } do
-    for _, ft in ipairs(FLASH_TILES) do
-      local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "flash", flash_tile = ft })
-      local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out, causal = causal }) end, iters, warmup)
-      print(("| %s | %s | %s | %s %d, %d, %dx%d, %dx%d, %s | %.1f | %s | %s |"):format(dtype, tostring(causal), table.concat(ft, ","),
-        plan.kernel, plan.workgroup, plan.lanes, plan.rows_per_lane, plan.keys_per_lane, plan.block_q, plan.block_k,
+    for _, f in ipairs(forms) do
+      local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, f)
+      local kname = (f.kernel == "auto" and dtype == "float16" and plan.coop) and ("coop x" .. plan.coop_strips)
+        or (plan.fixed_tile and "flash-fixed" or plan.kernel)
+      local okt, sec = pcall(common.device_time, lumus,
+        function() lumus.scaled_dot_product_attention(q, k, v, { out = out, causal = causal }) end, iters, warmup)
+      if not okt then
+        io.stderr:write("attention: form ", kname, " failed: ", tostring(sec), "\n")
+        sec = 0 / 0
+      end
+      local c = { tq = t, tk = t, causal = causal, dtype = dtype }
+      local worst, ok = check_rows(q, k, v, out, c, { { P.B, P.H, t }, { 1, 1, math.floor(gen.uniform() * t) + 1 } })
+      ok = ok and okt
+      print(("| %s | %s | %s | %s | %s | %d, %d, %dx%d, %dx%d, %s | %.1f | %s | %s | %s (%.2g) |"):format(dtype, tostring(causal), kname,
+        f.flash_tile and table.concat(f.flash_tile, ",") or "auto", tostring(plan.prefetch),
+        plan.workgroup, plan.lanes, plan.rows_per_lane, plan.keys_per_lane, plan.block_q, plan.block_k,
         tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6),
-        fmt(4 * P.B * P.H * t * t * P.hd / (causal and 2 or 1) / sec / 1e12)))
+        fmt(4 * P.B * P.H * t * t * P.hd / (causal and 2 or 1) / sec / 1e12), ok and "ok" or "FAIL", worst))
     end
   end
   lumus.tune.attention(1, 1, 1, 1, {})
@@ -265,27 +291,29 @@ for _, dtype in ipairs { "float32", "float16" } do
 end
 -- Register tiles of the row-tile kernel forced through lumus.tune.attention on the first
 -- shape (where a tile does not fit shared memory the plan falls back to the automatic one).
-print()
-print("Row-tile kernel register tile sweep (kernel = rows, rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
-print()
-print("| dtype | forced | plan (block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
-print("|:---|:---|:---|---:|---:|---:|")
-for _, dtype in ipairs { "float32", "float16" } do
-  local t = P.lengths[1]
-  local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
-  for _, rc in ipairs { { 4, 4 }, { 8, 2 }, { 4, 2 }, { 8, 1 }, { 2, 4 }, { 2, 8 }, { 8, 4 } } do
-    local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "rows", rows_per_lane = rc[1], keys_per_lane = rc[2] })
-    local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out }) end, iters, warmup)
-    print(("| %s | %dx%d | %dx%d, %s | %.1f | %s | %s |"):format(dtype, rc[1], rc[2], plan.block_q, plan.block_k,
-      tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6), fmt(4 * P.B * P.H * t * t * P.hd / sec / 1e12)))
+if not opt.quick then
+  print()
+  print("Row-tile kernel register tile sweep (kernel = rows, rows_per_lane x keys_per_lane forced; T = " .. P.lengths[1] .. ", not causal):")
+  print()
+  print("| dtype | forced | plan (block_q x block_k, P apart) | shared KiB | lumus µs | lumus TFLOP/s |")
+  print("|:---|:---|:---|---:|---:|---:|")
+  for _, dtype in ipairs { "float32", "float16" } do
+    local t = P.lengths[1]
+    local q = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    local k = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    local v = lumus.randn({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    local out = lumus.zeros({ P.B, P.H, t, P.hd }, { dtype = dtype })
+    for _, rc in ipairs { { 4, 4 }, { 8, 2 }, { 4, 2 }, { 8, 1 }, { 2, 4 }, { 2, 8 }, { 8, 4 } } do
+      local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, { kernel = "rows", rows_per_lane = rc[1], keys_per_lane = rc[2] })
+      local sec = common.device_time(lumus, function() lumus.scaled_dot_product_attention(q, k, v, { out = out }) end, iters, warmup)
+      print(("| %s | %dx%d | %dx%d, %s | %.1f | %s | %s |"):format(dtype, rc[1], rc[2], plan.block_q, plan.block_k,
+        tostring(plan.p_apart), plan.shared_bytes / 1024, fmt(sec * 1e6), fmt(4 * P.B * P.H * t * t * P.hd / sec / 1e12)))
+    end
+    lumus.tune.attention(1, 1, 1, 1, {})
+    q:free(); k:free(); v:free(); out:free()
+    lumus.synchronize()
+    lumus.empty_cache()
   end
-  lumus.tune.attention(1, 1, 1, 1, {})
-  q:free(); k:free(); v:free(); out:free()
-  lumus.synchronize()
-  lumus.empty_cache()
 end
 if opt.csv then
   local f = assert(io.open(opt.csv, "w"))

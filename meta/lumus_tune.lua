@@ -34,7 +34,7 @@ function tune.matmul(m, n, k, opts) end
 ---@param tq integer
 ---@param tk integer
 ---@param hd integer
----@param opts? table {rows_per_lane =, keys_per_lane =}
+---@param opts? table {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =, prefetch =, coop_strips =}
 ---@return table
 function tune.attention(bh, tq, tk, hd, opts) end
 

@@ -17,7 +17,7 @@
 // loop is not unrolled, which would leave the register arrays indexed dynamically, in
 // local memory).
 // Shared memory (vec4 units): Q^T (D4*4 rows of BR/4 vec4s), K^T of the tile (D4*4
-// rows of BC/4), V of the tile (BC rows of D4), P^T (BC rows of BR/4) in its own region,
+// rows of BC/4), V of the tile (BC rows of DV4 = DN4 * TC, zeros past D4), P^T (BC rows of BR/4) in its own region,
 // or over K^T when P_APART is false (one barrier more per tile). The transposed layouts
 // make every micro-tile read a vec4 that a row group's lanes share or read contiguously.
 //
@@ -29,10 +29,14 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common/elem_io.glsl"
 
-layout(local_size_x_id = 0) in;
 #ifdef FIXED_TC
-// The register tile fixed at compile time (FIXED_TC lanes, FIXED_RM x FIXED_CN, at most
-// FIXED_DN4 output vec4s per row and lane): every register array has a constant size and
+layout(local_size_x = FIXED_WG) in;
+#else
+layout(local_size_x_id = 0) in;
+#endif
+#ifdef FIXED_TC
+// The workgroup (FIXED_WG) and register tile fixed at compile time (FIXED_TC lanes,
+// FIXED_RM x FIXED_CN, FIXED_DN4 output vec4s per row and lane): every register array has a constant size and
 // every loop over it a constant bound in the SPIR-V itself, not only after specialization.
 const uint TC = FIXED_TC;
 const uint RM = FIXED_RM;
@@ -44,6 +48,7 @@ layout(constant_id = 3) const uint CN = 4;    // keys per lane per tile (a multi
 #endif
 layout(constant_id = 4) const uint D = 64;    // head dimension
 layout(constant_id = 5) const bool P_APART = true;
+layout(constant_id = 6) const bool PREFETCH = true;   // the next K/V tile's loads before this tile's arithmetic
 const uint WG = gl_WorkGroupSize.x;
 const uint TR = WG / TC;
 const uint BR = TR * RM;
@@ -52,10 +57,11 @@ const uint D4 = (D + 3) / 4;
 const uint DP = D4 * 4;
 const uint DN4 = (D4 + TC - 1) / TC;          // output vec4s per row and lane
 #ifdef FIXED_TC
-const uint DN4_MAX = FIXED_DN4;               // the register array's size (the plan keeps DN4 <= it)
+const uint DN4_MAX = FIXED_DN4;               // the register array's size (the plan keeps DN4 == it)
 #else
 const uint DN4_MAX = DN4;
 #endif
+const uint DV4 = DN4_MAX * TC;                // V's shared row stride: D4 columns, zeros after
 const uint BR4 = BR / 4;
 const uint BC4 = BC / 4;
 const uint RM4 = RM / 4;
@@ -64,8 +70,10 @@ const uint QT_AT = 0;
 const uint KT_AT = QT_AT + DP * BR4;
 const uint KT_SIZE = P_APART ? DP * BC4 : (DP * BC4 > BC * BR4 ? DP * BC4 : BC * BR4);
 const uint V_AT = KT_AT + KT_SIZE;
-const uint P_AT = P_APART ? V_AT + BC * D4 : KT_AT;
-const uint SM_SIZE = V_AT + BC * D4 + (P_APART ? BC * BR4 : 0u);
+const uint P_AT = P_APART ? V_AT + BC * DV4 : KT_AT;
+const uint KIT = (BC4 * DV4 + WG - 1u) / WG;  // K^T elements per thread and tile (a bound: D4 <= DV4)
+const uint VIT = (BC * DV4 + WG - 1u) / WG;   // V vec4s per thread and tile
+const uint SM_SIZE = V_AT + BC * DV4 + (P_APART ? BC * BR4 : 0u);
 shared vec4 sm[SM_SIZE];
 
 layout(push_constant) uniform Params {
@@ -88,6 +96,41 @@ vec4 load_row4(uint64_t base, uint64_t at, uint c4, bool vec_loads) {
         if (c4 * 4u + u < D) r[u] = elem_load(base, at + c4 * 4u + u);
     return r;
 }
+
+// This thread's share of the K and V tile at key K0, from global memory into registers
+// kx and vx: KIT elements of K^T's copy (4 keys of one vec4 column each), VIT of V's
+// (zeros past Tk and past D4). A macro: arrays sized by specialization constants cannot
+// go through function parameters (the optimizer fails on their copies).
+#define FETCH_KV(K0) \
+    [[unroll]] for (uint it = 0; it < KIT; ++it) { \
+        uint e = gl_LocalInvocationID.x + it * WG; \
+        uint j4 = e % BC4, c4 = e / BC4; \
+        [[unroll]] for (uint u = 0; u < 4u; ++u) { \
+            uint j = (K0) + j4 * 4u + u; \
+            kx[it * 4u + u] = e < BC4 * D4 && j < p.Tk ? load_row4(p.k, kbase + uint64_t(j) * p.kst, c4, vec_loads) : vec4(0.0); \
+        } \
+    } \
+    [[unroll]] for (uint it = 0; it < VIT; ++it) { \
+        uint e = gl_LocalInvocationID.x + it * WG; \
+        uint r = e / DV4, c4 = e % DV4; \
+        uint j = (K0) + r; \
+        vx[it] = e < BC * DV4 && j < p.Tk && c4 < D4 ? load_row4(p.v, vbase + uint64_t(j) * p.vst, c4, vec_loads) : vec4(0.0); \
+    }
+
+// The registers of FETCH_KV into shared memory, K transposed (4 vec4s of K^T each).
+#define STASH_KV() \
+    [[unroll]] for (uint it = 0; it < KIT; ++it) { \
+        uint e = gl_LocalInvocationID.x + it * WG; \
+        uint j4 = e % BC4, c4 = e / BC4; \
+        [[unroll]] for (uint u = 0; u < 4u; ++u) /* (an if around this loop stops the unrolling) */ \
+            if (e < BC4 * D4) \
+                sm[KT_AT + (c4 * 4u + u) * BC4 + j4] = \
+                    vec4(kx[it * 4u][u], kx[it * 4u + 1u][u], kx[it * 4u + 2u][u], kx[it * 4u + 3u][u]); \
+    } \
+    [[unroll]] for (uint it = 0; it < VIT; ++it) { \
+        uint e = gl_LocalInvocationID.x + it * WG; \
+        if (e < BC * DV4) sm[V_AT + e] = vx[it]; \
+    }
 
 void main() {
     uint qtiles = (p.Tq + BR - 1) / BR;
@@ -134,25 +177,17 @@ void main() {
     uint64_t vbase = uint64_t(b) * p.vsb + uint64_t(h) * p.vsh;
     uint64_t mbase = uint64_t(b) * p.msb + uint64_t(h) * p.msh;
 
+    // K and V of a tile pass through registers (kx, vx) on their way to shared memory;
+    // with PREFETCH the next tile's loads are issued before this tile's arithmetic, so
+    // that their latency hides behind it.
+    vec4 kx[KIT * 4u], vx[VIT];
+    FETCH_KV(0u)
     for (uint kt = 0; kt < ntiles; ++kt) {
         uint k0 = kt * BC;
         barrier();   // the previous tile's K^T, V and P^T reads are done
-        for (uint e = gl_LocalInvocationID.x; e < BC4 * D4; e += WG) {
-            uint j4 = e % BC4, c4 = e / BC4;
-            vec4 x[4];
-            [[unroll]] for (uint u = 0; u < 4u; ++u) {
-                uint j = k0 + j4 * 4u + u;
-                x[u] = j < p.Tk ? load_row4(p.k, kbase + uint64_t(j) * p.kst, c4, vec_loads) : vec4(0.0);
-            }
-            [[unroll]] for (uint u = 0; u < 4u; ++u)
-                sm[KT_AT + (c4 * 4u + u) * BC4 + j4] = vec4(x[0][u], x[1][u], x[2][u], x[3][u]);
-        }
-        for (uint e = gl_LocalInvocationID.x; e < BC * D4; e += WG) {
-            uint r = e / D4, c4 = e % D4;
-            uint j = k0 + r;
-            sm[V_AT + r * D4 + c4] = j < p.Tk ? load_row4(p.v, vbase + uint64_t(j) * p.vst, c4, vec_loads) : vec4(0.0);
-        }
+        STASH_KV()
         barrier();
+        if (PREFETCH && kt + 1u < ntiles) { FETCH_KV(k0 + BC) }
 
         // S = Q K^T for this lane's RM x CN micro tile
         float s[RM * CN];
@@ -210,33 +245,36 @@ void main() {
                     vec4(s[(i4 * 4u) * CN + j], s[(i4 * 4u + 1u) * CN + j], s[(i4 * 4u + 2u) * CN + j], s[(i4 * 4u + 3u) * CN + j]);
         barrier();
 
-        // O += P V
+        // O += P V (V's rows padded with zeros to DV4 columns: no bounds in this loop,
+        // so that it unrolls and o stays in registers)
         for (uint c = 0; c < BC; ++c) {
             vec4 pv[RM4];
             [[unroll]] for (uint i = 0; i < RM4; ++i) pv[i] = sm[P_AT + c * BR4 + tr * RM4 + i];
             [[unroll]] for (uint n = 0; n < DN4_MAX; ++n) {
-                uint d4 = tc + n * TC;
-                if (n < DN4 && (DN4 * TC == D4 || d4 < D4)) {
-                    vec4 vv = sm[V_AT + c * D4 + d4];
-                    [[unroll]] for (uint i = 0; i < RM; ++i) o[i * DN4_MAX + n] += pv[i / 4u][i % 4u] * vv;
-                }
+                vec4 vv = sm[V_AT + c * DV4 + tc + n * TC];
+                [[unroll]] for (uint i = 0; i < RM; ++i) o[i * DN4_MAX + n] += pv[i / 4u][i % 4u] * vv;
             }
         }
+        if (!PREFETCH && kt + 1u < ntiles) { FETCH_KV(k0 + BC) }
     }
 
+    // O / l through shared memory (Q^T's region holds BR rows of D4 vec4s), then written
+    // out by the whole workgroup in row order
+    barrier();   // every lane is done with the last tile's shared memory
     [[unroll]] for (uint i = 0; i < RM; ++i) {
         float li = l[i];
         [[unroll]] for (uint e = 0; e < 5u; ++e) if ((1u << e) < TC) li += subgroupShuffleXor(li, 1u << e);
-        uint qi = q0 + tr * RM + i;
-        if (qi >= p.Tq) continue;
-        uint64_t row = uint64_t(z) * p.Tq + qi;
-        float inv = li == 0.0 ? 0.0 : 1.0 / li;
+        float inv = li == 0.0 ? 0.0 : 1.0 / li;   // a row with no key left gives 0
         [[unroll]] for (uint n = 0; n < DN4_MAX; ++n) {
             uint d4 = tc + n * TC;
-            if (n >= DN4 || d4 >= D4) continue;
-            vec4 val = li == 0.0 ? vec4(0.0) : o[i * DN4_MAX + n] * inv;
-            [[unroll]] for (uint u = 0; u < 4u; ++u)
-                if (d4 * 4u + u < D) elem_store(p.dst, row * D + d4 * 4u + u, val[u]);
+            if (d4 < D4) sm[QT_AT + (tr * RM + i) * D4 + d4] = li == 0.0 ? vec4(0.0) : o[i * DN4_MAX + n] * inv;
         }
+    }
+    barrier();
+    uint rows = min(BR, p.Tq - q0);
+    uint64_t obase = (uint64_t(z) * p.Tq + q0) * D;
+    for (uint e = gl_LocalInvocationID.x; e < rows * D; e += WG) {
+        uint r = e / D, c = e % D;
+        elem_store(p.dst, obase + e, sm[QT_AT + r * D4 + c / 4u][c % 4u]);
     }
 }

@@ -164,6 +164,41 @@ describe("scaled_dot_product_attention's flash kernel", function()
     assert.are.equal("flash", lumus.tune.attention(64, 1024, 1024, 64).kernel)
   end)
 
+  it("gives the reference with and without the K/V prefetch, on compiled-in and specialized tiles", function()
+    local ran = 0
+    for case = 1, 8 do
+      local hd = ({ 64, 61, 16, 80, 128, 64, 33, 57 })[case]
+      local B, H = int(1, 2), int(1, 2)
+      local Tq = case % 2 == 0 and int(1, 31) * 2 + 1 or int(60, 140)
+      local Tk = case % 3 == 0 and Tq or int(1, 150)
+      if hd >= 80 then B, H = 1, 1 end
+      local causal = case % 2 == 1
+      local q, qt = randt { B, H, Tq, hd }
+      local k, kt = randt { B, H, Tk, hd }
+      local v, vt = randt { B, H, Tk, hd }
+      local want = ref.scaled_dot_product_attention(qt, kt, vt, { causal = causal })
+      for _, pf in ipairs { true, false } do
+        -- odd cases: the automatic tile (the compiled-in one for hd 57..64 where its blocks fill the device)
+        local opts = { kernel = "flash", prefetch = pf, flash_tile = case % 2 == 0 and { 64, 8, 4, 4 } or nil }
+        local plan = lumus.tune.attention(B * H, Tq, Tk, hd, opts)
+        local ok, y = pcall(sdpa, q, k, v, { causal = causal })
+        lumus.tune.attention(1, 1, 1, 1, {})
+        assert.is_true(ok, tostring(y))
+        assert.are.equal(pf, plan.prefetch)
+        if plan.kernel == "flash" then ran = ran + 1 end
+        checks.close(y, want, { mixed = TOL.float32, what = ("case %d: %dx%dx%dx%d hd %d causal %s prefetch %s (%s%s)")
+          :format(case, B, H, Tq, Tk, hd, tostring(causal), tostring(pf), plan.kernel, plan.fixed_tile and ", fixed" or "") })
+      end
+    end
+    assert.is_true(ran >= 12, "the flash kernel ran " .. ran .. " of 16 cases")
+    checks.errors(lumus.tune.attention, "#5.*prefetch must be a boolean", 1, 1, 1, 1, { prefetch = "yes" })
+    checks.errors(lumus.tune.attention, "#5.*coop_strips must be 1 or 2", 1, 1, 1, 1, { coop_strips = 3 })
+    local two = lumus.tune.attention(96, 1024, 1024, 64, { coop_strips = 2 })
+    local one = lumus.tune.attention(96, 1024, 1024, 64, {})
+    assert.are.same({ 2, 1 }, { two.coop_strips, one.coop_strips })
+    assert.is_true(lumus.tune.attention(64, 1024, 1024, 64).prefetch)
+  end)
+
   it("takes the tensor-core kernel for float16 only where the device has cooperative matrices", function()
     local coop = lumus.device().cooperative_matrix
     assert.are.equal(coop and true or false, lumus.tune.attention(96, 1024, 1024, 64).coop)

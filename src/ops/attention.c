@@ -21,9 +21,9 @@ static const lm_shader_id flash_shaders[3] = { LM_SH_ATTENTION_FLASH_F32, LM_SH_
 static const lm_shader_id flash_fixed_shaders[3] = { LM_SH_ATTENTION_FLASH_FIXED_F32, LM_SH_ATTENTION_FLASH_FIXED_F16,
                                                      LM_SH_ATTENTION_FLASH_FIXED_BF16 };
 /* The tile compiled into the fixed variants: { workgroup, lanes, rows, keys }, and their
- * largest number of output vec4s per row and lane. */
+ * number of output vec4s per row and lane (hd 57..64 with 8 lanes). */
 static const uint32_t flash_fixed_tile[4] = { 128, 8, 4, 4 };
-#define FLASH_FIXED_DN4 4
+#define FLASH_FIXED_DN4 2
 static const lm_shader_id combine_shaders[3] = { LM_SH_ATTENTION_COMBINE_F32, LM_SH_ATTENTION_COMBINE_F16,
                                                  LM_SH_ATTENTION_COMBINE_BF16 };
 
@@ -57,6 +57,9 @@ static _Thread_local uint32_t forced_rm, forced_cn, forced_kernel;
 /* tune.attention's forced flash tile { workgroup, lanes, rows per lane, keys per lane }
  * (all 0: automatic). */
 static _Thread_local uint32_t forced_flash[4];
+/* tune.attention's forced register prefetch of the next K/V tile in the flash and
+ * tensor-core kernels (0 automatic: on, 1 on, 2 off). */
+static _Thread_local uint32_t forced_prefetch;
 
 static _Thread_local VkPhysicalDevice shuffle_phys;
 static _Thread_local int shuffle_ok;
@@ -148,10 +151,11 @@ static uint64_t groups_wanted(const lm_context *ctx) {
          : ctx->sm_count ? (uint64_t)ctx->sm_count * ATTN_GROUPS_PER_SM : ATTN_GROUPS_GPU;
 }
 
-/* Shared memory of attention_flash.comp's layout, in bytes (see the shader). */
-static uint32_t flash_shared_bytes(uint32_t br, uint32_t bc, uint32_t d, int apart) {
+/* Shared memory of attention_flash.comp's layout, in bytes (see the shader): V's rows
+ * are dv4 = DN4 * TC vec4s. */
+static uint32_t flash_shared_bytes(uint32_t br, uint32_t bc, uint32_t d, uint32_t dv4, int apart) {
     uint32_t dp = (d + 3) / 4 * 4, kt = dp * bc / 4, p = bc * br / 4;
-    return 16u * (dp * br / 4 + (apart ? kt + p : (kt > p ? kt : p)) + bc * dp / 4);
+    return 16u * (dp * br / 4 + (apart ? kt + p : (kt > p ? kt : p)) + bc * dv4);
 }
 
 /* The flash kernel's tiles for head dimension d and bh * tq query rows: row groups of TC
@@ -184,9 +188,9 @@ static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t t
         uint32_t dn4 = (d4 + tc - 1) / tc;
         if (rm * dn4 * 4 > 64) continue;
         uint32_t br = wg / tc * rm, bc = tc * cn;
-        uint32_t bytes = flash_shared_bytes(br, bc, d, 1);
+        uint32_t bytes = flash_shared_bytes(br, bc, d, dn4 * tc, 1);
         int apart = bytes <= smem;
-        if (!apart) bytes = flash_shared_bytes(br, bc, d, 0);
+        if (!apart) bytes = flash_shared_bytes(br, bc, d, dn4 * tc, 0);
         if (bytes > smem) continue;
         uint64_t blocks = (tq + br - 1) / br * bh;
         if (found && blocks <= best_blocks) continue;
@@ -194,7 +198,7 @@ static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t t
         c->p_apart = (uint32_t)apart; c->shared_bytes = bytes; c->full_subgroups = 1;
         c->splits = 1; c->tiles_per_split = 1;
         /* a forced tile runs the specialized kernel, so that the two can be compared */
-        c->fixed = i > 0 && memcmp(f, flash_fixed_tile, sizeof flash_fixed_tile) == 0 && dn4 <= FLASH_FIXED_DN4;
+        c->fixed = i > 0 && memcmp(f, flash_fixed_tile, sizeof flash_fixed_tile) == 0 && dn4 == FLASH_FIXED_DN4;
         found = 1;
         best_blocks = blocks;
         if (i == 0 || blocks >= want) break;
@@ -207,10 +211,18 @@ static int plan_flash(const lm_context *ctx, uint32_t d, uint64_t bh, uint64_t t
 #define COOP_ROWS 64
 #define COOP_MIN_TQ 32   /* fewer query rows: the SIMT kernels (most of a 64-row block idle) */
 
-/* Shared memory of attention_coop.comp for bc keys per tile, in bytes (see the shader). */
+/* tune.attention's forced strips per subgroup of the tensor-core kernel (0 automatic: 1). */
+static _Thread_local uint32_t forced_strips;
+
+/* 16-row strips per subgroup of the tensor-core kernel: its workgroup takes
+ * COOP_ROWS * strips query rows per K/V tile load. */
+static uint32_t coop_strips(void) { return forced_strips ? forced_strips : 1u; }
+
+/* Shared memory of attention_coop.comp for bc keys per tile, in bytes (see the shader):
+ * Q of the whole block staged through the K/V region, S/O and P for one pass of 64 rows. */
 static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
-    uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4;
-    uint32_t kv = 2 * bc * sk > COOP_ROWS * sk ? 2 * bc * sk : COOP_ROWS * sk;
+    uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4, br = COOP_ROWS * coop_strips();
+    uint32_t kv = 2 * bc * sk > br * sk ? 2 * bc * sk : br * sk;
     return 16u * kv + 16u * COOP_ROWS * sp + 4u * COOP_ROWS * (ss > so ? ss : so);
 }
 
@@ -399,12 +411,13 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         for (int j = 0; j < 3; j++) if (*sw[i][j] % 8 != 0) coop_bc = 0;
     }
     if (coop_bc) {
-        uint64_t blocks = ((uint64_t)Tq + COOP_ROWS - 1) / COOP_ROWS * (uint64_t)(B * H);
+        uint64_t br = (uint64_t)COOP_ROWS * coop_strips();
+        uint64_t blocks = ((uint64_t)Tq + br - 1) / br * (uint64_t)(B * H);
         uint32_t cgy;
         pc.groups_x = lm_grid(L, ctx, blocks, &cgy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = LM_SH_ATTENTION_COOP,
-            .spec = { COOP_WG, coop_bc, (uint32_t)hd }, .full_subgroups = 1,
+            .spec = { COOP_WG, coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips() }, .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
             .reads = { q, k, v, mask }, .writes = { out },
         });
@@ -415,7 +428,8 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     pc.groups_x = lm_grid(L, ctx, qtiles * (uint64_t)(B * H) * c.splits, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = kernel == 2 ? (c.fixed ? flash_fixed_shaders[form] : flash_shaders[form]) : main_shaders[form],
-        .spec = { c.wg, c.tc, c.rm, c.cn, (uint32_t)hd, c.p_apart }, .full_subgroups = c.full_subgroups,
+        .spec = { c.wg, c.tc, c.rm, c.cn, (uint32_t)hd, c.p_apart, kernel == 2 && forced_prefetch != 2 },
+        .full_subgroups = c.full_subgroups,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { q, k, v, mask }, .writes = { part ? part : out },
     });
@@ -436,14 +450,16 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
     return 1;
 }
 
-/* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =}]) -> {kernel =, workgroup =,
- * lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =, splits =,
- * tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =}: the kernel plan on this device for
+/* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =, prefetch =,
+ * coop_strips =}]) -> {kernel =, workgroup =, lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =,
+ * splits =, tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =, prefetch =, coop_strips =}: the kernel plan on this device for
  * B * H = bh heads of tq queries over tk keys. A tune table forces the row-tile kernel's
  * register tile (both 1..8; the row-tile kernel unless kernel is given) of later calls
  * where it fits, the kernel ("rows", "flash" where it
  * fits, "coop" where it applies, "auto") and the flash kernel's tile ({workgroup, lanes, rows_per_lane,
- * keys_per_lane}, where it fits); {} returns to the automatic choice. */
+ * keys_per_lane}, where it fits) and whether the flash and tensor-core kernels load the next
+ * K/V tile into registers before the current tile's arithmetic (prefetch, default true);
+ * {} returns to the automatic choice. */
 int lm_op_attention_config(lua_State *L) {
     lua_Integer a[4];
     for (int i = 0; i < 4; i++) {
@@ -451,7 +467,7 @@ int lm_op_attention_config(lua_State *L) {
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
     if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
-    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", NULL };
+    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", NULL };
     if (lm_check_options(L, 5, known)) {
         lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
         if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
@@ -481,6 +497,17 @@ int lm_op_attention_config(lua_State *L) {
             }
         }
         lua_pop(L, 1);
+        lua_getfield(L, 5, "prefetch");
+        uint32_t pf = 0;
+        if (!lua_isnil(L, -1)) {
+            if (!lua_isboolean(L, -1)) lm_argerror(L, 5, "prefetch must be a boolean");
+            pf = lua_toboolean(L, -1) ? 1u : 2u;
+        }
+        lua_pop(L, 1);
+        forced_prefetch = pf;
+        lua_Integer cs = lm_option_integer(L, 5, "coop_strips", 0);
+        if (cs != 0 && cs != 1 && cs != 2) lm_argerror(L, 5, "coop_strips must be 1 or 2");
+        forced_strips = (uint32_t)cs;
         memcpy(forced_flash, ft, sizeof ft);
         forced_rm = (uint32_t)rm;
         forced_cn = (uint32_t)cn;
@@ -507,5 +534,7 @@ int lm_op_attention_config(lua_State *L) {
     /* float16 inputs in whole 16-byte chunks take the tensor-core kernel instead */
     uint32_t cbc = plan_coop(ctx, (uint32_t)a[3], (uint64_t)a[1]);
     lua_pushboolean(L, cbc != 0); lua_setfield(L, -2, "coop");
+    lua_pushboolean(L, forced_prefetch != 2); lua_setfield(L, -2, "prefetch");
+    lua_pushinteger(L, coop_strips()); lua_setfield(L, -2, "coop_strips");
     return 1;
 }
