@@ -15,12 +15,15 @@
 --   lua5.4 bench/layer_norm_backward.lua [--shapes 8192x768,...] [--sweep N] [--iters N]
 --       [--warmup N] [--baseline torch_lnb.csv] [--csv out.csv] [--seed N]
 --       [--plans] [--plans-csv plans.csv] [--rounds N] [--forms fused,rows,columns]
+--       [--warm SECONDS] [--device-data]
 --
 -- --plans also times a grid of forced plans per shape (lumus.tune.layer_norm_backward:
 -- workgroup, rows at once, row blocks; 15 timed calls each) and reports the best beside
 -- the automatic one, for choosing the planner's numbers on a new GPU. --forms also times
 -- each named form forced (lumus.tune.layer_norm_backward{form=}; "-" where it does not
--- fit the shape) on the same data, as % of the same copy ceiling.
+-- fit the shape) on the same data, as % of the same copy ceiling. --device-data draws x
+-- and dy with lumus.randn (seeded) instead of on the host (quick for huge shapes); --warm
+-- sets the back-to-back warm-up before each timing (bench/common.lua's WARM_SECONDS).
 -- --sweep N adds N random shapes (seeded; D from 64 to 65536, a multiple of 4 in three of
 -- four, R*D from 2^20 to 2^28). LUA_PATH/LUA_CPATH as in bench/run_h200.sh.
 local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -31,10 +34,18 @@ local chart = require "chart"
 local USAGE = [==[
 usage: lua5.4 bench/layer_norm_backward.lua [--shapes RxD,...] [--sweep N] [--iters N]
   [--warmup N] [--baseline torch_lnb.csv] [--csv FILE] [--seed N] [--plans]
-  [--plans-csv FILE] [--rounds N] [--forms fused,rows,columns]]==]
+  [--plans-csv FILE] [--rounds N] [--forms fused,rows,columns] [--warm SECONDS]
+  [--device-data]]==]
 local known = {}
-for name in ("shapes sweep iters warmup baseline csv seed plans plans-csv rounds forms"):gmatch("%S+") do known[name] = true end
-local opt = common.parse_args(arg, known, { plans = true }, USAGE)
+for name in ("shapes sweep iters warmup baseline csv seed plans plans-csv rounds forms warm device-data"):gmatch("%S+") do
+  known[name] = true
+end
+local opt = common.parse_args(arg, known, { plans = true, ["device-data"] = true }, USAGE)
+if opt.warm then
+  local w = tonumber(opt.warm)
+  if not w or w < 0 then io.stderr:write("bench: --warm wants seconds >= 0\n", USAGE, "\n"); os.exit(2) end
+  common.WARM_SECONDS = w
+end
 
 local lumus = common.load_lumus()
 local ref = common.load_reference()
@@ -155,10 +166,16 @@ local csv_head = "shape,plan,lumus_us,gbs,copy_gbs,copy_spread,pct_copy,torch_us
 for _, f in ipairs(forms) do csv_head = csv_head .. ",pct_copy_" .. f end
 local rows_out, csv = {}, { csv_head }
 local gen = common.normal_gen(seed, ref)
+if opt.device_data then lumus.manual_seed(seed) end
 for _, s in ipairs(shapes) do
   local R, D = s[1], s[2]
-  local x = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
-  local dy = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
+  local x, dy
+  if opt.device_data then
+    x, dy = lumus.randn({ R, D }), lumus.randn({ R, D })
+  else
+    x = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
+    dy = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
+  end
   local w = lumus.from_bytes(common.random_bytes(gen, D, 0.1, 1.0), { D })
   local _, mean, invstd = lumus.layer_norm_forward(x, w)
   local dx, dw, db = lumus.empty({ R, D }), lumus.empty({ D }), lumus.empty({ D })
