@@ -165,6 +165,12 @@ if opt.plans then header[#header + 1] = "best forced plan"; header[#header + 1] 
 local csv_head = "shape,plan,lumus_us,gbs,copy_gbs,copy_spread,pct_copy,torch_us,torch_pct_copy,max_err"
 for _, f in ipairs(forms) do csv_head = csv_head .. ",pct_copy_" .. f end
 local rows_out, csv = {}, { csv_head }
+local function write_lines(path, lines)
+  if not path then return end
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(lines, "\n"), "\n")
+  f:close()
+end
 local gen = common.normal_gen(seed, ref)
 if opt.device_data then lumus.manual_seed(seed) end
 for _, s in ipairs(shapes) do
@@ -235,15 +241,8 @@ for _, s in ipairs(shapes) do
   end
   x:free(); dy:free(); dx:free(); y:free()
   collectgarbage()
+  -- the CSVs so far, after every shape: a run cut short by a time limit keeps its rows
+  write_lines(opt.plans_csv, plan_csv)
+  write_lines(opt.csv, csv)
 end
 print(common.markdown_table(header, rows_out))
-if opt.plans_csv then
-  local f = assert(io.open(opt.plans_csv, "w"))
-  f:write(table.concat(plan_csv, "\n"), "\n")
-  f:close()
-end
-if opt.csv then
-  local f = assert(io.open(opt.csv, "w"))
-  f:write(table.concat(csv, "\n"), "\n")
-  f:close()
-end
