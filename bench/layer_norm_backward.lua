@@ -15,14 +15,15 @@
 --   lua5.4 bench/layer_norm_backward.lua [--shapes 8192x768,...] [--sweep N] [--iters N]
 --       [--warmup N] [--baseline torch_lnb.csv] [--csv out.csv] [--seed N]
 --       [--plans] [--plans-csv plans.csv] [--rounds N] [--forms fused,rows,columns]
---       [--warm SECONDS] [--device-data]
+--       [--warm SECONDS] [--device-data | --host-data]
 --
 -- --plans also times a grid of forced plans per shape (lumus.tune.layer_norm_backward:
 -- workgroup, rows at once, row blocks; 15 timed calls each) and reports the best beside
 -- the automatic one, for choosing the planner's numbers on a new GPU. --forms also times
 -- each named form forced (lumus.tune.layer_norm_backward{form=}; "-" where it does not
--- fit the shape) on the same data, as % of the same copy ceiling. --device-data draws x
--- and dy with lumus.randn (seeded) instead of on the host (quick for huge shapes); --warm
+-- fit the shape) on the same data, as % of the same copy ceiling. --device-data (the
+-- default on a GPU) draws x and dy with lumus.randn (seeded) instead of on the host
+-- (seconds for the sweep's 1 GB tensors), --host-data on the host; --warm
 -- sets the back-to-back warm-up before each timing (bench/common.lua's WARM_SECONDS).
 -- --sweep N adds N random shapes (seeded; D from 64 to 65536, a multiple of 4 in three of
 -- four, R*D from 2^20 to 2^28). LUA_PATH/LUA_CPATH as in bench/run_h200.sh.
@@ -35,12 +36,12 @@ local USAGE = [==[
 usage: lua5.4 bench/layer_norm_backward.lua [--shapes RxD,...] [--sweep N] [--iters N]
   [--warmup N] [--baseline torch_lnb.csv] [--csv FILE] [--seed N] [--plans]
   [--plans-csv FILE] [--rounds N] [--forms fused,rows,columns] [--warm SECONDS]
-  [--device-data]]==]
+  [--device-data | --host-data]]==]
 local known = {}
-for name in ("shapes sweep iters warmup baseline csv seed plans plans-csv rounds forms warm device-data"):gmatch("%S+") do
+for name in ("shapes sweep iters warmup baseline csv seed plans plans-csv rounds forms warm device-data host-data"):gmatch("%S+") do
   known[name] = true
 end
-local opt = common.parse_args(arg, known, { plans = true, ["device-data"] = true }, USAGE)
+local opt = common.parse_args(arg, known, { plans = true, ["device-data"] = true, ["host-data"] = true }, USAGE)
 if opt.warm then
   local w = tonumber(opt.warm)
   if not w or w < 0 then io.stderr:write("bench: --warm wants seconds >= 0\n", USAGE, "\n"); os.exit(2) end
@@ -59,6 +60,7 @@ local warmup = common.int_opt(opt.warmup, cpu and 1 or 10)
 local seed = common.int_opt(opt.seed, 20261203)
 local sweep = common.int_opt(opt.sweep, cpu and 0 or 12)
 local rounds = common.int_opt(opt.rounds, cpu and 1 or 3)
+local device_data = opt.device_data or (not cpu and not opt.host_data)
 local forms = {}
 for f in (opt.forms or ""):gmatch("[^,]+") do
   if f ~= "fused" and f ~= "rows" and f ~= "columns" then
@@ -172,11 +174,11 @@ local function write_lines(path, lines)
   f:close()
 end
 local gen = common.normal_gen(seed, ref)
-if opt.device_data then lumus.manual_seed(seed) end
+if device_data then lumus.manual_seed(seed) end
 for _, s in ipairs(shapes) do
   local R, D = s[1], s[2]
   local x, dy
-  if opt.device_data then
+  if device_data then
     x, dy = lumus.randn({ R, D }), lumus.randn({ R, D })
   else
     x = lumus.from_bytes((common.matrix_bytes(gen, R, D)), { R, D })
