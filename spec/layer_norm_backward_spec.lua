@@ -117,6 +117,20 @@ describe("layer_norm_backward", function()
     end
   end)
 
+  it("matches the reference on a seeded sweep of shapes in every form that fits", function()
+    local rng = ref.rng(20261203)
+    for i = 1, 8 do
+      local d = 1 + math.floor(400 * rng.uniform() ^ 2)
+      if rng.uniform() < 0.5 then d = math.max(4, d - d % 4) end
+      local rows = 1 + math.floor(150 * rng.uniform())
+      for f, form in ipairs { "rows", "fused" } do
+        local items = ({ 0, 1, 4, 16 })[1 + (i + f) % 4]
+        tune.layer_norm_backward(4, nil, { form = form, items = items })
+        check_case({ rows, d }, 3000 + 10 * i + f)
+      end
+    end
+  end)
+
   it("keeps its accuracy on rows with a large common offset (1e4 + noise)", function()
     check_case({ 16, 256 }, 7, { offset = 1e4 })
     check_case({ 5, 77 }, 8, { offset = 1e4 })
