@@ -1,13 +1,15 @@
 """PyTorch baseline for bench/layer_norm_backward.lua, on the same GPU in the same run.
 
     python3 bench/torch_layer_norm_backward.py [--shapes 8192x768,...] [--sweep 12]
-        [--seed 20261203] [--iters 100] [--warmup 10] [--csv torch_lnb.csv]
+        [--seed 20261203] [--iters 100] [--warmup 10] [--rounds 3] [--csv torch_lnb.csv]
 
 For each shape R x D (float32, weight and bias): the median device time of
 aten.native_layer_norm_backward (dx, dweight, dbias from the saved mean and rstd, the
 kernels autograd runs for F.layer_norm's backward), by CUDA events queued behind a spin
 kernel as bench/torch_layer_norm.py does; torch_gbs counts x and dy read and dx written
 (3 * 4*R*D bytes), as the Lua side does; torch_copy_gbs is y.copy_(x), 2 * 4*R*D bytes.
+As on the Lua side, the backward and the copy are timed in turn --rounds times (3), and
+each takes the median of its rounds' medians.
 --sweep N adds the same N random shapes as bench/layer_norm_backward.lua (the generator
 below is lumus.reference.rng, splitmix64, reproduced).
 """
@@ -73,6 +75,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--csv")
     a = ap.parse_args()
     shapes = [tuple(int(v) for v in s.lower().split("x")) for s in a.shapes.split(",") if s.strip()]
@@ -92,9 +95,12 @@ def main():
         def bwd():
             return torch.ops.aten.native_layer_norm_backward(dy, x, [d], mean, rstd, w, b, [True, True, True])
 
-        t = device_time_us(bwd, a.iters, a.warmup)
         y = torch.empty_like(x)
-        tc = device_time_us(lambda: y.copy_(x), a.iters, a.warmup)
+        ts, tcs = [], []
+        for _ in range(max(1, a.rounds)):
+            ts.append(device_time_us(bwd, a.iters, a.warmup))
+            tcs.append(device_time_us(lambda: y.copy_(x), a.iters, a.warmup))
+        t, tc = statistics.median(ts), statistics.median(tcs)
         gbs = 3 * 4 * r * d / (t * 1e-6) / 1e9
         copy_gbs = 2 * 4 * r * d / (tc * 1e-6) / 1e9
         name = f"{r}x{d}"

@@ -17,7 +17,7 @@ function tune.layer_norm(d, opts, rows) end
 ---LayerNorm backward's kernel form (docs/layer_norm_backward.md).
 ---@param d integer
 ---@param rows? integer
----@param opts? table {form = "auto"|"fused"|"columns", wg =, ...}
+---@param opts? table {form = "auto"|"fused"|"columns"|"rows", wg =, ...}
 ---@return table
 function tune.layer_norm_backward(d, rows, opts) end
 

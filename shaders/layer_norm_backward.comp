@@ -15,23 +15,30 @@
 //   STATS   long rows, step 1: a workgroup per row streams it for sum(g), sum(g*xhat);
 //   APPLY   long rows, step 2: a thread per column vector and block of rows writes dx
 //           and sums its column's partials;
+//   ROWS    short rows: a row per segment of SEG lanes of a subgroup (sums by shuffles,
+//           no barrier per row); the workgroup's segments share its block of rows and
+//           its partial row;
 //   REDUCE  stage 2: partial rows into dweight and dbias.
 // Non-finite values propagate as PyTorch's: a NaN or inf in a row makes its sums, hence
 // all of its dx, NaN; a column's dweight/dbias takes NaN from any NaN in it (and the
 // whole dweight from a row whose statistics are NaN).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common/buffers.glsl"
 
 #define STAGE_FUSED 1
 #define STAGE_STATS 2
 #define STAGE_APPLY 3
 #define STAGE_REDUCE 4
+#define STAGE_ROWS 5
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ITEMS = 1;   // FUSED: vectors per thread of each row
 layout(constant_id = 2) const uint K = 1;       // FUSED, APPLY: rows in flight at once (1..4)
 layout(constant_id = 3) const uint PREFETCH = 0; // FUSED: 1 loads the next K rows early
+layout(constant_id = 4) const uint SEG = 1;     // ROWS: lanes per row, a power of two that
+                                                // divides the subgroup size
 
 #if VEC == 4
 #define VT vec4
@@ -76,8 +83,10 @@ uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
 float row_mean(uint row) { return FloatArray(p.mean).v[row]; }
 float row_invstd(uint row) { return FloatArray(p.invstd).v[row]; }
 
-// Sums of a and b over the workgroup, for any subgroup size: every thread adds the
-// per-subgroup partials in the same order, so all see the same, reproducible result.
+// Sums of a and b over the workgroup, for any subgroup size. Every subgroup adds the
+// per-subgroup partials by the same steps (lane i takes partials i, i + size, ..., then
+// a subgroupAdd), so every thread sees the same, reproducible result, and a thread reads
+// a few partials instead of all of them.
 shared vec4 red_a[WG];
 shared vec4 red_b[WG];
 void group_sum2(inout vec4 a, inout vec4 b) {
@@ -85,10 +94,10 @@ void group_sum2(inout vec4 a, inout vec4 b) {
     if (subgroupElect()) { red_a[gl_SubgroupID] = sa; red_b[gl_SubgroupID] = sb; }
     barrier();
     vec4 ta = vec4(0.0), tb = vec4(0.0);
-    for (uint i = 0; i < gl_NumSubgroups; ++i) { ta += red_a[i]; tb += red_b[i]; }
+    for (uint i = gl_SubgroupInvocationID; i < gl_NumSubgroups; i += gl_SubgroupSize) { ta += red_a[i]; tb += red_b[i]; }
+    a = subgroupAdd(ta);
+    b = subgroupAdd(tb);
     barrier();
-    a = ta;
-    b = tb;
 }
 
 #if STAGE == STAGE_FUSED
@@ -269,6 +278,99 @@ void main() {
         FloatArray(p.dbias).v[col] = total.y;
     }
 }
+#elif STAGE == STAGE_ROWS
+// Segment `seg` of the workgroup (SEG lanes of one subgroup) takes rows r0 + seg,
+// r0 + seg + segs, ... of the block, K at a time; lane l holds vectors l, l + SEG, ...
+// of a row. A row's sums meet by a butterfly of shuffles within the segment: each step
+// adds a pair in both lanes, and float addition commutes, so all lanes get the same bits.
+// At the end the segments' column partials meet in a fixed order: by the same butterfly
+// across the segments of a subgroup, then subgroup after subgroup in shared memory.
+shared VT col_w[SEG * ITEMS];
+shared VT col_b[SEG * ITEMS];
+
+void main() {
+    uint grp = group_index();
+    if (grp >= p.groups) return;   // uniform over the workgroup
+    uint lane = gl_SubgroupInvocationID % SEG;
+    uint seg = (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / SEG;
+    uint segs = WG / SEG;
+    uint r0 = grp * p.rows_per_group;
+    uint r1 = min(r0 + p.rows_per_group, p.rows);
+    bool sums = p.partial != 0ul;
+    float inv_d = 1.0 / float(p.d);
+
+    VT w[ITEMS], acc_w[ITEMS], acc_b[ITEMS];
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = lane + i * SEG;
+        w[i] = idx < p.n ? load_weight(idx) : VT(0.0);
+        acc_w[i] = VT(0.0);
+        acc_b[i] = VT(0.0);
+    }
+    for (uint base = r0; base < r1; base += segs * K) {   // uniform trip count
+        VT xh[K * ITEMS], g[K * ITEMS];
+        float m[K], rs[K];
+        for (uint k = 0; k < K; ++k) {
+            uint row = base + k * segs + seg;
+            bool live = row < r1;
+            m[k] = live ? row_mean(row) : 0.0;
+            rs[k] = live ? row_invstd(row) : 0.0;
+            for (uint i = 0; i < ITEMS; ++i) {
+                uint idx = lane + i * SEG;
+                bool in_row = live && idx < p.n;
+                xh[k * ITEMS + i] = in_row ? row_ptr(p.x, row).v[idx] : VT(0.0);
+                g[k * ITEMS + i] = in_row ? row_ptr(p.dy, row).v[idx] : VT(0.0);
+            }
+        }
+        vec4 sa = vec4(0.0), sb = vec4(0.0);
+        for (uint k = 0; k < K; ++k) {
+            bool live = base + k * segs + seg < r1;
+            for (uint i = 0; i < ITEMS; ++i) {
+                uint j = k * ITEMS + i;
+                // Padding (outside the row, rows past the block) stays 0 and adds 0.
+                xh[j] = live && lane + i * SEG < p.n ? (xh[j] - m[k]) * rs[k] : VT(0.0);
+                if (sums) { acc_w[i] += g[j] * xh[j]; acc_b[i] += g[j]; }
+                g[j] *= w[i];
+                sa[k] += hsum(g[j]);
+                sb[k] += hsum(g[j] * xh[j]);
+            }
+        }
+        for (uint o = 1; o < SEG; o <<= 1) {
+            sa += subgroupShuffleXor(sa, o);
+            sb += subgroupShuffleXor(sb, o);
+        }
+        for (uint k = 0; k < K; ++k) {
+            uint row = base + k * segs + seg;
+            if (row >= r1) continue;
+            float ma = sa[k] * inv_d, mb = sb[k] * inv_d;
+            ROW_ARRAY dxr = row_ptr(p.dx, row);
+            for (uint i = 0; i < ITEMS; ++i) {
+                uint idx = lane + i * SEG;
+                uint j = k * ITEMS + i;
+                if (idx < p.n) dxr.v[idx] = rs[k] * ((g[j] - ma) - xh[j] * mb);
+            }
+        }
+    }
+    if (!sums) return;   // uniform
+    for (uint o = SEG; o < gl_SubgroupSize; o <<= 1)
+        for (uint i = 0; i < ITEMS; ++i) {
+            acc_w[i] += subgroupShuffleXor(acc_w[i], o);
+            acc_b[i] += subgroupShuffleXor(acc_b[i], o);
+        }
+    for (uint s = 0; s < gl_NumSubgroups; ++s) {
+        if (gl_SubgroupID == s && gl_SubgroupInvocationID < SEG)
+            for (uint i = 0; i < ITEMS; ++i) {
+                uint c = lane + i * SEG;
+                col_w[c] = s == 0 ? acc_w[i] : col_w[c] + acc_w[i];
+                col_b[c] = s == 0 ? acc_b[i] : col_b[c] + acc_b[i];
+            }
+        barrier();
+    }
+    uint64_t half_bytes = uint64_t(p.groups) * uint64_t(p.d) * 4ul;
+    ROW_ARRAY pw = row_ptr(p.partial, grp);
+    ROW_ARRAY pb = row_ptr(p.partial + half_bytes, grp);
+    for (uint c = gl_LocalInvocationID.x; c < p.n; c += WG) { pw.v[c] = col_w[c]; pb.v[c] = col_b[c]; }
+}
+
 #else
 #error "define STAGE"
 #endif

@@ -84,8 +84,13 @@ describe("layer_norm_backward", function()
 
   it("matches the float64 reference with and without weight (the automatic plan)", function()
     for i, shape in ipairs(SHAPES) do
-      local form = tune.layer_norm_backward(shape[#shape], 1).form
-      assert.are.equal(shape[#shape] > 16384 and "columns" or "fused", form)
+      local plan = tune.layer_norm_backward(shape[#shape], 1)
+      if shape[#shape] > 16384 then assert.are.equal("columns", plan.form)
+      else assert.are_not.equal("columns", plan.form) end
+      if plan.form == "rows" then   -- a row's segment covers it
+        local n = shape[#shape] % 4 == 0 and shape[#shape] / 4 or shape[#shape]
+        assert.is_true(plan.segment * plan.items >= n)
+      end
       check_case(shape, i)
       check_case(shape, 100 + i, { no_weight = true })
     end
@@ -98,14 +103,30 @@ describe("layer_norm_backward", function()
       { form = "fused", groups = 1 }, { form = "fused", rows_at_once = 3, groups = 4 },
       { form = "fused", wg = 32, items = 3 }, { form = "fused", wg = 96 },
       { form = "fused", prefetch = true, groups = 2 }, { form = "fused", prefetch = true, rows_at_once = 3, wg = 32 }, { form = "fused", wg = 64, rows_at_once = 1, groups = 6 },
+      { form = "rows" }, { form = "rows", wg = 32, groups = 2 }, { form = "rows", items = 1, rows_at_once = 3 },
+      { form = "rows", wg = 64, rows_at_once = 4, groups = 1 }, { form = "rows", items = 16, groups = 5 },
     }
     for p, plan in ipairs(plans) do
       local got = tune.layer_norm_backward(33, 17, plan)
       assert.are.equal(plan.form, got.form)
       if plan.groups then assert.are.equal(plan.groups, got.groups) end
-      for i, shape in ipairs { { 17, 33 }, { 5, 7 }, { 3, 2, 40 }, { 1, 300 }, { 29, 64 } } do
+      for i, shape in ipairs { { 17, 33 }, { 5, 7 }, { 3, 2, 40 }, { 1, 300 }, { 29, 64 }, { 130, 24 } } do
         check_case(shape, 1000 * p + i)
         check_case(shape, 2000 * p + i, { no_weight = true })
+      end
+    end
+  end)
+
+  it("matches the reference on a seeded sweep of shapes in every form that fits", function()
+    local rng = ref.rng(20261203)
+    for i = 1, 8 do
+      local d = 1 + math.floor(400 * rng.uniform() ^ 2)
+      if rng.uniform() < 0.5 then d = math.max(4, d - d % 4) end
+      local rows = 1 + math.floor(150 * rng.uniform())
+      for f, form in ipairs { "rows", "fused" } do
+        local items = ({ 0, 1, 4, 16 })[1 + (i + f) % 4]
+        tune.layer_norm_backward(4, nil, { form = form, items = items })
+        check_case({ rows, d }, 3000 + 10 * i + f)
       end
     end
   end)
@@ -115,6 +136,8 @@ describe("layer_norm_backward", function()
     check_case({ 5, 77 }, 8, { offset = 1e4 })
     tune.layer_norm_backward(4, nil, { form = "columns" })
     check_case({ 16, 256 }, 9, { offset = 1e4 })
+    tune.layer_norm_backward(4, nil, { form = "rows" })
+    check_case({ 40, 96 }, 10, { offset = 1e4 })
   end)
 
   it("agrees with central finite differences of the float64 reference forward", function()
@@ -161,7 +184,7 @@ describe("layer_norm_backward", function()
   end)
 
   it("propagates NaN as PyTorch: a row's dx, a column's sums", function()
-    for _, form in ipairs { "fused", "columns" } do
+    for _, form in ipairs { "fused", "columns", "rows" } do
       tune.layer_norm_backward(4, nil, { form = form })
       local rng = ref.rng(3)
       local x = ref.random_table({ 4, 8 }, function() return rng.normal() end)
@@ -188,7 +211,8 @@ describe("layer_norm_backward", function()
   end)
 
   it("gives identical bits from run to run", function()
-    for _, plan in ipairs { { form = "auto" }, { form = "columns", groups = 5 } } do
+    for _, plan in ipairs { { form = "auto" }, { form = "columns", groups = 5 }, { form = "fused" }, { form = "rows", groups = 7 },
+                         { form = "rows", items = 8, groups = 3 } } do
       tune.layer_norm_backward(4, nil, plan)
       local rng = ref.rng(11)
       local shape = { 300, 96 }
@@ -229,7 +253,7 @@ describe("layer_norm_backward", function()
     local W = lumus.ones({ 40 })
     local _, m, r = lumus.layer_norm_forward(X, W)
     local dx, dw, db = lumus.zeros({ 64, 40 }), lumus.zeros({ 40 }), lumus.zeros({ 40 })
-    for _, form in ipairs { "fused", "columns" } do
+    for _, form in ipairs { "fused", "columns", "rows" } do
       tune.layer_norm_backward(4, nil, { form = form })
       lumus.synchronize()
       local before = lumus.memory().in_use
@@ -258,7 +282,7 @@ describe("layer_norm_backward", function()
     local gone = lumus.ones({ 4, 8 })
     gone:free()
     checks.errors(f, "#1.*freed", gone, X, m, r, W)
-    checks.errors(tune.layer_norm_backward, "form must be \"auto\", \"fused\" or \"columns\", got \"split\"", 8, nil, { form = "split" })
+    checks.errors(tune.layer_norm_backward, "form must be \"auto\", \"fused\", \"columns\" or \"rows\", got \"split\"", 8, nil, { form = "split" })
     checks.errors(tune.layer_norm_backward, "wg must be a multiple of 32 in 32..1024", 8, nil, { wg = 48 })
   end)
 end)

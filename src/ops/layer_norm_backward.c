@@ -29,10 +29,20 @@
 #define LNB_STAT_SLICE 2048u   /* columns form: fewest vectors per STATS slice */
 #define LNB_STAT_WG 256u
 #define LNB_REDUCE_COLS 32     /* the reduce stage's columns per workgroup (its COLS) */
+#define LNB_REDUCE_TALL 256    /* partial rows from which a GPU's reduce stage takes
+                                * 1024 threads (32 slices of rows) instead of 256: it
+                                * has only D / 32 workgroups */
+#define LNB_ROWS_WG 256        /* rows form: threads per workgroup */
+#define LNB_ROWS_TARGET 16     /* rows form: floats per lane of a row aimed at (segments
+                                * narrow until a lane holds about this many) */
+#define LNB_ROWS_MAX 32        /* ... and at most (x and dy of a row, the column partials
+                                * and weight live in registers: ~5 per float) */
+#define LNB_ROWS_LOADS 16      /* rows form: floats per lane of x (and of dy) in flight,
+                                * K rows x items */
 
 /* Overrides from tune.layer_norm_backward, kept per lua_State in the registry. */
 typedef struct lnb_tune {
-    int form;                  /* 0 automatic, 1 fused, 2 columns */
+    int form;                  /* 0 automatic, 1 fused, 2 columns, 3 rows */
     uint32_t wg, items, k, groups;
     int prefetch;              /* fused: load the next rows early */
     int fill;                  /* fused: blocks also aim for LNB_FILL_THREADS (off by
@@ -44,9 +54,12 @@ static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
 
 typedef struct lnb_plan {
     int columns;               /* long rows: STATS then APPLY */
+    int rows;                  /* short rows: ROWS (a subgroup segment per row) */
+    uint32_t seg;              /* rows: lanes per row */
     uint32_t vec, n;
     uint32_t wg, items, k;     /* fused: threads per row, vectors each, rows at once;
-                                * columns: APPLY's threads and rows at once */
+                                * rows: threads, vectors per lane, rows per segment at
+                                * once; columns: APPLY's threads and rows at once */
     uint32_t prefetch;         /* fused: 1 loads the next K rows before this K's sums */
     uint32_t stats_wg;         /* columns: STATS's threads per slice */
     uint32_t stat_parts;       /* columns: STATS's slices (workgroups) per row */
@@ -93,6 +106,27 @@ static void split_rows(const lm_context *ctx, const lnb_tune *t, uint64_t rows, 
     c->groups = (uint32_t)ceil_div(rows, r);   /* no empty block */
 }
 
+/* Rows form: a row per segment of `seg` lanes, seg the power of two (at most the smallest
+ * subgroup) that gives a lane about LNB_ROWS_TARGET floats; it needs whole subgroups
+ * (the segments are cut from them) and a row of at most LNB_ROWS_MAX floats per lane of
+ * a subgroup. Returns 0 where it does not fit. */
+static int plan_rows(const lm_context *ctx, const lnb_tune *t, uint32_t max_wg, lnb_plan *c) {
+    uint32_t sg = ctx->min_subgroup;
+    uint32_t wg = t->wg ? t->wg : LNB_ROWS_WG;
+    if (!ctx->full_subgroups || sg < 1 || !ctx->max_subgroup || wg % ctx->max_subgroup || wg > max_wg) return 0;
+    if (ceil_div(c->n, sg) * c->vec > LNB_ROWS_MAX) return 0;
+    uint32_t target = t->items ? t->items : LNB_ROWS_TARGET / c->vec;
+    uint32_t seg = pow2_at_least(ceil_div(c->n, target));
+    if (seg > sg) seg = sg;
+    c->rows = 1;
+    c->seg = seg;
+    c->wg = wg;
+    c->items = (uint32_t)ceil_div(c->n, seg);
+    uint32_t per_row = c->items * c->vec;
+    c->k = t->k ? t->k : 4 * per_row <= LNB_ROWS_LOADS ? 4 : 2 * per_row <= LNB_ROWS_LOADS ? 2 : 1;
+    return 1;
+}
+
 static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_t rows) {
     lnb_plan c = { 0 };
     c.vec = d % 4 == 0 ? 4 : 1;
@@ -108,7 +142,12 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     uint32_t most_items = t->float_items && c.vec == 1 ? t->float_items
                         : c.vec == 4 || cpu ? LNB_MAX_ITEMS : LNB_FLOAT_ITEMS;
     c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * most_items);
-    if (!c.columns) {
+    /* Short rows take the rows form where it fits (forced, or automatic on a GPU): a
+     * row's sums need no barrier and a workgroup holds many rows at once. A CPU device
+     * runs a workgroup on one thread, where its idle segments and per-subgroup barriers
+     * cost more than the fused form's (llvmpipe: 5x slower at 64 x 96). */
+    if (!c.columns && (t->form == 3 || (t->form == 0 && !cpu))) plan_rows(ctx, t, max_wg, &c);
+    if (!c.columns && !c.rows) {
         /* On a CPU device a workgroup runs on one thread and each barrier costs a context
          * switch: fewer, wider threads per row there. */
         uint32_t target = t->items ? t->items : cpu ? LNB_ITEMS_CPU : 1;
@@ -147,6 +186,7 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
         if (sp > 1 && !t->stat_parts) c.stats_wg = LNB_STAT_WG < max_wg ? LNB_STAT_WG : max_wg;
     }
     split_rows(ctx, t, (uint64_t)rows, c.columns ? c.col_blocks : 1, &c);
+    if (!cpu && c.groups >= LNB_REDUCE_TALL && max_wg >= 1024) c.reduce_wg = 1024;
     return c;
 }
 
@@ -267,7 +307,15 @@ int lm_op_layer_norm_backward(lua_State *L) {
     };
     int v4 = c.vec == 4;
     uint32_t gy;
-    if (!c.columns) {
+    if (c.rows) {
+        pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_ROWS_VEC4 : LM_SH_LN_BWD_ROWS_VEC1,
+            .spec = { c.wg, c.items, c.k, 0, c.seg }, .push = &pc, .push_bytes = sizeof pc,
+            .groups_x = pc.groups_x, .groups_y = gy, .full_subgroups = 1,
+            .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch },
+        });
+    } else if (!c.columns) {
         pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_FUSED_VEC4 : LM_SH_LN_BWD_FUSED_VEC1,
@@ -314,8 +362,10 @@ int lm_op_layer_norm_backward(lua_State *L) {
 
 /* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
  * prefetch=, fill=, float_items=, stat_parts=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
- * vec, groups, rows_per_group}); the options (0, false or "auto": automatic, off) hold
- * for later calls; {} restores the automatic plan. */
+ * vec, groups, rows_per_group, and stat_parts (columns) or segment (rows)}); the options
+ * (0, false or "auto": automatic, off) hold for later calls; {} restores the automatic
+ * plan. A forced rows form where it does not fit (see plan_rows) plans as automatic
+ * without it. */
 int lm_op_layer_norm_backward_config(lua_State *L) {
     static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", "fill", "float_items", "stat_parts", NULL };
     lua_Integer d = lm_check_integer(L, 1);
@@ -325,7 +375,7 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     lnb_tune t = get_tune(L);
     if (lm_check_options(L, 3, known)) {
-        static const char *const forms[] = { "auto", "fused", "columns", NULL };
+        static const char *const forms[] = { "auto", "fused", "columns", "rows", NULL };
         int form = lm_option_choice(L, 3, "form", forms, 0);
         lua_Integer wg = lm_option_integer(L, 3, "wg", 0);
         if (wg != 0 && !(wg >= 32 && wg <= 1024 && wg % 32 == 0))
@@ -354,7 +404,7 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     }
     lnb_plan c = plan(ctx, &t, d, rows);
     lua_createtable(L, 0, 8);
-    lua_pushstring(L, c.columns ? "columns" : "fused"); lua_setfield(L, -2, "form");
+    lua_pushstring(L, c.columns ? "columns" : c.rows ? "rows" : "fused"); lua_setfield(L, -2, "form");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.k); lua_setfield(L, -2, "rows_at_once");
@@ -363,5 +413,6 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     lua_pushinteger(L, c.groups); lua_setfield(L, -2, "groups");
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     if (c.columns) { lua_pushinteger(L, c.stat_parts); lua_setfield(L, -2, "stat_parts"); }
+    if (c.rows) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
     return 1;
 }
