@@ -115,6 +115,10 @@ static int plan_rows(const lm_context *ctx, const lnb_tune *t, uint32_t max_wg, 
     uint32_t wg = t->wg ? t->wg : LNB_ROWS_WG;
     if (!ctx->full_subgroups || sg < 1 || !ctx->max_subgroup || wg % ctx->max_subgroup || wg > max_wg) return 0;
     if (ceil_div(c->n, sg) * c->vec > LNB_ROWS_MAX) return 0;
+    /* Rows read as floats (D % 4 != 0) issue a lane's loads one float at a time: past
+     * LNB_ROWS_TARGET of them they wait on latency (H200, D = 803: 21% of copy against
+     * the fused form's 35%), so the automatic choice leaves those rows to the fused form. */
+    if (t->form != 3 && c->vec == 1 && ceil_div(c->n, sg) > LNB_ROWS_TARGET) return 0;
     uint32_t target = t->items ? t->items : LNB_ROWS_TARGET / c->vec;
     uint32_t seg = pow2_at_least(ceil_div(c->n, target));
     if (seg > sg) seg = sg;
