@@ -167,6 +167,25 @@ describe("gpt2 decoder", function()
     assert(ok, err)
   end)
 
+  it("writes a one-row cache by index_copy with the bits of the where path", function()
+    local ic_b, ic_t, d1 = run(model, { PROMPT }, 5, { greedy = true })
+    assert.is_true(d1.cache.layers[1]:writes_by_index())
+    transformer.kv_write = "where"
+    local ok, err = pcall(function()
+      local w_b, w_t, d2 = run(model, { PROMPT }, 5, { greedy = true })
+      assert.is_false(d2.cache.layers[1]:writes_by_index())
+      assert.is_not_nil(d2.graph, tostring(d2.capture_error))
+      for k = 1, 5 do
+        assert.is_true(w_b[k] == ic_b[k], "logits of step " .. k .. " differ")
+        assert.same(w_t[k], ic_t[k])
+      end
+      d2:free()
+    end)
+    transformer.kv_write = nil
+    d1:free()
+    assert(ok, err)
+  end)
+
   it("float16 weights: captured steps give the eager float16 steps' bits", function()
     local m16 = model_of("float16")
     local eb, et, ed = run(m16, { PROMPT }, 4, { greedy = true, capture = false })
@@ -198,8 +217,19 @@ describe("gpt2 decoder", function()
     local at = { write = lumus.zeros({ 8 }, { dtype = "bool" }) }
     assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 2, 8 }), at) end,
       "nn.KVCache:write_at: kv must be %[2, 1, 4, 1, 8%], got shape 2x1x4x2x8")
-    assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 1, 8 }), { write = lumus.zeros({ 8 }) }) end,
+    -- one row: written by index_copy at at.pos; several rows of a short cache: by where
+    assert.is_true(cache:writes_by_index())
+    assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 1, 8 }), at) end,
+      "nn.KVCache:write_at: at.pos must be an int32 tensor of 1 element")
+    assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 1, 8 }), { pos = lumus.ones({ 1 }) }) end,
+      "at.pos must be an int32 tensor of 1 element")
+    local cache2 = lumus.nn.KVCache(2, 4, 8, 8)
+    assert.is_false(cache2:writes_by_index())
+    assert.error_matches(function() cache2:write_at(lumus.zeros({ 2, 2, 4, 1, 8 }), { write = lumus.zeros({ 8 }) }) end,
       "at.write must be a bool tensor of 8 elements")
+    assert.error_matches(function() cache2:write_at(lumus.zeros({ 2, 2, 4, 1, 8 }), nil) end,
+      "nn.KVCache:write_at: at must be a table, got nil")
+    cache2:free()
     local mha = lumus.nn.MultiheadAttention(32, 4)
     assert.error_matches(function() mha:forward(lumus.zeros({ 1, 2, 32 }), mha:new_cache(1, 8), at) end,
       "a device position %(third argument%) needs a cache and one new position per row, got T = 2")

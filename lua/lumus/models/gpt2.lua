@@ -298,13 +298,13 @@ end
 --   local rows = d:ids(first, last)     -- the fed ids at positions first..last, read back
 --
 -- The device state: tok (int32 [B], the tokens of the next step), pos (int32 [1], their
--- 1-based position), ids recorded per position (float32 [B, max_len]). A step looks up
--- pos as a float (index_select of keys = 1..max_len), computes write = (keys == pos) and
--- attend = (keys <= pos), records tok at write, embeds tok plus wpe's row pos
--- (index_select), writes each layer's k and v at write (nn.KVCache:write_at, an exact
--- where), attends over the whole cache under attend (a mask), computes the logits, and
--- sets pos to pos + 1 (index_select of 2..max_len + 1); greedy also writes
--- argmax(logits) into tok. The step's ops are the same whether captured or eager, so a
+-- 1-based position), ids recorded per position (int32 [B, max_len]). A step looks up
+-- pos as a float (index_select of keys = 1..max_len), computes attend = (keys <= pos)
+-- (and write = (keys == pos) where a cache is written by where), records tok at pos
+-- (index_copy), embeds tok plus wpe's row pos (index_select), writes each layer's k and
+-- v at pos (nn.KVCache:write_at: index_copy, or an exact where under write), attends
+-- over the whole cache under attend (a mask), computes the logits, and sets pos to pos
+-- + 1 (index_select of 2..max_len + 1); greedy also writes argmax(logits) into tok. The step's ops are the same whether captured or eager, so a
 -- replay gives the eager step's bits. The graph is captured at the first step()
 -- (capture = false, or a build or model whose ops cannot be captured, runs the step
 -- eagerly each time). d.length: the positions held (a host count, for the bound checks).
@@ -337,22 +337,21 @@ function Model:new_decoder(batch, max_len, opts)
   d.pos = lumus.ones({ 1 }, { dtype = "int32" })
   d.keys = lumus.arange(1.0, max_len + 1.0)
   d.next_pos = lumus.arange(2, max_len + 2, { dtype = "int32" })
-  d.vocab_ids = lumus.arange(1.0, c.vocab_size + 1.0)
-  d.id_rows = lumus.zeros({ batch, max_len })
+  d.id_rows = lumus.zeros({ batch, max_len }, { dtype = "int32" })
   return d
 end
 
 -- One decode step's ops (see above); returns logits [B, 1, vocab] (the model's dtype).
--- Only index_select, embedding, comparisons, where, copy and the model's ops: dtype
--- conversions (to) cannot be captured from a view (lumus.capture raises for them).
+-- Only index_select, index_copy, embedding, comparisons, where, copy and the model's
+-- ops: dtype conversions (to) cannot be captured from a view (lumus.capture raises for
+-- them).
 local function decode_step(d)
-  local m, b, l = d.model, d.batch, d.max_len
+  local m, b = d.model, d.batch
   local pos_f = lumus.index_select(d.keys, 1, d.pos)              -- float32 [1]: pos
-  local at = { write = lumus.eq(d.keys, pos_f), attend = lumus.le(d.keys, pos_f), pos = d.pos }
+  local at = { attend = lumus.le(d.keys, pos_f), pos = d.pos }
+  if not d.cache.layers[1]:writes_by_index() then at.write = lumus.eq(d.keys, pos_f) end
   pos_f:free()
-  local tok_f = lumus.index_select(d.vocab_ids, 1, d.tok)         -- float32 [B]: the ids
-  lumus.where(at.write:view({ 1, l }), tok_f:view({ b, 1 }), d.id_rows, { out = d.id_rows })
-  tok_f:free()
+  lumus.index_copy(d.id_rows, 2, d.pos, d.tok:view({ b, 1 }), { out = d.id_rows })
   local te = lumus.embedding(d.tok:view({ b, 1 }), m.wte)         -- [B, 1, D]
   local pe = lumus.index_select(m.wpe, 1, d.pos)                  -- [1, D]
   local h = lumus.add(te, pe)
@@ -362,7 +361,8 @@ local function decode_step(d)
     h:free()
     h = nh
   end
-  at.write:free(); at.attend:free()
+  at.attend:free()
+  if at.write then at.write:free() end
   local logits = m:head(h)
   h:free()
   local nxt = lumus.index_select(d.next_pos, 1, d.pos)            -- pos + 1
@@ -423,9 +423,10 @@ end
 --- The fed ids at positions first..last of each row (read back: one transfer), as a
 -- list of B lists of 1-based ids.
 function Decoder:ids(first, last)
-  local rows = self.id_rows:narrow(2, first, last - first + 1):to("int32")
+  local view = self.id_rows:narrow(2, first, last - first + 1)
+  local rows = view:contiguous()
   local t = rows:to_table()
-  rows:free()
+  if rows ~= view then rows:free() end
   return t
 end
 
@@ -433,7 +434,7 @@ function Decoder:free()
   if self.graph then self.graph:free(); self.graph = nil end
   if self.last_logits then self.last_logits:free(); self.last_logits = nil end
   self.cache:free()
-  for _, t in ipairs({ self.tok, self.pos, self.keys, self.next_pos, self.vocab_ids, self.id_rows }) do t:free() end
+  for _, t in ipairs({ self.tok, self.pos, self.keys, self.next_pos, self.id_rows }) do t:free() end
 end
 
 local GENERATE_OPTS = { greedy = true, temperature = true, top_k = true, top_p = true, seed = true }
