@@ -12,7 +12,7 @@
 --     mha:forward(x, cache, at): the decode step with the position on the device (for
 --     lumus.capture): T = 1; k and v are written at the new position (cache:write_at(kv,
 --     at): at.pos, int32 [1], the position, or at.write, bool [max_len] true there, as
---     cache:writes_by_index() says), at.attend (bool [max_len]) selects the keys
+--     cache:writes_by_index() says), at.attend (bool, max_len elements) selects the keys
 --     attended; cache.length is left to the caller.
 --   nn.KVCache(B, H, max_len, hd [, {dtype = "float32"}])
 --     k, v: [B, H, max_len, hd], the two halves of kv [2, B, H, max_len, hd], allocated
@@ -166,7 +166,7 @@ local function attention(q, k, v, causal, scale)
 end
 
 -- Attention of q [B, H, 1, hd] over the whole cache k, v [B, H, L, hd], keys where
--- attend (bool [L]) is true: the decode step with a device-side length.
+-- attend (bool, L elements) is true: the decode step with a device-side length.
 local function attention_masked(q, k, v, attend, scale)
   local l = k:size(3)
   local mask = attend:view({ 1, 1, 1, l })

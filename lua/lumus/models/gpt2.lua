@@ -299,8 +299,9 @@ end
 --
 -- The device state: tok (int32 [B], the tokens of the next step), pos (int32 [1], their
 -- 1-based position), ids recorded per position (int32 [B, max_len]). A step looks up
--- pos as a float (index_select of keys = 1..max_len), computes attend = (keys <= pos)
--- (and write = (keys == pos) where a cache is written by where), records tok at pos
+-- attend = (keys <= pos) (keys = 1..max_len) as row pos of a table of them made once
+-- (index_select; and write = (keys == pos), from pos as a float, where a cache is
+-- written by where), records tok at pos
 -- (index_copy), embeds tok plus wpe's row pos (index_select), writes each layer's k and
 -- v at pos (nn.KVCache:write_at: index_copy, or an exact where under write), attends
 -- over the whole cache under attend (a mask), computes the logits, and sets pos to pos
@@ -336,6 +337,8 @@ function Model:new_decoder(batch, max_len, opts)
   d.tok = lumus.zeros({ batch }, { dtype = "int32" })
   d.pos = lumus.ones({ 1 }, { dtype = "int32" })
   d.keys = lumus.arange(1.0, max_len + 1.0)
+  -- row p: keys <= p, the positions a query at p attends (bool [max_len, max_len])
+  d.attend_rows = lumus.le(d.keys:view({ 1, max_len }), d.keys:view({ max_len, 1 }))
   d.next_pos = lumus.arange(2, max_len + 2, { dtype = "int32" })
   d.id_rows = lumus.zeros({ batch, max_len }, { dtype = "int32" })
   return d
@@ -347,10 +350,12 @@ end
 -- them).
 local function decode_step(d)
   local m, b = d.model, d.batch
-  local pos_f = lumus.index_select(d.keys, 1, d.pos)              -- float32 [1]: pos
-  local at = { attend = lumus.le(d.keys, pos_f), pos = d.pos }
-  if not d.cache.layers[1]:writes_by_index() then at.write = lumus.eq(d.keys, pos_f) end
-  pos_f:free()
+  local at = { attend = lumus.index_select(d.attend_rows, 1, d.pos), pos = d.pos }   -- [1, max_len]
+  if not d.cache.layers[1]:writes_by_index() then
+    local pos_f = lumus.index_select(d.keys, 1, d.pos)            -- float32 [1]: pos
+    at.write = lumus.eq(d.keys, pos_f)
+    pos_f:free()
+  end
   lumus.index_copy(d.id_rows, 2, d.pos, d.tok:view({ b, 1 }), { out = d.id_rows })
   local te = lumus.embedding(d.tok:view({ b, 1 }), m.wte)         -- [B, 1, D]
   local pe = lumus.index_select(m.wpe, 1, d.pos)                  -- [1, D]
@@ -434,7 +439,7 @@ function Decoder:free()
   if self.graph then self.graph:free(); self.graph = nil end
   if self.last_logits then self.last_logits:free(); self.last_logits = nil end
   self.cache:free()
-  for _, t in ipairs({ self.tok, self.pos, self.keys, self.next_pos, self.id_rows }) do t:free() end
+  for _, t in ipairs({ self.tok, self.pos, self.keys, self.attend_rows, self.next_pos, self.id_rows }) do t:free() end
 end
 
 local GENERATE_OPTS = { greedy = true, temperature = true, top_k = true, top_p = true, seed = true }
