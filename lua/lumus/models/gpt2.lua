@@ -313,14 +313,111 @@ end
 local Decoder = {}
 Decoder.__index = Decoder
 M.Decoder = Decoder
+local residual_fusable, make_fused
+
+-- fn() with autograd recording nothing (where autograd is installed): the decoder's ops
+-- write into its own tensors (out =), which a recorded call may not.
+local function inference(fn)
+  if lumus.no_grad then return lumus.no_grad(fn) end
+  return fn()
+end
+
+-- Residual adds inside the linears (one row per step): the attention output o and the
+-- block's input x lie side by side in one [1, 1, 2E] buffer, so that out_proj over it
+-- with the weight [W_out | I] gives x + o W_out^T + b in one product; likewise fc's
+-- output g and the sum r in [1, 1, hidden + E] under [W_proj | I]. Each op writes its
+-- result into its place (out =), which must be contiguous and 16-byte aligned: one row,
+-- and E and hidden elements whole multiples of 16 bytes. Two ops fewer per block; the
+-- combined weights are extra memory ((E + hidden) x E elements per block beyond the
+-- model's), refreshed when the model's weights are written (t:_version()). The sums
+-- are the same terms added in another order (float32 accumulation): within rounding of
+-- the add after the product.
+local FUSED_ACTIVATIONS = { gelu_tanh = "gelu_tanh", gelu = "gelu", relu = "relu", silu = "silu" }
+
+residual_fusable = function(model, batch)
+  local transformer = require "lumus.nn_transformer"
+  if batch ~= 1 or transformer.force_composite or lumus.scaled_dot_product_attention == nil
+    or lumus.layer_norm_linear == nil or lumus.cat == nil then return false end
+  local blk = model.blocks[1]
+  local es = model.dtype == "float32" and 4 or 2
+  if blk == nil or blk.norm ~= "layer" or FUSED_ACTIVATIONS[blk.activation] == nil or blk.fc_bias == nil
+    or blk.attn.out_proj_bias == nil or (blk.dim * es) % 16 ~= 0 or (blk.hidden * es) % 16 ~= 0 then
+    return false
+  end
+  -- LayerNorm inside layer_norm_linear in this dtype (probed as the block's forward does)
+  local probe = lumus.zeros({ 1, 4 }, { dtype = model.dtype })
+  local ok = pcall(lumus.layer_norm_forward, probe, lumus.ones({ 4 }, { dtype = model.dtype }), nil, 1e-5)
+  probe:free()
+  return ok
+end
+
+-- (Re)writes the combined weights of block i from the model's (no autograd: inference).
+local function refresh_fused(d, i)
+  local f, blk = d.fused[i], d.model.blocks[i]
+  inference(function()
+    lumus.cat({ blk.attn.out_proj_weight, d.eye }, 2, { out = f.out_w })
+    lumus.cat({ blk.proj_weight, d.eye }, 2, { out = f.proj_w })
+  end)
+  f.versions = { blk.attn.out_proj_weight:_version(), blk.proj_weight:_version() }
+end
+
+make_fused = function(d)
+  local m = d.model
+  local blk = m.blocks[1]
+  local e, hidden, h = blk.dim, blk.hidden, blk.heads
+  local dt = m.dtype
+  local ar = lumus.arange(1.0, e + 1.0)
+  local eye_mask = lumus.eq(ar:view({ e, 1 }), ar:view({ 1, e }))
+  local eye32 = lumus.where(eye_mask, 1.0, 0.0)
+  d.eye = dt == "float32" and eye32 or eye32:to(dt)
+  if d.eye ~= eye32 then eye32:free() end
+  ar:free(); eye_mask:free()
+  d.fused = {}
+  for i = 1, #m.blocks do
+    local att = lumus.zeros({ 1, 1, 2 * e }, { dtype = dt })         -- [o | x]
+    local mlp = lumus.zeros({ 1, 1, hidden + e }, { dtype = dt })    -- [g | r]
+    d.fused[i] = {
+      att = att, o = att:narrow(3, 1, e):view({ 1, h, 1, e / h }), x = att:narrow(3, e + 1, e),
+      mlp = mlp, g = mlp:narrow(3, 1, hidden), r = mlp:narrow(3, hidden + 1, e),
+      out_w = lumus.empty({ e, 2 * e }, { dtype = dt }), proj_w = lumus.empty({ e, hidden + e }, { dtype = dt }),
+    }
+    refresh_fused(d, i)
+  end
+  d.h_last = lumus.zeros({ 1, 1, e }, { dtype = dt })
+end
+
+-- The blocks of one step with the residual adds fused (see above): h0 (the embedding
+-- sum) is written into block 1's x; returns the last block's output (d.h_last).
+local function fused_blocks(d, at)
+  local m = d.model
+  local n = #m.blocks
+  for i, blk in ipairs(m.blocks) do
+    local f, attn = d.fused[i], blk.attn
+    local h, hd = attn.num_heads, attn.head_dim
+    local qkv = lumus.layer_norm_linear(f.x, blk.ln1_weight, blk.ln1_bias, attn.in_proj_weight, attn.in_proj_bias,
+      { eps = blk.eps })
+    local heads = qkv:view({ 1, 1, 3, h, hd })
+    local q = heads:select(3, 1):transpose(2, 3)                          -- [1, H, 1, hd]
+    local kv = heads:narrow(3, 2, 2):transpose(1, 3):transpose(2, 3):transpose(3, 4)
+    local k, v = d.cache.layers[i]:write_at(kv, at)
+    lumus.scaled_dot_product_attention(q, k, v, { mask = at.attend:view({ 1, 1, 1, d.max_len }),
+      scale = 1 / math.sqrt(hd), out = f.o })
+    qkv:free()
+    lumus.linear(f.att, f.out_w, attn.out_proj_bias, { out = f.r })      -- r = x + attn
+    lumus.layer_norm_linear(f.r, blk.ln2_weight, blk.ln2_bias, blk.fc_weight, blk.fc_bias,
+      { eps = blk.eps, activation = FUSED_ACTIVATIONS[blk.activation], out = f.g })
+    lumus.linear(f.mlp, f.proj_w, blk.proj_bias, { out = i < n and d.fused[i + 1].x or d.h_last })   -- r + mlp
+  end
+  return d.h_last
+end
 
 function Model:new_decoder(batch, max_len, opts)
   local fname = "gpt2:new_decoder"
   opts = opts or {}
   if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(fname, type(opts)), 2) end
   for k in pairs(opts) do
-    if k ~= "greedy" and k ~= "capture" then
-      error(("%s: unknown option '%s' (known: capture, greedy)"):format(fname, tostring(k)), 2)
+    if k ~= "greedy" and k ~= "capture" and k ~= "fuse_residual" then
+      error(("%s: unknown option '%s' (known: capture, fuse_residual, greedy)"):format(fname, tostring(k)), 2)
     end
   end
   if type(batch) ~= "number" or batch ~= math.floor(batch) or batch < 1 then
@@ -341,6 +438,7 @@ function Model:new_decoder(batch, max_len, opts)
   d.attend_rows = lumus.le(d.keys:view({ 1, max_len }), d.keys:view({ max_len, 1 }))
   d.next_pos = lumus.arange(2, max_len + 2, { dtype = "int32" })
   d.id_rows = lumus.zeros({ batch, max_len }, { dtype = "int32" })
+  if opts.fuse_residual ~= false and residual_fusable(self, batch) then make_fused(d) end
   return d
 end
 
@@ -359,17 +457,23 @@ local function decode_step(d)
   lumus.index_copy(d.id_rows, 2, d.pos, d.tok:view({ b, 1 }), { out = d.id_rows })
   local te = lumus.embedding(d.tok:view({ b, 1 }), m.wte)         -- [B, 1, D]
   local pe = lumus.index_select(m.wpe, 1, d.pos)                  -- [1, D]
-  local h = lumus.add(te, pe)
-  te:free(); pe:free()
-  for i, blk in ipairs(m.blocks) do
-    local nh = blk:forward(h, d.cache.layers[i], at)
-    h:free()
-    h = nh
+  local h
+  if d.fused then
+    lumus.add(te, pe, { out = d.fused[1].x })
+    h = fused_blocks(d, at)
+  else
+    h = lumus.add(te, pe)
+    for i, blk in ipairs(m.blocks) do
+      local nh = blk:forward(h, d.cache.layers[i], at)
+      h:free()
+      h = nh
+    end
   end
+  te:free(); pe:free()
   at.attend:free()
   if at.write then at.write:free() end
   local logits = m:head(h)
-  h:free()
+  if not d.fused then h:free() end
   local nxt = lumus.index_select(d.next_pos, 1, d.pos)            -- pos + 1
   d.pos:copy(nxt)
   nxt:free()
@@ -403,12 +507,20 @@ function Decoder:step()
   if self.length + 1 > self.max_len then
     error(("gpt2 decoder:step: the cache's max_len %d is full"):format(self.max_len), 2)
   end
+  if self.fused then   -- the combined weights follow the model's (trained meanwhile)
+    for i, f in ipairs(self.fused) do
+      local blk = self.model.blocks[i]
+      if blk.attn.out_proj_weight:_version() ~= f.versions[1] or blk.proj_weight:_version() ~= f.versions[2] then
+        refresh_fused(self, i)
+      end
+    end
+  end
   local logits
   if self:capture() then
     logits = self.graph:replay()
   else
     if self.last_logits then self.last_logits:free() end
-    logits = decode_step(self)
+    logits = inference(function() return decode_step(self) end)
     self.last_logits = logits
   end
   self.length = self.length + 1
@@ -419,7 +531,7 @@ end
 -- does it at its first call otherwise); true when the decoder has a graph.
 function Decoder:capture()
   if self.graph == nil and self.use_capture then
-    local ok, g = pcall(lumus.capture, function() return decode_step(self) end)
+    local ok, g = pcall(lumus.capture, function() return inference(function() return decode_step(self) end) end)
     if ok then self.graph = g else self.use_capture, self.capture_error = false, g end
   end
   return self.graph ~= nil
@@ -440,6 +552,13 @@ function Decoder:free()
   if self.last_logits then self.last_logits:free(); self.last_logits = nil end
   self.cache:free()
   for _, t in ipairs({ self.tok, self.pos, self.keys, self.attend_rows, self.next_pos, self.id_rows }) do t:free() end
+  if self.fused then
+    for _, f in ipairs(self.fused) do
+      for _, t in ipairs({ f.att, f.mlp, f.out_w, f.proj_w }) do t:free() end
+    end
+    self.eye:free(); self.h_last:free()
+    self.fused = nil
+  end
 end
 
 local GENERATE_OPTS = { greedy = true, temperature = true, top_k = true, top_p = true, seed = true }
