@@ -377,7 +377,7 @@ make_fused = function(d)
     local att = lumus.zeros({ 1, 1, 2 * e }, { dtype = dt })         -- [o | x]
     local mlp = lumus.zeros({ 1, 1, hidden + e }, { dtype = dt })    -- [g | r]
     d.fused[i] = {
-      att = att, o = att:narrow(3, 1, e):view({ 1, h, 1, e / h }), x = att:narrow(3, e + 1, e),
+      att = att, o = att:narrow(3, 1, e):view({ 1, h, 1, blk.attn.head_dim }), x = att:narrow(3, e + 1, e),
       mlp = mlp, g = mlp:narrow(3, 1, hidden), r = mlp:narrow(3, hidden + 1, e),
       out_w = lumus.empty({ e, 2 * e }, { dtype = dt }), proj_w = lumus.empty({ e, hidden + e }, { dtype = dt }),
     }
