@@ -154,6 +154,27 @@ function M.layer_norm(x, w, b, eps, keep)
   return y
 end
 
+-- act(layer_norm(x) w^T + b) (LayerNorm over x's last dimension, weight lw, bias lb):
+-- one lumus.layer_norm_linear where its kernel normalizes inside the product (one
+-- dispatch; lumus.tune.linear says for which shapes), else M.layer_norm then linear with
+-- the normalized rows freed here (layer_norm_linear's own two-op path leaves its
+-- temporaries to the garbage collector). act: linear's activation name or nil; out:
+-- linear's out or nil; keep: the call is recorded by autograd.
+function M.layer_norm_linear(x, lw, lb, eps, w, b, act, out, keep)
+  local tune = lumus.tune
+  if lumus.layer_norm_linear ~= nil and tune and tune.linear and layer_norm_native(x:dtype()) then
+    local k = x:size(x:dim())
+    local ok, cfg = pcall(tune.linear, math.floor(x:numel() / k), w:size(1), k)
+    if ok and cfg.layer_norm_fused then
+      return lumus.layer_norm_linear(x, lw, lb, w, b, { eps = eps, activation = act, out = out })
+    end
+  end
+  local n = M.layer_norm(x, lw, lb, eps, keep)
+  local y = lumus.linear(n, w, b, { activation = act, out = out })
+  release(keep, n)
+  return y
+end
+
 -- Set to true (specs) to use the composite even where the fused op exists.
 M.force_composite = false
 
@@ -172,7 +193,9 @@ local function attention_masked(q, k, v, attend, scale)
   local mask = attend:view({ 1, 1, 1, l })
   local fused = lumus.scaled_dot_product_attention
   if fused ~= nil and not M.force_composite then
-    return fused(q, k, v, { mask = mask, scale = scale })
+    local o = fused(q, k, v, { mask = mask, scale = scale })
+    mask:free()   -- (the view's handle: attend's memory is the caller's)
+    return o
   end
   local raw = lumus.matmul(q, k, { transpose_b = true })   -- [B, H, 1, L]
   local sc = lumus.scale(raw, scale)
@@ -335,37 +358,52 @@ function M.attach(nn)
   end
 
   -- The attention of x [B, T, E] (checked by the caller); ln (optional): {weight, bias,
-  -- eps} of a LayerNorm applied to x first, inside the q/k/v projection
-  -- (lumus.layer_norm_linear). keep: the call is recorded by autograd.
+  -- eps} of a LayerNorm applied to x first, inside the q/k/v projection where the
+  -- kernel takes it (M.layer_norm_linear). keep: the call is recorded by autograd.
   local function mha_forward(self, x, cache, at, ln, keep)
     local e, h, hd = self.embed_dim, self.num_heads, self.head_dim
     local b, t = x:size(1), x:size(2)
     local qkv                                                             -- [B, T, 3E]
     if ln then
-      qkv = lumus.layer_norm_linear(x, ln[1], ln[2], self.in_proj_weight, self.in_proj_bias, { eps = ln[3] })
+      qkv = M.layer_norm_linear(x, ln[1], ln[2], ln[3], self.in_proj_weight, self.in_proj_bias, nil, nil, keep)
     else
       qkv = lumus.linear(x, self.in_proj_weight, self.in_proj_bias)
     end
+    -- q, k, v [B, H, T, hd] and kv [2, B, H, T, hd] (keys, then values): views of qkv.
+    -- Each view is a handle that keeps qkv's memory until it is freed or collected, so
+    -- every one is freed once used (a chained view's intermediates too).
     local heads = qkv:view({ b, t, 3, h, hd })
-    local q = heads:select(3, 1):transpose(2, 3)                          -- [B, H, T, hd]
-    local k = heads:select(3, 2):transpose(2, 3)
-    local v = heads:select(3, 3):transpose(2, 3)
+    local parts = heads:permute({ 3, 1, 4, 2, 5 })                       -- [3, B, H, T, hd]
+    local q, k, v = parts:select(1, 1), parts:select(1, 2), parts:select(1, 3)
+    local kv = parts:narrow(1, 2, 2)
+    local views = { heads, parts, q, k, v, kv }
     local o
-    -- keys and values as one [2, B, H, T, hd] view of qkv
-    local kv = heads:narrow(3, 2, 2):transpose(1, 3):transpose(2, 3):transpose(3, 4)
     if at ~= nil then
-      k, v = cache:write_at(kv, at)
-      o = attention_masked(q, k, v, at.attend, 1 / math.sqrt(hd))
+      local ck, cv = cache:write_at(kv, at)   -- the cache's own k and v
+      o = attention_masked(q, ck, cv, at.attend, 1 / math.sqrt(hd))
     else
       if cache ~= nil then
-        k, v = cache:append(k, v, kv)
+        k, v = cache:append(k, v, kv)         -- views of the cache's positions 1..length
+        views[#views + 1], views[#views + 2] = k, v
       end
       o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
     end
+    if not keep then
+      for _, t_ in ipairs(views) do t_:free() end
+    end
     release(keep, qkv)
     -- [B, H, T, hd] -> [B, T, E]: for T = 1 the same memory order, so a view
-    local merged = t == 1 and o:view({ b, t, e }) or o:transpose(2, 3):contiguous():view({ b, t, e })
-    if t ~= 1 then release(keep, o) end   -- (for T = 1, freeing merged frees o's memory)
+    local merged
+    if t == 1 then
+      merged = o:view({ b, t, e })
+    else
+      local ot = o:transpose(2, 3)
+      local oc = ot:contiguous()
+      merged = oc:view({ b, t, e })
+      if oc ~= ot then release(keep, oc) end
+      release(keep, ot)
+    end
+    release(keep, o)
     local y = lumus.linear(merged, self.out_proj_weight, self.out_proj_bias)
     release(keep, merged)
     self.output = y
@@ -461,9 +499,9 @@ function M.attach(nn)
   -- linear's name of each activation (its fused epilogue)
   local LINEAR_ACTIVATIONS = { gelu_tanh = "gelu_tanh", gelu = "gelu", relu = "relu", silu = "silu" }
 
-  -- LayerNorm runs inside the next linear (lumus.layer_norm_linear: one op, one dispatch
-  -- where its kernel takes the rows) and the activation in fc's store: two ops fewer
-  -- per norm and one per activation than norm, linear, activation one by one.
+  -- LayerNorm runs inside the next linear where the kernel takes the rows
+  -- (M.layer_norm_linear: one dispatch instead of two) and the activation in fc's store
+  -- (one dispatch fewer than linear and activation one by one).
   function Block:forward(x, cache, at)
     if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= self.dim then
       error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), self.dim,
@@ -472,7 +510,7 @@ function M.attach(nn)
     check_cache(self.attn, x, cache, at, self:describe())
     local keep = records(self, x)
     local act = LINEAR_ACTIVATIONS[self.activation]
-    local fused = self.norm == "layer" and lumus.layer_norm_linear ~= nil and layer_norm_native(x:dtype())
+    local fused = self.norm == "layer"
     local a
     if fused then
       a = mha_forward(self.attn, x, cache, at, { self.ln1_weight, self.ln1_bias, self.eps }, keep)
@@ -488,8 +526,7 @@ function M.attach(nn)
     end
     local f
     if fused then
-      f = lumus.layer_norm_linear(r, self.ln2_weight, self.ln2_bias, self.fc_weight, self.fc_bias,
-        { eps = self.eps, activation = act })
+      f = M.layer_norm_linear(r, self.ln2_weight, self.ln2_bias, self.eps, self.fc_weight, self.fc_bias, act, nil, keep)
     else
       local n2 = normalize(self, r, 2, keep)
       f = lumus.linear(n2, self.fc_weight, self.fc_bias, { activation = act })
