@@ -215,14 +215,15 @@ end
 -- Device time per op over one prefill of `len` tokens: each top-level lumus op the model
 -- calls is run inside lumus.gpu_time (one synchronize per op, so the sum is device time
 -- without overlap between ops; the whole forward's own gpu_time is printed beside it).
-local PROFILED = { "linear", "matmul", "layer_norm_forward", "scaled_dot_product_attention", "gelu_tanh",
+local PROFILED = { "linear", "layer_norm_linear", "matmul", "layer_norm_forward", "scaled_dot_product_attention", "gelu_tanh",
   "add", "embedding", "index_select", "where", "contiguous", "copy", "to", "argmax", "softmax", "scale", "eq", "le",
   "index_copy" }
 local unpack = table.unpack or unpack
 
 local function shapes_of(name, args)
   local parts = {}
-  for k = 1, 2 do
+  -- x and the weight (layer_norm_linear's is its fourth argument)
+  for _, k in ipairs(name == "layer_norm_linear" and { 1, 4 } or { 1, 2 }) do
     local a = args[k]
     if getmetatable(a) == lumus.Tensor then parts[#parts + 1] = table.concat(a:shape(), "x") end
   end

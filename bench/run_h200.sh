@@ -41,6 +41,8 @@
 #                               (bench/gpt2_make_weights.py into $GPT2_DIR, default /tmp/gpt2),
 #                               PyTorch's logits, greedy ids and decode rate
 #                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
+#   gpt2_dtypes.md              bench/gpt2_decode_dtypes.lua (GPT-2 decode float16 against float32:
+#                               replay rate and device time, eager host time per op)
 #   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
 #   op_profile.md               bench/op_profile.lua over bench/profile_train_step.lua and
 #                               bench/profile_gpt2.lua (device time per op; host time unwrapped)
@@ -218,6 +220,7 @@ gpt2_dir=${GPT2_DIR:-/tmp/gpt2}
 step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
+step gpt2_dtypes 120 lua5.4 bench/gpt2_decode_dtypes.lua
 # Device time per op (bench/op_profile.lua): a training step of the MLP block and GPT-2
 # prefill/decode, each op synchronized and timed alone, then the same unwrapped.
 step op_profile 300 bash -c 'for s in profile_train_step profile_gpt2; do

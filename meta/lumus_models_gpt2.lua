@@ -97,7 +97,7 @@ function Model:head(h, keep) end
 ---A decoder for batch B up to max_len positions whose step keeps token, position and cache length on the device.
 ---@param batch integer
 ---@param max_len? integer
----@param opts? {greedy?: boolean, capture?: boolean}
+---@param opts? {greedy?: boolean, capture?: boolean, fuse_residual?: boolean}
 ---@return lumus.models.gpt2.Decoder
 function Model:new_decoder(batch, max_len, opts) end
 

@@ -306,10 +306,21 @@ nn.Dropout = Dropout
 nn.Embedding = Embedding
 nn.Sequential = Sequential
 nn.Residual = Residual
-nn.MultiheadAttention = MultiheadAttention---Writes keys and values [B, 2, ...] at the device position given by at.
+nn.MultiheadAttention = MultiheadAttention
+
+---Writes kv [2, B, H, 1, hd] (keys, then values) at a position held on the device:
+---by index_copy at at.pos (int32 [1]) or by where under at.write (bool [max_len]), as
+---writes_by_index() says; returns the whole k and v.
 ---@param kv lumus.Tensor
----@param at table {write =, attend =, pos =}
+---@param at table {pos =, write =}
+---@return lumus.Tensor k
+---@return lumus.Tensor v
 function KVCache:write_at(kv, at) end
+
+---Whether write_at writes by index_copy at at.pos (one row, or a long cache) rather
+---than by where under at.write.
+---@return boolean
+function KVCache:writes_by_index() end
 
 ---Turns the automatic fusion of LayerNorm/Linear/activation runs on or off (on by default).
 ---@param on? boolean

@@ -173,6 +173,69 @@ describe("gpt2 decoder", function()
     assert(ok, err)
   end)
 
+  it("writes a one-row cache by index_copy with the bits of the where path", function()
+    local ic_b, ic_t, d1 = run(model, { PROMPT }, 5, { greedy = true })
+    assert.is_true(d1.cache.layers[1]:writes_by_index())
+    transformer.kv_write = "where"
+    local ok, err = pcall(function()
+      local w_b, w_t, d2 = run(model, { PROMPT }, 5, { greedy = true })
+      assert.is_false(d2.cache.layers[1]:writes_by_index())
+      assert.is_not_nil(d2.graph, tostring(d2.capture_error))
+      for k = 1, 5 do
+        assert.is_true(w_b[k] == ic_b[k], "logits of step " .. k .. " differ")
+        assert.same(w_t[k], ic_t[k])
+      end
+      d2:free()
+    end)
+    transformer.kv_write = nil
+    d1:free()
+    assert(ok, err)
+  end)
+
+  it("adds the residuals inside the linears (one row) as the block's adds do, and follows trained weights", function()
+    -- logits (tables) and fed ids of 8 steps
+    local function steps(opts)
+      local d = model:new_decoder(1, 32, opts)
+      local logits = d:prefill(ids_tensor({ PROMPT }))
+      d:feed(lumus.sample(logits:select(2, 1), { greedy = true }))
+      local out, toks = {}, {}
+      for k = 1, 8 do
+        out[k] = d:step():view({ CFG.vocab_size }):to_table()
+        toks[k] = d.tok:to_table()[1]
+      end
+      return out, toks, d
+    end
+    local fl, ft, fd = steps({ greedy = true })
+    local pl, pt, pd = steps({ greedy = true, fuse_residual = false })
+    assert.is_not_nil(fd.fused)
+    assert.is_nil(pd.fused)
+    assert.equal(pd.graph:stats().ops - 2 * CFG.n_layer, fd.graph:stats().ops)
+    assert.same(pt, ft)
+    -- the same terms summed in another order: float32 rounding apart
+    for k = 1, 8 do checks.close(lumus.tensor(fl[k]), pl[k], { mixed = 1e-5, what = "step " .. k }) end
+    fd:free(); pd:free()
+    -- a model whose weights change after the decoder is made: the combined weights follow
+    local m2 = model_of("float32")
+    local d2 = m2:new_decoder(1, 32, { greedy = true })
+    assert.is_not_nil(d2.fused)
+    local w = m2.blocks[1].attn.out_proj_weight
+    w:copy(lumus.mul(w, -2))
+    m2.blocks[2].proj_weight:fill(0.01)
+    local function steps(opts)
+      local d = d2
+      if opts then d = m2:new_decoder(1, 32, opts) end
+      local logits = d:prefill(ids_tensor({ PROMPT }))
+      d:feed(lumus.sample(logits:select(2, 1), { greedy = true }))
+      local out = {}
+      for k = 1, 4 do out[k] = d:step():to_table()[1][1] end
+      if opts then d:free() end
+      return out
+    end
+    local got, want = steps(), steps({ greedy = true, fuse_residual = false })
+    for k = 1, 4 do checks.close(lumus.tensor(got[k]), want[k], { mixed = 1e-5, what = "trained step " .. k }) end
+    d2:free(); m2:free()
+  end)
+
   it("float16 weights: captured steps give the eager float16 steps' bits", function()
     local m16 = model_of("float16")
     local eb, et, ed = run(m16, { PROMPT }, 4, { greedy = true, capture = false })
@@ -189,7 +252,7 @@ describe("gpt2 decoder", function()
     assert.error_matches(function() model:new_decoder(0, 8) end, "gpt2:new_decoder: batch must be a positive integer, got 0")
     assert.error_matches(function() model:new_decoder(1, 65) end, "max_len must be an integer in 1..64")
     assert.error_matches(function() model:new_decoder(1, 8, { greedy = true, graph = 1 }) end,
-      "gpt2:new_decoder: unknown option 'graph' %(known: capture, greedy%)")
+      "gpt2:new_decoder: unknown option 'graph' %(known: capture, fuse_residual, greedy%)")
     local d = model:new_decoder(1, 8, { greedy = true })
     assert.error_matches(function() d:prefill(ids_tensor({ { 1, 2, 3, 4, 5, 6, 7, 8, 9 } })) end,
       "9 positions exceed max_len 8")
@@ -204,8 +267,19 @@ describe("gpt2 decoder", function()
     local at = { write = lumus.zeros({ 8 }, { dtype = "bool" }) }
     assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 2, 8 }), at) end,
       "nn.KVCache:write_at: kv must be %[2, 1, 4, 1, 8%], got shape 2x1x4x2x8")
-    assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 1, 8 }), { write = lumus.zeros({ 8 }) }) end,
+    -- one row: written by index_copy at at.pos; several rows of a short cache: by where
+    assert.is_true(cache:writes_by_index())
+    assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 1, 8 }), at) end,
+      "nn.KVCache:write_at: at.pos must be an int32 tensor of 1 element")
+    assert.error_matches(function() cache:write_at(lumus.zeros({ 2, 1, 4, 1, 8 }), { pos = lumus.ones({ 1 }) }) end,
+      "at.pos must be an int32 tensor of 1 element")
+    local cache2 = lumus.nn.KVCache(2, 4, 8, 8)
+    assert.is_false(cache2:writes_by_index())
+    assert.error_matches(function() cache2:write_at(lumus.zeros({ 2, 2, 4, 1, 8 }), { write = lumus.zeros({ 8 }) }) end,
       "at.write must be a bool tensor of 8 elements")
+    assert.error_matches(function() cache2:write_at(lumus.zeros({ 2, 2, 4, 1, 8 }), nil) end,
+      "nn.KVCache:write_at: at must be a table, got nil")
+    cache2:free()
     local mha = lumus.nn.MultiheadAttention(32, 4)
     assert.error_matches(function() mha:forward(lumus.zeros({ 1, 2, 32 }), mha:new_cache(1, 8), at) end,
       "a device position %(third argument%) needs a cache and one new position per row, got T = 2")

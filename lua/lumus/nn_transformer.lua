@@ -10,12 +10,14 @@
 --     the new keys and values are written at positions cache.length + 1 .. + T, the
 --     queries attend to positions 1 .. cache.length + T, and cache.length grows by T.
 --     mha:forward(x, cache, at): the decode step with the position on the device (for
---     lumus.capture): T = 1; at.write (bool [max_len], true at the new position) selects
---     where k and v are written (cache:write_at(kv, at)), at.attend (bool [max_len]) the keys
+--     lumus.capture): T = 1; k and v are written at the new position (cache:write_at(kv,
+--     at): at.pos, int32 [1], the position, or at.write, bool [max_len] true there, as
+--     cache:writes_by_index() says), at.attend (bool, max_len elements) selects the keys
 --     attended; cache.length is left to the caller.
 --   nn.KVCache(B, H, max_len, hd [, {dtype = "float32"}])
 --     k, v: [B, H, max_len, hd], the two halves of kv [2, B, H, max_len, hd], allocated
---     once and written in place (narrow + copy; write_at: where at a device position);
+--     once and written in place (narrow + copy; write_at: index_copy or where at a device
+--     position);
 --     cache.length (positions held, from 0), cache:append(k, v) -> the k and v views of
 --     1..length, cache:reset(), cache:free().
 --   nn.TransformerBlock(D, H [, {mlp_ratio = 4, hidden =, activation = "gelu_tanh",
@@ -125,15 +127,19 @@ end
 -- result converted back to x's dtype (statistics in float32 either way). Returns y only.
 -- keep: the call is recorded by autograd (mean and invstd are saved by its graph).
 local native_layer_norm = {}
-function M.layer_norm(x, w, b, eps, keep)
-  local dt = x:dtype()
+local function layer_norm_native(dt)
   if dt ~= "float32" and native_layer_norm[dt] == nil then
     local probe = lumus.zeros({ 1, 4 }, { dtype = dt })
     local pw = lumus.ones({ 4 }, { dtype = dt })
     native_layer_norm[dt] = pcall(lumus.layer_norm_forward, probe, pw, pw, 1e-5)
     probe:free(); pw:free()
   end
-  if dt == "float32" or native_layer_norm[dt] then
+  return dt == "float32" or native_layer_norm[dt]
+end
+
+function M.layer_norm(x, w, b, eps, keep)
+  local dt = x:dtype()
+  if layer_norm_native(dt) then
     local y, mean, invstd = lumus.layer_norm_forward(x, w, b, eps)
     release(keep, mean, invstd)
     return y
@@ -145,6 +151,27 @@ function M.layer_norm(x, w, b, eps, keep)
   if b32 then b32:free() end
   local y = y32:to(dt)
   y32:free()
+  return y
+end
+
+-- act(layer_norm(x) w^T + b) (LayerNorm over x's last dimension, weight lw, bias lb):
+-- one lumus.layer_norm_linear where its kernel normalizes inside the product (one
+-- dispatch; lumus.tune.linear says for which shapes), else M.layer_norm then linear with
+-- the normalized rows freed here (layer_norm_linear's own two-op path leaves its
+-- temporaries to the garbage collector). act: linear's activation name or nil; out:
+-- linear's out or nil; keep: the call is recorded by autograd.
+function M.layer_norm_linear(x, lw, lb, eps, w, b, act, out, keep)
+  local tune = lumus.tune
+  if lumus.layer_norm_linear ~= nil and tune and tune.linear and layer_norm_native(x:dtype()) then
+    local k = x:size(x:dim())
+    local ok, cfg = pcall(tune.linear, math.floor(x:numel() / k), w:size(1), k)
+    if ok and cfg.layer_norm_fused then
+      return lumus.layer_norm_linear(x, lw, lb, w, b, { eps = eps, activation = act, out = out })
+    end
+  end
+  local n = M.layer_norm(x, lw, lb, eps, keep)
+  local y = lumus.linear(n, w, b, { activation = act, out = out })
+  release(keep, n)
   return y
 end
 
@@ -160,13 +187,15 @@ local function attention(q, k, v, causal, scale)
 end
 
 -- Attention of q [B, H, 1, hd] over the whole cache k, v [B, H, L, hd], keys where
--- attend (bool [L]) is true: the decode step with a device-side length.
+-- attend (bool, L elements) is true: the decode step with a device-side length.
 local function attention_masked(q, k, v, attend, scale)
   local l = k:size(3)
   local mask = attend:view({ 1, 1, 1, l })
   local fused = lumus.scaled_dot_product_attention
   if fused ~= nil and not M.force_composite then
-    return fused(q, k, v, { mask = mask, scale = scale })
+    local o = fused(q, k, v, { mask = mask, scale = scale })
+    mask:free()   -- (the view's handle: attend's memory is the caller's)
+    return o
   end
   local raw = lumus.matmul(q, k, { transpose_b = true })   -- [B, H, 1, L]
   local sc = lumus.scale(raw, scale)
@@ -227,32 +256,49 @@ function KVCache:append(k, v, kv)
   return self.k:narrow(3, 1, self.length), self.v:narrow(3, 1, self.length)
 end
 
--- From this many positions on, write_at writes by lumus.index_copy at at.pos (a copy of
--- kv to contiguous, then numel(kv) elements written) rather than by a where over the
--- whole cache (one dispatch, but reading and writing 2 * B * H * max_len * hd elements).
--- A field, so that specs can take either path.
+-- From this many positions on, write_at writes a kv of several rows by lumus.index_copy
+-- at at.pos (a copy of kv to contiguous, then numel(kv) elements written) rather than by
+-- a where over the whole cache (one dispatch, but reading and writing 2 * B * H *
+-- max_len * hd elements). A field, so that specs can take either path; so is kv_write
+-- (nil: automatic; "where" or "index_copy": that path).
 M.kv_index_copy_min_len = 512
+M.kv_write = nil
 
---- Writes kv [2, B, H, 1, hd] (keys, then values; any view) at the position at.write
--- marks (a bool tensor [max_len], true at one position, computed on the device),
--- leaving the other positions as they are: one exact lumus.where over the cache, so the
--- position never reaches the host; or, where at.pos (int32 [1], the same position) is
--- given and the cache is long, lumus.index_copy at at.pos. Returns the whole k and v [B, H, max_len, hd].
--- cache.length is not changed: the caller tracks the position (a captured decode step
--- replays this with a new at.write).
+--- Whether write_at writes by index_copy at at.pos (true) or by where at at.write.
+-- index_copy where the build has it and either one row per step (the kv that
+-- MultiheadAttention passes, a view of its q/k/v projection, is then contiguous: one
+-- dispatch writing only the new position) or a long cache.
+function KVCache:writes_by_index()
+  if lumus.index_copy == nil then return false end
+  if M.kv_write ~= nil then return M.kv_write == "index_copy" end
+  return self.batch == 1 or self.max_len >= M.kv_index_copy_min_len
+end
+
+--- Writes kv [2, B, H, 1, hd] (keys, then values; any view) at one position held on the
+-- device, leaving the other positions as they are, so that the position never reaches
+-- the host: by lumus.index_copy at at.pos (int32 [1], 1-based) or by one exact
+-- lumus.where over the cache under at.write (bool [max_len], true at the position), as
+-- writes_by_index() says (the other field may be absent). Returns the whole k and v
+-- [B, H, max_len, hd]. cache.length is not changed: the caller tracks the position (a
+-- captured decode step replays this with a new position).
 function KVCache:write_at(kv, at)
   if not is_tensor(kv) or kv:dim() ~= 5 or kv:size(1) ~= 2 or kv:size(2) ~= self.batch or kv:size(3) ~= self.heads
     or kv:size(4) ~= 1 or kv:size(5) ~= self.head_dim then
     error(("nn.KVCache:write_at: kv must be [2, %d, %d, 1, %d], got %s")
       :format(self.batch, self.heads, self.head_dim, is_tensor(kv) and "shape " .. shape_string(kv) or type(kv)), 2)
   end
-  local w = type(at) == "table" and at.write
-  if not is_tensor(w) or w:dtype() ~= "bool" or w:numel() ~= self.max_len then
-    error(("nn.KVCache:write_at: at.write must be a bool tensor of %d elements"):format(self.max_len), 2)
-  end
-  if at.pos ~= nil and lumus.index_copy ~= nil and self.max_len >= M.kv_index_copy_min_len then
-    lumus.index_copy(self.kv, 4, at.pos, kv, { out = self.kv })
+  if type(at) ~= "table" then error(("nn.KVCache:write_at: at must be a table, got %s"):format(type(at)), 2) end
+  if self:writes_by_index() then
+    local p = at.pos
+    if not is_tensor(p) or p:dtype() ~= "int32" or p:numel() ~= 1 then
+      error("nn.KVCache:write_at: at.pos must be an int32 tensor of 1 element (the 1-based position)", 2)
+    end
+    lumus.index_copy(self.kv, 4, p:view({ 1 }), kv, { out = self.kv })
   else
+    local w = at.write
+    if not is_tensor(w) or w:dtype() ~= "bool" or w:numel() ~= self.max_len then
+      error(("nn.KVCache:write_at: at.write must be a bool tensor of %d elements"):format(self.max_len), 2)
+    end
     lumus.where(w:view({ 1, 1, 1, self.max_len, 1 }), kv, self.kv, { out = self.kv })
   end
   return self.k, self.v
@@ -311,46 +357,77 @@ function M.attach(nn)
     return new_kv_cache(batch, self.num_heads, max_len, self.head_dim, opts)
   end
 
-  function MHA:forward(x, cache, at)
+  -- The attention of x [B, T, E] (checked by the caller); ln (optional): {weight, bias,
+  -- eps} of a LayerNorm applied to x first, inside the q/k/v projection where the
+  -- kernel takes it (M.layer_norm_linear). keep: the call is recorded by autograd.
+  local function mha_forward(self, x, cache, at, ln, keep)
     local e, h, hd = self.embed_dim, self.num_heads, self.head_dim
-    if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= e then
-      error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), e,
-        is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
-    end
-    if cache ~= nil and getmetatable(cache) ~= KVCache then
-      error(("%s: cache must be an nn.KVCache, got %s"):format(self:describe(), type(cache)), 2)
-    end
     local b, t = x:size(1), x:size(2)
-    local keep = records(self, x)
-    local qkv = lumus.linear(x, self.in_proj_weight, self.in_proj_bias)   -- [B, T, 3E]
+    local qkv                                                             -- [B, T, 3E]
+    if ln then
+      qkv = M.layer_norm_linear(x, ln[1], ln[2], ln[3], self.in_proj_weight, self.in_proj_bias, nil, nil, keep)
+    else
+      qkv = lumus.linear(x, self.in_proj_weight, self.in_proj_bias)
+    end
+    -- q, k, v [B, H, T, hd] and kv [2, B, H, T, hd] (keys, then values): views of qkv.
+    -- Each view is a handle that keeps qkv's memory until it is freed or collected, so
+    -- every one is freed once used (a chained view's intermediates too).
     local heads = qkv:view({ b, t, 3, h, hd })
-    local q = heads:select(3, 1):transpose(2, 3)                          -- [B, H, T, hd]
-    local k = heads:select(3, 2):transpose(2, 3)
-    local v = heads:select(3, 3):transpose(2, 3)
+    local parts = heads:permute({ 3, 1, 4, 2, 5 })                       -- [3, B, H, T, hd]
+    local q, k, v = parts:select(1, 1), parts:select(1, 2), parts:select(1, 3)
+    local kv = parts:narrow(1, 2, 2)
+    local views = { heads, parts, q, k, v, kv }
     local o
-    -- keys and values as one [2, B, H, T, hd] view of qkv
-    local kv = heads:narrow(3, 2, 2):transpose(1, 3):transpose(2, 3):transpose(3, 4)
     if at ~= nil then
-      if cache == nil or t ~= 1 then
-        error(("%s: a device position (third argument) needs a cache and one new position per row, got T = %d")
-          :format(self:describe(), t), 2)
-      end
-      k, v = cache:write_at(kv, at)
-      o = attention_masked(q, k, v, at.attend, 1 / math.sqrt(hd))
+      local ck, cv = cache:write_at(kv, at)   -- the cache's own k and v
+      o = attention_masked(q, ck, cv, at.attend, 1 / math.sqrt(hd))
     else
       if cache ~= nil then
-        k, v = cache:append(k, v, kv)
+        k, v = cache:append(k, v, kv)         -- views of the cache's positions 1..length
+        views[#views + 1], views[#views + 2] = k, v
       end
       o = attention(q, k, v, self.causal, 1 / math.sqrt(hd))
     end
+    if not keep then
+      for _, t_ in ipairs(views) do t_:free() end
+    end
     release(keep, qkv)
     -- [B, H, T, hd] -> [B, T, E]: for T = 1 the same memory order, so a view
-    local merged = t == 1 and o:view({ b, t, e }) or o:transpose(2, 3):contiguous():view({ b, t, e })
-    if t ~= 1 then release(keep, o) end   -- (for T = 1, freeing merged frees o's memory)
+    local merged
+    if t == 1 then
+      merged = o:view({ b, t, e })
+    else
+      local ot = o:transpose(2, 3)
+      local oc = ot:contiguous()
+      merged = oc:view({ b, t, e })
+      if oc ~= ot then release(keep, oc) end
+      release(keep, ot)
+    end
+    release(keep, o)
     local y = lumus.linear(merged, self.out_proj_weight, self.out_proj_bias)
     release(keep, merged)
     self.output = y
     return y
+  end
+
+  -- The checks of forward's cache and at (error level: forward's caller).
+  local function check_cache(self, x, cache, at, what)
+    if cache ~= nil and getmetatable(cache) ~= KVCache then
+      error(("%s: cache must be an nn.KVCache, got %s"):format(what, type(cache)), 3)
+    end
+    if at ~= nil and (cache == nil or x:size(2) ~= 1) then
+      error(("%s: a device position (third argument) needs a cache and one new position per row, got T = %d")
+        :format(what, x:size(2)), 3)
+    end
+  end
+
+  function MHA:forward(x, cache, at)
+    if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= self.embed_dim then
+      error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), self.embed_dim,
+        is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
+    end
+    check_cache(self, x, cache, at, self:describe())
+    return mha_forward(self, x, cache, at, nil, records(self, x))
   end
 
   function MHA:describe()
@@ -419,23 +496,44 @@ function M.attach(nn)
     return y
   end
 
+  -- linear's name of each activation (its fused epilogue)
+  local LINEAR_ACTIVATIONS = { gelu_tanh = "gelu_tanh", gelu = "gelu", relu = "relu", silu = "silu" }
+
+  -- LayerNorm runs inside the next linear where the kernel takes the rows
+  -- (M.layer_norm_linear: one dispatch instead of two) and the activation in fc's store
+  -- (one dispatch fewer than linear and activation one by one).
   function Block:forward(x, cache, at)
     if not is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= self.dim then
       error(("%s: input must be a [B, T, %d] tensor, got %s"):format(self:describe(), self.dim,
         is_tensor(x) and "shape " .. shape_string(x) or type(x)), 2)
     end
+    check_cache(self.attn, x, cache, at, self:describe())
     local keep = records(self, x)
-    local n1 = normalize(self, x, 1, keep)
-    local a = self.attn:forward(n1, cache, at)
-    release(keep, n1)
+    local act = LINEAR_ACTIVATIONS[self.activation]
+    local fused = self.norm == "layer"
+    local a
+    if fused then
+      a = mha_forward(self.attn, x, cache, at, { self.ln1_weight, self.ln1_bias, self.eps }, keep)
+    else
+      local n1 = normalize(self, x, 1, keep)
+      a = mha_forward(self.attn, n1, cache, at, nil, keep)
+      release(keep, n1)
+    end
     local r = lumus.add(x, a)
-    local n2 = normalize(self, r, 2, keep)
-    local f = lumus.linear(n2, self.fc_weight, self.fc_bias)
-    release(keep, n2)
-    local g = lumus[ACTIVATIONS[self.activation]](f)
+    if not keep then
+      a:free()
+      self.attn.output = nil   -- (freed: r holds the sum)
+    end
+    local f
+    if fused then
+      f = M.layer_norm_linear(r, self.ln2_weight, self.ln2_bias, self.eps, self.fc_weight, self.fc_bias, act, nil, keep)
+    else
+      local n2 = normalize(self, r, 2, keep)
+      f = lumus.linear(n2, self.fc_weight, self.fc_bias, { activation = act })
+      release(keep, n2)
+    end
+    local p = lumus.linear(f, self.proj_weight, self.proj_bias)
     release(keep, f)
-    local p = lumus.linear(g, self.proj_weight, self.proj_bias)
-    release(keep, g)
     local y = lumus.add(r, p)
     release(keep, r, p)
     self.output = y

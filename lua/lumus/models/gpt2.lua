@@ -269,7 +269,9 @@ function Model:forward(ids, cache, opts)
     free(h)
     h = nh
   end
-  local logits = self:head(last_only and t > 1 and h:narrow(2, t, 1) or h, keep)
+  local last = last_only and t > 1 and h:narrow(2, t, 1)
+  local logits = self:head(last or h, keep)
+  if last then free(last) end
   free(h)
   if cache ~= nil then cache.length = start + t end
   return logits
@@ -298,13 +300,14 @@ end
 --   local rows = d:ids(first, last)     -- the fed ids at positions first..last, read back
 --
 -- The device state: tok (int32 [B], the tokens of the next step), pos (int32 [1], their
--- 1-based position), ids recorded per position (float32 [B, max_len]). A step looks up
--- pos as a float (index_select of keys = 1..max_len), computes write = (keys == pos) and
--- attend = (keys <= pos), records tok at write, embeds tok plus wpe's row pos
--- (index_select), writes each layer's k and v at write (nn.KVCache:write_at, an exact
--- where), attends over the whole cache under attend (a mask), computes the logits, and
--- sets pos to pos + 1 (index_select of 2..max_len + 1); greedy also writes
--- argmax(logits) into tok. The step's ops are the same whether captured or eager, so a
+-- 1-based position), ids recorded per position (int32 [B, max_len]). A step looks up
+-- attend = (keys <= pos) (keys = 1..max_len) as row pos of a table of them made once
+-- (index_select; and write = (keys == pos), from pos as a float, where a cache is
+-- written by where), records tok at pos
+-- (index_copy), embeds tok plus wpe's row pos (index_select), writes each layer's k and
+-- v at pos (nn.KVCache:write_at: index_copy, or an exact where under write), attends
+-- over the whole cache under attend (a mask), computes the logits, and sets pos to pos
+-- + 1 (index_select of 2..max_len + 1); greedy also writes argmax(logits) into tok. The step's ops are the same whether captured or eager, so a
 -- replay gives the eager step's bits. The graph is captured at the first step()
 -- (capture = false, or a build or model whose ops cannot be captured, runs the step
 -- eagerly each time). d.length: the positions held (a host count, for the bound checks).
@@ -312,14 +315,109 @@ end
 local Decoder = {}
 Decoder.__index = Decoder
 M.Decoder = Decoder
+local residual_fusable, make_fused
+
+-- fn() with autograd recording nothing (where autograd is installed): the decoder's ops
+-- write into its own tensors (out =), which a recorded call may not.
+local function inference(fn)
+  if lumus.no_grad then return lumus.no_grad(fn) end
+  return fn()
+end
+
+-- Residual adds inside the linears (one row per step): the attention output o and the
+-- block's input x lie side by side in one [1, 1, 2E] buffer, so that out_proj over it
+-- with the weight [W_out | I] gives x + o W_out^T + b in one product; likewise fc's
+-- output g and the sum r in [1, 1, hidden + E] under [W_proj | I]. Each op writes its
+-- result into its place (out =), which must be contiguous and 16-byte aligned: one row,
+-- and E and hidden elements whole multiples of 16 bytes. Two ops fewer per block; the
+-- combined weights are extra memory ((E + hidden) x E elements per block beyond the
+-- model's), refreshed when the model's weights are written (t:_version()). The sums
+-- are the same terms added in another order (float32 accumulation): within rounding of
+-- the add after the product.
+local FUSED_ACTIVATIONS = { gelu_tanh = "gelu_tanh", gelu = "gelu", relu = "relu", silu = "silu" }
+
+residual_fusable = function(model, batch)
+  local transformer = require "lumus.nn_transformer"
+  if batch ~= 1 or transformer.force_composite or lumus.scaled_dot_product_attention == nil or lumus.cat == nil then
+    return false
+  end
+  local blk = model.blocks[1]
+  local es = model.dtype == "float32" and 4 or 2
+  if blk == nil or blk.norm ~= "layer" or FUSED_ACTIVATIONS[blk.activation] == nil or blk.fc_bias == nil
+    or blk.attn.out_proj_bias == nil or (blk.dim * es) % 16 ~= 0 or (blk.hidden * es) % 16 ~= 0 then
+    return false
+  end
+  return true
+end
+
+-- (Re)writes the combined weights of block i from the model's (no autograd: inference).
+local function refresh_fused(d, i)
+  local f, blk = d.fused[i], d.model.blocks[i]
+  inference(function()
+    lumus.cat({ blk.attn.out_proj_weight, d.eye }, 2, { out = f.out_w })
+    lumus.cat({ blk.proj_weight, d.eye }, 2, { out = f.proj_w })
+  end)
+  f.versions = { blk.attn.out_proj_weight:_version(), blk.proj_weight:_version() }
+end
+
+make_fused = function(d)
+  local m = d.model
+  local blk = m.blocks[1]
+  local e, hidden, h = blk.dim, blk.hidden, blk.heads
+  local dt = m.dtype
+  local ar = lumus.arange(1, e + 1, { dtype = "int32" })
+  local eye_mask = lumus.eq(ar:view({ e, 1 }), ar:view({ 1, e }))
+  local eye32 = lumus.where(eye_mask, 1.0, 0.0)
+  d.eye = dt == "float32" and eye32 or eye32:to(dt)
+  if d.eye ~= eye32 then eye32:free() end
+  ar:free(); eye_mask:free()
+  d.fused = {}
+  for i = 1, #m.blocks do
+    local att = lumus.zeros({ 1, 1, 2 * e }, { dtype = dt })         -- [o | x]
+    local mlp = lumus.zeros({ 1, 1, hidden + e }, { dtype = dt })    -- [g | r]
+    d.fused[i] = {
+      att = att, o = att:narrow(3, 1, e):view({ 1, h, 1, blk.attn.head_dim }), x = att:narrow(3, e + 1, e),
+      mlp = mlp, g = mlp:narrow(3, 1, hidden), r = mlp:narrow(3, hidden + 1, e),
+      out_w = lumus.empty({ e, 2 * e }, { dtype = dt }), proj_w = lumus.empty({ e, hidden + e }, { dtype = dt }),
+    }
+    refresh_fused(d, i)
+  end
+  d.h_last = lumus.zeros({ 1, 1, e }, { dtype = dt })
+end
+
+-- The blocks of one step with the residual adds fused (see above): h0 (the embedding
+-- sum) is written into block 1's x; returns the last block's output (d.h_last).
+local function fused_blocks(d, at)
+  local transformer = require "lumus.nn_transformer"
+  local m = d.model
+  local n = #m.blocks
+  for i, blk in ipairs(m.blocks) do
+    local f, attn = d.fused[i], blk.attn
+    local h, hd = attn.num_heads, attn.head_dim
+    local qkv = transformer.layer_norm_linear(f.x, blk.ln1_weight, blk.ln1_bias, blk.eps, attn.in_proj_weight,
+      attn.in_proj_bias)
+    local heads = qkv:view({ 1, 1, 3, h, hd })
+    local parts = heads:permute({ 3, 1, 4, 2, 5 })                       -- [3, 1, H, 1, hd]
+    local q, kv = parts:select(1, 1), parts:narrow(1, 2, 2)               -- q; k and v
+    local k, v = d.cache.layers[i]:write_at(kv, at)
+    lumus.scaled_dot_product_attention(q, k, v, { mask = at.mask, scale = 1 / math.sqrt(hd), out = f.o })
+    -- every handle on qkv's memory freed, so that it is free at once
+    heads:free(); parts:free(); q:free(); kv:free(); qkv:free()
+    lumus.linear(f.att, f.out_w, attn.out_proj_bias, { out = f.r })      -- r = x + attn
+    transformer.layer_norm_linear(f.r, blk.ln2_weight, blk.ln2_bias, blk.eps, blk.fc_weight, blk.fc_bias,
+      FUSED_ACTIVATIONS[blk.activation], f.g)
+    lumus.linear(f.mlp, f.proj_w, blk.proj_bias, { out = i < n and d.fused[i + 1].x or d.h_last })   -- r + mlp
+  end
+  return d.h_last
+end
 
 function Model:new_decoder(batch, max_len, opts)
   local fname = "gpt2:new_decoder"
   opts = opts or {}
   if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(fname, type(opts)), 2) end
   for k in pairs(opts) do
-    if k ~= "greedy" and k ~= "capture" then
-      error(("%s: unknown option '%s' (known: capture, greedy)"):format(fname, tostring(k)), 2)
+    if k ~= "greedy" and k ~= "capture" and k ~= "fuse_residual" then
+      error(("%s: unknown option '%s' (known: capture, fuse_residual, greedy)"):format(fname, tostring(k)), 2)
     end
   end
   if type(batch) ~= "number" or batch ~= math.floor(batch) or batch < 1 then
@@ -336,39 +434,56 @@ function Model:new_decoder(batch, max_len, opts)
   d.tok = lumus.zeros({ batch }, { dtype = "int32" })
   d.pos = lumus.ones({ 1 }, { dtype = "int32" })
   d.keys = lumus.arange(1, max_len + 1, { dtype = "float32" })
+  -- row p: keys <= p, the positions a query at p attends (bool [max_len, max_len])
+  d.attend_rows = lumus.le(d.keys:view({ 1, max_len }), d.keys:view({ max_len, 1 }))
   d.next_pos = lumus.arange(2, max_len + 2, { dtype = "int32" })
-  d.vocab_ids = lumus.arange(1, c.vocab_size + 1, { dtype = "float32" })
-  d.id_rows = lumus.zeros({ batch, max_len })
+  d.id_rows = lumus.zeros({ batch, max_len }, { dtype = "int32" })
+  if opts.fuse_residual ~= false and residual_fusable(self, batch) then make_fused(d) end
   return d
 end
 
 -- One decode step's ops (see above); returns logits [B, 1, vocab] (the model's dtype).
--- Only index_select, embedding, comparisons, where, copy and the model's ops: dtype
--- conversions (to) cannot be captured from a view (lumus.capture raises for them).
+-- Only index_select, index_copy, embedding, comparisons, where, copy and the model's
+-- ops: dtype conversions (to) cannot be captured from a view (lumus.capture raises for
+-- them).
 local function decode_step(d)
-  local m, b, l = d.model, d.batch, d.max_len
-  local pos_f = lumus.index_select(d.keys, 1, d.pos)              -- float32 [1]: pos
-  local at = { write = lumus.eq(d.keys, pos_f), attend = lumus.le(d.keys, pos_f), pos = d.pos }
-  pos_f:free()
-  local tok_f = lumus.index_select(d.vocab_ids, 1, d.tok)         -- float32 [B]: the ids
-  lumus.where(at.write:view({ 1, l }), tok_f:view({ b, 1 }), d.id_rows, { out = d.id_rows })
-  tok_f:free()
+  local m, b = d.model, d.batch
+  local at = { attend = lumus.index_select(d.attend_rows, 1, d.pos), pos = d.pos }   -- [1, max_len]
+  if not d.cache.layers[1]:writes_by_index() then
+    local pos_f = lumus.index_select(d.keys, 1, d.pos)            -- float32 [1]: pos
+    at.write = lumus.eq(d.keys, pos_f)
+    pos_f:free()
+  end
+  lumus.index_copy(d.id_rows, 2, d.pos, d.tok:view({ b, 1 }), { out = d.id_rows })
   local te = lumus.embedding(d.tok:view({ b, 1 }), m.wte)         -- [B, 1, D]
   local pe = lumus.index_select(m.wpe, 1, d.pos)                  -- [1, D]
-  local h = lumus.add(te, pe)
-  te:free(); pe:free()
-  for i, blk in ipairs(m.blocks) do
-    local nh = blk:forward(h, d.cache.layers[i], at)
-    h:free()
-    h = nh
+  local h
+  if d.fused then
+    lumus.add(te, pe, { out = d.fused[1].x })
+    at.mask = at.attend:view({ 1, 1, 1, d.max_len })
+    h = fused_blocks(d, at)
+    at.mask:free()
+  else
+    h = lumus.add(te, pe)
+    for i, blk in ipairs(m.blocks) do
+      local nh = blk:forward(h, d.cache.layers[i], at)
+      h:free()
+      h = nh
+    end
   end
-  at.write:free(); at.attend:free()
+  te:free(); pe:free()
+  at.attend:free()
+  if at.write then at.write:free() end
   local logits = m:head(h)
-  h:free()
+  if not d.fused then h:free() end
   local nxt = lumus.index_select(d.next_pos, 1, d.pos)            -- pos + 1
   d.pos:copy(nxt)
   nxt:free()
-  if d.greedy then lumus.argmax(logits:view({ b, m.config.vocab_size }), { dim = 2, out = d.tok }) end
+  if d.greedy then
+    local rows = logits:view({ b, m.config.vocab_size })
+    lumus.argmax(rows, { dim = 2, out = d.tok })
+    rows:free()
+  end
   return logits
 end
 
@@ -398,12 +513,20 @@ function Decoder:step()
   if self.length + 1 > self.max_len then
     error(("gpt2 decoder:step: the cache's max_len %d is full"):format(self.max_len), 2)
   end
+  if self.fused then   -- the combined weights follow the model's (trained meanwhile)
+    for i, f in ipairs(self.fused) do
+      local blk = self.model.blocks[i]
+      if blk.attn.out_proj_weight:_version() ~= f.versions[1] or blk.proj_weight:_version() ~= f.versions[2] then
+        refresh_fused(self, i)
+      end
+    end
+  end
   local logits
   if self:capture() then
     logits = self.graph:replay()
   else
     if self.last_logits then self.last_logits:free() end
-    logits = decode_step(self)
+    logits = inference(function() return decode_step(self) end)
     self.last_logits = logits
   end
   self.length = self.length + 1
@@ -414,7 +537,7 @@ end
 -- does it at its first call otherwise); true when the decoder has a graph.
 function Decoder:capture()
   if self.graph == nil and self.use_capture then
-    local ok, g = pcall(lumus.capture, function() return decode_step(self) end)
+    local ok, g = pcall(lumus.capture, function() return inference(function() return decode_step(self) end) end)
     if ok then self.graph = g else self.use_capture, self.capture_error = false, g end
   end
   return self.graph ~= nil
@@ -423,9 +546,10 @@ end
 --- The fed ids at positions first..last of each row (read back: one transfer), as a
 -- list of B lists of 1-based ids.
 function Decoder:ids(first, last)
-  local rows = self.id_rows:narrow(2, first, last - first + 1):to("int32")
+  local view = self.id_rows:narrow(2, first, last - first + 1)
+  local rows = view:contiguous()
   local t = rows:to_table()
-  rows:free()
+  if rows ~= view then rows:free() end
   return t
 end
 
@@ -433,7 +557,14 @@ function Decoder:free()
   if self.graph then self.graph:free(); self.graph = nil end
   if self.last_logits then self.last_logits:free(); self.last_logits = nil end
   self.cache:free()
-  for _, t in ipairs({ self.tok, self.pos, self.keys, self.next_pos, self.vocab_ids, self.id_rows }) do t:free() end
+  for _, t in ipairs({ self.tok, self.pos, self.keys, self.attend_rows, self.next_pos, self.id_rows }) do t:free() end
+  if self.fused then
+    for _, f in ipairs(self.fused) do
+      for _, t in ipairs({ f.att, f.mlp, f.out_w, f.proj_w }) do t:free() end
+    end
+    self.eye:free(); self.h_last:free()
+    self.fused = nil
+  end
 end
 
 local GENERATE_OPTS = { greedy = true, temperature = true, top_k = true, top_p = true, seed = true }
