@@ -37,10 +37,17 @@ layout(constant_id = 2) const uint BN = 128;  // columns of C per workgroup
 layout(constant_id = 3) const uint BK = 8;    // K per step
 layout(constant_id = 4) const uint TM = 8;    // rows per thread (multiple of 4)
 layout(constant_id = 5) const uint TN = 8;    // columns per thread (multiple of 4)
-layout(constant_id = 6) const uint TRANS = 0;  // bit 0: TRANS_B, bit 1: TRANS_A
+layout(constant_id = 6) const uint FLAGS = 0;  // bit 0: TRANS_B, bit 1: TRANS_A, bits 2-4: WARP_LOG2
 layout(constant_id = 7) const bool VEC4 = true;
-const bool TRANS_B = (TRANS & 1u) != 0u;
-const bool TRANS_A = (TRANS & 2u) != 0u;
+const bool TRANS_B = (FLAGS & 1u) != 0u;
+const bool TRANS_A = (FLAGS & 2u) != 0u;
+// Thread order. WARP_LOG2 0: row-major over the block's thread grid (a run of 32 threads
+// spans THREADS_N threads of a row and 32 / THREADS_N rows). WARP_LOG2 w > 0: each run of
+// 32 threads (a subgroup on NVIDIA) covers a compact 32 >> w rows by 1 << w columns of
+// the thread grid, the runs themselves row-major; its shared reads then touch 32 >> w
+// vec4s of A and 1 << w of B per k, where a wide row reads up to 32 of B. The host allows
+// it only when the thread grid divides into such runs; any order is correct.
+const uint WARP_LOG2 = (FLAGS >> 2) & 7u;
 
 layout(push_constant) uniform Params {
     uint64_t a, b, bias, c;                   // device addresses (bias 0 = none)
@@ -189,6 +196,13 @@ void main() {
 
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % THREADS_N, ty = tid / THREADS_N;
+    if (WARP_LOG2 != 0u) {
+        uint WARP_COLS = 1u << WARP_LOG2, WARP_ROWS = 32u / WARP_COLS;
+        uint RUNS_N = THREADS_N / WARP_COLS;
+        uint run = tid / 32u, lane = tid % 32u;
+        ty = (run / RUNS_N) * WARP_ROWS + lane / WARP_COLS;
+        tx = (run % RUNS_N) * WARP_COLS + lane % WARP_COLS;
+    }
 
     vec4 acc[TM][TN / 4];
     [[unroll]] for (uint i = 0; i < TM; ++i)
