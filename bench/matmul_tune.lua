@@ -104,20 +104,20 @@ local dev_line, dev = common.device_line(lumus)
 local clock = common.make_clock(lumus)
 
 -- Configurations: name, and the lumus.tune.matmul options (nil: automatic choice).
-local function tile(bm, bn, bk, tm, tn, warp)
-  return { name = ("%dx%dx%d/%dx%d w%d"):format(bm, bn, bk, tm, tn, warp),
-           tune = { bm = bm, bn = bn, bk = bk, tm = tm, tn = tn, warp = warp } }
+local function tile(bm, bn, bk, tm, tn, warp, ahead)
+  return { name = ("%dx%dx%d/%dx%d w%d%s"):format(bm, bn, bk, tm, tn, warp, ahead and " a2" or ""),
+           tune = { bm = bm, bn = bn, bk = bk, tm = tm, tn = tn, warp = warp, ahead = ahead } }
 end
 local CONFIGS
 if QUICK then
-  CONFIGS = { { name = "auto" }, tile(64, 64, 16, 8, 8, 2), tile(32, 32, 8, 4, 4, 0),
+  CONFIGS = { { name = "auto" }, tile(64, 64, 16, 8, 8, 2), tile(32, 32, 8, 4, 4, 0), tile(64, 64, 8, 8, 8, 2, 2),
               { name = "split 2", tune = { split = 2, path = "tiled" } } }
 else
   CONFIGS = {
     { name = "auto" },
-    tile(128, 128, 8, 8, 8, 0), tile(128, 128, 16, 8, 8, 3), tile(128, 64, 8, 8, 8, 0),
-    tile(128, 64, 16, 8, 8, 0), tile(128, 64, 16, 8, 8, 3), tile(64, 64, 16, 8, 8, 2),
-    tile(128, 64, 16, 8, 4, 3), tile(64, 32, 16, 4, 4, 2),
+    tile(128, 128, 8, 8, 8, 0), tile(128, 128, 16, 8, 8, 3), tile(128, 128, 16, 8, 8, 3, 2),
+    tile(128, 64, 8, 8, 8, 0), tile(128, 64, 16, 8, 8, 0), tile(128, 64, 16, 8, 8, 3),
+    tile(128, 64, 16, 8, 8, 3, 2), tile(64, 64, 16, 8, 8, 2), tile(128, 64, 16, 8, 4, 3), tile(64, 32, 16, 4, 4, 2),
     { name = "split 4", tune = { split = 4, path = "tiled" } },
   }
 end
@@ -204,8 +204,8 @@ for si, s in ipairs(shapes) do
       if ok_cfg then
         if round == 1 then
           info[ci] = c.tune and c.tune.split and ("split " .. cfg.split)
-            or (cfg.gemv and "gemv") or ("%dx%dx%d/%dx%d w%d%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn,
-              cfg.warp or 0, cfg.split > 1 and (" s" .. cfg.split) or "")
+            or (cfg.gemv and "gemv") or ("%dx%dx%d/%dx%d w%d%s%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn,
+              cfg.warp or 0, cfg.ahead == 2 and " a2" or "", cfg.split > 1 and (" s" .. cfg.split) or "")
           lumus.fill(out, 0 / 0)
           run()
           lumus.synchronize()

@@ -10,6 +10,7 @@ local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
 local U = 2 ^ -24
+local unpack_ = table.unpack or unpack
 
 local function abs_table(t)
   if type(t) == "number" then return math.abs(t) end
@@ -68,7 +69,7 @@ end
 -- 32 KiB and a 128 x 128 x 16 tile's 33 KiB: the automatic choice skips such tiles).
 local function force(t)
   local ok, err = pcall(lumus.tune.matmul, 1, 1, 1,
-    { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], warp = t[6], path = "tiled" })
+    { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], warp = t[6], ahead = t[7], path = "tiled" })
   if ok then return true end
   assert.matches("tiles exceed the device's shared memory", err)
   assert(2 * t[3] * ((t[1] / 4 + 1) + (t[2] / 4 + 1)) * 16 > 32768, "a tile within 32 KiB refused")
@@ -78,10 +79,13 @@ end
 describe("matmul tile configurations", function()
   after_each(function() lumus.tune.matmul(1, 1, 1, {}) end)
 
+  -- bm, bn, bk, tm, tn, warp, ahead
   local configs = {
-    { 128, 128, 8, 8, 8, 0 }, { 128, 128, 16, 8, 8, 3 }, { 128, 128, 16, 8, 8, 2 }, { 128, 64, 16, 8, 8, 3 },
-    { 64, 128, 16, 8, 8, 3 }, { 64, 64, 16, 8, 8, 2 }, { 64, 64, 16, 4, 4, 3 }, { 64, 32, 16, 4, 4, 2 },
-    { 128, 64, 16, 8, 4, 3 }, { 128, 256, 8, 8, 16, 3 }, { 32, 32, 8, 4, 4, 0 }, { 32, 32, 8, 4, 4, 3 },
+    { 128, 128, 8, 8, 8, 0, 1 }, { 128, 128, 16, 8, 8, 3, 1 }, { 128, 128, 16, 8, 8, 2, 1 },
+    { 128, 64, 16, 8, 8, 3, 1 }, { 64, 128, 16, 8, 8, 3, 1 }, { 64, 64, 16, 8, 8, 2, 1 },
+    { 64, 64, 16, 4, 4, 3, 1 }, { 64, 32, 16, 4, 4, 2, 1 }, { 128, 64, 16, 8, 4, 3, 1 },
+    { 128, 256, 8, 8, 16, 3, 1 }, { 32, 32, 8, 4, 4, 0, 1 }, { 32, 32, 8, 4, 4, 3, 1 },
+    { 128, 128, 16, 8, 8, 3, 2 }, { 128, 64, 16, 8, 8, 3, 2 }, { 64, 64, 8, 8, 8, 0, 2 }, { 32, 32, 8, 4, 4, 2, 2 },
   }
   -- Every built-in tile is among them.
   it("cover every built-in tile", function()
@@ -89,7 +93,7 @@ describe("matmul tile configurations", function()
       local found = false
       for _, c in ipairs(configs) do
         local same = true
-        for i = 1, 6 do same = same and c[i] == t[i] end
+        for i = 1, 7 do same = same and c[i] == t[i] end
         found = found or same
       end
       assert(found, "built-in tile " .. table.concat(t, ",") .. " is not checked here")
@@ -97,13 +101,16 @@ describe("matmul tile configurations", function()
   end)
 
   for _, t in ipairs(configs) do
-    it(("give the product with tile %dx%dx%d/%dx%d warp %d"):format(t[1], t[2], t[3], t[4], t[5], t[6]), function()
+    it(("give the product with tile %dx%dx%d/%dx%d warp %d ahead %d"):format(unpack_(t)), function()
       if not force(t) then return end
       local cfg = lumus.tune.matmul(130, 67, 21)
-      assert.are.same(t, { cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.warp })
+      assert.are.same(t, { cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.warp, cfg.ahead })
       check_forms(130, 21, 67, 1, "odd")          -- partial tiles and K step, scalar loads
       check_forms(36, 44, 20, 2, "vec4")          -- vec4 loads, one partial tile
       check_forms(t[1] + 4, 2 * t[3], t[2], 3, "tile+")   -- whole K steps, one row past a tile
+      if t[7] == 2 then   -- the unrolled loop's ends: 1, 2, 3 and 5 K steps
+        for q, steps in ipairs { 1, 2, 3, 5 } do check_forms(33, steps * t[3] - 2, 37, 3 + q, "steps " .. steps) end
+      end
     end)
   end
 
@@ -117,6 +124,9 @@ describe("matmul tile configurations", function()
     assert.matches("warp must be 0 to 5", err)
     ok, err = pcall(lumus.tune.matmul, 1, 1, 1, { warp = 2 })
     assert.is_false(ok)
-    assert.matches("warp needs a tile", err)
+    assert.matches("warp and ahead need a tile", err)
+    ok, err = pcall(lumus.tune.matmul, 1, 1, 1, { bm = 64, bn = 64, bk = 16, tm = 8, tn = 8, ahead = 3 })
+    assert.is_false(ok)
+    assert.matches("ahead must be 1 or 2", err)
   end)
 end)

@@ -76,7 +76,7 @@ struct lm_context {
     /* The split LayerNorm scratch's state (slot LM_SCRATCH_SPLIT_LN). */
     uint32_t ln_epoch, ln_ticket_base;
     uint64_t ln_scratch_failures; /* stream.failures when it was last zeroed */
-    uint32_t mm_tile[6];          /* matmul tile override: bm, bn, bk, tm, tn, warp (bm 0 = automatic) */
+    uint32_t mm_tile[7];          /* matmul tile override: bm, bn, bk, tm, tn, warp, ahead (bm 0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     int mm_path;                  /* matmul kernel: 0 automatic, else a forced lm_mm_path */
     uint32_t mm_split;            /* matmul small-M path's K slices (0 = automatic) */

@@ -11,17 +11,17 @@
 /* Tile shapes. Each thread computes tm x tn outputs; a workgroup (bm/tm) * (bn/tn)
  * threads. warp (WARP_LOG2 in shaders/matmul.comp) orders the threads so that each run
  * of 32 covers a compact 32 >> warp rows by 1 << warp columns of the thread grid (0: row
- * order). The 8x8 tiles keep 64 accumulators per thread and read 4 vec4s of shared
+ * order). ahead: K steps the global loads run ahead of the FMAs (1 or 2; AHEAD2). The 8x8 tiles keep 64 accumulators per thread and read 4 vec4s of shared
  * memory per 64 FMAs; the smaller ones are for products with too few large blocks to
  * keep every core of the device busy. */
-typedef struct mm_tile { uint32_t bm, bn, bk, tm, tn, warp; } mm_tile;
+typedef struct mm_tile { uint32_t bm, bn, bk, tm, tn, warp, ahead; } mm_tile;
 
 static const mm_tile TILES[] = {
-    { 128, 128, 16, 8, 8, 3 },   /* 256 threads */
-    { 128, 64, 16, 8, 8, 3 },    /* 128 threads */
-    { 64, 64, 16, 8, 8, 2 },     /* 64 threads */
-    { 64, 32, 16, 4, 4, 2 },     /* 128 threads */
-    { 32, 32, 8, 4, 4, 0 },      /* 64 threads; fits every Vulkan device (4.6 KB shared) */
+    { 128, 128, 16, 8, 8, 3, 1 },   /* 256 threads */
+    { 128, 64, 16, 8, 8, 3, 1 },    /* 128 threads */
+    { 64, 64, 16, 8, 8, 2, 1 },     /* 64 threads */
+    { 64, 32, 16, 4, 4, 2, 1 },     /* 128 threads */
+    { 32, 32, 8, 4, 4, 0, 1 },      /* 64 threads; fits every Vulkan device (4.6 KB shared) */
 };
 #define MM_NTILES 5
 /* Relative cost per output element of each tile when the device is full (the first = 1).
@@ -55,6 +55,7 @@ static const char *tile_problem(const lm_context *ctx, const mm_tile *t) {
     if (tile_shared_bytes(t) > lim->maxComputeSharedMemorySize)
         return "tiles exceed the device's shared memory";
     if (t->warp > 5) return "warp must be 0 to 5";
+    if (t->ahead != 1 && t->ahead != 2) return "ahead must be 1 or 2";
     if (t->warp && (wg % 32 || (t->bn / t->tn) % (1u << t->warp) || (t->bm / t->tm) % (32u >> t->warp)))
         return "warp w needs the thread grid ((bm/tm) x (bn/tn)) to divide into runs of 32 >> w rows by 1 << w columns";
     return NULL;
@@ -75,7 +76,8 @@ static uint32_t device_cores(const lm_context *ctx) {
  * large ones the 128x128 tile (ties go to the larger tile). */
 static mm_tile choose_tile(const lm_context *ctx, uint64_t m, uint64_t n, uint64_t batch) {
     if (ctx->mm_tile[0]) {
-        mm_tile t = { ctx->mm_tile[0], ctx->mm_tile[1], ctx->mm_tile[2], ctx->mm_tile[3], ctx->mm_tile[4], ctx->mm_tile[5] };
+        mm_tile t = { ctx->mm_tile[0], ctx->mm_tile[1], ctx->mm_tile[2], ctx->mm_tile[3], ctx->mm_tile[4],
+                      ctx->mm_tile[5], ctx->mm_tile[6] };
         return t;   /* checked when set */
     }
     const double *cost = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? TILE_COST_CPU : TILE_COST_GPU;
@@ -344,7 +346,8 @@ static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, 
         .op = op, .any_dtype = 1,
         .shader = dt == LM_FLOAT16 ? LM_SH_MATMUL_F16 : dt == LM_BFLOAT16 ? LM_SH_MATMUL_BF16 : LM_SH_MATMUL,
         .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
-                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u) | t.warp << 2, vec4 ? 1u : 0u },
+                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u) | t.warp << 2 | (t.ahead == 2 ? 32u : 0u),
+                  vec4 ? 1u : 0u },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },
     });
@@ -549,12 +552,13 @@ int lm_op_matmul(lua_State *L) {
 }
 
 /* tune.matmul(M, N, K [, tune]) -> the tile chosen for an M x K by K x N product;
- * `tune` ({bm=, bn=, bk=, tm=, tn=}, all five, and optionally warp=, the thread order)
+ * `tune` ({bm=, bn=, bk=, tm=, tn=}, all five, and optionally warp= (the thread order)
+ * and ahead= (K steps the loads run ahead))
  * fixes the tile for later calls, {} restores
  * the automatic choice (for bench/ sweeps); rotate = true/false forces the K-order
  * rotation, absent restores the automatic choice. */
 int lm_op_matmul_config(lua_State *L) {
-    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "warp", "rotate", "path", "split", NULL };
+    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "warp", "ahead", "rotate", "path", "split", NULL };
     static const char *const paths[] = { "auto", "gemv", "tiled", "coop", NULL };
     lua_Integer m = lm_check_integer(L, 1), n = lm_check_integer(L, 2), k = lm_check_integer(L, 3);
     if (m < 1) lm_argerror(L, 1, "M must be positive");
@@ -567,7 +571,7 @@ int lm_op_matmul_config(lua_State *L) {
         int rotate = lua_isnil(L, -1) ? 0 : 1;
         lua_pop(L, 1);
         if (rotate) rotate = lm_option_boolean(L, 4, "rotate", 0) ? 1 : 2;
-        uint32_t v[6];
+        uint32_t v[7];
         int given = 0;
         for (int i = 0; i < 5; i++) {
             lua_Integer x = lm_option_integer(L, 4, known[i], 0);
@@ -577,11 +581,14 @@ int lm_op_matmul_config(lua_State *L) {
         }
         if (given != 0 && given != 5) lm_argerror(L, 4, "give all of bm, bn, bk, tm, tn (or none)");
         lua_Integer warp = lm_option_integer(L, 4, "warp", 0);
-        if (warp != 0 && !given) lm_argerror(L, 4, "warp needs a tile (bm, bn, bk, tm, tn)");
+        lua_Integer ahead = lm_option_integer(L, 4, "ahead", 1);
+        if ((warp != 0 || ahead != 1) && !given) lm_argerror(L, 4, "warp and ahead need a tile (bm, bn, bk, tm, tn)");
         if (warp < 0 || warp > 5) lm_argerror(L, 4, "warp must be 0 to 5");
+        if (ahead != 1 && ahead != 2) lm_argerror(L, 4, "ahead must be 1 or 2");
         v[5] = (uint32_t)warp;
+        v[6] = (uint32_t)ahead;
         if (given) {
-            mm_tile t = { v[0], v[1], v[2], v[3], v[4], v[5] };
+            mm_tile t = { v[0], v[1], v[2], v[3], v[4], v[5], v[6] };
             const char *why = tile_problem(ctx, &t);
             if (why) lm_argerror(L, 4, "%s", why);
         }
@@ -606,13 +613,14 @@ int lm_op_matmul_config(lua_State *L) {
         ctx->mm_split = (uint32_t)split;
     }
     mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
-    lua_createtable(L, 0, 12);
+    lua_createtable(L, 0, 13);
     lua_pushinteger(L, t.bm); lua_setfield(L, -2, "bm");
     lua_pushinteger(L, t.bn); lua_setfield(L, -2, "bn");
     lua_pushinteger(L, t.bk); lua_setfield(L, -2, "bk");
     lua_pushinteger(L, t.tm); lua_setfield(L, -2, "tm");
     lua_pushinteger(L, t.tn); lua_setfield(L, -2, "tn");
     lua_pushinteger(L, t.warp); lua_setfield(L, -2, "warp");
+    lua_pushinteger(L, t.ahead); lua_setfield(L, -2, "ahead");
     lua_pushinteger(L, tile_threads(&t)); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, tile_shared_bytes(&t)); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, k % 4 == 0 && n % 4 == 0); lua_setfield(L, -2, "vec4");
@@ -633,12 +641,13 @@ int lm_op_matmul_config(lua_State *L) {
     lm_matmul_args gs = { .m = (uint32_t)(m > 0x7fffffff ? 0x7fffffff : m), .n = g.n, .k = g.k, .batch = 1 };
     lua_pushinteger(L, split_k(ctx, &gs, LM_FLOAT32));
     lua_setfield(L, -2, "split");
-    /* The built-in tiles, for specs that check each ({bm, bn, bk, tm, tn, warp} lists). */
+    /* The built-in tiles, for specs that check each ({bm, bn, bk, tm, tn, warp, ahead} lists). */
     lua_createtable(L, MM_NTILES, 0);
     for (int i = 0; i < MM_NTILES; i++) {
-        const uint32_t v[6] = { TILES[i].bm, TILES[i].bn, TILES[i].bk, TILES[i].tm, TILES[i].tn, TILES[i].warp };
-        lua_createtable(L, 6, 0);
-        for (int j = 0; j < 6; j++) { lua_pushinteger(L, v[j]); lua_rawseti(L, -2, j + 1); }
+        const uint32_t v[7] = { TILES[i].bm, TILES[i].bn, TILES[i].bk, TILES[i].tm, TILES[i].tn, TILES[i].warp,
+                                TILES[i].ahead };
+        lua_createtable(L, 7, 0);
+        for (int j = 0; j < 7; j++) { lua_pushinteger(L, v[j]); lua_rawseti(L, -2, j + 1); }
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "builtin");
