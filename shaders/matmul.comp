@@ -205,11 +205,11 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % THREADS_N, ty = tid / THREADS_N;
     if (WARP_LOG2 != 0u) {
-        uint WARP_COLS = 1u << WARP_LOG2, WARP_ROWS = 32u / WARP_COLS;
-        uint RUNS_N = THREADS_N / WARP_COLS;
+        uint run_cols = 1u << WARP_LOG2, run_rows = 32u / run_cols;
+        uint runs_n = THREADS_N / run_cols;   // runs side by side along a row of the grid
         uint run = tid / 32u, lane = tid % 32u;
-        ty = (run / RUNS_N) * WARP_ROWS + lane / WARP_COLS;
-        tx = (run % RUNS_N) * WARP_COLS + lane % WARP_COLS;
+        ty = (run / runs_n) * run_rows + lane / run_cols;
+        tx = (run % runs_n) * run_cols + lane % run_cols;
     }
 
     [[unroll]] for (uint i = 0; i < TM; ++i)
