@@ -141,7 +141,7 @@ local function device_time(fn, n, warm)
 end
 
 local function tile_name(cfg)
-  return ("%dx%dx%d/%dx%d w%d%s%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.warp or 0,
+  return ("%dx%dx%d/%dx%d w%d a%d%s%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.warp or 0, cfg.ahead or 1,
     (cfg.split or 1) > 1 and (" split " .. cfg.split) or "", cfg.rotate and " rot" or "")
 end
 
@@ -297,10 +297,10 @@ end
 ---------------------------------------------------------------------------------------
 -- Tile sweep
 
--- bm, bn, bk, tm, tn, warp (the thread order: shaders/matmul.comp's WARP_LOG2).
+-- bm, bn, bk, tm, tn, warp (the thread order: shaders/matmul.comp's WARP_LOG2), ahead.
 local SWEEP_TILES = {
-  { 128, 128, 8, 8, 8, 0 }, { 128, 128, 16, 8, 8, 3 }, { 128, 64, 8, 8, 8, 0 }, { 128, 64, 16, 8, 8, 3 },
-  { 64, 64, 16, 8, 8, 2 }, { 128, 64, 16, 8, 4, 3 }, { 64, 32, 16, 4, 4, 2 }, { 32, 32, 8, 4, 4, 0 },
+  { 128, 128, 16, 8, 8, 0, 1 }, { 128, 128, 16, 8, 8, 3, 1 }, { 128, 128, 16, 8, 8, 3, 2 }, { 128, 64, 16, 8, 8, 0, 1 },
+  { 128, 64, 16, 8, 8, 0, 2 }, { 64, 64, 16, 8, 8, 0, 1 }, { 128, 64, 16, 8, 4, 3, 1 }, { 32, 32, 8, 4, 4, 0, 1 },
 }
 if #sweep_shapes > 0 then
   print()
@@ -323,8 +323,8 @@ if #sweep_shapes > 0 then
     collectgarbage()
     for _, t in ipairs(SWEEP_TILES) do
       local ok, cfg = pcall(lumus.tune.matmul, M, N, K,
-        { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], warp = t[6], rotate = ROTATE })
-      local name = ("%dx%dx%d/%dx%d w%d"):format(table.unpack(t))
+        { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], warp = t[6], ahead = t[7], rotate = ROTATE })
+      local name = ("%dx%dx%d/%dx%d w%d a%d"):format(table.unpack(t))
       if not ok then
         print(("| %s | %s | - | - | n/a: %s | | | | |"):format(s.name, name, (tostring(cfg):gsub("^.-%((.*)%)$", "%1"))))
       else
