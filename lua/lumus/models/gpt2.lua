@@ -365,7 +365,7 @@ make_fused = function(d)
   local blk = m.blocks[1]
   local e, hidden, h = blk.dim, blk.hidden, blk.heads
   local dt = m.dtype
-  local ar = lumus.arange(1, e + 1, { dtype = "int32" })
+  local ar = lumus.arange(1, e + 1, { dtype = "float32" })
   local eye_mask = lumus.eq(ar:view({ e, 1 }), ar:view({ 1, e }))
   local eye32 = lumus.where(eye_mask, 1.0, 0.0)
   d.eye = dt == "float32" and eye32 or eye32:to(dt)
