@@ -141,8 +141,7 @@ local function device_time(fn, n, warm)
 end
 
 local function tile_name(cfg)
-  return ("%dx%dx%d/%dx%d w%d a%d%s%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.warp or 0, cfg.ahead or 1,
-    (cfg.split or 1) > 1 and (" split " .. cfg.split) or "", cfg.rotate and " rot" or "")
+  return ("%dx%dx%d/%dx%d%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.rotate and " rot" or "")
 end
 
 -- Row-major R x D float32 matrix from repeated random rows; value(r, c) is 0-based.
@@ -297,14 +296,13 @@ end
 ---------------------------------------------------------------------------------------
 -- Tile sweep
 
--- bm, bn, bk, tm, tn, warp (the thread order: shaders/matmul.comp's WARP_LOG2), ahead.
 local SWEEP_TILES = {
-  { 128, 128, 16, 8, 8, 0, 1 }, { 128, 128, 16, 8, 8, 3, 1 }, { 128, 128, 16, 8, 8, 3, 2 }, { 128, 64, 16, 8, 8, 0, 1 },
-  { 128, 64, 16, 8, 8, 0, 2 }, { 64, 64, 16, 8, 8, 0, 1 }, { 128, 64, 16, 8, 4, 3, 1 }, { 32, 32, 8, 4, 4, 0, 1 },
+  { 128, 128, 8, 8, 8 }, { 128, 128, 16, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 128, 8, 8, 8 },
+  { 64, 64, 8, 8, 8 }, { 64, 64, 16, 8, 8 }, { 128, 256, 8, 8, 16 }, { 32, 32, 8, 4, 4 },
 }
 if #sweep_shapes > 0 then
   print()
-  print(("## Tile sweep (median of %d device-time samples; bm x bn x bk / tm x tn, w = thread order)"):format(preset.sweep_iters))
+  print(("## Tile sweep (median of %d device-time samples; bm x bn x bk / tm x tn)"):format(preset.sweep_iters))
   print()
   print("| shape | tile | threads | shared KiB | matmul ms | matmul GFLOP/s | linear ms | linear GFLOP/s | check |")
   print("|:---|:---|---:|---:|---:|---:|---:|---:|---:|")
@@ -322,9 +320,8 @@ if #sweep_shapes > 0 then
     local entries = sample_entries(M, N, 8)
     collectgarbage()
     for _, t in ipairs(SWEEP_TILES) do
-      local ok, cfg = pcall(lumus.tune.matmul, M, N, K,
-        { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], warp = t[6], ahead = t[7], rotate = ROTATE })
-      local name = ("%dx%dx%d/%dx%d w%d a%d"):format(table.unpack(t))
+      local ok, cfg = pcall(lumus.tune.matmul, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = ROTATE })
+      local name = ("%dx%dx%d/%dx%d"):format(table.unpack(t))
       if not ok then
         print(("| %s | %s | - | - | n/a: %s | | | | |"):format(s.name, name, (tostring(cfg):gsub("^.-%((.*)%)$", "%1"))))
       else

@@ -16,8 +16,6 @@
 #   torch_reductions.md / .csv, reductions.md / .csv   bench/torch_reductions.py, bench/reductions.lua
 #                               (reductions, softmax, log_softmax over any dim, float32/float16, topk)
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
-#   matmul_tune.md / .csv       bench/matmul_tune.lua (every float32 tile configuration on headline,
-#                               training, prefill and random shapes; ~60 s)
 #   torch_random.md / .csv, random.md / .csv   bench/torch_random.py, bench/random.lua
 #   torch_index.md / .csv, index.md / .csv     bench/torch_index.py, bench/index.lua
 #   sweep_shapes.csv, torch_sweep.md / .csv, sweep.md / .csv / .svg   the random shape
@@ -151,7 +149,6 @@ step torch_matmul 180 python3 bench/torch_matmul.py --csv "$out/torch_matmul.csv
 mm_baseline=()
 [ -s "$out/torch_matmul.csv" ] && mm_baseline+=(--baseline "$out/torch_matmul.csv")
 step matmul 240 lua5.4 bench/matmul.lua ${mm_baseline[@]+"${mm_baseline[@]}"} --csv "$out/matmul.csv"
-step matmul_tune 90 lua5.4 bench/matmul_tune.lua --budget 60 --baseline "$out/torch_matmul.csv" --csv "$out/matmul_tune.csv"
 
 step torch_random 60 python3 bench/torch_random.py --csv "$out/torch_random.csv"
 rnd_baseline=()

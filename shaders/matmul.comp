@@ -37,22 +37,10 @@ layout(constant_id = 2) const uint BN = 128;  // columns of C per workgroup
 layout(constant_id = 3) const uint BK = 8;    // K per step
 layout(constant_id = 4) const uint TM = 8;    // rows per thread (multiple of 4)
 layout(constant_id = 5) const uint TN = 8;    // columns per thread (multiple of 4)
-layout(constant_id = 6) const uint FLAGS = 0;  // bit 0: TRANS_B, bit 1: TRANS_A, bits 2-4: WARP_LOG2, bit 5: AHEAD2
+layout(constant_id = 6) const uint TRANS = 0;  // bit 0: TRANS_B, bit 1: TRANS_A
 layout(constant_id = 7) const bool VEC4 = true;
-const bool TRANS_B = (FLAGS & 1u) != 0u;
-const bool TRANS_A = (FLAGS & 2u) != 0u;
-// Thread order. WARP_LOG2 0: row-major over the block's thread grid (a run of 32 threads
-// spans THREADS_N threads of a row and 32 / THREADS_N rows). WARP_LOG2 w > 0: each run of
-// 32 threads (a subgroup on NVIDIA) covers a compact 32 >> w rows by 1 << w columns of
-// the thread grid, the runs themselves row-major; its shared reads then touch 32 >> w
-// vec4s of A and 1 << w of B per k, where a wide row reads up to 32 of B. The host allows
-// it only when the thread grid divides into such runs; any order is correct.
-const uint WARP_LOG2 = (FLAGS >> 2) & 7u;
-// AHEAD2: global loads run two K steps ahead instead of one (two register sets, used
-// alternately, the K loop unrolled by two so each set stays in registers): a load has
-// two steps of FMAs to arrive in, for devices where one step does not cover the memory
-// latency at the occupancy the tile allows. Same results: only the load timing differs.
-const bool AHEAD2 = (FLAGS & 32u) != 0u;
+const bool TRANS_B = (TRANS & 1u) != 0u;
+const bool TRANS_A = (TRANS & 2u) != 0u;
 
 layout(push_constant) uniform Params {
     uint64_t a, b, bias, c;                   // device addresses (bias 0 = none)
@@ -81,9 +69,6 @@ shared vec4 Bs[2 * BK * SB];
 // The staged next tile, in registers between its global load and its shared store.
 vec4 ra[LA];
 vec4 rb[LB];
-vec4 ra2[AHEAD2 ? LA : 1];
-vec4 rb2[AHEAD2 ? LB : 1];
-vec4 acc[TM][TN / 4];
 
 // Reads a rows x BK tile of a row-major operand (rows along M or N, `ld` floats apart,
 // k of them used) into `regs`: row0 is the tile's first row, nrows the operand's row count.
@@ -93,14 +78,14 @@ vec4 acc[TM][TN / 4];
         uint e = gl_LocalInvocationID.x + l * WG; \
         if (VEC4) { \
             uint r = e / (BK / 4), kc = (e % (BK / 4)) * 4; \
-            bool ok = row0 + r < nrows && (k0) + kc < p.k; \
-            regs[l] = ok ? ld4(base, uint64_t(row0 + r) * ld + ((k0) + kc)) : vec4(0.0); \
+            bool ok = row0 + r < nrows && k0 + kc < p.k; \
+            regs[l] = ok ? ld4(base, uint64_t(row0 + r) * ld + (k0 + kc)) : vec4(0.0); \
         } else { \
             [[unroll]] for (uint j = 0; j < 4; ++j) { \
                 uint f = e * 4 + j; \
                 uint r = f / BK, kk = f % BK; \
-                bool ok = row0 + r < nrows && (k0) + kk < p.k; \
-                regs[l][j] = ok ? ld1(base, uint64_t(row0 + r) * ld + ((k0) + kk)) : 0.0; \
+                bool ok = row0 + r < nrows && k0 + kk < p.k; \
+                regs[l][j] = ok ? ld1(base, uint64_t(row0 + r) * ld + (k0 + kk)) : 0.0; \
             } \
         } \
     }
@@ -111,12 +96,12 @@ vec4 acc[TM][TN / 4];
         uint e = gl_LocalInvocationID.x + l * WG; \
         if (VEC4) { \
             uint r = e / (BK / 4), kc = (e % (BK / 4)) * 4; \
-            [[unroll]] for (uint j = 0; j < 4; ++j) tile[((buf) * BK + kc + j) * S + r / 4][r % 4] = regs[l][j]; \
+            [[unroll]] for (uint j = 0; j < 4; ++j) tile[(buf * BK + kc + j) * S + r / 4][r % 4] = regs[l][j]; \
         } else { \
             [[unroll]] for (uint j = 0; j < 4; ++j) { \
                 uint f = e * 4 + j; \
                 uint r = f / BK, kk = f % BK; \
-                tile[((buf) * BK + kk) * S + r / 4][r % 4] = regs[l][j]; \
+                tile[(buf * BK + kk) * S + r / 4][r % 4] = regs[l][j]; \
             } \
         } \
     }
@@ -128,14 +113,14 @@ vec4 acc[TM][TN / 4];
         uint e = gl_LocalInvocationID.x + l * WG; \
         if (VEC4) { \
             uint kr = e / (COLS / 4), nc = (e % (COLS / 4)) * 4; \
-            bool ok = (k0) + kr < p.k && col0 + nc < ncols; \
-            regs[l] = ok ? ld4(base, uint64_t((k0) + kr) * ld + (col0 + nc)) : vec4(0.0); \
+            bool ok = k0 + kr < p.k && col0 + nc < ncols; \
+            regs[l] = ok ? ld4(base, uint64_t(k0 + kr) * ld + (col0 + nc)) : vec4(0.0); \
         } else { \
             [[unroll]] for (uint j = 0; j < 4; ++j) { \
                 uint f = e * 4 + j; \
                 uint kr = f / COLS, nn = f % COLS; \
-                bool ok = (k0) + kr < p.k && col0 + nn < ncols; \
-                regs[l][j] = ok ? ld1(base, uint64_t((k0) + kr) * ld + (col0 + nn)) : 0.0; \
+                bool ok = k0 + kr < p.k && col0 + nn < ncols; \
+                regs[l][j] = ok ? ld1(base, uint64_t(k0 + kr) * ld + (col0 + nn)) : 0.0; \
             } \
         } \
     }
@@ -146,39 +131,39 @@ vec4 acc[TM][TN / 4];
         uint e = gl_LocalInvocationID.x + l * WG; \
         if (VEC4) { \
             uint kr = e / (COLS / 4), nc = e % (COLS / 4); \
-            tile[((buf) * BK + kr) * S + nc] = regs[l]; \
+            tile[(buf * BK + kr) * S + nc] = regs[l]; \
         } else { \
             [[unroll]] for (uint j = 0; j < 4; ++j) { \
                 uint f = e * 4 + j; \
                 uint kr = f / COLS, nn = f % COLS; \
-                tile[((buf) * BK + kr) * S + nn / 4][nn % 4] = regs[l][j]; \
+                tile[(buf * BK + kr) * S + nn / 4][nn % 4] = regs[l][j]; \
             } \
         } \
     }
 
-// Reads the A and B tiles of K step k0 into the register set (RA, RB).
-#define LOAD_TILES(RA, RB, k0) \
-    if (TRANS_A) { LOAD_K_MAJOR_TILE(RA, LA, BM, a, m0, p.m, p.lda, k0) } \
-    else { LOAD_ROWS_TILE(RA, LA, a, m0, p.m, p.lda, k0) } \
-    if (TRANS_B) { LOAD_ROWS_TILE(RB, LB, b, n0, p.n, p.ldb, k0) } \
-    else { LOAD_K_MAJOR_TILE(RB, LB, BN, b, n0, p.n, p.ldb, k0) }
+void load_tiles(uint64_t a, uint64_t b, uint m0, uint n0, uint k0) {
+    if (TRANS_A) {
+        LOAD_K_MAJOR_TILE(ra, LA, BM, a, m0, p.m, p.lda, k0)
+    } else {
+        LOAD_ROWS_TILE(ra, LA, a, m0, p.m, p.lda, k0)
+    }
+    if (TRANS_B) {
+        LOAD_ROWS_TILE(rb, LB, b, n0, p.n, p.ldb, k0)
+    } else {
+        LOAD_K_MAJOR_TILE(rb, LB, BN, b, n0, p.n, p.ldb, k0)
+    }
+}
 
-// Stores the register set (RA, RB) into shared buffer buf.
-#define STORE_TILES(RA, RB, buf) \
-    if (TRANS_A) { STORE_K_MAJOR_TILE(RA, LA, BM, As, SA, buf) } \
-    else { STORE_ROWS_TILE(RA, LA, As, SA, buf) } \
-    if (TRANS_B) { STORE_ROWS_TILE(RB, LB, Bs, SB, buf) } \
-    else { STORE_K_MAJOR_TILE(RB, LB, BN, Bs, SB, buf) }
-
-// acc += the product of the tiles in shared buffer cur.
-void multiply_step(uint cur, uint tx, uint ty) {
-    [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
-        vec4 av[TM / 4], bv[TN / 4];
-        [[unroll]] for (uint i = 0; i < TM / 4; ++i) av[i] = As[(cur * BK + kk) * SA + i * (BM / TM) + ty];
-        [[unroll]] for (uint j = 0; j < TN / 4; ++j) bv[j] = Bs[(cur * BK + kk) * SB + j * (BN / TN) + tx];
-        [[unroll]] for (uint i = 0; i < TM; ++i)
-            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
-                acc[i][j] = fma(vec4(av[i / 4][i % 4]), bv[j], acc[i][j]);
+void store_tiles(uint buf) {
+    if (TRANS_A) {
+        STORE_K_MAJOR_TILE(ra, LA, BM, As, SA, buf)
+    } else {
+        STORE_ROWS_TILE(ra, LA, As, SA, buf)
+    }
+    if (TRANS_B) {
+        STORE_ROWS_TILE(rb, LB, Bs, SB, buf)
+    } else {
+        STORE_K_MAJOR_TILE(rb, LB, BN, Bs, SB, buf)
     }
 }
 
@@ -204,14 +189,8 @@ void main() {
 
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % THREADS_N, ty = tid / THREADS_N;
-    if (WARP_LOG2 != 0u) {
-        uint run_cols = 1u << WARP_LOG2, run_rows = 32u / run_cols;
-        uint runs_n = THREADS_N / run_cols;   // runs side by side along a row of the grid
-        uint run = tid / 32u, lane = tid % 32u;
-        ty = (run / runs_n) * run_rows + lane / run_cols;
-        tx = (run % runs_n) * run_cols + lane % run_cols;
-    }
 
+    vec4 acc[TM][TN / 4];
     [[unroll]] for (uint i = 0; i < TM; ++i)
         [[unroll]] for (uint j = 0; j < TN / 4; ++j) acc[i][j] = vec4(0.0);
 
@@ -222,36 +201,23 @@ void main() {
     // one step apart, while the workgroups of one tile row (sharing A) stay in step.
     uint steps = (p.k + BK - 1) / BK;
     uint rot = p.k_rotate != 0u ? (m0 / BM) % steps : 0u;
-    if (!AHEAD2) {
-        LOAD_TILES(ra, rb, (rot % steps) * BK)
-        STORE_TILES(ra, rb, 0u)
-        barrier();
-        for (uint s = 0; s < steps; ++s) {
-            uint cur = s & 1u;
-            bool more = s + 1 < steps;
-            if (more) { LOAD_TILES(ra, rb, ((s + 1 + rot) % steps) * BK) }
-            multiply_step(cur, tx, ty);
-            if (more) { STORE_TILES(ra, rb, cur ^ 1u) }
-            barrier();
+    load_tiles(a, b, m0, n0, (rot % steps) * BK);
+    store_tiles(0);
+    barrier();
+    for (uint s = 0; s < steps; ++s) {
+        uint cur = s & 1u;
+        bool more = s + 1 < steps;
+        if (more) load_tiles(a, b, m0, n0, ((s + 1 + rot) % steps) * BK);
+        [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
+            vec4 av[TM / 4], bv[TN / 4];
+            [[unroll]] for (uint i = 0; i < TM / 4; ++i) av[i] = As[(cur * BK + kk) * SA + i * (BM / TM) + ty];
+            [[unroll]] for (uint j = 0; j < TN / 4; ++j) bv[j] = Bs[(cur * BK + kk) * SB + j * (BN / TN) + tx];
+            [[unroll]] for (uint i = 0; i < TM; ++i)
+                [[unroll]] for (uint j = 0; j < TN / 4; ++j)
+                    acc[i][j] = fma(vec4(av[i / 4][i % 4]), bv[j], acc[i][j]);
         }
-    } else {
-        // Even steps run from buffer 0 with set 2 holding the next step; odd steps from
-        // buffer 1 with set 1 holding it. Step s + 2 loads into the set step s stored.
-        LOAD_TILES(ra, rb, (rot % steps) * BK)
-        STORE_TILES(ra, rb, 0u)
-        if (steps > 1) { LOAD_TILES(ra2, rb2, ((1 + rot) % steps) * BK) }
+        if (more) store_tiles(cur ^ 1u);
         barrier();
-        for (uint s = 0; s < steps; s += 2) {
-            if (s + 2 < steps) { LOAD_TILES(ra, rb, ((s + 2 + rot) % steps) * BK) }
-            multiply_step(0u, tx, ty);
-            if (s + 1 < steps) { STORE_TILES(ra2, rb2, 1u) }
-            barrier();
-            if (s + 1 >= steps) break;
-            if (s + 3 < steps) { LOAD_TILES(ra2, rb2, ((s + 3 + rot) % steps) * BK) }
-            multiply_step(1u, tx, ty);
-            if (s + 2 < steps) { STORE_TILES(ra, rb, 0u) }
-            barrier();
-        }
     }
 
     // Epilogue: bias, then bounds-checked stores.

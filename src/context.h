@@ -23,7 +23,7 @@ enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_S
 /* Storages the context keeps for ops from call to call, one per slot: anchored by the
  * context's registry handle, released by the context (at teardown and by
  * lumus.empty_cache) and counted as lumus.memory().internal. */
-enum lm_scratch_slot { LM_SCRATCH_SPLIT_LN, LM_SCRATCH_MATMUL_SPLIT, LM_SCRATCH_SLOTS };
+enum lm_scratch_slot { LM_SCRATCH_SPLIT_LN, LM_SCRATCH_SLOTS };
 
 struct lm_context {
     VkInstance instance;
@@ -76,7 +76,7 @@ struct lm_context {
     /* The split LayerNorm scratch's state (slot LM_SCRATCH_SPLIT_LN). */
     uint32_t ln_epoch, ln_ticket_base;
     uint64_t ln_scratch_failures; /* stream.failures when it was last zeroed */
-    uint32_t mm_tile[7];          /* matmul tile override: bm, bn, bk, tm, tn, warp, ahead (bm 0 = automatic) */
+    uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     int mm_path;                  /* matmul kernel: 0 automatic, else a forced lm_mm_path */
     uint32_t mm_split;            /* matmul small-M path's K slices (0 = automatic) */

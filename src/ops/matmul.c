@@ -8,33 +8,29 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Tile shapes. Each thread computes tm x tn outputs; a workgroup (bm/tm) * (bn/tn)
- * threads. warp (WARP_LOG2 in shaders/matmul.comp) orders the threads so that each run
- * of 32 covers a compact 32 >> warp rows by 1 << warp columns of the thread grid (0: row
- * order). ahead: K steps the global loads run ahead of the FMAs (1 or 2; AHEAD2). The 8x8 tiles keep 64 accumulators per thread and read 4 vec4s of shared
- * memory per 64 FMAs; the smaller ones are for products with too few large blocks to
- * keep every core of the device busy. */
-typedef struct mm_tile { uint32_t bm, bn, bk, tm, tn, warp, ahead; } mm_tile;
+/* Tile shapes, largest first. Each thread computes tm x tn outputs; a workgroup
+ * (bm/tm) * (bn/tn) threads. LARGE keeps 64 accumulators per thread and reads 4 vec4s of
+ * shared memory per 64 FMAs; the smaller tiles are for products with too few 128x128
+ * blocks to keep every core of the device busy. */
+typedef struct mm_tile { uint32_t bm, bn, bk, tm, tn; } mm_tile;
 
 static const mm_tile TILES[] = {
-    { 128, 128, 16, 8, 8, 0, 1 },   /* 256 threads */
-    { 128, 64, 16, 8, 8, 0, 1 },    /* 128 threads */
-    { 64, 64, 16, 8, 8, 0, 1 },     /* 64 threads */
-    { 64, 32, 16, 4, 4, 0, 1 },     /* 128 threads */
-    { 32, 32, 8, 4, 4, 0, 1 },      /* 64 threads; fits every Vulkan device (4.6 KB shared) */
+    { 128, 128, 8, 8, 8 },   /* 256 threads */
+    { 128, 64, 8, 8, 8 },    /* 128 threads */
+    { 64, 64, 8, 8, 8 },     /* 64 threads */
+    { 32, 32, 8, 4, 4 },     /* 64 threads; fits every Vulkan device (4.6 KB shared) */
 };
-#define MM_NTILES 5
-/* Relative cost per output element of each tile when the device is full (the first = 1).
- * CPU: lavapipe at 512^3. GPU: the H200 tile sweep of 12:55 (bench/matmul.lua): BK 16
- * ran 4.28 ms (128x128) and 4.20 ms (64x64) on 4096^3 against 4.66 ms for 128x64x8, and
- * 1.13 / 1.21 ms on 8192 x 768 x 3072; 32x32 took 1.7x as long. The thread orders and
- * ahead = 2 (bench/matmul_tune.lua) are not yet measured there, so the built-in tiles
- * keep row order (the same as w3 wherever a row of the thread grid is 8 threads) and
- * loads one step ahead. */
-static const double TILE_COST_GPU[MM_NTILES] = { 1.0, 1.0, 1.05, 1.4, 1.7 };
-static const double TILE_COST_CPU[MM_NTILES] = { 1.0, 1.2, 1.4, 2.0, 3.0 };
-/* Cores a GPU runs workgroups on, where the device does not say (VK_NV_shader_sm_builtins
- * does: ctx->sm_count; an H200 has 132). */
+#define MM_NTILES 4
+/* Relative cost per output element of each tile when the device is full (LARGE = 1).
+ * CPU: lavapipe at 512^3 ran 12.5, (128x64: see below) 8.8 and 3.7 GFLOP/s.
+ * GPU: the H200 sweep (bench/matmul.lua) ran 128x64 at 104% (4096^3) and 105% (8192 x
+ * 768 x 3072) of 128x128's rate, and linear at 106% and 111%, so it is the cheaper tile
+ * once the device is full; the smaller ones are estimates (fewer FMAs per shared read,
+ * fewer threads to hide latency). */
+static const double TILE_COST_GPU[MM_NTILES] = { 1.0, 0.95, 1.1, 1.5 };
+static const double TILE_COST_CPU[MM_NTILES] = { 1.0, 1.2, 1.4, 3.0 };
+/* Cores a GPU runs workgroups on, for the choice below (an H200 has 132 SMs; Vulkan does
+ * not say, so a round number of that order). */
 #define MM_GPU_CORES 128
 #define MM_GROUP_M 8   /* tile rows per band of the launch order (L2 reuse) */
 static uint32_t tile_threads(const mm_tile *t) { return (t->bm / t->tm) * (t->bn / t->tn); }
@@ -58,15 +54,11 @@ static const char *tile_problem(const lm_context *ctx, const mm_tile *t) {
         return "each thread must load whole vec4s of both tiles ((bm*bk/4) and (bn*bk/4) multiples of the thread count)";
     if (tile_shared_bytes(t) > lim->maxComputeSharedMemorySize)
         return "tiles exceed the device's shared memory";
-    if (t->warp > 5) return "warp must be 0 to 5";
-    if (t->ahead != 1 && t->ahead != 2) return "ahead must be 1 or 2";
-    if (t->warp && (wg % 32 || (t->bn / t->tn) % (1u << t->warp) || (t->bm / t->tm) % (32u >> t->warp)))
-        return "warp w needs the thread grid ((bm/tm) x (bn/tn)) to divide into runs of 32 >> w rows by 1 << w columns";
     return NULL;
 }
 
 static uint32_t device_cores(const lm_context *ctx) {
-    if (ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return ctx->sm_count ? ctx->sm_count : MM_GPU_CORES;
+    if (ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return MM_GPU_CORES;
     /* lavapipe runs one thread per core. Asked once: sysconf reads a file each call. */
     static _Atomic long cores;
     long n = cores;
@@ -80,8 +72,7 @@ static uint32_t device_cores(const lm_context *ctx) {
  * large ones the 128x128 tile (ties go to the larger tile). */
 static mm_tile choose_tile(const lm_context *ctx, uint64_t m, uint64_t n, uint64_t batch) {
     if (ctx->mm_tile[0]) {
-        mm_tile t = { ctx->mm_tile[0], ctx->mm_tile[1], ctx->mm_tile[2], ctx->mm_tile[3], ctx->mm_tile[4],
-                      ctx->mm_tile[5], ctx->mm_tile[6] };
+        mm_tile t = { ctx->mm_tile[0], ctx->mm_tile[1], ctx->mm_tile[2], ctx->mm_tile[3], ctx->mm_tile[4] };
         return t;   /* checked when set */
     }
     const double *cost = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? TILE_COST_CPU : TILE_COST_GPU;
@@ -171,10 +162,12 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
  * any device. */
 #define MM_SPLIT_MIN_K 512
 #define MM_SPLIT_MAX 16
-/* Workgroups wanted per core before splitting stops. A 3072 x 768 x 8192 weight gradient
- * ran 1.12 ms split in 4 against 1.47 whole on the H200; the partial products live in a
- * kept scratch (split_parts), so splitting no longer takes a device block per call. */
-#define MM_SPLIT_WAVES 6
+/* Workgroups wanted per core before splitting stops. Alone, a 3072 x 768 x 8192 weight
+ * gradient runs faster split in 4 (1.12 ms against 1.47 on the H200), but its 38 MB
+ * temporary then takes a block of its own from the driver about every other training
+ * step, which cost more host time than the split saved (a whole step 13.4 ms against
+ * 9.1): 4 keeps such products whole until the partial products have a kept scratch. */
+#define MM_SPLIT_WAVES 4
 
 static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, mm_tile t);
 
@@ -198,40 +191,11 @@ static uint32_t split_k(const lm_context *ctx, const lm_matmul_args *g, lm_dtype
     return s;
 }
 
-/* The partial products' buffer: the context's kept scratch (slot LM_SCRATCH_MATMUL_SPLIT),
- * made or grown when too small, so that products split call after call (a training
- * step's weight gradients, tens of MB each) do not take a fresh device block each time;
- * consecutive users of the scratch are ordered by its hazards. A capture cannot hold
- * the scratch (it is shared state), so while recording one the buffer is a temporary
- * tensor pushed on the stack instead (returns 1 then, 0 otherwise). */
-static int split_parts(lua_State *L, lm_context *ctx, uint32_t splits, uint32_t m, uint32_t n, lm_tensor *view) {
-    int64_t shape[3] = { splits, m, n };
-    if (ctx->stream.recording) {
-        lm_push_tensor(L, ctx, 3, shape);
-        return 1;
-    }
-    VkDeviceSize bytes = (VkDeviceSize)splits * m * n * 4u;
-    lm_storage *scratch = ctx->scratch[LM_SCRATCH_MATMUL_SPLIT];
-    if (!scratch || scratch->bytes < bytes) {
-        /* Grown by half again at least, so sizes creeping up do not reallocate each call. */
-        VkDeviceSize want = scratch && scratch->bytes + scratch->bytes / 2 > bytes ? scratch->bytes + scratch->bytes / 2 : bytes;
-        lm_storage_new(L, ctx, want, NULL);   /* (may run finalizers) */
-        lm_context_set_scratch(L, ctx, LM_SCRATCH_MATMUL_SPLIT);
-        scratch = ctx->scratch[LM_SCRATCH_MATMUL_SPLIT];
-    }
-    *view = (lm_tensor){ .storage = scratch, .dtype = LM_FLOAT32, .ndim = 3, .numel = shape[0] * shape[1] * shape[2] };
-    for (int i = 0; i < 3; i++) view->shape[i] = shape[i];
-    view->strides[2] = 1;
-    view->strides[1] = n;
-    view->strides[0] = (int64_t)m * n;
-    return 0;
-}
-
 static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op, uint32_t splits) {
     lm_context *ctx = g->a->storage->ctx;
-    lm_tensor parts_view;
-    int pushed = split_parts(L, ctx, splits, g->m, g->n, &parts_view);
-    lm_tensor *parts = pushed ? lm_check_tensor(L, -1) : &parts_view;
+    int64_t shape[3] = { splits, g->m, g->n };
+    /* (The allocation may run finalizers; the operands are the caller's, anchored.) */
+    lm_tensor *parts = lm_push_tensor(L, ctx, 3, shape);
     if (!g->a->storage || !g->b->storage || !g->out->storage || (g->bias && !g->bias->storage))
         luaL_error(L, "%s: tensor has been freed", op);
     uint32_t ks = g->k / splits;
@@ -269,13 +233,11 @@ static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { parts, g->bias }, .writes = { g->out },
     });
-    if (pushed) {
-        /* The temporary goes back once the recorded work is done (a deferred free). */
-        lm_storage *st = parts->storage;
-        parts->storage = NULL;
-        lm_storage_release(st);
-        lua_pop(L, 1);
-    }
+    /* The partial products go back once the recorded work is done (a deferred free). */
+    lm_storage *st = parts->storage;
+    parts->storage = NULL;
+    lm_storage_release(st);
+    lua_pop(L, 1);
 }
 
 void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
@@ -350,8 +312,7 @@ static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, 
         .op = op, .any_dtype = 1,
         .shader = dt == LM_FLOAT16 ? LM_SH_MATMUL_F16 : dt == LM_BFLOAT16 ? LM_SH_MATMUL_BF16 : LM_SH_MATMUL,
         .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
-                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u) | t.warp << 2 | (t.ahead == 2 ? 32u : 0u),
-                  vec4 ? 1u : 0u },
+                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u), vec4 ? 1u : 0u },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },
     });
@@ -556,13 +517,11 @@ int lm_op_matmul(lua_State *L) {
 }
 
 /* tune.matmul(M, N, K [, tune]) -> the tile chosen for an M x K by K x N product;
- * `tune` ({bm=, bn=, bk=, tm=, tn=}, all five, and optionally warp= (the thread order)
- * and ahead= (K steps the loads run ahead))
- * fixes the tile for later calls, {} restores
+ * `tune` ({bm=, bn=, bk=, tm=, tn=}, all five) fixes the tile for later calls, {} restores
  * the automatic choice (for bench/ sweeps); rotate = true/false forces the K-order
  * rotation, absent restores the automatic choice. */
 int lm_op_matmul_config(lua_State *L) {
-    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "warp", "ahead", "rotate", "path", "split", NULL };
+    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", "path", "split", NULL };
     static const char *const paths[] = { "auto", "gemv", "tiled", "coop", NULL };
     lua_Integer m = lm_check_integer(L, 1), n = lm_check_integer(L, 2), k = lm_check_integer(L, 3);
     if (m < 1) lm_argerror(L, 1, "M must be positive");
@@ -575,7 +534,7 @@ int lm_op_matmul_config(lua_State *L) {
         int rotate = lua_isnil(L, -1) ? 0 : 1;
         lua_pop(L, 1);
         if (rotate) rotate = lm_option_boolean(L, 4, "rotate", 0) ? 1 : 2;
-        uint32_t v[7];
+        uint32_t v[5];
         int given = 0;
         for (int i = 0; i < 5; i++) {
             lua_Integer x = lm_option_integer(L, 4, known[i], 0);
@@ -584,15 +543,8 @@ int lm_op_matmul_config(lua_State *L) {
             given += x != 0;
         }
         if (given != 0 && given != 5) lm_argerror(L, 4, "give all of bm, bn, bk, tm, tn (or none)");
-        lua_Integer warp = lm_option_integer(L, 4, "warp", 0);
-        lua_Integer ahead = lm_option_integer(L, 4, "ahead", 1);
-        if ((warp != 0 || ahead != 1) && !given) lm_argerror(L, 4, "warp and ahead need a tile (bm, bn, bk, tm, tn)");
-        if (warp < 0 || warp > 5) lm_argerror(L, 4, "warp must be 0 to 5");
-        if (ahead != 1 && ahead != 2) lm_argerror(L, 4, "ahead must be 1 or 2");
-        v[5] = (uint32_t)warp;
-        v[6] = (uint32_t)ahead;
         if (given) {
-            mm_tile t = { v[0], v[1], v[2], v[3], v[4], v[5], v[6] };
+            mm_tile t = { v[0], v[1], v[2], v[3], v[4] };
             const char *why = tile_problem(ctx, &t);
             if (why) lm_argerror(L, 4, "%s", why);
         }
@@ -617,14 +569,12 @@ int lm_op_matmul_config(lua_State *L) {
         ctx->mm_split = (uint32_t)split;
     }
     mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
-    lua_createtable(L, 0, 13);
+    lua_createtable(L, 0, 10);
     lua_pushinteger(L, t.bm); lua_setfield(L, -2, "bm");
     lua_pushinteger(L, t.bn); lua_setfield(L, -2, "bn");
     lua_pushinteger(L, t.bk); lua_setfield(L, -2, "bk");
     lua_pushinteger(L, t.tm); lua_setfield(L, -2, "tm");
     lua_pushinteger(L, t.tn); lua_setfield(L, -2, "tn");
-    lua_pushinteger(L, t.warp); lua_setfield(L, -2, "warp");
-    lua_pushinteger(L, t.ahead); lua_setfield(L, -2, "ahead");
     lua_pushinteger(L, tile_threads(&t)); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, tile_shared_bytes(&t)); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, k % 4 == 0 && n % 4 == 0); lua_setfield(L, -2, "vec4");
@@ -645,15 +595,5 @@ int lm_op_matmul_config(lua_State *L) {
     lm_matmul_args gs = { .m = (uint32_t)(m > 0x7fffffff ? 0x7fffffff : m), .n = g.n, .k = g.k, .batch = 1 };
     lua_pushinteger(L, split_k(ctx, &gs, LM_FLOAT32));
     lua_setfield(L, -2, "split");
-    /* The built-in tiles, for specs that check each ({bm, bn, bk, tm, tn, warp, ahead} lists). */
-    lua_createtable(L, MM_NTILES, 0);
-    for (int i = 0; i < MM_NTILES; i++) {
-        const uint32_t v[7] = { TILES[i].bm, TILES[i].bn, TILES[i].bk, TILES[i].tm, TILES[i].tn, TILES[i].warp,
-                                TILES[i].ahead };
-        lua_createtable(L, 7, 0);
-        for (int j = 0; j < 7; j++) { lua_pushinteger(L, v[j]); lua_rawseti(L, -2, j + 1); }
-        lua_rawseti(L, -2, i + 1);
-    }
-    lua_setfield(L, -2, "builtin");
     return 1;
 }
