@@ -6,7 +6,8 @@
 // non-negative terms, no cancellation). Workgroups take row slots from a ticket
 // counter in start order, so a part only waits for partners that have already started
 // or start next; if a partner still does not arrive within a bounded spin, the part
-// reads the whole row itself (which is why the host never runs this form in place).
+// computes that partner's record itself from x (which is why the host never runs this
+// form in place), exactly as the partner does (see SLICE_RECORD).
 //
 // Record protocols (defines):
 //   default            32-bit words; the writer fences between the values and the ready
@@ -47,19 +48,43 @@ const uint PARTS = ROWS;
 shared uint job_slot;
 shared vec3 records[PARTS];     // (shift, mean offset, M2) of each part
 shared bool partners_missing;
+shared bool record_missing[PARTS];   // partner k had not published in time
 
-// Sums of (x - shift) and (x - shift)^2 over the whole row, read from memory.
-// In this form no variable holds a buffer reference: glslang leaves such variables
-// without the AliasedPointer decoration, which spirv-val requires once spirv-opt skips
-// the module (it does for GL_NV_shader_sm_builtins) and so leaves them in.
-vec2 row_sums(uint row, float shift) {
-    vec2 q = vec2(0.0);
-    for (uint idx = gl_LocalInvocationID.x; idx < p.n; idx += WG) {
-        VT r = ln_keep(row, idx, ln_load(p.x, row, idx) - shift);
-        q += vec2(hsum(r), hsum(r * r));
-    }
-    return group_sum(q);
-}
+// A slice's record (shift, mean offset, M2), two-pass: shift = the slice's float32
+// mean. A part computes its own record from its vectors in registers; a part whose
+// partner has not published takes the partner's record from memory, reading the slice
+// twice (no second register array, which would cost every call occupancy). Both are
+// the same arithmetic on the same values in the same order (`precise`: no contraction
+// or reassociation that could differ between them), so a record is a function of the
+// slice alone and every part of a row combines identical records, whoever computed
+// them: the row's statistics, and whether they overflow and must be rescaled, are the
+// same in all its parts. X(i, idx) is the slice's vector idx, held as item i.
+#define SLICE_RECORD(X)                                                                  \
+    float count = slice_count(row, first, end);   /* 0 only past ANY_D's row end */      \
+    precise float s = 0.0;                                                               \
+    for (uint i = 0; i < ITEMS; ++i) {                                                   \
+        uint idx = first + gl_LocalInvocationID.x + i * WG;                              \
+        precise VT xi = idx < end ? X(i, idx) : VT(0.0);                                 \
+        s += hsum(xi);                                                                   \
+    }                                                                                    \
+    precise float total = group_sum(vec2(s, 0.0)).x;                                     \
+    precise float shift = count > 0.0 ? total / count : 0.0;                             \
+    precise vec2 q = vec2(0.0);                                                          \
+    for (uint i = 0; i < ITEMS; ++i) {                                                   \
+        uint idx = first + gl_LocalInvocationID.x + i * WG;                              \
+        precise VT r = idx < end ? ln_keep(row, idx, X(i, idx) - shift) : VT(0.0);       \
+        q += vec2(hsum(r), hsum(r * r));                                                 \
+    }                                                                                    \
+    q = group_sum(q);                                                                    \
+    precise float offset = count > 0.0 ? q.x / count : 0.0;   /* mean = shift + offset */ \
+    precise float m2 = q.y - q.x * offset;                    /* squared deviations */   \
+    /* not max(m2, 0.0): max may turn an overflow's NaN into 0, hiding it from rescale */ \
+    return vec3(shift, offset, m2 < 0.0 ? 0.0 : m2);
+
+#define X_REGS(i, idx) v[i]
+vec3 slice_record(VT v[ITEMS], uint row, uint first, uint end) { SLICE_RECORD(X_REGS) }
+#define X_MEM(i, idx) ln_load(p.x, row, idx)
+vec3 slice_record_from_memory(uint row, uint first, uint end) { SLICE_RECORD(X_MEM) }
 
 // Classes (p.classes > 1): a row's parts are dealt to `classes` classes (part k to
 // class k % classes), and a workgroup takes its jobs from the class of the
@@ -124,35 +149,21 @@ void main() {
     }
     uint first = part * p.chunk;
     uint end = min(first + p.chunk, p.n);
-    // Elements in the slice: 0 only where ANY_D's last vectors lie past this row's end.
-    float count = slice_count(row, first, end);
-
-    // This slice's statistics, two-pass from registers: shift = its float32 mean.
+    // This slice's statistics, two-pass from registers.
     VT v[ITEMS];
-    float s = 0.0;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
         v[i] = idx < end ? ln_load(p.x, row, idx) : VT(0.0);
-        s += hsum(v[i]);
     }
-    float total = group_sum(vec2(s, 0.0)).x;
-    float shift = count > 0.0 ? total / count : 0.0;
-    vec2 q = vec2(0.0);
-    for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = first + tid + i * WG;
-        v[i] = idx < end ? ln_keep(row, idx, v[i] - shift) : VT(0.0);
-        q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
-    }
-    q = group_sum(q);
-    float offset = count > 0.0 ? q.x / count : 0.0;                    // slice mean = shift + offset
-    float m2 = max(q.y - q.x * offset, 0.0);       // sum of squared deviations
+    vec3 own = slice_record(v, row, first, end);
+    float shift = own.x;
 
 #if TAGGED_RECORDS
     // Record words as (value, tag = epoch) in 64 bits; threads 0..2 publish one word each.
     // Relaxed atomics suffice: each word carries its own readiness.
     uint rec = 8u + 8u * (row * PARTS + part);
     if (tid < 3u) {
-        float value = tid == 0u ? shift : tid == 1u ? offset : m2;
+        float value = tid == 0u ? own.x : tid == 1u ? own.y : own.z;
         atomicExchange(TaggedWords(p.scratch).v[rec + tid], packUint2x32(uvec2(floatBitsToUint(value), p.epoch)));
     }
     if (tid == 0u) partners_missing = false;
@@ -169,7 +180,9 @@ void main() {
             if ((w0.y == p.epoch && w1.y == p.epoch && w2.y == p.epoch) || polls >= p.spin_limit) break;
             ++polls;
         }
-        if (w0.y != p.epoch || w1.y != p.epoch || w2.y != p.epoch) {
+        bool missing = w0.y != p.epoch || w1.y != p.epoch || w2.y != p.epoch;
+        record_missing[tid] = missing;
+        if (missing) {
             partners_missing = true;
             atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, which the tuning hook reads (return_scratch)
         } else {
@@ -183,9 +196,9 @@ void main() {
     // Every access to the scratch is atomic: atomics are coherent at device scope,
     // where plain (even volatile) loads may be served from a stale cache line.
     if (tid == 0) {
-        atomicExchange(SharedWords(p.scratch).v[rec + 0u], floatBitsToUint(shift));
-        atomicExchange(SharedWords(p.scratch).v[rec + 1u], floatBitsToUint(offset));
-        atomicExchange(SharedWords(p.scratch).v[rec + 2u], floatBitsToUint(m2));
+        atomicExchange(SharedWords(p.scratch).v[rec + 0u], floatBitsToUint(own.x));
+        atomicExchange(SharedWords(p.scratch).v[rec + 1u], floatBitsToUint(own.y));
+        atomicExchange(SharedWords(p.scratch).v[rec + 2u], floatBitsToUint(own.z));
         memoryBarrierBuffer();
         atomicExchange(SharedWords(p.scratch).v[rec + 3u], p.epoch);
         partners_missing = false;
@@ -197,7 +210,9 @@ void main() {
         uint polls = 0u;
         while (atomicAdd(SharedWords(p.scratch).v[other + 3u], 0u) != p.epoch && polls < p.spin_limit) ++polls;
         memoryBarrierBuffer();
-        if (atomicAdd(SharedWords(p.scratch).v[other + 3u], 0u) != p.epoch) {
+        bool missing = atomicAdd(SharedWords(p.scratch).v[other + 3u], 0u) != p.epoch;
+        record_missing[tid] = missing;
+        if (missing) {
             partners_missing = true;
             atomicAdd(SharedWords(p.scratch).v[1], 1u);   // fallbacks, which the tuning hook reads (return_scratch)
         } else {
@@ -208,41 +223,38 @@ void main() {
     }
 #endif
     barrier();
-    float adjust, invstd, mean;   // y = (v + adjust) * invstd, v = x - shift
-    bool rescale;                 // uniform: the statistics came out non-finite
-    if (!partners_missing) {
-        // Combine about part 0's shift: d_i = slice mean_i - shift_0 (small when the
-        // row has a common offset, so computed without losing it).
-        float base = records[0].x;
-        float n_total = float(p.d);
-        float delta = 0.0;
-        for (uint i = 0; i < PARTS; ++i) {
-            float n_i = slice_count(row, min(i * p.chunk, p.n), min((i + 1u) * p.chunk, p.n));
-            delta += n_i * ((records[i].x - base) + records[i].y);
+    if (partners_missing) {   // uniform
+        // A partner never started in time: this part takes the missing records itself,
+        // each from its slice in memory, exactly as the partner computes it.
+        for (uint k = 0u; k < PARTS; ++k) {
+            if (!record_missing[k]) continue;   // uniform
+            vec3 r = slice_record_from_memory(row, k * p.chunk, min(k * p.chunk + p.chunk, p.n));
+            if (tid == 0u) records[k] = r;
         }
-        delta /= n_total;
-        float m2_total = 0.0;
-        for (uint i = 0; i < PARTS; ++i) {
-            float n_i = slice_count(row, min(i * p.chunk, p.n), min((i + 1u) * p.chunk, p.n));
-            float d = (records[i].x - base) + records[i].y - delta;
-            m2_total += records[i].z + n_i * d * d;
-        }
-        // Every part combines the same records in the same order, so all of a row's
-        // parts agree on rescale.
-        rescale = !is_finite(m2_total);
-        invstd = invsqrt_refined(m2_total / n_total + p.eps);
-        adjust = (shift - base) - delta;
-        mean = base + delta;
-    } else {
-        // A partner never started in time: corrected two-pass over the whole row.
-        float m0 = row_sums(row, 0.0).x / float(p.d);
-        vec2 sums = row_sums(row, m0);
-        rescale = !is_finite(sums.y);
-        vec2 st = finish_stats(sums);
-        invstd = st.y;
-        adjust = (shift - m0) - st.x;
-        mean = m0 + st.x;
+        barrier();
     }
+    // Combine about part 0's shift: d_i = slice mean_i - shift_0 (small when the row has
+    // a common offset, so computed without losing it). Every part combines the same
+    // records in the same order, so all of a row's parts agree on the statistics and on
+    // rescale.
+    float base = records[0].x;
+    float n_total = float(p.d);
+    float delta = 0.0;
+    for (uint i = 0; i < PARTS; ++i) {
+        float n_i = slice_count(row, min(i * p.chunk, p.n), min((i + 1u) * p.chunk, p.n));
+        delta += n_i * ((records[i].x - base) + records[i].y);
+    }
+    delta /= n_total;
+    float m2_total = 0.0;
+    for (uint i = 0; i < PARTS; ++i) {
+        float n_i = slice_count(row, min(i * p.chunk, p.n), min((i + 1u) * p.chunk, p.n));
+        float d = (records[i].x - base) + records[i].y - delta;
+        m2_total += records[i].z + n_i * d * d;
+    }
+    bool rescale = !is_finite(m2_total);   // uniform: NaN, inf or overflow in the row
+    float invstd = invsqrt_refined(m2_total / n_total + p.eps);
+    float adjust = (shift - base) - delta;   // y = ((x - shift) + adjust) * invstd
+    float mean = base + delta;
     if (rescale) {
         // NaN, inf or overflow in the row (a slice's sums, or their combination): every
         // part takes the row's statistics scaled, from memory, and writes its slice.
@@ -254,7 +266,7 @@ void main() {
     }
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        if (idx < end) ln_store(row, idx, fma((v[i] + adjust) * invstd, load_weight(row, idx), load_bias(row, idx)));
+        if (idx < end) ln_store(row, idx, fma(((v[i] - shift) + adjust) * invstd, load_weight(row, idx), load_bias(row, idx)));
     }
     if (part == 0u && tid == 0u) store_stats(row, mean, invstd);
     finish_classes();

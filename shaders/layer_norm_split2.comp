@@ -53,7 +53,8 @@ void main() {
     }
     q = group_sum(q);
     float offset = count > 0.0 ? q.x / count : 0.0;   // slice mean = shift + offset
-    float m2 = max(q.y - q.x * offset, 0.0);          // sum of squared deviations
+    float m2 = q.y - q.x * offset;                    // sum of squared deviations
+    m2 = m2 < 0.0 ? 0.0 : m2;   // not max(m2, 0.0), which may turn an overflow's NaN into 0
     if (tid == 0u) Records(p.scratch).v[job] = vec4(shift, offset, m2, 0.0);
 #else
     // The row's records: thread k takes slices k, k + WG, ...; two workgroup sums in a
