@@ -435,7 +435,7 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
      * threads gave wrong rows on lavapipe). parts <= 128, the threads Vulkan
      * guarantees. */
     if (c.wg < c.parts) c.wg = pow2_at_least(c.parts);
-    /* On a CPU device llvmpipe's loop budget covers the fallback's two reads of the row
+    /* On a CPU device llvmpipe's loop budget covers the fallback's two passes over the row
      * (half of it) and the polls for partners (the other half: the spin limit). */
     c.wg = cpu_loop_wg(s, c.wg, 4, 0);
     c.items = ceil_div(chunk, c.wg);
