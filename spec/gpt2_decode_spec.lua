@@ -39,18 +39,8 @@ local function run(model, rows, steps, opts)
   return bytes, toks, d
 end
 
--- Device memory once the garbage is gone: collected until the counts stop changing
--- (Lua 5.1 and LuaJIT may need more than two cycles).
-local function usage()
-  local m, last
-  repeat
-    last = m
-    collectgarbage(); collectgarbage()
-    lumus.synchronize()
-    m = lumus.memory()
-  until last and last.allocations == m.allocations and last.in_use == m.in_use
-  return m.allocations, m.in_use
-end
+-- Device memory once the garbage is gone (allocations, bytes in use).
+local usage = checks.settle
 
 describe("gpt2 decoder", function()
   local model

@@ -24,6 +24,19 @@ local config = lumus.tune.layer_norm
 
 local mismatch = dofile("spec/support/layer_norm_check.lua").mismatch
 
+-- Adds to `bad` what is off in one finite row (x row xi) against the float64 reference:
+-- y within Y_MAX, mean within 1e-5 * max(1, max |x|), invstd within INVSTD_REL (an invstd
+-- below the smallest normal float32 may be flushed to 0).
+local function check_row(bad, what, xi, gy, wy, gm, wm, gr, wr)
+  local cy = ref.compare({ gy }, { wy })
+  local amax = 0
+  for j = 1, #xi do amax = math.max(amax, math.abs(xi[j])) end
+  if not (cy.max_rel <= Y_MAX) then bad[#bad + 1] = ("%s: y max error %.3g"):format(what, cy.max_rel) end
+  if not (math.abs(gm - wm) <= 1e-5 * math.max(1, amax)) then bad[#bad + 1] = what .. ": mean" end
+  local flushed = wr < 2.0 ^ -126 and gr == 0
+  if not flushed and not (math.abs(gr / wr - 1) <= INVSTD_REL) then bad[#bad + 1] = what .. ": invstd" end
+end
+
 local function label_of(tune)
   local parts = {}
   for _, k in ipairs { "form", "parts", "scalar" } do
@@ -153,14 +166,7 @@ describe("layer_norm_forward on every row length", function()
             for j = 1, d do ok = ok and gy[i][j] ~= gy[i][j] end
             if not ok then bad[#bad + 1] = what .. ": not NaN / inf as PyTorch" end
           else
-            local cy = ref.compare({ gy[i] }, { wy[i] })
-            local amax = 0
-            for j = 1, d do amax = math.max(amax, math.abs(xt[i][j])) end
-            if not (cy.max_rel <= Y_MAX) then bad[#bad + 1] = ("%s: y max error %.3g"):format(what, cy.max_rel) end
-            if not (math.abs(gm[i] - wm[i]) <= 1e-5 * math.max(1, amax)) then bad[#bad + 1] = what .. ": mean" end
-            -- an invstd below the smallest normal float32 may be flushed to 0
-            local flushed = wr[i] < 2.0 ^ -126 and gr[i] == 0
-            if not flushed and not (math.abs(gr[i] / wr[i] - 1) <= INVSTD_REL) then bad[#bad + 1] = what .. ": invstd" end
+            check_row(bad, what, xt[i], gy[i], wy[i], gm[i], wm[i], gr[i], wr[i])
           end
         end
       end
@@ -199,13 +205,7 @@ describe("layer_norm_forward on every row length", function()
           local wy, wm, wr = ref.layer_norm_forward(xt, nil, nil, 1e-5)
           for i = 1, #xt do
             local what = ("D=%d parts=%d spin_limit=%d %s row %d"):format(d, parts, spin, records, i)
-            local cy = ref.compare({ gy[i] }, { wy[i] })
-            local amax = 0
-            for j = 1, d do amax = math.max(amax, math.abs(xt[i][j])) end
-            if not (cy.max_rel <= Y_MAX) then bad[#bad + 1] = ("%s: y max error %.3g"):format(what, cy.max_rel) end
-            if not (math.abs(gm[i] - wm[i]) <= 1e-5 * math.max(1, amax)) then bad[#bad + 1] = what .. ": mean" end
-            local flushed = wr[i] < 2.0 ^ -126 and gr[i] == 0
-            if not flushed and not (math.abs(gr[i] / wr[i] - 1) <= INVSTD_REL) then bad[#bad + 1] = what .. ": invstd" end
+            check_row(bad, what, xt[i], gy[i], wy[i], gm[i], wm[i], gr[i], wr[i])
           end
         end
       end

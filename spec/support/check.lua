@@ -108,16 +108,20 @@ function M.errors(fn, pattern, ...)
   return e
 end
 
--- Collects garbage until lumus's device memory in use stops changing: earlier specs'
--- garbage gone, for a baseline. (Lua 5.1 and LuaJIT may need more than two cycles.)
+-- Collects garbage until lumus's device allocations and memory in use stop changing:
+-- earlier specs' garbage gone, for a baseline (a tensor's finalizer may free what another
+-- cycle's finalizer then releases; Lua 5.1 and LuaJIT may need more than two cycles).
+-- Returns the settled allocation count and bytes in use.
 function M.settle()
   local lumus = require "lumus"
-  local last
+  local m, last
   repeat
-    last = lumus.memory().in_use
+    last = m
     collectgarbage(); collectgarbage()
     lumus.synchronize()
-  until lumus.memory().in_use == last
+    m = lumus.memory()
+  until last and last.allocations == m.allocations and last.in_use == m.in_use
+  return m.allocations, m.in_use
 end
 
 -- n float32 values of tensor t from 1-based element `first` (default: all of t), read
