@@ -186,9 +186,23 @@ do
   print(("cooperative matrices (tensor cores): %s"):format(tostring(coop)))
   local paths = { "auto", "gemv", "tiled" }
   if coop ~= nil then paths[#paths + 1] = "coop" end
+  -- The coop path once per block form of the tensor-core kernel (tune.matmul's coop_form).
+  local runs = {}
+  for _, path in ipairs(paths) do
+    if path == "coop" then
+      for f = 1, 16 do
+        if not pcall(lumus.tune.matmul, 1, 1, 1, { coop_form = f }) then break end
+        runs[#runs + 1] = { path = path, coop_form = f, name = ("coop form %d"):format(f) }
+      end
+    else
+      runs[#runs + 1] = { path = path, name = path }
+    end
+  end
+  lumus.tune.matmul(1, 1, 1, {})
   for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
-    for _, path in ipairs(paths) do
-      local ok_path = pcall(lumus.tune.matmul, 1, 1, 1, { path = path })
+    for _, run in ipairs(runs) do
+      local path = run.name
+      local ok_path = pcall(lumus.tune.matmul, 1, 1, 1, { path = run.path, coop_form = run.coop_form })
       if ok_path then
         for _, s in ipairs { { 1, 768, 257 }, { 7, 33, 65 }, { 16, 64, 128 }, { 64, 256, 256 }, { 130, 72, 200 }, { 257, 136, 264 } } do
           local M, K, N = s[1], s[2], s[3]

@@ -8,13 +8,16 @@
 //   Needs K, lda, ldb (and N unless TRANS_B) multiples of 8 and 16-byte aligned bases, so
 //   that every 8-element chunk of a row is wholly inside or outside the operand.
 //
-// A workgroup (4 subgroups, 2 x 2) computes a 128 x 128 block of C; each subgroup a
-// 64 x 64 part of it as 4 x 4 accumulator matrices. The K loop steps 32 at a time: the
-// workgroup copies a 128 x 32 tile of A and a 32 x 128 tile of B into shared memory (rows
-// padded by 8 elements so that the matrix loads of neighbouring rows fall in different
-// banks), while the next tiles are read from global memory into registers. Chunks outside
-// A or B read as zeros, so the edges need no other care; the epilogue goes through shared
-// memory a 16 x 16 matrix at a time and stores only elements inside C.
+// The block form comes from defines (shaders/variants.def): SG_M x SG_N subgroups, each
+// computing FM x FN accumulator matrices of 16 x 16, so a workgroup computes a block of
+// BM = 16 SG_M FM by BN = 16 SG_N FN elements of C. The K loop steps BK at a time: the
+// workgroup copies a BM x BK tile of A and a BK x BN tile of B into shared memory (rows
+// padded by one 16-byte chunk so that the matrix loads of neighbouring rows fall in
+// different banks), while the next tiles are read from global memory into registers.
+// With STAGES = 2 the tiles alternate between two shared buffers, one barrier per step;
+// with 1, two. Chunks outside A or B read as zeros, so the edges need no other care; the
+// epilogue goes through shared memory (the tile buffers, no longer needed) a 16 x 16
+// matrix at a time and stores only elements inside C.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -23,7 +26,16 @@
 #include "common/buffers.glsl"
 #include "common/mm_io.glsl"
 
-layout(local_size_x_id = 0) in;                 // 4 subgroups
+#ifndef SG_M
+#define SG_M 2
+#define SG_N 2
+#define FM 4
+#define FN 4
+#define BK 32
+#define STAGES 1
+#endif
+
+layout(local_size_x_id = 0) in;                 // SG_M * SG_N subgroups
 layout(constant_id = 1) const bool TRANS_B = false;
 
 layout(push_constant) uniform Params {
@@ -35,19 +47,23 @@ layout(push_constant) uniform Params {
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Chunks { uvec4 v[]; };
 
 const uint WG = gl_WorkGroupSize.x;
-const uint BM = 128, BN = 128, BK = 32;
+const uint BM = 16 * SG_M * FM, BN = 16 * SG_N * FN;
 const uint CH = 8;                              // float16 elements per uvec4 chunk
-const uint PAD = 1;                             // chunks of padding per shared row
-const uint SA = BK / CH + PAD;                  // chunks per shared row of A (a row of M)
-const uint SB = TRANS_B ? BK / CH + PAD : BN / CH + PAD;   // per row of B as stored
-const uint A_CHUNKS = BM * BK / CH;             // 512
-const uint B_CHUNKS = BN * BK / CH;             // 512
+const uint KC = BK / CH;                        // chunks per BK-long row piece
+const uint SA = KC + 1;                         // chunks per shared row of A (a row of M)
+const uint SB = TRANS_B ? KC + 1 : BN / CH + 1; // per row of B as stored
+const uint A_CHUNKS = BM * KC;
+const uint B_CHUNKS = BN * KC;
 const uint LA = (A_CHUNKS + WG - 1) / WG;       // chunks each thread moves
 const uint LB = (B_CHUNKS + WG - 1) / WG;
+const uint A_SIZE = BM * SA;                    // one stage of A, in chunks
+const uint B_SIZE = TRANS_B ? BN * SB : BK * SB;
+const uint STAGE = A_SIZE + B_SIZE;
+const uint C_SIZE = SG_M * SG_N * 64;           // a 16 x 16 float matrix per subgroup
 
-shared uvec4 As[BM * SA];
-shared uvec4 Bs[TRANS_B ? BN * SB : BK * SB];
-shared float Cs[4 * 256];                       // one 16 x 16 float matrix per subgroup
+// One array for both operands and every stage (A then B per stage); the epilogue reuses it.
+const uint TILES = STAGES * STAGE > C_SIZE ? STAGES * STAGE : C_SIZE;
+shared uvec4 tiles[TILES];
 
 uvec4 ra[LA], rb[LB];
 
@@ -57,32 +73,51 @@ uvec4 chunk(uint64_t base, uint64_t elem, bool inside) {
 
 void load_tiles(uint m0, uint n0, uint k0) {
     [[unroll]] for (uint l = 0; l < LA; ++l) {
-        uint e = gl_LocalInvocationID.x + l * WG;            // row e / 4, chunk e % 4
-        uint r = e / (BK / CH), kc = k0 + (e % (BK / CH)) * CH;
+        uint e = gl_LocalInvocationID.x + l * WG;            // row e / KC, chunk e % KC
+        uint r = e / KC, kc = k0 + (e % KC) * CH;
         ra[l] = chunk(p.a, uint64_t(m0 + r) * p.lda + kc, e < A_CHUNKS && m0 + r < p.m && kc < p.k);
     }
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         uint e = gl_LocalInvocationID.x + l * WG;
-        if (TRANS_B) {                                        // row n: e / 4, chunk e % 4
-            uint r = e / (BK / CH), kc = k0 + (e % (BK / CH)) * CH;
+        if (TRANS_B) {                                        // row n: e / KC, chunk e % KC
+            uint r = e / KC, kc = k0 + (e % KC) * CH;
             rb[l] = chunk(p.b, uint64_t(n0 + r) * p.ldb + kc, e < B_CHUNKS && n0 + r < p.n && kc < p.k);
-        } else {                                              // row k: e / 16, chunk e % 16
+        } else {                                              // row k: e / (BN/CH)
             uint r = e / (BN / CH), nc = n0 + (e % (BN / CH)) * CH;
             rb[l] = chunk(p.b, uint64_t(k0 + r) * p.ldb + nc, e < B_CHUNKS && k0 + r < p.k && nc < p.n);
         }
     }
 }
 
-void store_tiles() {
+void store_tiles(uint s) {
+    uint a0 = s * STAGE, b0 = a0 + A_SIZE;
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         uint e = gl_LocalInvocationID.x + l * WG;
-        if (e < A_CHUNKS) As[(e / (BK / CH)) * SA + e % (BK / CH)] = ra[l];
+        if (e < A_CHUNKS) tiles[a0 + (e / KC) * SA + e % KC] = ra[l];
     }
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         uint e = gl_LocalInvocationID.x + l * WG;
         if (e < B_CHUNKS) {
-            if (TRANS_B) Bs[(e / (BK / CH)) * SB + e % (BK / CH)] = rb[l];
-            else Bs[(e / (BN / CH)) * SB + e % (BN / CH)] = rb[l];
+            if (TRANS_B) tiles[b0 + (e / KC) * SB + e % KC] = rb[l];
+            else tiles[b0 + (e / (BN / CH)) * SB + e % (BN / CH)] = rb[l];
+        }
+    }
+}
+
+fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FM][FN];
+
+void multiply(uint s, uint wy, uint wx) {
+    uint a0 = s * STAGE, b0 = a0 + A_SIZE;
+    [[unroll]] for (uint kk = 0; kk < BK / 16; ++kk) {
+        fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ma[FM];
+        [[unroll]] for (uint i = 0; i < FM; ++i)
+            coopMatLoadNV(ma[i], tiles, a0 + (wy * FM * 16u + i * 16u) * SA + kk * 2u, SA, false);
+        [[unroll]] for (uint j = 0; j < FN; ++j) {
+            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> mb;
+            uint col = wx * FN * 16u + j * 16u;
+            if (TRANS_B) coopMatLoadNV(mb, tiles, b0 + col * SB + kk * 2u, SB, true);
+            else coopMatLoadNV(mb, tiles, b0 + kk * 16u * SB + col / CH, SB, false);
+            [[unroll]] for (uint i = 0; i < FM; ++i) acc[i][j] = coopMatMulAddNV(ma[i], mb, acc[i][j]);
         }
     }
 }
@@ -92,44 +127,49 @@ void main() {
     if (g >= p.tiles_m * p.tiles_n) return;               // padding of a folded grid
     uint m0 = (g % p.tiles_m) * BM, n0 = (g / p.tiles_m) * BN;   // neighbours share B's columns
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-    uint wy = sg / 2u, wx = sg % 2u;                       // this subgroup's 64 x 64 part
+    uint wy = sg / SG_N, wx = sg % SG_N;                   // this subgroup's part of the block
 
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4][4];
-    [[unroll]] for (uint i = 0; i < 4; ++i)
-        [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    [[unroll]] for (uint i = 0; i < FM; ++i)
+        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
     load_tiles(m0, n0, 0u);
+#if STAGES == 2
+    store_tiles(0u);
+    barrier();
+    uint s = 0u;
+    for (uint k0 = 0; k0 < p.k; k0 += BK) {
+        bool more = k0 + BK < p.k;
+        if (more) load_tiles(m0, n0, k0 + BK);
+        multiply(s, wy, wx);
+        // The other stage was last read before the previous barrier: safe to fill.
+        if (more) store_tiles(s ^ 1u);
+        barrier();
+        s ^= 1u;
+    }
+#else
     for (uint k0 = 0; k0 < p.k; k0 += BK) {
         barrier();                                          // the last step's reads are done
-        store_tiles();
+        store_tiles(0u);
         barrier();
         if (k0 + BK < p.k) load_tiles(m0, n0, k0 + BK);
-        [[unroll]] for (uint kk = 0; kk < BK / 16; ++kk) {
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ma[4];
-            [[unroll]] for (uint i = 0; i < 4; ++i)
-                coopMatLoadNV(ma[i], As, (wy * 64u + i * 16u) * SA + kk * 2u, SA, false);
-            [[unroll]] for (uint j = 0; j < 4; ++j) {
-                fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> mb;
-                uint col = wx * 64u + j * 16u;
-                if (TRANS_B) coopMatLoadNV(mb, Bs, col * SB + kk * 2u, SB, true);
-                else coopMatLoadNV(mb, Bs, kk * 16u * SB + col / CH, SB, false);
-                [[unroll]] for (uint i = 0; i < 4; ++i) acc[i][j] = coopMatMulAddNV(ma[i], mb, acc[i][j]);
-            }
-        }
+        multiply(0u, wy, wx);
     }
+    barrier();                                              // the epilogue reuses the tiles
+#endif
 
-    // Epilogue: each accumulator through this subgroup's 16 x 16 staging matrix.
-    uint width = gl_SubgroupSize;
-    [[unroll]] for (uint i = 0; i < 4; ++i)
-        [[unroll]] for (uint j = 0; j < 4; ++j) {
-            coopMatStoreNV(acc[i][j], Cs, sg * 256u, 16u, false);
+    // Epilogue: each accumulator through this subgroup's 16 x 16 staging matrix (floats
+    // stored as the bits of uvec4 chunks, 4 per chunk, 4 chunks per row).
+    uint width = gl_SubgroupSize, cs = sg * 64u;
+    [[unroll]] for (uint i = 0; i < FM; ++i)
+        [[unroll]] for (uint j = 0; j < FN; ++j) {
+            coopMatStoreNV(acc[i][j], tiles, cs, 4u, false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
-            uint rm = m0 + wy * 64u + i * 16u, cn = n0 + wx * 64u + j * 16u;
+            uint rm = m0 + wy * FM * 16u + i * 16u, cn = n0 + wx * FN * 16u + j * 16u;
             for (uint e = lane; e < 256u; e += width) {
                 uint m = rm + e / 16u, n = cn + e % 16u;
                 if (m < p.m && n < p.n) {
-                    float v = Cs[sg * 256u + e];
+                    float v = uintBitsToFloat(tiles[cs + e / 4u][e % 4u]);
                     if (p.bias != 0ul) v += ld1(p.bias, n);
                     st1(p.c, uint64_t(m) * p.n + n, v);
                 }

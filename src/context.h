@@ -80,6 +80,7 @@ struct lm_context {
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     int mm_path;                  /* matmul kernel: 0 automatic, else a forced lm_mm_path */
     uint32_t mm_split;            /* matmul small-M path's K slices (0 = automatic) */
+    uint32_t mm_coop_form;        /* matmul tensor-core block form, 1-based (0 = automatic) */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */

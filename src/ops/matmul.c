@@ -109,16 +109,59 @@ static int gemv_wanted(const lm_context *ctx, const lm_matmul_args *g) {
     return groups < 2 * (uint64_t)device_cores(ctx);
 }
 
-/* The tensor-core kernel (shaders/matmul_coop.comp): 128 x 128 blocks, 4 subgroups. */
-#define COOP_BLOCK 128
-#define COOP_SUBGROUPS 4
+/* The tensor-core kernel's block forms (shaders/matmul_coop.comp, shaders/variants.def):
+ * sg_m x sg_n subgroups of fm x fn 16 x 16 accumulators, K steps of bk, one or two shared
+ * stages. Its shared array holds every stage's tiles of A and B, rows padded by a chunk. */
+typedef struct coop_form {
+    lm_shader_id shader;
+    uint32_t sg_m, sg_n, fm, fn, bk, stages;
+} coop_form;
+
+static const coop_form COOP_FORMS[] = {
+    { LM_SH_MATMUL_COOP, 2, 2, 4, 4, 32, 1 },          /* 128 x 128 */
+    { LM_SH_MATMUL_COOP_DB, 2, 2, 4, 4, 32, 2 },       /* 128 x 128, two stages */
+    { LM_SH_MATMUL_COOP_TALL, 4, 2, 4, 4, 32, 1 },     /* 256 x 128 */
+    { LM_SH_MATMUL_COOP_TALL_DB, 4, 2, 4, 4, 16, 2 },  /* 256 x 128, two stages of K 16 */
+    { LM_SH_MATMUL_COOP_WIDE, 2, 4, 4, 4, 32, 1 },     /* 128 x 256 */
+};
+#define COOP_NFORMS ((uint32_t)(sizeof COOP_FORMS / sizeof COOP_FORMS[0]))
+
+static uint32_t coop_bm(const coop_form *f) { return 16 * f->sg_m * f->fm; }
+static uint32_t coop_bn(const coop_form *f) { return 16 * f->sg_n * f->fn; }
+
+static uint32_t coop_shared_bytes(const coop_form *f, int trans_b) {
+    uint32_t kc = f->bk / 8, a = coop_bm(f) * (kc + 1);
+    uint32_t b = trans_b ? coop_bn(f) * (kc + 1) : f->bk * (coop_bn(f) / 8 + 1);
+    uint32_t tiles = f->stages * (a + b), c = f->sg_m * f->sg_n * 64;
+    return 16 * (tiles > c ? tiles : c);
+}
+
+/* NULL when form f fits this device, else why not. */
+static const char *coop_form_problem(const lm_context *ctx, const coop_form *f, int trans_b) {
+    const VkPhysicalDeviceLimits *lim = &ctx->props.limits;
+    uint32_t wg = f->sg_m * f->sg_n * ctx->subgroup_size;
+    if (wg > lim->maxComputeWorkGroupInvocations || wg > lim->maxComputeWorkGroupSize[0])
+        return "workgroup too large";
+    if (coop_shared_bytes(f, trans_b) > lim->maxComputeSharedMemorySize) return "tiles exceed shared memory";
+    return NULL;
+}
+
+/* The block form for an M x N product: the forced one, else the largest block (fewest
+ * bytes read per product) of which there are at least two per core of the device, else
+ * 128 x 128 (more blocks to spread). A tall block where M >= N, a wide one otherwise. */
+static const coop_form *choose_coop_form(const lm_context *ctx, const lm_matmul_args *g) {
+    if (ctx->mm_coop_form) return &COOP_FORMS[ctx->mm_coop_form - 1];
+    const coop_form *big = &COOP_FORMS[g->m >= g->n ? 2 : 4];
+    uint64_t blocks = (uint64_t)((g->m + coop_bm(big) - 1) / coop_bm(big)) * ((g->n + coop_bn(big) - 1) / coop_bn(big));
+    if (blocks >= 2 * (uint64_t)device_cores(ctx) && coop_form_problem(ctx, big, g->trans_b) == NULL) return big;
+    return &COOP_FORMS[0];
+}
 
 /* NULL when the float16 product can run on tensor cores, else why not. */
 static const char *coop_problem(const lm_context *ctx, const lm_matmul_args *g) {
     if (!ctx->coop_matrix) return "the device has no cooperative matrices";
-    uint32_t wg = COOP_SUBGROUPS * ctx->subgroup_size;
-    if (wg > ctx->props.limits.maxComputeWorkGroupInvocations || wg > ctx->props.limits.maxComputeWorkGroupSize[0])
-        return "workgroup too large";
+    const char *why = coop_form_problem(ctx, choose_coop_form(ctx, g), g->trans_b);
+    if (why) return why;
     if (g->batch != 1 || g->trans_a) return "batched or a transposed";
     uint32_t lda = g->lda ? g->lda : g->k;
     uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
@@ -129,6 +172,8 @@ static const char *coop_problem(const lm_context *ctx, const lm_matmul_args *g) 
 
 static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
     lm_context *ctx = g->a->storage->ctx;
+    const coop_form *f = choose_coop_form(ctx, g);
+    uint32_t bm = coop_bm(f), bn = coop_bn(f);
     struct {
         uint64_t a, b, bias, c;
         uint32_t m, n, k, lda, ldb, tiles_m, tiles_n, groups_x;
@@ -137,7 +182,7 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
         .bias = g->bias ? lm_tensor_address(g->bias) : 0, .c = lm_tensor_address(g->out),
         .m = g->m, .n = g->n, .k = g->k,
         .lda = g->lda ? g->lda : g->k, .ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n),
-        .tiles_m = (g->m + COOP_BLOCK - 1) / COOP_BLOCK, .tiles_n = (g->n + COOP_BLOCK - 1) / COOP_BLOCK,
+        .tiles_m = (g->m + bm - 1) / bm, .tiles_n = (g->n + bn - 1) / bn,
     };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "matmul_coop push constants");
     uint64_t groups = (uint64_t)pc.tiles_m * pc.tiles_n;
@@ -145,8 +190,8 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = LM_SH_MATMUL_COOP,
-        .spec = { COOP_SUBGROUPS * ctx->subgroup_size, g->trans_b ? 1u : 0u },
+        .op = op, .any_dtype = 1, .shader = f->shader,
+        .spec = { f->sg_m * f->sg_n * ctx->subgroup_size, g->trans_b ? 1u : 0u },
         .full_subgroups = 1,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },
@@ -521,7 +566,7 @@ int lm_op_matmul(lua_State *L) {
  * the automatic choice (for bench/ sweeps); rotate = true/false forces the K-order
  * rotation, absent restores the automatic choice. */
 int lm_op_matmul_config(lua_State *L) {
-    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", "path", "split", NULL };
+    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", "path", "split", "coop_form", NULL };
     static const char *const paths[] = { "auto", "gemv", "tiled", "coop", NULL };
     lua_Integer m = lm_check_integer(L, 1), n = lm_check_integer(L, 2), k = lm_check_integer(L, 3);
     if (m < 1) lm_argerror(L, 1, "M must be positive");
@@ -562,11 +607,15 @@ int lm_op_matmul_config(lua_State *L) {
         if (split < 0 || (split & (split - 1)))
             lm_argerror(L, 4, "split must be 0 (automatic) or a power of two");
         if (split > 256) lm_argerror(L, 4, "split must be at most 256");
+        lua_Integer form = lm_option_integer(L, 4, "coop_form", 0);
+        if (form < 0 || form > COOP_NFORMS)
+            lm_argerror(L, 4, "coop_form must be 0 (automatic) to %d", (int)COOP_NFORMS);
         if (given) memcpy(ctx->mm_tile, v, sizeof v);
         else memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
         ctx->mm_rotate = rotate;
         ctx->mm_path = path;
         ctx->mm_split = (uint32_t)split;
+        ctx->mm_coop_form = (uint32_t)form;
     }
     mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
     lua_createtable(L, 0, 10);
@@ -595,5 +644,8 @@ int lm_op_matmul_config(lua_State *L) {
     lm_matmul_args gs = { .m = (uint32_t)(m > 0x7fffffff ? 0x7fffffff : m), .n = g.n, .k = g.k, .batch = 1 };
     lua_pushinteger(L, split_k(ctx, &gs, LM_FLOAT32));
     lua_setfield(L, -2, "split");
+    /* The tensor-core block form a float16 product of this shape would take (1-based). */
+    lua_pushinteger(L, (lua_Integer)(choose_coop_form(ctx, &gs) - COOP_FORMS) + 1);
+    lua_setfield(L, -2, "coop_form");
     return 1;
 }
