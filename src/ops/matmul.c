@@ -123,6 +123,8 @@ static const coop_form COOP_FORMS[] = {
     { LM_SH_MATMUL_COOP_TALL, 4, 2, 4, 4, 32, 1 },     /* 256 x 128 */
     { LM_SH_MATMUL_COOP_TALL_DB, 4, 2, 4, 4, 16, 2 },  /* 256 x 128, two stages of K 16 */
     { LM_SH_MATMUL_COOP_WIDE, 2, 4, 4, 4, 32, 1 },     /* 128 x 256 */
+    { LM_SH_MATMUL_COOP_8SG, 4, 2, 2, 4, 32, 1 },      /* 128 x 128, 8 subgroups */
+    { LM_SH_MATMUL_COOP_8SG_K64, 4, 2, 2, 4, 64, 1 },  /* 128 x 128, 8 subgroups, K 64 */
 };
 #define COOP_NFORMS ((uint32_t)(sizeof COOP_FORMS / sizeof COOP_FORMS[0]))
 
