@@ -238,7 +238,8 @@ end
 -- Kernel forms forced through lumus.tune.attention on the first shape, to A/B them in one
 -- run: the flash kernel's tiles, each with and without the register prefetch of the next
 -- K/V tile, and the tensor-core kernel (float16) with and without it, with one or two
--- 16-row strips per subgroup ("coop x1", "coop x2"). Where a tile does
+-- 16-row strips per subgroup ("coop x1", "coop x2"), the scores in registers or through
+-- shared memory ("registers", "shared"). Where a tile does
 -- not fit shared memory the plan falls back to the automatic one, as the plan column shows;
 -- "fixed" marks the variant with the tile compiled in (the automatic plan's, last rows).
 print()
@@ -262,11 +263,13 @@ for _, dtype in ipairs { "float32", "float16" } do
   -- the tensor-core kernel with two 16-row strips per subgroup (128 query rows per K/V tile)
   if dtype == "float16" then
     for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "auto", prefetch = pf, coop_strips = 2 } end
+    -- one strip with the scores through shared memory (the register form's predecessor)
+    for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "auto", prefetch = pf, coop_scores = "shared" } end
   end
   for _, causal in ipairs { false, true } do
     for _, f in ipairs(forms) do
       local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, f)
-      local kname = (f.kernel == "auto" and dtype == "float16" and plan.coop) and ("coop x" .. plan.coop_strips)
+      local kname = (f.kernel == "auto" and dtype == "float16" and plan.coop) and ("coop x" .. plan.coop_strips .. " " .. plan.coop_scores)
         or (plan.fixed_tile and "flash-fixed" or plan.kernel)
       local okt, sec = pcall(common.device_time, lumus,
         function() lumus.scaled_dot_product_attention(q, k, v, { out = out, causal = causal }) end, iters, warmup)

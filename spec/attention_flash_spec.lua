@@ -196,6 +196,13 @@ describe("scaled_dot_product_attention's flash kernel", function()
     local two = lumus.tune.attention(96, 1024, 1024, 64, { coop_strips = 2 })
     local one = lumus.tune.attention(96, 1024, 1024, 64, {})
     assert.are.same({ 2, 1 }, { two.coop_strips, one.coop_strips })
+    -- the scores stay in registers with one strip unless shared memory is asked for
+    assert.are.same({ "shared", "registers" }, { two.coop_scores, one.coop_scores })
+    assert.are.equal("shared", lumus.tune.attention(96, 1024, 1024, 64, { coop_scores = "shared" }).coop_scores)
+    assert.are.equal("registers", lumus.tune.attention(96, 1024, 1024, 64, { coop_scores = "auto" }).coop_scores)
+    checks.errors(lumus.tune.attention, "#5.*coop_scores must be \"auto\", \"registers\" or \"shared\"", 1, 1, 1, 1,
+                  { coop_scores = "fast" })
+    lumus.tune.attention(1, 1, 1, 1, {})
     assert.is_true(lumus.tune.attention(64, 1024, 1024, 64).prefetch)
   end)
 

@@ -60,6 +60,8 @@ static _Thread_local uint32_t forced_flash[4];
 /* tune.attention's forced register prefetch of the next K/V tile in the flash and
  * tensor-core kernels (0 automatic: on, 1 on, 2 off). */
 static _Thread_local uint32_t forced_prefetch;
+/* tensor-core kernel's scores: 0 automatic, 1 in registers, 2 through shared memory */
+static _Thread_local uint32_t forced_scores;
 
 static _Thread_local VkPhysicalDevice shuffle_phys;
 static _Thread_local int shuffle_ok;
@@ -220,8 +222,17 @@ static uint32_t coop_strips(void) { return forced_strips ? forced_strips : 1u; }
 
 /* Shared memory of attention_coop.comp for bc keys per tile, in bytes (see the shader):
  * Q of the whole block staged through the K/V region, S/O and P for one pass of 64 rows. */
+/* The scores in registers (shaders/attention_coop_regs.comp; one strip per subgroup) unless
+ * tune.attention's coop_scores asks for shared memory or two strips. */
+static int coop_regs(void) { return forced_scores != 2 && coop_strips() == 1; }
+
 static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
     uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4, br = COOP_ROWS * coop_strips();
+    if (coop_regs()) {   /* K and V (Q first); O's rows or the index tables (512 floats a subgroup) */
+        uint32_t kvr = 2 * bc * sk > COOP_ROWS * sk ? 2 * bc * sk : COOP_ROWS * sk;
+        uint32_t of = COOP_ROWS * so > COOP_WG / 32 * 512 ? COOP_ROWS * so : COOP_WG / 32 * 512;
+        return 16u * kvr + 4u * of;
+    }
     uint32_t kv = 2 * bc * sk > br * sk ? 2 * bc * sk : br * sk;
     return 16u * kv + 16u * COOP_ROWS * sp + 4u * COOP_ROWS * (ss > so ? ss : so);
 }
@@ -416,7 +427,8 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         uint32_t cgy;
         pc.groups_x = lm_grid(L, ctx, blocks, &cgy);
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "scaled_dot_product_attention", .any_dtype = 1, .shader = LM_SH_ATTENTION_COOP,
+            .op = "scaled_dot_product_attention", .any_dtype = 1,
+            .shader = coop_regs() ? LM_SH_ATTENTION_COOP_REGS : LM_SH_ATTENTION_COOP,
             .spec = { COOP_WG, coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips() }, .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
             .reads = { q, k, v, mask }, .writes = { out },
@@ -467,7 +479,7 @@ int lm_op_attention_config(lua_State *L) {
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
     if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
-    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", NULL };
+    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", "coop_scores", NULL };
     if (lm_check_options(L, 5, known)) {
         lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
         if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
@@ -508,6 +520,16 @@ int lm_op_attention_config(lua_State *L) {
         lua_Integer cs = lm_option_integer(L, 5, "coop_strips", 0);
         if (cs != 0 && cs != 1 && cs != 2) lm_argerror(L, 5, "coop_strips must be 1 or 2");
         forced_strips = (uint32_t)cs;
+        lua_getfield(L, 5, "coop_scores");
+        uint32_t sc = 0;
+        if (!lua_isnil(L, -1)) {
+            const char *sname = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            if (strcmp(sname, "registers") == 0) sc = 1;
+            else if (strcmp(sname, "shared") == 0) sc = 2;
+            else if (strcmp(sname, "auto") != 0) lm_argerror(L, 5, "coop_scores must be \"auto\", \"registers\" or \"shared\"");
+        }
+        lua_pop(L, 1);
+        forced_scores = sc;
         memcpy(forced_flash, ft, sizeof ft);
         forced_rm = (uint32_t)rm;
         forced_cn = (uint32_t)cn;
@@ -536,5 +558,6 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushboolean(L, cbc != 0); lua_setfield(L, -2, "coop");
     lua_pushboolean(L, forced_prefetch != 2); lua_setfield(L, -2, "prefetch");
     lua_pushinteger(L, coop_strips()); lua_setfield(L, -2, "coop_strips");
+    lua_pushstring(L, coop_regs() ? "registers" : "shared"); lua_setfield(L, -2, "coop_scores");
     return 1;
 }
