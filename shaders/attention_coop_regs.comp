@@ -225,6 +225,7 @@ void main() {
                 o[n] = coopMatMulAddNV(pm, vb, o[n]);
             }
         }
+        if (!PREFETCH && kt + 1u < ntiles) { FETCH_KV(k0 + BC) }
     }
 
     // O / l, in float16, through this subgroup's rows of sf

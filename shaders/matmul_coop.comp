@@ -61,9 +61,30 @@ const uint B_SIZE = TRANS_B ? BN * SB : BK * SB;
 const uint STAGE = A_SIZE + B_SIZE;
 const uint C_SIZE = SG_M * SG_N * 64;           // a 16 x 16 float matrix per subgroup
 
+#ifndef SHARED_H4
+#define SHARED_H4 0
+#endif
+#if SHARED_H4
+// The tiles as scalar float16 (eight per chunk), the matrices loaded from a 16-bit type; the
+// epilogue has its own floats.
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+shared float16_t tiles[8 * STAGES * STAGE];
+shared float cst[C_SIZE * 4];
+void put(uint i, uvec4 v) {
+    [[unroll]] for (uint w = 0; w < 4; ++w) {
+        f16vec2 h = unpackFloat2x16(v[w]);
+        tiles[8 * i + 2 * w] = h.x;
+        tiles[8 * i + 2 * w + 1] = h.y;
+    }
+}
+const uint U = 8;                               // array elements per chunk
+#else
 // One array for both operands and every stage (A then B per stage); the epilogue reuses it.
 const uint TILES = STAGES * STAGE > C_SIZE ? STAGES * STAGE : C_SIZE;
 shared uvec4 tiles[TILES];
+void put(uint i, uvec4 v) { tiles[i] = v; }
+const uint U = 1;
+#endif
 
 uvec4 ra[LA], rb[LB];
 
@@ -93,13 +114,13 @@ void store_tiles(uint s) {
     uint a0 = s * STAGE, b0 = a0 + A_SIZE;
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         uint e = gl_LocalInvocationID.x + l * WG;
-        if (e < A_CHUNKS) tiles[a0 + (e / KC) * SA + e % KC] = ra[l];
+        if (e < A_CHUNKS) put(a0 + (e / KC) * SA + e % KC, ra[l]);
     }
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         uint e = gl_LocalInvocationID.x + l * WG;
         if (e < B_CHUNKS) {
-            if (TRANS_B) tiles[b0 + (e / KC) * SB + e % KC] = rb[l];
-            else tiles[b0 + (e / (BN / CH)) * SB + e % (BN / CH)] = rb[l];
+            if (TRANS_B) put(b0 + (e / KC) * SB + e % KC, rb[l]);
+            else put(b0 + (e / (BN / CH)) * SB + e % (BN / CH), rb[l]);
         }
     }
 }
@@ -111,12 +132,12 @@ void multiply(uint s, uint wy, uint wx) {
     [[unroll]] for (uint kk = 0; kk < BK / 16; ++kk) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ma[FM];
         [[unroll]] for (uint i = 0; i < FM; ++i)
-            coopMatLoadNV(ma[i], tiles, a0 + (wy * FM * 16u + i * 16u) * SA + kk * 2u, SA, false);
+            coopMatLoadNV(ma[i], tiles, U * (a0 + (wy * FM * 16u + i * 16u) * SA + kk * 2u), U * SA, false);
         [[unroll]] for (uint j = 0; j < FN; ++j) {
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> mb;
             uint col = wx * FN * 16u + j * 16u;
-            if (TRANS_B) coopMatLoadNV(mb, tiles, b0 + col * SB + kk * 2u, SB, true);
-            else coopMatLoadNV(mb, tiles, b0 + kk * 16u * SB + col / CH, SB, false);
+            if (TRANS_B) coopMatLoadNV(mb, tiles, U * (b0 + col * SB + kk * 2u), U * SB, true);
+            else coopMatLoadNV(mb, tiles, U * (b0 + kk * 16u * SB + col / CH), U * SB, false);
             [[unroll]] for (uint i = 0; i < FM; ++i) acc[i][j] = coopMatMulAddNV(ma[i], mb, acc[i][j]);
         }
     }
@@ -162,14 +183,22 @@ void main() {
     uint width = gl_SubgroupSize, cs = sg * 64u;
     [[unroll]] for (uint i = 0; i < FM; ++i)
         [[unroll]] for (uint j = 0; j < FN; ++j) {
+#if SHARED_H4
+            coopMatStoreNV(acc[i][j], cst, cs * 4u, 16u, false);
+#else
             coopMatStoreNV(acc[i][j], tiles, cs, 4u, false);
+#endif
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             uint rm = m0 + wy * FM * 16u + i * 16u, cn = n0 + wx * FN * 16u + j * 16u;
             for (uint e = lane; e < 256u; e += width) {
                 uint m = rm + e / 16u, n = cn + e % 16u;
                 if (m < p.m && n < p.n) {
+#if SHARED_H4
+                    float v = cst[cs * 4u + e];
+#else
                     float v = uintBitsToFloat(tiles[cs + e / 4u][e % 4u]);
+#endif
                     if (p.bias != 0ul) v += ld1(p.bias, n);
                     st1(p.c, uint64_t(m) * p.n + n, v);
                 }

@@ -125,6 +125,8 @@ static const coop_form COOP_FORMS[] = {
     { LM_SH_MATMUL_COOP_WIDE, 2, 4, 4, 4, 32, 1 },     /* 128 x 256 */
     { LM_SH_MATMUL_COOP_8SG, 4, 2, 2, 4, 32, 1 },      /* 128 x 128, 8 subgroups */
     { LM_SH_MATMUL_COOP_8SG_K64, 4, 2, 2, 4, 64, 1 },  /* 128 x 128, 8 subgroups, K 64 */
+    { LM_SH_MATMUL_COOP_H4, 2, 2, 4, 4, 32, 1 },       /* form 1, tiles as float16 quads */
+    { LM_SH_MATMUL_COOP_8SG_H4, 4, 2, 2, 4, 32, 1 },   /* form 6, tiles as float16 quads */
 };
 #define COOP_NFORMS ((uint32_t)(sizeof COOP_FORMS / sizeof COOP_FORMS[0]))
 
