@@ -265,11 +265,13 @@ for _, dtype in ipairs { "float32", "float16" } do
     for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "auto", prefetch = pf, coop_strips = 2 } end
     -- one strip with the scores through shared memory (the register form's predecessor)
     for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "auto", prefetch = pf, coop_scores = "shared" } end
+    -- the register form with 8 subgroups (128 query rows per K/V tile)
+    for _, pf in ipairs { true, false } do forms[#forms + 1] = { kernel = "auto", prefetch = pf, coop_rows = 128 } end
   end
   for _, causal in ipairs { false, true } do
     for _, f in ipairs(forms) do
       local plan = lumus.tune.attention(P.B * P.H, t, t, P.hd, f)
-      local kname = (f.kernel == "auto" and dtype == "float16" and plan.coop) and ("coop x" .. plan.coop_strips .. " " .. plan.coop_scores)
+      local kname = (f.kernel == "auto" and dtype == "float16" and plan.coop) and ("coop x" .. plan.coop_strips .. " " .. plan.coop_scores .. " " .. plan.coop_rows)
         or (plan.fixed_tile and "flash-fixed" or plan.kernel)
       local okt, sec = pcall(common.device_time, lumus,
         function() lumus.scaled_dot_product_attention(q, k, v, { out = out, causal = causal }) end, iters, warmup)

@@ -225,12 +225,18 @@ static uint32_t coop_strips(void) { return forced_strips ? forced_strips : 1u; }
 /* The scores in registers (shaders/attention_coop_regs.comp; one strip per subgroup) unless
  * tune.attention's coop_scores asks for shared memory or two strips. */
 static int coop_regs(void) { return forced_scores != 2 && coop_strips() == 1; }
+/* Query rows per workgroup of the register form (16 per subgroup): 64, or 128 when
+ * tune.attention's coop_rows asks for it; the shared-memory form always takes 64 a strip. */
+static _Thread_local uint32_t forced_coop_rows;
+static uint32_t coop_rows(void) { return coop_regs() && forced_coop_rows ? forced_coop_rows : COOP_ROWS; }
+static uint32_t coop_wg(void) { return coop_rows() / 16 * 32; }
 
 static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
     uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4, br = COOP_ROWS * coop_strips();
     if (coop_regs()) {   /* K and V (Q first); O's rows or the index tables (512 floats a subgroup) */
-        uint32_t kvr = 2 * bc * sk > COOP_ROWS * sk ? 2 * bc * sk : COOP_ROWS * sk;
-        uint32_t of = COOP_ROWS * so > COOP_WG / 32 * 512 ? COOP_ROWS * so : COOP_WG / 32 * 512;
+        uint32_t rows = coop_rows(), sgs = coop_wg() / 32;
+        uint32_t kvr = 2 * bc * sk > rows * sk ? 2 * bc * sk : rows * sk;
+        uint32_t of = rows * so > sgs * 512 ? rows * so : sgs * 512;
         return 16u * kvr + 4u * of;
     }
     uint32_t kv = 2 * bc * sk > br * sk ? 2 * bc * sk : br * sk;
@@ -242,7 +248,7 @@ static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
  * multiple of 16, too few rows unless forced, shared memory). The op checks alignment. */
 static uint32_t plan_coop(const lm_context *ctx, uint32_t d, uint64_t tq) {
     if (!ctx->coop_matrix || ctx->min_subgroup != 32 || ctx->max_subgroup != 32 || d % 16 != 0) return 0;
-    if (COOP_WG > ctx->props.limits.maxComputeWorkGroupInvocations || COOP_WG > ctx->props.limits.maxComputeWorkGroupSize[0])
+    if (coop_wg() > ctx->props.limits.maxComputeWorkGroupInvocations || coop_wg() > ctx->props.limits.maxComputeWorkGroupSize[0])
         return 0;
     if (forced_kernel == 1 || forced_kernel == 2 || (forced_kernel != 3 && tq < COOP_MIN_TQ)) return 0;
     for (uint32_t bc = 64; bc >= 32; bc /= 2)
@@ -422,14 +428,14 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         for (int j = 0; j < 3; j++) if (*sw[i][j] % 8 != 0) coop_bc = 0;
     }
     if (coop_bc) {
-        uint64_t br = (uint64_t)COOP_ROWS * coop_strips();
+        uint64_t br = coop_regs() ? coop_rows() : (uint64_t)COOP_ROWS * coop_strips();
         uint64_t blocks = ((uint64_t)Tq + br - 1) / br * (uint64_t)(B * H);
         uint32_t cgy;
         pc.groups_x = lm_grid(L, ctx, blocks, &cgy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "scaled_dot_product_attention", .any_dtype = 1,
             .shader = coop_regs() ? LM_SH_ATTENTION_COOP_REGS : LM_SH_ATTENTION_COOP,
-            .spec = { COOP_WG, coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips() }, .full_subgroups = 1,
+            .spec = { coop_wg(), coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips() }, .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
             .reads = { q, k, v, mask }, .writes = { out },
         });
@@ -479,7 +485,7 @@ int lm_op_attention_config(lua_State *L) {
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
     if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
-    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", "coop_scores", NULL };
+    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", "coop_scores", "coop_rows", NULL };
     if (lm_check_options(L, 5, known)) {
         lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
         if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
@@ -530,6 +536,9 @@ int lm_op_attention_config(lua_State *L) {
         }
         lua_pop(L, 1);
         forced_scores = sc;
+        lua_Integer cr = lm_option_integer(L, 5, "coop_rows", 0);
+        if (cr != 0 && cr != 64 && cr != 128) lm_argerror(L, 5, "coop_rows must be 64 or 128");
+        forced_coop_rows = (uint32_t)cr;
         memcpy(forced_flash, ft, sizeof ft);
         forced_rm = (uint32_t)rm;
         forced_cn = (uint32_t)cn;
@@ -559,5 +568,6 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushboolean(L, forced_prefetch != 2); lua_setfield(L, -2, "prefetch");
     lua_pushinteger(L, coop_strips()); lua_setfield(L, -2, "coop_strips");
     lua_pushstring(L, coop_regs() ? "registers" : "shared"); lua_setfield(L, -2, "coop_scores");
+    lua_pushinteger(L, coop_rows()); lua_setfield(L, -2, "coop_rows");
     return 1;
 }
