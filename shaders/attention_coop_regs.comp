@@ -55,11 +55,16 @@ const uint SK = DC + 1;             // shared row stride of Q, K, V in chunks (o
 const uint SO = D + 4;              // shared row stride of O in floats
 const uint NB = BC / 16;            // score matrices per tile
 const uint ND = D / 16;             // matrices across a row of Q or O
-const uint KV_SIZE = 2 * BC * SK > BR * SK ? 2 * BC * SK : BR * SK;   // K then V; Q before the loop
+// One shared array (16-byte chunks) for everything in turn: the index tables (128 chunks a
+// subgroup), Q, K then V per tile, and O's rows as floats (SO / 4 chunks a row) at the end.
+const uint KV_TILE = 2 * BC * SK;
+const uint O_CHUNKS = BR * SO / 4u;
+const uint IDX_CHUNKS = WG / 32u * 128u;
+const uint KV_A = KV_TILE > BR * SK ? KV_TILE : BR * SK;
+const uint KV_B = O_CHUNKS > IDX_CHUNKS ? O_CHUNKS : IDX_CHUNKS;
+const uint KV_SIZE = KV_A > KV_B ? KV_A : KV_B;
 const uint CIT = (BC * DC + WG - 1u) / WG;     // K (and V) chunks per thread and tile
 shared uvec4 kv[KV_SIZE];
-const uint SF_SIZE = BR * SO > (WG / 32u) * 512u ? BR * SO : (WG / 32u) * 512u;
-shared float sf[SF_SIZE];           // the index matrices (512 floats per subgroup), then O on the way out
 
 const float LOG2E = 1.4426950408889634;
 #define NEG_INF uintBitsToFloat(0xff800000u)
@@ -96,15 +101,16 @@ void main() {
     float qscale = p.scale * LOG2E;
 
     // The row and column of each component: matrices loaded from index tables.
-    for (uint e = lane; e < 256u; e += 32u) {
-        sf[sg * 512u + e] = float(e / 16u);
-        sf[sg * 512u + 256u + e] = float(e % 16u);
+    for (uint e = lane; e < 64u; e += 32u) {    // chunk e: elements 4e .. 4e+3, row 4e / 16
+        uint r4 = (4u * e) / 16u, c4 = (4u * e) % 16u;
+        kv[sg * 128u + e] = uvec4(floatBitsToUint(float(r4)));
+        kv[sg * 128u + 64u + e] = floatBitsToUint(vec4(c4, c4 + 1u, c4 + 2u, c4 + 3u));
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     ACC rowm, colm;
-    coopMatLoadNV(rowm, sf, sg * 512u, 16u, false);
-    coopMatLoadNV(colm, sf, sg * 512u + 256u, 16u, false);
+    coopMatLoadNV(rowm, kv, sg * 128u, 4u, false);
+    coopMatLoadNV(colm, kv, sg * 128u + 64u, 4u, false);
     bool layout_ok = rowm.length() <= 32;
     uint amask = 0u;                             // bit c: component c is in row ra (else ra + 8)
     for (int c = 0; c < rowm.length(); ++c) {
@@ -235,17 +241,20 @@ void main() {
     l_b += subgroupShuffleXor(l_b, 2u);
     float inv_a = l_a == 0.0 ? 0.0 : 1.0 / l_a, inv_b = l_b == 0.0 ? 0.0 : 1.0 / l_b;
     float bad = layout_ok ? 0.0 : uintBitsToFloat(0x7fc00000u);
+    barrier();                                   // every subgroup is done with the last K and V
+    uint obase = row0 * (SO / 4u);               // this strip's rows of O, in chunks
     [[unroll]] for (uint n = 0; n < ND; ++n) {
         for (int c = 0; c < o[n].length(); ++c)
             o[n][c] = o[n][c] * (((amask >> uint(c)) & 1u) != 0u ? inv_a : inv_b) + bad;
-        coopMatStoreNV(o[n], sf, row0 * SO + n * 16u, SO, false);
+        coopMatStoreNV(o[n], kv, obase + n * 4u, SO / 4u, false);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     uint64_t rowbase = uint64_t(z) * p.Tq;
     for (uint e = lane; e < 16u * D; e += 32u) {
         uint rr = e / D, col = e % D;
+        uint f = (row0 + rr) * SO + col;         // float index into the rows of O
         if (q0 + row0 + rr < p.Tq)
-            elem_store(p.dst, (rowbase + q0 + row0 + rr) * D + col, sf[(row0 + rr) * SO + col]);
+            elem_store(p.dst, (rowbase + q0 + row0 + rr) * D + col, uintBitsToFloat(kv[f / 4u][f % 4u]));
     }
 }

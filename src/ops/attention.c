@@ -233,11 +233,11 @@ static uint32_t coop_wg(void) { return coop_rows() / 16 * 32; }
 
 static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
     uint32_t sk = d / 8 + 1, sp = bc / 8 + 1, ss = bc + 4, so = d + 4, br = COOP_ROWS * coop_strips();
-    if (coop_regs()) {   /* K and V (Q first); O's rows or the index tables (512 floats a subgroup) */
+    if (coop_regs()) {   /* one array of chunks: K and V (Q first), O's rows, the index tables */
         uint32_t rows = coop_rows(), sgs = coop_wg() / 32;
         uint32_t kvr = 2 * bc * sk > rows * sk ? 2 * bc * sk : rows * sk;
-        uint32_t of = rows * so > sgs * 512 ? rows * so : sgs * 512;
-        return 16u * kvr + 4u * of;
+        uint32_t oc = rows * so / 4 > sgs * 128 ? rows * so / 4 : sgs * 128;
+        return 16u * (kvr > oc ? kvr : oc);
     }
     uint32_t kv = 2 * bc * sk > br * sk ? 2 * bc * sk : br * sk;
     return 16u * kv + 16u * COOP_ROWS * sp + 4u * COOP_ROWS * (ss > so ? ss : so);

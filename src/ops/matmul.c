@@ -150,14 +150,17 @@ static const char *coop_form_problem(const lm_context *ctx, const coop_form *f, 
     return NULL;
 }
 
-/* The block form for an M x N product: the forced one, else the largest block (fewest
- * bytes read per product) of which there are at least two per core of the device, else
- * 128 x 128 (more blocks to spread). A tall block where M >= N, a wide one otherwise. */
+/* The block form for an M x N product: the forced one, else the 128 x 256 block (fewest
+ * bytes read per product) where there are at least two of them per core of the device,
+ * else 128 x 128 blocks of 8 subgroups with K steps of 64 (more blocks to spread, fewer
+ * registers per thread). On the H200 (bench/matmul_coop.lua, BENCHMARKS.md) these were the
+ * fastest forms on large and on mid-sized products respectively. */
 static const coop_form *choose_coop_form(const lm_context *ctx, const lm_matmul_args *g) {
     if (ctx->mm_coop_form) return &COOP_FORMS[ctx->mm_coop_form - 1];
-    const coop_form *big = &COOP_FORMS[g->m >= g->n ? 2 : 4];
+    const coop_form *big = &COOP_FORMS[4], *mid = &COOP_FORMS[6];
     uint64_t blocks = (uint64_t)((g->m + coop_bm(big) - 1) / coop_bm(big)) * ((g->n + coop_bn(big) - 1) / coop_bn(big));
     if (blocks >= 2 * (uint64_t)device_cores(ctx) && coop_form_problem(ctx, big, g->trans_b) == NULL) return big;
+    if (coop_form_problem(ctx, mid, g->trans_b) == NULL) return mid;
     return &COOP_FORMS[0];
 }
 
