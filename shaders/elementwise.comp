@@ -37,6 +37,9 @@
 // out may be an input itself (the same elements): each element is read, then written,
 // by the same thread.
 #include "common/buffers.glsl"
+#ifdef VOTE
+#extension GL_KHR_shader_subgroup_vote : require
+#endif
 #include "common/elementwise_ops.h"   // LM_EW_*: the op, mode and type codes, shared with C
 
 layout(local_size_x_id = 0) in;
@@ -450,8 +453,8 @@ bool all_(BT b) {
 }
 
 // |x|^y for the common case, in about half pow_mag's operations: x a normal positive
-// float, |y| <= 2 and a normal result (|k| <= 125 below); *ok says where it applies. With
-// x = m 2^e, m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact) and C = log2(e):
+// float and |y| <= 2 (pow_ tests them); ok says where the result is normal (|k| <= 125).
+// With x = m 2^e, m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact) and C = 1 / ln 2:
 //   t = y log2 x = y e + y C (f - hfsq + c),  hfsq = f^2/2,  c = s (hfsq + R(s^2)),
 // as log_ takes log(1 + f). y e and (y C_hi) f are exact products, so the only rounding
 // that grows with t is that of y C (c - hfsq): |c - hfsq| <= 0.07 and |y C| <= 2.9 make it
@@ -485,13 +488,26 @@ VT pow_fast(VT x, VT y, out BT ok) {
     precise VT low = ((a_lo + p_lo) + g_lo * f) + g_hi * (c - hfsq);
     precise VT frac = (sum - k) + (sum_err + low);            // sum - k is exact
     VT r = exp_poly(frac * 0.693147180559945309);
-    ok = AND(AND(LESS_EQ(VT(1.17549435e-38), x), LESS(x, VT(INF))),
-             AND(LESS_EQ(abs(y), VT(2.0)), LESS_EQ(abs(k), VT(125.0))));
+    ok = LESS_EQ(abs(k), VT(125.0));          // x and y as pow_ admits them: a normal result
     return uintBitsToFloat(floatBitsToUint(r) + (UT(ivec_t(k)) << 23));
 }
 
+// Whether every active invocation of the subgroup has b (VOTE: the device has subgroup
+// votes), else this invocation's b.
+bool subgroup_all_(bool b) {
+#ifdef VOTE
+    return subgroupAll(b);
+#else
+    return b;
+#endif
+}
+
 VT pow_(VT x, VT y) {
-    if (!NARROW) {
+    // The short path where all of x and y allow it (the result's range is known only
+    // after it). With votes, a subgroup takes it only when all of it can, so one whose
+    // invocations differ runs the long path alone rather than both.
+    if (!NARROW && subgroup_all_(all_(AND(AND(LESS_EQ(VT(1.17549435e-38), x), LESS(x, VT(INF))),
+                                          LESS_EQ(abs(y), VT(2.0)))))) {
         BT ok;
         VT fast = pow_fast(x, y, ok);
         if (all_(ok)) return fast;

@@ -101,6 +101,11 @@ int lm_op_elementwise_config(lua_State *L) {
     return 1;
 }
 
+/* float32 pow takes the shader's VOTE variants where the device has subgroup votes. */
+static int pow_vote(const lm_context *ctx, lm_ew_op op, uint32_t dtype) {
+    return (op == LM_EW_POW || op == LM_EW_RPOW) && dtype == LM_EW_F32 && ctx->subgroup_vote;
+}
+
 /* The operands an op reads: 1, 2 or 3 (the shader's ARITY, the same rule). */
 static int op_arity(lm_ew_op op) {
     switch (op) {
@@ -152,7 +157,7 @@ static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (nv + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = c->name, .any_dtype = 1, .shader = vec == 4 ? LM_SH_EW_VEC4 : LM_SH_EW_VEC1,
+        .op = c->name, .any_dtype = 1, .shader = vec == 1 ? LM_SH_EW_VEC1 : pow_vote(ctx, op, (uint32_t)c->dtype) ? LM_SH_EW_VEC4_VOTE : LM_SH_EW_VEC4,
         .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { a, b, third }, .writes = { c->out },
@@ -236,7 +241,7 @@ static void record_nd(lua_State *L, const char *name, lm_ew_op op, uint32_t dtyp
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (quads + EW_WG - 1) / EW_WG, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx), fused_fma(ctx) },
+        .op = name, .any_dtype = 1, .shader = pow_vote(ctx, op, dtype) ? LM_SH_EW_ND_VOTE : LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { t[0], arity > 1 ? t[1] : NULL, arity > 2 ? t[2] : NULL }, .writes = { out },
     });
