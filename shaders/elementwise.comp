@@ -475,7 +475,7 @@ VT pow_fast(VT x, VT y, out BT ok) {
     VT s = f / (VT(2.0) + f);
     VT hfsq = 0.5 * f * f;
     VT c = s * (hfsq + atanh_tail(s * s));
-    VT yc = y;                                  // |y| <= 2: two_prod's operands stay small
+    VT yc = y;                                  // |y| <= 4: two_prod's operands stay small
     VT g_hi, g_err;
     two_prod(yc, VT(LOG2E_HI), g_hi, g_err);
     precise VT g_lo = g_err + yc * LOG2E_LO;      // y C = g_hi + g_lo
