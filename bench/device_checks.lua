@@ -146,6 +146,24 @@ if lumus.tune.elementwise then
       end
     end
     check(worst <= 4, ("float32 pow, fused_fma = %s: worst %.2f ulp (pow(%.9g, %.9g))"):format(tostring(on), worst, xs[at], ys[at]))
+    -- number exponents with |y| <= 4 over bases 2^-60..2^60: whole vectors on pow's
+    -- short path (shaders/elementwise.comp, pow_fast)
+    local bases = {}
+    for i = 0, 20000 do bases[#bases + 1] = ref.f32(2.0 ^ (-60 + 120 * i / 20000) * (1 + (i % 7) / 64)) end
+    local bt = lumus.tensor(bases)
+    for _, y in ipairs({ 1.7, -1.99, 0.3, 2.4, -3.9999998 }) do
+      local y32 = ref.f32(y)
+      local gy = lumus.pow(bt, y32):to_table()
+      local w, wat = 0, 1
+      for i = 1, #bases do
+        local want = bases[i] ^ y32
+        if want < 3.4e38 and want > 1e-37 then
+          local err = math.abs(gy[i] - want) / ulp(want)
+          if err > w then w, wat = err, i end
+        end
+      end
+      check(w <= 4, ("float32 pow(t, %.9g), fused_fma = %s: worst %.2f ulp (x = %.9g)"):format(y32, tostring(on), w, bases[wat]))
+    end
   end
   lumus.tune.elementwise({ fused_fma = saved })
 end

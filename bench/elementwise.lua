@@ -10,6 +10,10 @@
 --
 --   lua5.4 bench/elementwise.lua [--preset h200|lavapipe] [--n FLOATS] [--rows-d RxD]
 --       [--softmax RxD,...] [--iters N] [--warmup N] [--csv FILE] [--baseline FILE]
+--       [--ops PATTERN,...]
+--
+-- --ops keeps only the cases whose name contains one of the comma-separated (plain)
+-- patterns, e.g. --ops 'pow,log,tanh,column,n - 3'; the copy ceilings always run.
 --
 -- Then exp, log, tanh, sigmoid, silu, pow, maximum, clamp, gt, where, a column broadcast
 -- and a length that is not a multiple of 4, in float32 and float16, each against the
@@ -29,10 +33,11 @@ local fmt = common.fmt
 
 local USAGE = [==[
 usage: lua5.4 bench/elementwise.lua [--preset h200|lavapipe] [--n FLOATS] [--rows-d RxD]
-  [--softmax RxD,...] [--iters N] [--warmup N] [--csv FILE] [--baseline torch_elementwise.csv]]==]
+  [--softmax RxD,...] [--iters N] [--warmup N] [--csv FILE] [--baseline torch_elementwise.csv]
+  [--ops PATTERN,...]]==]
 
 local known = {}
-for name in ("preset n rows-d softmax iters warmup csv seed baseline"):gmatch("%S+") do known[name] = true end
+for name in ("preset n rows-d softmax iters warmup csv seed baseline ops"):gmatch("%S+") do known[name] = true end
 local opt = common.parse_args(arg, known, {}, USAGE)
 
 local lumus = common.load_lumus()
@@ -58,6 +63,15 @@ local warmup = common.int_opt(opt.warmup, preset.warmup)
 local gen = common.normal_gen(common.int_opt(opt.seed, 20261202), ref)
 
 local function device_time(fn) return (common.device_time(lumus, fn, iters, warmup)) end
+
+-- Whether the case `name` runs (--ops).
+local function wanted(name)
+  if not opt.ops then return true end
+  for pat in opt.ops:gmatch("[^,]+") do
+    if name:find(pat, 1, true) then return true end
+  end
+  return false
+end
 
 -- An R x D tensor of N(0,1)-ish values (rows repeat a random block: see common.matrix_bytes)
 -- and a function giving the float32 values of row r (0-based).
@@ -107,6 +121,7 @@ local CASES = {
     function(a) return ref.gelu(a, "tanh") end },
 }
 for _, c in ipairs(CASES) do
+  if not wanted(c[1]) then goto next_case end
   local t = device_time(c[3])
   local gbs = c[2] * 4 * N / t / 1e9
   local e = 0
@@ -114,6 +129,7 @@ for _, c in ipairs(CASES) do
     for _, r in ipairs { 0, R - 1 } do e = math.max(e, max_err(read_row(out, D, r), c[4](xrow(r), yrow(r)))) end
   end
   record({ op = c[1], shape = R .. "x" .. D, us = t * 1e6, gbs = gbs, err = ref and e or nil })
+  ::next_case::
 end
 t_copy = math.min(t_copy, copy_time())
 local copy_gbs = 2 * 4 * N / t_copy / 1e9
@@ -164,6 +180,11 @@ do
       { "add [R,1] column", 2, function() lumus.add(xd, col, { out = od }) end },
       { "mul, n - 3 elements", 2, function() lumus.mul(xflat, 1.5, { out = oflat }) end },
     }
+    local kept = {}
+    for _, c in ipairs(cases) do
+      if wanted(c[1]) then kept[#kept + 1] = c end
+    end
+    cases = kept
     local timed = {}
     for i, c in ipairs(cases) do timed[i] = device_time(c[3]) end
     t_c = math.min(t_c, ceiling())
@@ -192,7 +213,7 @@ end
 x:free(); y:free(); out:free(); cp:free()
 
 -- Bias add: [R, D] + [D] (the bias read once from memory, then from cache).
-do
+if wanted("add [D] bias") or wanted("sum") then
   local br, bd = ROWS_D[1], ROWS_D[2]
   local a, arow = matrix(br, bd)
   local bbytes = common.random_bytes(gen, bd)
@@ -213,7 +234,7 @@ do
   a:free(); b:free(); o:free(); s:free()
 end
 
-for _, sh in ipairs(SOFTMAX) do
+for _, sh in ipairs(wanted("softmax") and SOFTMAX or {}) do
   local sr, sd = sh[1], sh[2]
   local a, arow = matrix(sr, sd)
   local o = lumus.empty({ sr, sd })

@@ -8,6 +8,8 @@
 //   LM_EW_BCAST   b has `period` vectors (its shape is a trailing part of a's) and repeats:
 //                 b[k mod period]
 //   LM_EW_SCALAR  b is the number p.scalar (unary ops ignore it)
+//   LM_EW_COLUMN  b holds one element per `period` vectors (a [R, 1] column against
+//                 [R, D], D a multiple of the elements per vector): b[k / period]
 //   c is the number p.scalar2 (clamp's upper bound), or (C_TENSOR) a third operand
 //   like b in LM_EW_SAME (where's b).
 // VEC = 4 moves 4 elements at a time (8 for float16/bfloat16 data outside LM_EW_BCAST:
@@ -35,6 +37,9 @@
 // out may be an input itself (the same elements): each element is read, then written,
 // by the same thread.
 #include "common/buffers.glsl"
+#ifdef VOTE
+#extension GL_KHR_shader_subgroup_vote : require
+#endif
 #include "common/elementwise_ops.h"   // LM_EW_*: the op, mode and type codes, shared with C
 
 layout(local_size_x_id = 0) in;
@@ -76,6 +81,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer Uvec4Array 
 #if defined(VEC) && VEC == 4
 #define BT bvec4
 #define UT uvec4
+#define ivec_t ivec4
 #define LESS(x, y) lessThan(x, y)
 #define LESS_EQ(x, y) lessThanEqual(x, y)
 #define EQUAL(x, y) equal(x, y)
@@ -85,6 +91,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer Uvec4Array 
 #else
 #define BT bool
 #define UT uint
+#define ivec_t int
 #define LESS(x, y) ((x) < (y))
 #define LESS_EQ(x, y) ((x) <= (y))
 #define EQUAL(x, y) ((x) == (y))
@@ -233,6 +240,8 @@ VT exp_(VT x) {
 // results to 0 still gives them.
 VT exp_narrow(VT x) {
     VT t = clamp(x * 1.44269504088896341, VT(-160.0), VT(129.0));
+    // float16 results are 0 below 2^-25: float32's subnormals never matter to them.
+    if (DT == LM_EW_F16) return SELECT(is_nan(x), x, exp2(t));
     VT sh = SELECT(LESS(t, VT(-100.0)), VT(64.0), VT(0.0));
     return SELECT(is_nan(x), x, exp2(t + sh) * pow2(-sh));
 }
@@ -275,22 +284,25 @@ VT log_(VT x) {
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
 }
 
-// log for 16-bit results (float16, bfloat16): within 1/8 of 1, log1p's series in the
-// exact f = x - 1 to f^7/7 (truncation 2^-24 relative); elsewhere GLSL's log2 (Vulkan:
-// within 2^-21 absolutely on [0.5, 2], 3 ulp outside), whose error there is below 2^-18
-// of the result. Both far inside one ulp of either format. float32 subnormals (bfloat16
-// has them) are scaled by 2^24 first, for devices that flush them.
+// log for 16-bit results (float16, bfloat16): within 1/16 of 1, log1p's series in the
+// exact f = x - 1 to f^4/4 (truncation under 2^-18 relative); elsewhere GLSL's log2
+// (Vulkan: within 2^-21 absolutely on [0.5, 2], 3 ulp outside), whose error there is
+// below 2^-17 of the result (|log2 x| >= 0.087). Both far inside one ulp of either format.
+// float32 subnormals (bfloat16 has them; float16 does not) are scaled by 2^24 first, for
+// devices that flush them.
 VT log_narrow(VT x) {
     precise VT f = x - VT(1.0);
-    VT q = fma(f, VT(1.0 / 7.0), VT(-1.0 / 6.0));
-    q = fma(q, f, VT(1.0 / 5.0));
-    q = fma(q, f, VT(-1.0 / 4.0));
-    q = fma(q, f, VT(1.0 / 3.0));
+    VT q = fma(f, VT(-1.0 / 4.0), VT(1.0 / 3.0));
     q = fma(q, f, VT(-0.5));
     VT near = fma(f * f, q, f);
-    BT sub = LESS(x, VT(1.17549435e-38));
-    VT far = (log2(SELECT(sub, x * 16777216.0, x)) - SELECT(sub, VT(24.0), VT(0.0))) * 0.693147180559945309;
-    VT y = SELECT(LESS(abs(f), VT(0.125)), near, far);
+    VT far;
+    if (DT == LM_EW_F16) {
+        far = log2(x) * 0.693147180559945309;
+    } else {
+        BT sub = LESS(x, VT(1.17549435e-38));
+        far = (log2(SELECT(sub, x * 16777216.0, x)) - SELECT(sub, VT(24.0), VT(0.0))) * 0.693147180559945309;
+    }
+    VT y = SELECT(LESS(abs(f), VT(0.0625)), near, far);
     y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
     y = SELECT(EQUAL(x, VT(INF)), x, y);
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
@@ -440,11 +452,71 @@ bool all_(BT b) {
 #endif
 }
 
+// |x|^y for the common case, in about half pow_mag's operations: x a normal positive
+// float and |y| <= 4 (pow_ tests them); ok says where the result is normal (|k| <= 125).
+// With x = m 2^e, m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact) and C = 1 / ln 2:
+//   t = y log2 x = y e + y C (f - hfsq + c),  hfsq = f^2/2,  c = s (hfsq + R(s^2)),
+// as log_ takes log(1 + f). y e and (y C_hi) f are exact products, so the only rounding
+// that grows with y is that of y C (c - hfsq): |c - hfsq| <= 0.07 and |y C| <= 5.8 keep
+// it near 2^-24 absolute (the division and R touch only c, at most 0.018). With t = k +
+// frac (k integral, |frac| <= 0.5, error under 2^-23 in all), 2^frac = exp(frac ln 2) and
+// 2^k goes into the exponent field: within 3 ulp (lavapipe sweeps: 1.2; the specs check
+// 4). Past |y| = 4 that rounding grows with |y log2 m| (1.7 ulp measured at |y| = 8) and
+// pow_mag's double-float logarithm takes over.
+VT pow_fast(VT x, VT y, out BT ok) {
+    // x = m 2^e from the bits: subtracting sqrt(1/2)'s bits puts e in the exponent field
+    // for m in [sqrt(1/2), sqrt(2)).
+    UT bits = floatBitsToUint(x);
+    UT off = bits - UT(0x3f3504f3u);
+    UT eb = UT(ivec_t(off) >> 23);
+    VT e = VT(ivec_t(eb));
+    VT m = uintBitsToFloat(bits - (eb << 23));
+    precise VT f = m - VT(1.0);
+    VT s = f / (VT(2.0) + f);
+    VT hfsq = 0.5 * f * f;
+    VT c = s * (hfsq + atanh_tail(s * s));
+    VT yc = y;                                  // |y| <= 4: two_prod's operands stay small
+    VT g_hi, g_err;
+    two_prod(yc, VT(LOG2E_HI), g_hi, g_err);
+    precise VT g_lo = g_err + yc * LOG2E_LO;      // y C = g_hi + g_lo
+    VT a_hi, a_lo, p_hi, p_lo;
+    two_prod(yc, e, a_hi, a_lo);                              // y e
+    two_prod(g_hi, f, p_hi, p_lo);                            // g_hi f, |p_hi| <= 2.4
+    precise VT sum = a_hi + p_hi;                            // |p_hi| <= |a_hi| unless e = 0
+    precise VT sum_err = p_hi - (sum - a_hi);
+    precise VT low = ((a_lo + p_lo) + g_lo * f) + g_hi * (c - hfsq);   // |low| < 0.41
+    VT k = roundEven(sum + low);                              // so |frac| <= 0.5 + tiny
+    precise VT frac = ((sum - k) + low) + sum_err;
+    VT r = exp_poly(frac * 0.693147180559945309);
+    ok = LESS_EQ(abs(k), VT(125.0));          // x and y as pow_ admits them: a normal result
+    return uintBitsToFloat(floatBitsToUint(r) + (UT(ivec_t(k)) << 23));
+}
+
+// Whether every active invocation of the subgroup has b (VOTE: the device has subgroup
+// votes), else this invocation's b.
+bool subgroup_all_(bool b) {
+#ifdef VOTE
+    return subgroupAll(b);
+#else
+    return b;
+#endif
+}
+
 VT pow_(VT x, VT y) {
+    // The short path where all of x and y allow it (the result's range is known only
+    // after it). With votes, a subgroup takes it only when all of it can, so one whose
+    // invocations differ runs the long path alone rather than both.
+    if (!NARROW && subgroup_all_(all_(AND(AND(LESS_EQ(VT(1.17549435e-38), x), LESS(x, VT(INF))),
+                                          LESS_EQ(abs(y), VT(4.0)))))) {
+        BT ok;
+        VT fast = pow_fast(x, y, ok);
+        if (all_(ok)) return fast;
+    }
     VT ax = abs(x);
-    // 16-bit results: exp(y log |x|) has |y log |x|| < 93 wherever the result is finite
-    // and not 0 in them, so its float32 errors stay far below their ulp.
-    VT mag = NARROW ? exp_narrow(y * log_(ax)) : pow_mag(ax, y);
+    // 16-bit results: exp(y log |x|) has |y log |x|| < 17 (float16) or 93 (bfloat16)
+    // wherever the result is finite and not 0; log_narrow's relative error (under 2^-17)
+    // then moves the result by under 2^-12.9 or 2^-10.4 of itself, inside one ulp.
+    VT mag = NARROW ? exp_narrow(y * log_narrow(ax)) : pow_mag(ax, y);
     // A finite positive x and a finite y (NaN fails the comparisons): mag is the result
     // (x = 1 and y = 0 give exactly 1 there). The rest below only when some element of
     // the vector needs it.
@@ -725,6 +797,7 @@ layout(push_constant) uniform Params {
     uint64_t period;      // LM_EW_BCAST: vectors of b, the length of its repeat
     uint64_t wg_mod;      // WG mod period
     uint64_t c;           // C_TENSOR: c's address
+    uint64_t wg_div;      // LM_EW_COLUMN: WG / period
     float scalar;         // b when MODE is LM_EW_SCALAR
     float scalar2;        // c unless C_TENSOR
     uint groups_x;        // width of the grid, for 2-D folding
@@ -740,6 +813,24 @@ uint64_t wrap(uint64_t j) { return j >= p.period ? j - p.period : j; }
 
 uint64_t mod_period(uint64_t k) {
     return (k >> 32) == 0ul && (p.period >> 32) == 0ul ? uint64_t(uint(k) % uint(p.period)) : k % p.period;
+}
+
+// LM_EW_COLUMN: j = k / period and r = k % period for the vector k, then k advanced by WG
+// (carried, no division).
+void col_start(uint64_t k, out uint64_t j, out uint64_t r) {
+    if ((k >> 32) == 0ul && (p.period >> 32) == 0ul) {
+        uint q = uint(k) / uint(p.period);
+        j = uint64_t(q);
+        r = uint64_t(uint(k) - q * uint(p.period));
+    } else {
+        j = k / p.period;
+        r = k - j * p.period;
+    }
+}
+void col_step(inout uint64_t j, inout uint64_t r) {
+    j += p.wg_div;
+    r += p.wg_mod;
+    if (r >= p.period) { r -= p.period; j += 1ul; }
 }
 
 #if VEC == 4
@@ -768,15 +859,19 @@ void main8(uint64_t group) {
     uint64_t n8 = p.n / 8ul;
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     vec4 a0[UNROLL], a1[UNROLL], b0[UNROLL], b1[UNROLL], c0[UNROLL], c1[UNROLL];
+    uint64_t j = 0ul, r = 0ul;
+    if (MODE == LM_EW_COLUMN) col_start(first, j, r);
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < n8) {
             load8(p.a, k, DT_A, a0[i], a1[i]);
             if (MODE == LM_EW_SAME) load8(p.b, k, DT, b0[i], b1[i]);
+            else if (MODE == LM_EW_COLUMN) { b0[i] = vec4(load1(p.b, j, DT)); b1[i] = b0[i]; }
             else { b0[i] = vec4(p.scalar); b1[i] = b0[i]; }
             if (C_TENSOR != 0u) load8(p.c, k, DT, c0[i], c1[i]);
             else { c0[i] = vec4(p.scalar2); c1[i] = c0[i]; }
         }
+        if (MODE == LM_EW_COLUMN) col_step(j, r);
     }
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
@@ -796,7 +891,8 @@ void main() {
     }
 #endif
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
-    uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul;
+    uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul, r = 0ul;
+    if (MODE == LM_EW_COLUMN) col_start(first, j, r);
     VT va[UNROLL], vb[UNROLL], vc[UNROLL];
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
@@ -804,10 +900,12 @@ void main() {
             va[i] = load(p.a, k, DT_A);
             if (MODE == LM_EW_SAME) vb[i] = load(p.b, k, DT);
             else if (MODE == LM_EW_BCAST) vb[i] = load(p.b, j, DT);
+            else if (MODE == LM_EW_COLUMN) vb[i] = VT(load1(p.b, j, DT));
             else vb[i] = VT(p.scalar);
             vc[i] = C_TENSOR != 0u ? load(p.c, k, DT) : VT(p.scalar2);
         }
         if (MODE == LM_EW_BCAST) j = wrap(j + p.wg_mod);
+        if (MODE == LM_EW_COLUMN) col_step(j, r);
     }
     for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;

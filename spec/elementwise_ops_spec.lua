@@ -180,6 +180,32 @@ describe("pow", function()
     within_ulps(lumus.pow(2, lumus.tensor(big)), ref.pow(2, big), 4, "pow(2, t) near the range's ends", big)
   end)
 
+  it("takes the short path (|y| <= 4, x normal, 2^-125 <= result < 2^126) and the long one alike", function()
+    -- Vectors of 4 mixing elements on both sides of each bound, and ones wholly inside:
+    -- |y| at 4 and just past it, at 2, x at the least normal and subnormal, exponents whose
+    -- k is +-125 and +-126, m at both ends of [sqrt(1/2), sqrt(2)), negative bases.
+    local g = ref.rng(21)
+    local xs, ys = {}, {}
+    local function add(x, y) xs[#xs + 1] = ref.f32(x); ys[#ys + 1] = ref.f32(y) end
+    local just = ref.f32(4 + 2 ^ -21)
+    for i = 1, 400 do
+      local m = ({ 0.70710677, 0.70710683, 1.4142134, 1.4142137, 1 + 2 ^ -23, 1 - 2 ^ -24 })[i % 6 + 1]
+      local e = math.floor(g.uniform() * 250) - 125
+      local y = ({ 4, -4, just, -just, 2, 3.999999, -1.7, (g.uniform() * 2 - 1) * 4 })[math.floor(i / 6) % 8 + 1]
+      add(m * 2.0 ^ e, y)
+    end
+    for _, x in ipairs { 2 ^ -126, 2 ^ -127, 2 ^ -149, 1.5 * 2 ^ -130, 2 ^ 62.5, 2 ^ 63, 2 ^ -62.5, 2 ^ -63, -3.5, -0.25 } do
+      for _, y in ipairs { 4, -4, 2, -2, 3.9921875, -1.75, 1, -1, 0.5 } do add(x, y) end
+    end
+    within_ulps(lumus.pow(lumus.tensor(xs), lumus.tensor(ys)), ref.pow(xs, ys), 4, "pow(t, t) at the short path's bounds", xs)
+    -- number exponents, vectors wholly on the short path
+    local pos = {}
+    for i = 1, 4001 do pos[i] = ref.f32(2 ^ ((g.uniform() * 2 - 1) * 120) * (0.5 + g.uniform())) end
+    for _, y in ipairs { 1.7, -1.7, 2.4, -3.999999, -0.3, 1e-6 } do
+      within_ulps(lumus.pow(lumus.tensor(pos), y), ref.pow(pos, ref.f32(y)), 4, "pow(t, " .. y .. ")", pos)
+    end
+  end)
+
   it("follows C's and PyTorch's special cases", function()
     local cases = {   -- x, y, want
       { nan, 0, 1 }, { inf, 0, 1 }, { -inf, 0, 1 }, { 0, 0, 1 }, { -1, 0, 1 },
@@ -337,6 +363,10 @@ local PAIRS = {
   { { 4, 3 }, { 3 } }, { { 4, 1 }, { 3 } }, { { 2, 3, 4, 5 }, { 3, 1, 5 } }, { { 7 }, { 1 } }, { { 1, 1, 1 }, { 2, 1, 3 } },
   { { 6, 8 }, { 8 } }, { { 6, 8 }, { 1, 8 } }, { { 5, 6 }, { 6 } }, { { 3, 1 }, { 3, 1 } },
   { { 2, 1, 2, 1, 2, 1, 2, 1 }, { 1, 2, 1, 2, 1, 2, 1, 2 } },   -- 8 dimensions that do not merge
+  -- columns (the vec4 form's one element per run where the run is a multiple of 4 or 8;
+  -- the strided form otherwise) and a leading part with a broadcast outer dimension
+  { { 5, 8 }, { 5, 1 } }, { { 2, 3, 16 }, { 2, 3, 1 } }, { { 4, 8 }, { 1 } }, { { 3, 4 }, { 3, 1 } },
+  { { 2, 3, 4, 8 }, { 2, 3, 1, 1 } }, { { 2, 5, 12 }, { 1, 5, 1 } }, { { 7, 6 }, { 7, 1 } },
 }
 
 local function random_pairs(count, seed)
@@ -507,6 +537,20 @@ describe("float16 and bfloat16", function()
       local col = lumus.tensor({ { 1 }, { 2 } }, { dtype = dtype })
       local row = lumus.tensor({ 0.5, 0.25, 0.125 }, { dtype = dtype })
       checks.close(lumus.mul(col, row), { { 0.5, 0.25, 0.125 }, { 1, 0.5, 0.25 } }, { what = dtype .. " broadcast" })
+      -- a column against rows of 8 (the vec form, one column element per 8-element
+      -- vector) and of 12 (the strided form), both orders, bool results too
+      for _, d in ipairs { 8, 12, 24 } do
+        local rows, cols = {}, {}
+        for r = 1, 5 do
+          rows[r], cols[r] = {}, { base[10 + r] }
+          for c = 1, d do rows[r][c] = base[20 + r * d + c] end
+        end
+        local m, cl = lumus.tensor(rows, { dtype = dtype }), lumus.tensor(cols, { dtype = dtype })
+        local mv, cv = m:to_table(), cl:to_table()
+        checks.close(lumus.sub(m, cl), ref.map(ref.sub(mv, cv), fmt.round), { what = dtype .. " rows - column " .. d })
+        checks.close(lumus.sub(cl, m), ref.map(ref.sub(cv, mv), fmt.round), { what = dtype .. " column - rows " .. d })
+        booleans_equal(lumus.lt(m, cl), ref.lt(mv, cv), dtype .. " rows < column " .. d)
+      end
     end)
   end
 end)

@@ -46,6 +46,7 @@ struct lm_context {
     VkPhysicalDeviceMemoryProperties memprops;
     uint32_t subgroup_size, min_subgroup, max_subgroup;
     int full_subgroups;                 /* computeFullSubgroups enabled */
+    int subgroup_vote;                  /* subgroup vote operations in compute shaders */
     int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
     int narrow_storage;                 /* 8- and 16-bit storage buffer access enabled */
     uint32_t sm_count;                  /* VK_NV_shader_sm_builtins enabled: its SM count, else 0 */

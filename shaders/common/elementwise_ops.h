@@ -52,6 +52,7 @@
 #define LM_EW_SAME 0        /* b has a's element count; b[k] pairs with a[k] */
 #define LM_EW_BCAST 1       /* b is a trailing part of a's shape, repeated */
 #define LM_EW_SCALAR 2      /* b is the number p.scalar (unary ops ignore it) */
+#define LM_EW_COLUMN 3      /* b's shape is a leading part of a's (then size-1 dims): one b element per `period` vectors */
 /* The general kernel (VEC undefined, ND=1) takes each operand through its own strides
  * over the collapsed result shape, or as a number; it has no modes. */
 

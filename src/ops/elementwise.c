@@ -101,6 +101,11 @@ int lm_op_elementwise_config(lua_State *L) {
     return 1;
 }
 
+/* float32 pow takes the shader's VOTE variants where the device has subgroup votes. */
+static int pow_vote(const lm_context *ctx, lm_ew_op op, uint32_t dtype) {
+    return (op == LM_EW_POW || op == LM_EW_RPOW) && dtype == LM_EW_F32 && ctx->subgroup_vote;
+}
+
 /* The operands an op reads: 1, 2 or 3 (the shader's ARITY, the same rule). */
 static int op_arity(lm_ew_op op) {
     switch (op) {
@@ -125,9 +130,9 @@ static uint64_t vec_elems(lm_dtype d, uint32_t mode, int vec) {
 static uint32_t unroll_for(lm_dtype d, uint64_t elems) { return d == LM_FLOAT32 || elems == 8 ? 4u : 8u; }
 
 /* The vec4 (vec = 4) or float (vec = 1, float32 only) form: a plain of the result's
- * shape; b plain of the same (LM_EW_SAME), plain and repeated (LM_EW_BCAST), or the
- * number `scalar` (LM_EW_SCALAR); c `third` (plain, of the result's shape) or the number
- * scalar2. */
+ * shape; b plain of the same (LM_EW_SAME), plain and repeated (LM_EW_BCAST), plain with
+ * one element per run of vectors (LM_EW_COLUMN, vec 4), or the number `scalar`
+ * (LM_EW_SCALAR); c `third` (plain, of the result's shape) or the number scalar2. */
 static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor *a, lm_tensor *b,
                        lm_tensor *third, float scalar, float scalar2, uint32_t mode, int vec) {
     lm_context *ctx = c->out->storage->ctx;
@@ -135,9 +140,10 @@ static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor
     uint32_t unroll = unroll_for(c->dtype, elems);
     uint64_t nv = (uint64_t)c->out->numel / elems;
     uint64_t per_group = (uint64_t)EW_WG * unroll;
-    uint64_t period = mode == LM_EW_BCAST ? (uint64_t)b->numel / (uint64_t)vec : 1;
+    uint64_t period = mode == LM_EW_BCAST ? (uint64_t)b->numel / (uint64_t)vec
+                    : mode == LM_EW_COLUMN ? (uint64_t)c->out->numel / (uint64_t)b->numel / elems : 1;
     struct {
-        uint64_t a, b, dst, n, period, wg_mod, c;
+        uint64_t a, b, dst, n, period, wg_mod, c, wg_div;
         float scalar, scalar2;
         uint32_t groups_x, pad;
     } pc = {
@@ -145,12 +151,13 @@ static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor
         .b = b ? lm_tensor_address(b) : lm_tensor_address(a),   /* never read without b */
         .dst = lm_tensor_address(c->out), .n = (uint64_t)c->out->numel, .period = period,
         .wg_mod = EW_WG % period, .c = third ? lm_tensor_address(third) : lm_tensor_address(a),
+        .wg_div = EW_WG / period,
         .scalar = scalar, .scalar2 = scalar2,
     };
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (nv + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = c->name, .any_dtype = 1, .shader = vec == 4 ? LM_SH_EW_VEC4 : LM_SH_EW_VEC1,
+        .op = c->name, .any_dtype = 1, .shader = vec == 1 ? LM_SH_EW_VEC1 : pow_vote(ctx, op, (uint32_t)c->dtype) ? LM_SH_EW_VEC4_VOTE : LM_SH_EW_VEC4,
         .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { a, b, third }, .writes = { c->out },
@@ -234,7 +241,7 @@ static void record_nd(lua_State *L, const char *name, lm_ew_op op, uint32_t dtyp
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (quads + EW_WG - 1) / EW_WG, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx), fused_fma(ctx) },
+        .op = name, .any_dtype = 1, .shader = pow_vote(ctx, op, dtype) ? LM_SH_EW_ND_VOTE : LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { t[0], arity > 1 ? t[1] : NULL, arity > 2 ? t[2] : NULL }, .writes = { out },
     });
@@ -266,6 +273,21 @@ static int is_trailing(const lm_tensor *t, const lm_tensor *out) {
     return 1;
 }
 
+/* The elements of out each element of t stands for where t's shape is a leading part of
+ * out's followed by size-1 dimensions (a [R, 1] column against [R, D]: D), else 0. */
+static int64_t column_run(const lm_tensor *t, const lm_tensor *out) {
+    int lead = out->ndim - t->ndim;
+    int split = 0;              /* t's dimensions past the last that is not 1, in out's terms */
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] != 1) split = lead + i + 1;
+    int64_t run = 1;
+    for (int i = 0; i < out->ndim; i++) {
+        if (i >= split) run *= out->shape[i];
+        else if (i < lead ? out->shape[i] != 1 : t->shape[i - lead] != out->shape[i]) return 0;
+    }
+    return run;
+}
+
 void lm_record_ew(lua_State *L, const lm_ew_call *c) {
     lm_tensor *t[3] = { c->t[0], c->t[1], c->t[2] };
     float s[3] = { c->scalar[0], c->scalar[1], c->scalar[2] };
@@ -290,6 +312,13 @@ void lm_record_ew(lua_State *L, const lm_ew_call *c) {
         int vec = t[1]->numel % 4 ? 1 : 4;
         if (vec == 4 || (c->dtype == LM_FLOAT32 && out->dtype == LM_FLOAT32)) {   /* vec 1: floats only */
             record_vec(L, c, op, t[0], t[1], NULL, 0.0f, s[2], LM_EW_BCAST, vec);
+            return;
+        }
+    }
+    if (vec_ok && arity == 2 && lm_tensor_is_plain(t[1])) {
+        int64_t run = column_run(t[1], out);
+        if (run > 1 && (uint64_t)run % vec_elems(c->dtype, LM_EW_COLUMN, 4) == 0) {
+            record_vec(L, c, op, t[0], t[1], NULL, 0.0f, s[2], LM_EW_COLUMN, 4);
             return;
         }
     }
