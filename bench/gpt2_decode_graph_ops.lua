@@ -14,7 +14,9 @@
 --   replay sync: the same with a synchronize after every replay (wall time).
 -- An op whose replay costs clearly more than its eager device time in one dtype only
 -- is what makes that dtype's captured step slow. The whole step is timed likewise
--- (a model with random weights; fused residual adds on and off).
+-- (a model with random weights; fused residual adds on and off), with the host's time
+-- per step of the back-to-back loop: all of it, in vkQueueSubmit, and waiting for a slot
+-- of the stream's ring (lumus.tune.host_profile).
 local script_dir = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
 package.path = script_dir .. "/?.lua;" .. package.path
 local common = require "common"
@@ -148,8 +150,8 @@ local function restart(dec)
   first:free()
 end
 
-print("\n| whole step | dtype | graph ops | eager device ms | replays back to back ms | replay + sync each ms |")
-print("|:---|:---|---:|---:|---:|---:|")
+print("\n| whole step | dtype | graph ops | eager device ms | replays back to back ms | replay + sync each ms | host µs per step (back to back, before the synchronize) | vkQueueSubmit µs per step | waiting µs per step, the final synchronize included (waits) |")
+print("|:---|:---|---:|---:|---:|---:|---:|---:|---:|")
 for _, dt in ipairs({ "float32", "float16" }) do
   local model = gpt2.from_tensors(W, c, { dtype = dt })
   for _, fuse in ipairs({ true, false }) do
@@ -167,17 +169,23 @@ for _, dt in ipairs({ "float32", "float16" }) do
     lumus.synchronize()
     restart(d)
     lumus.synchronize()
+    local prof = lumus.tune and lumus.tune.host_profile
+    if prof then prof({ on = true }) end
     local t0 = lumus.clock()
     for _ = 1, 60 do d:step() end
+    local host = (lumus.clock() - t0) / 60
     lumus.synchronize()
     local wall = (lumus.clock() - t0) / 60
+    local hp = prof and prof() or {}
+    if prof then prof({}) end
     restart(d)
     lumus.synchronize()
     t0 = lumus.clock()
     for _ = 1, 60 do d:step(); lumus.synchronize() end
     local sync = (lumus.clock() - t0) / 60
-    print(("| %s | %s | %s | %.3f | %.3f | %.3f |"):format(label, dt, d.graph and d.graph:stats().ops or "-",
-      dev * 1e3, wall * 1e3, sync * 1e3))
+    print(("| %s | %s | %s | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f (%d) |"):format(label, dt,
+      d.graph and d.graph:stats().ops or "-", dev * 1e3, wall * 1e3, sync * 1e3, host * 1e6,
+      (hp.submit or 0) / 60 * 1e6, (hp.wait or 0) / 60 * 1e6, hp.waits or 0))
     d:free()
   end
   if dt ~= "float32" then model:free() end
