@@ -43,6 +43,8 @@
 #                               (bench/torch_gpt2.py), lumus's against them (bench/gpt2.lua)
 #   gpt2_dtypes.md              bench/gpt2_decode_dtypes.lua (GPT-2 decode float16 against float32:
 #                               replay rate and device time, eager host time per op)
+#   gpt2_graph_ops.md           bench/gpt2_decode_graph_ops.lua (each op kind of the decode step and
+#                               the whole step, eager device time against replays, float32 and float16)
 #   device_checks.md            bench/device_checks.lua (memory, NaN/inf, matmul paths vs float64)
 #   op_profile.md               bench/op_profile.lua over bench/profile_train_step.lua and
 #                               bench/profile_gpt2.lua (device time per op; host time unwrapped)
@@ -221,6 +223,7 @@ step gpt2_weights 240 python3 bench/gpt2_make_weights.py --out "$gpt2_dir"
 step torch_gpt2 240 python3 bench/torch_gpt2.py --dir "$gpt2_dir" --csv "$out/torch_gpt2.csv"
 step gpt2 420 lua5.4 bench/gpt2.lua --dir "$gpt2_dir" --csv "$out/gpt2.csv"
 step gpt2_dtypes 120 lua5.4 bench/gpt2_decode_dtypes.lua
+step gpt2_graph_ops 120 lua5.4 bench/gpt2_decode_graph_ops.lua
 # Device time per op (bench/op_profile.lua): a training step of the MLP block and GPT-2
 # prefill/decode, each op synchronized and timed alone, then the same unwrapped.
 step op_profile 300 bash -c 'for s in profile_train_step profile_gpt2; do

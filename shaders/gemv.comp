@@ -29,7 +29,9 @@ layout(constant_id = 1) const uint MR = 1;         // rows of A and C
 layout(constant_id = 2) const uint CPT = 4;        // ROWS form: columns per subgroup
 layout(constant_id = 3) const uint KS = 1;         // K slices (ROWS: subgroups; COLS: thread slices)
 layout(constant_id = 4) const bool TRANS_B = false;
-layout(constant_id = 5) const bool VEC4 = true;    // K (ROWS) or N (COLS) in aligned vec4s
+layout(constant_id = 5) const uint VECW = 1;       // 1: K (ROWS) or N (COLS) in aligned vec4s; 2 (ROWS,
+                                                   // float16): K in aligned 8-element (16-byte) loads; 0: single elements
+const bool VEC4 = VECW != 0u;
 layout(constant_id = 6) const uint SUBS = 32;      // ROWS form: subgroups per workgroup
 layout(constant_id = 7) const uint ACT = 0;        // activation applied on store (common/activation.glsl)
 
@@ -65,6 +67,21 @@ void rows_form(uint g) {
     uint64_t brow[CPT];
     [[unroll]] for (uint j = 0; j < CPT; ++j) brow[j] = uint64_t(min(n0 + j, p.n - 1u)) * p.ldb;
     if (local_group < groups_per_wg) {
+#if DT == 1
+        // float16: 16 bytes per load, as float32's vec4 (a vec4 of halves is 8 bytes).
+        if (VECW == 2u) {
+            uint k8 = p.k / 8u;
+            for (uint q = ks * width + lane; q < k8; q += width * KS) {
+                vec4 wl[CPT], wh[CPT];
+                [[unroll]] for (uint j = 0; j < CPT; ++j) ld8(p.b, brow[j] + 8u * q, wl[j], wh[j]);
+                [[unroll]] for (uint i = 0; i < MR; ++i) {
+                    vec4 xl, xh;
+                    ld8(p.a, a_row(i) + 8u * q, xl, xh);
+                    [[unroll]] for (uint j = 0; j < CPT; ++j) acc[i][j] += dot(xl, wl[j]) + dot(xh, wh[j]);
+                }
+            }
+        } else
+#endif
         if (VEC4) {
             uint k4 = p.k / 4u;
             for (uint q = ks * width + lane; q < k4; q += width * KS) {

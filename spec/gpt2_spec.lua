@@ -99,6 +99,39 @@ describe("gpt2", function()
     assert(ok, err)
   end)
 
+  it("leaves nothing to the garbage collector when it loads, converted or not, and keeps the caller's tensors", function()
+    collectgarbage(); collectgarbage()
+    collectgarbage("stop")
+    local ok, err = pcall(function()
+      local function live() lumus.synchronize(); return lumus.memory().allocations end
+      for _, dtype in ipairs({ "float32", "float16" }) do
+        collectgarbage(); collectgarbage()   -- the previous pass's forward's handles
+        local before = live()
+        local t = device_tensors(W)
+        local m = gpt2.from_tensors(t, CFG, { dtype = dtype })
+        local held = live()
+        collectgarbage(); collectgarbage()
+        assert.equal(held, live(), dtype .. ": allocations collected after the load")
+        -- the caller's tensors are all alive, with their values
+        for name, v in pairs(W) do checks.close(t[name], v, { mixed = 1e-6, what = dtype .. " " .. name }) end
+        m:free()
+        for _, v in pairs(t) do if not v:is_freed() then v:free() end end
+        assert.equal(before, live(), dtype .. ": allocations after the frees")
+        -- and the model computes with the weights it loaded
+        t = device_tensors(W)
+        m = gpt2.from_tensors(t, CFG, { dtype = dtype })
+        local logits = m:forward(lumus.tensor({ PROMPT }, { dtype = "int32" }))
+        checks.close(logits:to("float32"):view({ #PROMPT, CFG.vocab_size }), gref.gpt2_forward(W, CFG, PROMPT),
+          { mixed = dtype == "float32" and TOL.mixed or 2e-2, what = dtype .. " logits" })
+        logits:free()
+        m:free()
+        for _, v in pairs(t) do if not v:is_freed() then v:free() end end
+      end
+    end)
+    collectgarbage("restart")
+    assert(ok, err)
+  end)
+
   it("generates the reference's greedy ids", function()
     local n = 8
     local want = gref.gpt2_greedy(W, CFG, PROMPT, n)

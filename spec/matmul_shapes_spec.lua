@@ -235,6 +235,37 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
         local b, bt = operand({ 2, 9, 11 }, g, dtype)
         check(lumus.matmul(a, b, { transpose_a = true }), at, bt, { transpose_a = true }, dtype, "batched")
       end)
+
+      if dtype == "float16" then
+        -- Rows of K % 8 == 0, 16-byte aligned: the small-M path's weight-row form loads 8
+        -- halves at once; rows 8 bytes off that alignment (a narrowed view), or strided by a
+        -- multiple of 4 but not 8, take its 4-element loads. Row blocks (M > 16), K splits.
+        local function cols(t, first, n)
+          local out = {}
+          for i = 1, #t do out[i] = { (table.unpack or unpack)(t[i], first, first + n - 1) } end
+          return out
+        end
+        for _, s in ipairs { { 1, 8, 5 }, { 3, 24, 33 }, { 16, 136, 17 }, { 17, 264, 7 } } do
+          for _, split in ipairs { 0, 2 } do
+            local m, k, n = s[1], s[2], s[3]
+            it(("gemv in 8-element loads M=%d K=%d N=%d split=%d, and off their alignment"):format(m, k, n, split), function()
+              force("gemv", split)
+              assert.is_true(lumus.tune.matmul(m, n, k).gemv)
+              local a, at = operand({ m, k }, g, dtype)
+              local w, wt = operand({ n, k }, g, dtype)
+              check(lumus.linear(a, w), at, wt, { transpose_b = true }, dtype, "linear, aligned")
+              check(lumus.matmul(a, w, { transpose_b = true }), at, wt, { transpose_b = true }, dtype, "matmul, aligned")
+              local a4, a4t = operand({ m, k + 4 }, g, dtype)
+              local w4, w4t = operand({ n, k + 4 }, g, dtype)
+              -- from element 5: 8 bytes past a 16-byte boundary; rows k + 4 apart
+              check(lumus.matmul(a4:narrow(2, 5, k), w4:narrow(2, 5, k), { transpose_b = true }), cols(a4t, 5, k),
+                cols(w4t, 5, k), { transpose_b = true }, dtype, "matmul, rows 8 bytes off")
+              check(lumus.matmul(a4:narrow(2, 1, k), w4:narrow(2, 1, k), { transpose_b = true }), cols(a4t, 1, k),
+                cols(w4t, 1, k), { transpose_b = true }, dtype, "matmul, rows k + 4 apart")
+            end)
+          end
+        end
+      end
     end)
   end
 

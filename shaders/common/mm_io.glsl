@@ -19,6 +19,13 @@ vec4 ld4(uint64_t base, uint64_t i) { return vec4(MmVec4(base + i * MM_ELEM_BYTE
 float ld1(uint64_t base, uint64_t i) { return float(MmElem(base + i * MM_ELEM_BYTES).v[0]); }
 void st4(uint64_t base, uint64_t i, vec4 v) { MmVec4(base + i * MM_ELEM_BYTES).v[0] = f16vec4(v); }
 void st1(uint64_t base, uint64_t i, float v) { MmElem(base + i * MM_ELEM_BYTES).v[0] = float16_t(v); }
+// Elements i..i+7 as two vec4s, one 16-byte load (i a multiple of 8, base 16-byte aligned).
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer MmVec8 { uvec4 v[]; };
+void ld8(uint64_t base, uint64_t i, out vec4 lo, out vec4 hi) {
+    uvec4 u = MmVec8(base + i * MM_ELEM_BYTES).v[0];
+    lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+    hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+}
 #elif DT == 2
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer MmVec4 { u16vec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer MmElem { uint16_t v[]; };

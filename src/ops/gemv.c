@@ -57,15 +57,21 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
     uint32_t mr = g->m <= LM_GEMV_MAX_M ? g->m : LM_GEMV_MAX_M;
     uint32_t row_blocks = (g->m + mr - 1) / mr;
     uint32_t ks = 1, cpt = mr <= 8 ? 4 : 2, subs = 1, groups;
+    uint32_t vecw = 0;   /* the shader's VECW: 0 single elements, 1 vec4s, 2 (float16 rows) 8 elements */
     if (g->trans_b) {
         vec4 = vec4 && g->k % 4 == 0;
+        /* float16 rows in 16-byte loads (as float32's vec4): half the load instructions */
+        vecw = vec4 ? 1u : 0u;
+        if (vec4 && dt == LM_FLOAT16 && g->k % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0 && aligned(g->a, 16) &&
+            aligned(g->b, 16))
+            vecw = 2;
         uint32_t sg = ctx->subgroup_size;
         subs = wg / sg;
         /* Fewer columns per subgroup when even the largest K split leaves the device
          * short of threads (more subgroups, each re-reading a's rows from cache). */
         while (cpt > 1 && (uint64_t)(g->n + cpt - 1) / cpt * row_blocks * subs * sg < want) cpt /= 2;
         uint64_t col_groups = (g->n + cpt - 1) / cpt;
-        uint64_t k_units = vec4 ? g->k / 4 : g->k;
+        uint64_t k_units = vecw == 2 ? g->k / 8 : vec4 ? g->k / 4 : g->k;
         if (split) ks = split;
         else
             while (ks * 2 <= subs && col_groups * row_blocks * ks * sg < want && (uint64_t)ks * 2 * sg <= k_units) ks *= 2;
@@ -74,6 +80,7 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
         groups = (uint32_t)((col_groups + per_wg - 1) / per_wg);
     } else {
         vec4 = vec4 && g->n % 4 == 0 && aligned(g->out, 4 * es);
+        vecw = vec4 ? 1u : 0u;
         /* Threads of one K slice read a row's columns side by side: at least 64 bytes of
          * a row per slice (GEMV_MIN_ROW_BYTES) keeps every memory sector whole. */
         uint64_t col_threads = (g->n + 3) / 4;
@@ -110,7 +117,7 @@ void lm_record_gemv(lua_State *L, const lm_matmul_args *g, const char *op, uint3
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
         .shader = dt == LM_FLOAT16 ? LM_SH_GEMV_F16 : dt == LM_BFLOAT16 ? LM_SH_GEMV_BF16 : LM_SH_GEMV,
-        .spec = { wg, mr, cpt, ks, g->trans_b ? 1u : 0u, vec4 ? 1u : 0u, subs, g->act },
+        .spec = { wg, mr, cpt, ks, g->trans_b ? 1u : 0u, vecw, subs, g->act },
         .full_subgroups = g->trans_b,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },

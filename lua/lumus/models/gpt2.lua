@@ -115,8 +115,16 @@ function M.from_tensors(tensors, config, opts)
       m[name]:free()
       m:register_parameter(name, t)
     end
+    -- the transposed copy; a converted [in, out] tensor (not the caller's) is freed at
+    -- once rather than left to the collector (a float16 load's would otherwise hold half
+    -- the model's size until some later collection)
     local function conv1d(name, n_in, n_out)
-      return get(name, { n_in, n_out }):transpose(1, 2):contiguous()
+      local w = get(name, { n_in, n_out })
+      local t = w:transpose(1, 2)
+      local c = t:contiguous()
+      if c ~= t then t:free() end
+      if w ~= tensors["transformer." .. name] and w ~= tensors[name] then w:free() end
+      return c
     end
     set(blk, "ln1_weight", get(p .. "ln_1.weight", { d }))
     set(blk, "ln1_bias", get(p .. "ln_1.bias", { d }))
