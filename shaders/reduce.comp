@@ -92,13 +92,21 @@ St identity() {
 #define BEYOND(v, w) ((v) < (w))
 #endif
 
-// sum: one element v into a thread's compensated sum (var, max, min: take_slots below).
+// sum: one element v into a thread's compensated sum; var: Welford's update (max, min:
+// take_slots below).
 void take(inout St s, float v, uint i) {
+#if OP == OP_VAR
+    s.i += 1u;
+    float d = v - s.a;
+    s.a += d / float(s.i);
+    s.b += d * (v - s.a);
+#else
     precise float yv = v - s.b;
     precise float t = s.a + yv;
     precise float c = (t - s.a) - yv;
     s.b = c;
     s.a = t;
+#endif
 }
 
 // Another state o into s (sums: finished values, added plainly).
@@ -173,11 +181,11 @@ float unit_sum(VT u) { return u; }
 #define CVEC 1
 #endif
 
-// var, max, min: a thread keeps one state per element slot of a load (SLOTS: the
-// elements of a unit, or the 4 columns of CVEC == 4), so that each loaded element costs
-// a few independent, branch-free instructions (no divergent path per element, and no
-// division per element for var: the slots share one count) and the slots' chains run in
-// parallel. Every slot sees its elements in growing index order; the slots are combined
+// max, min: a thread keeps one state per element slot of a load (SLOTS: the elements of
+// a unit, or the 4 columns of CVEC == 4), so that each loaded element costs a few
+// independent, branch-free instructions (no divergent path per element) and the slots'
+// chains run in parallel. (var keeps Welford's per-element update: its slot form, with
+// one reciprocal per load, measured 3-8 points of copy slower on the H200.) Every slot sees its elements in growing index order; the slots are combined
 // once, by merge(), at the end.
 #if CVEC == 4 || VEC == 4
 const uint SLOTS = 4;
@@ -222,18 +230,6 @@ void take_slots(inout float m[SLOTS], inout uint ix[SLOTS], inout uint nx[SLOTS]
             if (nx[k] == EMPTY && is_nan(comp(u, k))) nx[k] = r;
     }
 }
-#elif OP == OP_VAR
-// Welford per slot; all slots have taken n elements, so one reciprocal serves a unit.
-void take_slots(inout float ma[SLOTS], inout float mb[SLOTS], inout uint n, VT u) {
-    n += 1u;
-    float inv = 1.0 / float(n);
-    for (uint k = 0; k < SLOTS; ++k) {
-        float v = comp(u, k);
-        float d = v - ma[k];
-        ma[k] += d * inv;
-        mb[k] += d * (v - ma[k]);
-    }
-}
 #endif
 // CVEC == 4 (with VEC == 4; inner a multiple of 4, x plain): each thread takes 4 adjacent
 // columns, one load of 4 elements per row, as if inner were inner / 4 columns of vec4s
@@ -276,7 +272,7 @@ void main() {
     } else
 #endif
     if (valid) {
-#if OP == OP_SUM
+#if OP == OP_SUM || OP == OP_VAR
         for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
             VT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
@@ -294,15 +290,9 @@ void main() {
         }
 #else
         uint first = r0 + lane;
-#if OP == OP_VAR
-        float ma[SLOTS], mb[SLOTS];
-        uint n = 0u;
-        for (uint k = 0; k < SLOTS; ++k) { ma[k] = 0.0; mb[k] = 0.0; }
-#else
         float m[SLOTS];
         uint ix[SLOTS], nx[SLOTS];
         for (uint k = 0; k < SLOTS; ++k) { m[k] = START; ix[k] = first < r1 ? first : EMPTY; nx[k] = EMPTY; }
-#endif
         for (uint r = first; r < r1; r += LANES * UNROLL) {
             VT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
@@ -311,24 +301,16 @@ void main() {
             }
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
-#if OP == OP_VAR
-                if (rk < r1) take_slots(ma, mb, n, u[k]);
-#else
                 if (rk < r1) take_slots(m, ix, nx, u[k], rk);
-#endif
             }
         }
         // The slots' states: one per column (CVEC == 4), or merged into the thread's.
         for (uint k = 0; k < SLOTS; ++k) {
-#if OP == OP_VAR
-            St sk = St(ma[k], mb[k], n);
-#else
             // Element index along r: rows are units of VEC elements, columns single rows.
             uint at = CVEC == 4 ? 0u : k;
             uint per = CVEC == 4 ? 1u : uint(VEC);
             St sk = nx[k] != EMPTY ? St(uintBitsToFloat(0x7fc00000u), 0.0, nx[k] * per + at)
                   : St(m[k], 0.0, ix[k] == EMPTY ? EMPTY : ix[k] * per + at);
-#endif
 #if CVEC == 4
             s[k] = sk;
 #else
