@@ -8,7 +8,11 @@
 -- each case is checked against lumus.reference where it is cheap (a column of <= 64K).
 --
 --   lua5.4 bench/reductions.lua [--n ELEMENTS] [--reps N] [--csv FILE] [--torch FILE]
+--                               [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0]
 --
+-- --ops sum,max,... / --dtypes float32,float16 / --shapes 16384x4096,64x1048576 (names as
+-- printed) run only those cases (the copy ceiling is timed for every shape run); --topk 0
+-- leaves out topk.
 -- n defaults to 64M on a GPU (256 MiB float32, past every cache), 4M on a CPU device.
 -- --torch FILE: bench/torch_reductions.py's CSV from the same run, shown beside lumus.
 local lumus = require "lumus"
@@ -19,7 +23,10 @@ do
   local i = 1
   while arg and arg[i] do
     local k = arg[i]:match("^%-%-(.+)$")
-    if not k or not arg[i + 1] then io.stderr:write("usage: lua5.4 bench/reductions.lua [--n N] [--reps N] [--csv FILE] [--torch FILE]\n") os.exit(2) end
+    if not k or not arg[i + 1] then
+      io.stderr:write("usage: lua5.4 bench/reductions.lua [--n N] [--reps N] [--csv FILE] [--torch FILE] [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0]\n")
+      os.exit(2)
+    end
     args[k] = arg[i + 1]
     i = i + 2
   end
@@ -30,6 +37,15 @@ local cpu = dev.kind == "cpu"
 local n = math.tointeger(tonumber(args.n or "")) or (cpu and 4 << 20 or 64 << 20)
 local reps = math.tointeger(tonumber(args.reps or "")) or (cpu and 3 or 30)
 local size_of = { float32 = 4, float16 = 2 }
+
+-- A comma-separated option as a set (nil: everything).
+local function set_of(list)
+  if not list then return nil end
+  local t = {}
+  for w in list:gmatch("[^,]+") do t[w] = true end
+  return t
+end
+local only_ops, only_dtypes, only_shapes = set_of(args.ops), set_of(args.dtypes), set_of(args.shapes)
 
 local function median(xs) table.sort(xs) return xs[(#xs + 1) // 2] end
 local function time(fn)
@@ -83,42 +99,49 @@ print(("median of %d device-time samples (lumus.gpu_time); GB/s count every inpu
 print()
 
 local OPS = { "sum", "mean", "var", "max", "argmax", "softmax", "log_softmax" }
+if only_ops then
+  local kept = {}
+  for _, op in ipairs(OPS) do if only_ops[op] then kept[#kept + 1] = op end end
+  OPS = kept
+end
 for _, dt in ipairs { "float32", "float16" } do
-  if dt == "float32" or dev.narrow_storage then
+  if (dt == "float32" or dev.narrow_storage) and (not only_dtypes or only_dtypes[dt]) then
     local size = size_of[dt]
     local flat = dt == "float32" and base32 or base32:half()
     for _, case in ipairs(shapes()) do
       local shape = case[1]
-      local x = flat:view(shape)
-      local cout = lumus.empty(shape, { dtype = dt })
-      local tcopy = time(function() lumus.copy(x, { out = cout }) end)
-      local copy_gbs = 2 * size * n / tcopy / 1e9
-      cout:free()
-      for _, dim in ipairs(case[2]) do
-        for _, op in ipairs(OPS) do
-          local soft = op == "softmax" or op == "log_softmax"
-          if not (soft and dim == nil) then
-            local opts = { dim = dim }
-            local probe = lumus[op](x, opts)   -- the result's shape and dtype
-            local out = lumus.empty(probe:shape(), { dtype = probe:dtype() })
-            local m = out:numel()
-            local fn
-            if op == "max" then
-              local idx = dim and lumus.empty(probe:shape(), { dtype = "int32" }) or nil
-              fn = function() lumus.max(x, { dim = dim, out = out, indices = idx }) end
-            else
-              fn = function() lumus[op](x, { dim = dim, out = out }) end
+      if not only_shapes or only_shapes[table.concat(shape, "x")] then
+        local x = flat:view(shape)
+        local cout = lumus.empty(shape, { dtype = dt })
+        local tcopy = time(function() lumus.copy(x, { out = cout }) end)
+        local copy_gbs = 2 * size * n / tcopy / 1e9
+        cout:free()
+        for _, dim in ipairs(case[2]) do
+          for _, op in ipairs(OPS) do
+            local soft = op == "softmax" or op == "log_softmax"
+            if not (soft and dim == nil) then
+              local opts = { dim = dim }
+              local probe = lumus[op](x, opts)   -- the result's shape and dtype
+              local out = lumus.empty(probe:shape(), { dtype = probe:dtype() })
+              local m = out:numel()
+              local fn
+              if op == "max" then
+                local idx = dim and lumus.empty(probe:shape(), { dtype = "int32" }) or nil
+                fn = function() lumus.max(x, { dim = dim, out = out, indices = idx }) end
+              else
+                fn = function() lumus[op](x, { dim = dim, out = out }) end
+              end
+              local t = time(fn)
+              local bytes = soft and 2 * size * n or size * n + out:numel() * (op == "argmax" and 4 or size)
+              if op == "max" and dim then bytes = bytes + 4 * m end
+              local shape_name = table.concat(shape, "x")
+              local dim_name = dim and tostring(dim) or "all"
+              local tk = torch[table.concat({ op, dt, shape_name, dim_name }, "|")]
+              record({ op = op, dtype = dt, shape = shape_name, dim = dim_name, us = t * 1e6,
+                       gbs = bytes / t / 1e9, pct = 100 * (bytes / t / 1e9) / copy_gbs, copy_gbs = copy_gbs,
+                       torch_gbs = tk and tk[1], torch_pct = tk and tk[2] })
+              probe:free(); out:free()
             end
-            local t = time(fn)
-            local bytes = soft and 2 * size * n or size * n + out:numel() * (op == "argmax" and 4 or size)
-            if op == "max" and dim then bytes = bytes + 4 * m end
-            local shape_name = table.concat(shape, "x")
-            local dim_name = dim and tostring(dim) or "all"
-            local tk = torch[table.concat({ op, dt, shape_name, dim_name }, "|")]
-            record({ op = op, dtype = dt, shape = shape_name, dim = dim_name, us = t * 1e6,
-                     gbs = bytes / t / 1e9, pct = 100 * (bytes / t / 1e9) / copy_gbs, copy_gbs = copy_gbs,
-                     torch_gbs = tk and tk[1], torch_pct = tk and tk[2] })
-            probe:free(); out:free()
           end
         end
       end
@@ -127,7 +150,7 @@ for _, dt in ipairs { "float32", "float16" } do
 end
 
 -- topk over vocabulary-sized rows.
-do
+if args.topk ~= "0" then
   local rows = cpu and 16 or 4096
   local x = base32:narrow(1, 1, rows * 50257 <= n and rows * 50257 or (n // 50257) * 50257):view({ -1, 50257 })
   for _, k in ipairs { 1, 50, 1024 } do

@@ -88,29 +88,24 @@ St identity() {
 
 #if OP == OP_MAX
 #define BEYOND(v, w) ((v) > (w))
-#define ALL_NOT_BEYOND(u, w) all(lessThanEqual(u, vec4(w)))
 #else
 #define BEYOND(v, w) ((v) < (w))
-#define ALL_NOT_BEYOND(u, w) all(greaterThanEqual(u, vec4(w)))
 #endif
 
-// One element v at index i into a thread's state (elements, not states: see below).
+// sum: one element v into a thread's compensated sum; var: Welford's update (max, min:
+// take_slots below).
 void take(inout St s, float v, uint i) {
-#if OP == OP_SUM
-    precise float yv = v - s.b;
-    precise float t = s.a + yv;
-    precise float c = (t - s.a) - yv;
-    s.b = c;
-    s.a = t;
-#elif OP == OP_VAR
+#if OP == OP_VAR
     s.i += 1u;
     float d = v - s.a;
     s.a += d / float(s.i);
     s.b += d * (v - s.a);
 #else
-    // A thread takes its elements in growing index order, so a tie keeps the held one
-    // and a held NaN (the first) keeps; otherwise a NaN or a value beyond wins.
-    if (s.i == EMPTY || (!is_nan(s.a) && (BEYOND(v, s.a) || is_nan(v)))) { s.a = v; s.i = i; }
+    precise float yv = v - s.b;
+    precise float t = s.a + yv;
+    precise float c = (t - s.a) - yv;
+    s.b = c;
+    s.a = t;
 #endif
 }
 
@@ -139,15 +134,6 @@ St load_state(uint64_t at) {
 
 // Four elements at indices r4 * 4 + k into a thread's state.
 void take_vec4(inout St s, vec4 u, uint r4) {
-#if OP == OP_MAX || OP == OP_MIN
-    // The common case costs one test per vec4: once a thread holds a number, a vec4
-    // without NaN and with nothing beyond it changes nothing (ties keep the lower index).
-    if (s.i != EMPTY) {
-        if (is_nan(s.a)) return;
-        bool nan_in = any(greaterThan(floatBitsToUint(u) & uvec4(0x7fffffffu), uvec4(0x7f800000u)));
-        if (!nan_in && ALL_NOT_BEYOND(u, s.a)) return;
-    }
-#endif
     for (uint k = 0; k < 4; ++k) take(s, u[k], r4 * 4 + k);
 }
 
@@ -194,6 +180,57 @@ float unit_sum(VT u) { return u; }
 #ifndef CVEC
 #define CVEC 1
 #endif
+
+// max, min: a thread keeps one state per element slot of a load (SLOTS: the elements of
+// a unit, or the 4 columns of CVEC == 4), so that each loaded element costs a few
+// independent, branch-free instructions (no divergent path per element) and the slots'
+// chains run in parallel. (var keeps Welford's per-element update: its slot form, with
+// one reciprocal per load, measured 3-8 points of copy slower on the H200.) Every slot sees its elements in growing index order; the slots are combined
+// once, by merge(), at the end.
+#if CVEC == 4 || VEC == 4
+const uint SLOTS = 4;
+#elif VEC == 8
+const uint SLOTS = 8;
+#else
+const uint SLOTS = 1;
+#endif
+
+float comp(VT u, uint k) {
+#if VEC == 8
+    return u[k / 4][k % 4];
+#elif VEC == 4
+    return u[k];
+#else
+    return u;
+#endif
+}
+
+#if OP == OP_MAX || OP == OP_MIN
+#if OP == OP_MAX
+#define START uintBitsToFloat(0xff800000u)   // -inf: nothing is below it
+#else
+#define START uintBitsToFloat(0x7f800000u)
+#endif
+// Slot k holds its best number m[k] and the unit ix[k] it came from, and the unit nx[k]
+// of its first NaN (EMPTY: none). A slot starts at START with the thread's first unit,
+// which is right when no element is beyond START (all equal to it: the first wins). The
+// comparison is ordered, so a NaN never wins here; a unit with a NaN (rare, one test per
+// unit) records it, and a recorded NaN beats the number at the end.
+void take_slots(inout float m[SLOTS], inout uint ix[SLOTS], inout uint nx[SLOTS], VT u, uint r) {
+    for (uint k = 0; k < SLOTS; ++k) {
+        float v = comp(u, k);
+        bool w = BEYOND(v, m[k]);
+        m[k] = w ? v : m[k];
+        ix[k] = w ? r : ix[k];
+    }
+    uint most = 0u;
+    for (uint k = 0; k < SLOTS; ++k) most = max(most, floatBitsToUint(comp(u, k)) & 0x7fffffffu);
+    if (most > 0x7f800000u) {
+        for (uint k = 0; k < SLOTS; ++k)
+            if (nx[k] == EMPTY && is_nan(comp(u, k))) nx[k] = r;
+    }
+}
+#endif
 // CVEC == 4 (with VEC == 4; inner a multiple of 4, x plain): each thread takes 4 adjacent
 // columns, one load of 4 elements per row, as if inner were inner / 4 columns of vec4s
 // (p.inner counts those units); its 4 states are kept, merged and written as 4 columns'
@@ -235,6 +272,7 @@ void main() {
     } else
 #endif
     if (valid) {
+#if OP == OP_SUM || OP == OP_VAR
         for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
             VT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
@@ -250,6 +288,36 @@ void main() {
 #endif
             }
         }
+#else
+        uint first = r0 + lane;
+        float m[SLOTS];
+        uint ix[SLOTS], nx[SLOTS];
+        for (uint k = 0; k < SLOTS; ++k) { m[k] = START; ix[k] = first < r1 ? first : EMPTY; nx[k] = EMPTY; }
+        for (uint r = first; r < r1; r += LANES * UNROLL) {
+            VT u[UNROLL];
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                u[k] = rk < r1 ? load_unit(col + uint64_t(rk) * p.inner) : VT(0.0);
+            }
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                if (rk < r1) take_slots(m, ix, nx, u[k], rk);
+            }
+        }
+        // The slots' states: one per column (CVEC == 4), or merged into the thread's.
+        for (uint k = 0; k < SLOTS; ++k) {
+            // Element index along r: rows are units of VEC elements, columns single rows.
+            uint at = CVEC == 4 ? 0u : k;
+            uint per = CVEC == 4 ? 1u : uint(VEC);
+            St sk = nx[k] != EMPTY ? St(uintBitsToFloat(0x7fc00000u), 0.0, nx[k] * per + at)
+                  : St(m[k], 0.0, ix[k] == EMPTY ? EMPTY : ix[k] * per + at);
+#if CVEC == 4
+            s[k] = sk;
+#else
+            merge(s[0], sk);
+#endif
+        }
+#endif
     }
 #if OP == OP_SUM
     for (uint j = 0; j < NS; ++j) {

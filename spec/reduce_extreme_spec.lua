@@ -1,5 +1,5 @@
--- max, min, argmax, argmin over long rows and columns: the running extreme a thread keeps
--- (a vec4 that changes nothing is skipped whole) must still follow PyTorch: NaN beats
+-- max, min, argmax, argmin over long rows and columns: the running extremes a thread keeps
+-- (one per element of a load, combined at the end) must still follow PyTorch: NaN beats
 -- every number and the first NaN is taken, ties go to the lowest index, +-inf compare as
 -- numbers. Checked exactly against lumus.reference.
 local lumus = require "lumus"
