@@ -96,13 +96,10 @@ describe("matmul split over K", function()
     local out = lumus.empty({ 16, 12 })
     lumus.tune.matmul(16, 12, 256, { split = 8, path = "tiled" })
     lumus.matmul(a, b, { out = out })
-    lumus.synchronize()
-    collectgarbage("collect")
-    local before = lumus.memory().in_use
+    local _, before = checks.settle()
     for _ = 1, 5 do assert.are.equal(out, lumus.matmul(a, b, { out = out })) end
-    lumus.synchronize()
-    collectgarbage("collect")
-    assert.are.equal(before, lumus.memory().in_use)
+    local _, after = checks.settle()
+    assert.are.equal(before, after)
     check(out, a:to_table(), b:to_table(), nil, "out=")
   end)
 
