@@ -66,6 +66,13 @@ JANSSON_LIBS   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansso
 LIBS       ?= -lvulkan $(JANSSON_LIBS) -lm
 GLSLC      ?= glslc
 SPIRV_VAL  ?= spirv-val
+# glslang 13+ and a matching spirv-val for the variants with COOP_KHR=1
+# (VK_KHR_cooperative_matrix). Optional: without them those variants are built empty and
+# lumus uses the VK_NV_cooperative_matrix ones. `make deps` installs both as glslang-khr
+# and spirv-val-khr (tools/glslang_khr.sh); on a distribution with glslang 13+, set
+# GLSLANG_KHR=glslang SPIRV_VAL_KHR=spirv-val.
+GLSLANG_KHR   ?= $(shell command -v glslang-khr 2>/dev/null)
+SPIRV_VAL_KHR ?= $(shell command -v spirv-val-khr 2>/dev/null)
 BUSTED     ?= busted
 PREFIX     ?= /usr/local
 INST_LIBDIR ?= $(PREFIX)/lib/lua/$(LUA_ABI)
@@ -143,6 +150,14 @@ deps:
 	    echo "  apt-get install$$missing"; exit 1; \
 	  fi; \
 	fi
+	@if [ -z "$(GLSLANG_KHR)" ] || [ -z "$(SPIRV_VAL_KHR)" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "make deps: glslang 13+ from Debian 13 for the KHR cooperative-matrix shaders"; \
+	    sh tools/glslang_khr.sh || echo "make deps: (not installed: the NV shaders will be used)"; \
+	  else \
+	    echo "make deps: optional, as root: sh tools/glslang_khr.sh (glslang 13+ for the KHR cooperative-matrix shaders)"; \
+	  fi; \
+	fi
 
 # The build's tools, checked (never installed) before anything is built: each missing
 # one is named with the Debian package that has it. Phony, so a tool removed later is
@@ -170,7 +185,32 @@ $(SPV_DIR)/$(call shader_field,$(1),1).inc: shaders/$(call shader_field,$(1),3) 
 	$(SPIRV_VAL) --target-env vulkan1.2 $$(basename $$@).spv
 	$(GLSLC) $(GLSL_FLAGS) $(wordlist 4,99,$(subst :, ,$(1))) -mfmt=num $$< -o $$@
 endef
-$(foreach r,$(SHADER_ROWS),$(eval $(call shader_rule,$(r))))
+# A COOP_KHR=1 variant: glslang 13+ for Vulkan 1.3 (SPIR-V 1.6, which
+# VK_NV_cooperative_matrix2 needs; the include extension given on the command line, as
+# glslc does), its spir-val, the words written out by od; without the tools one 0 word,
+# which src/shaders.c reports as not built. Rebuilt when the tools appear or go.
+KHR_TOOLS := $(SPV_DIR)/khr_tools.txt
+define shader_rule_khr
+$(SPV_DIR)/$(call shader_field,$(1),1).inc: shaders/$(call shader_field,$(1),3) $(SHADER_LIB) $(SHADER_DEF) $(KHR_TOOLS) | $(BUILD)/.deps
+	@mkdir -p $(SPV_DIR)
+ifneq ($(GLSLANG_KHR),)
+	$(GLSLANG_KHR) -V --target-env vulkan1.3 -Ishaders '-P#extension GL_GOOGLE_include_directive : require' \
+	  $(wordlist 4,99,$(subst :, ,$(1))) $$< -o $$(basename $$@).spv >/dev/null
+	$(SPIRV_VAL_KHR) --target-env vulkan1.3 $$(basename $$@).spv
+	od -An -v -tx4 $$(basename $$@).spv | tr -s ' \n' '\n\n' | sed '/^$$$$/d; s/^/0x/; s/$$$$/,/' > $$@
+else
+	@echo "$$(notdir $$@): no glslang 13+ (GLSLANG_KHR): built empty, the NV variant runs instead"
+	@echo 0 > $$@
+endif
+endef
+$(foreach r,$(SHADER_ROWS),$(eval $(call $(if $(findstring -DCOOP_KHR=1,$(r)),shader_rule_khr,shader_rule),$(r))))
+
+# The KHR tools' paths; rewritten (so the KHR variants rebuild) only when they change.
+.PHONY: khr-tools-check
+khr-tools-check:
+	@mkdir -p $(SPV_DIR)
+	@echo "$(GLSLANG_KHR) $(SPIRV_VAL_KHR)" | cmp -s - $(KHR_TOOLS) || echo "$(GLSLANG_KHR) $(SPIRV_VAL_KHR)" > $(KHR_TOOLS)
+$(KHR_TOOLS): khr-tools-check
 
 $(SHADER_CODE): $(SHADER_DEF) | $(BUILD)/.deps
 	@mkdir -p $(SPV_DIR)

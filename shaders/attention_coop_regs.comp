@@ -1,6 +1,7 @@
 #version 450
 // Fused scaled dot-product attention for float16 prefill on tensor cores
-// (VK_NV_cooperative_matrix), FlashAttention-2 style with the scores kept in registers:
+// (VK_NV_cooperative_matrix, or VK_KHR_cooperative_matrix with COOP_KHR: common/coop.glsl;
+// the KHR form converts P with VK_NV_cooperative_matrix2's conversions), FlashAttention-2 style with the scores kept in registers:
 // a workgroup of 4 subgroups of 32 takes 64 query rows of one (batch, head), subgroup s
 // the 16 rows s*16 .. s*16+15, and loops over tiles of BC keys.
 //
@@ -25,10 +26,10 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_NV_cooperative_matrix : require
 #define DT 1
+#define COOP_CONVERSIONS 1
 #include "common/elem_io.glsl"
+#include "common/coop.glsl"
 
 layout(local_size_x_id = 0) in;                 // 4 subgroups of 32
 layout(constant_id = 1) const uint BC = 64;     // keys per tile (32 or 64)
@@ -68,8 +69,7 @@ shared uvec4 kv[KV_SIZE];
 
 const float LOG2E = 1.4426950408889634;
 #define NEG_INF uintBitsToFloat(0xff800000u)
-#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-#define HALFM fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define ACC COOP_C
 
 uvec4 chunk(uint64_t base, uint64_t elem, bool inside) {
     return inside ? Chunk(base + elem * 2ul).v : uvec4(0);
@@ -109,8 +109,8 @@ void main() {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     ACC rowm, colm;
-    coopMatLoadNV(rowm, kv, sg * 128u, 4u, false);
-    coopMatLoadNV(colm, kv, sg * 128u + 64u, 4u, false);
+    COOP_LOAD(rowm, kv, sg * 128u, 4u, false);
+    COOP_LOAD(colm, kv, sg * 128u + 64u, 4u, false);
     bool layout_ok = rowm.length() <= 32;
     uint amask = 0u;                             // bit c: component c is in row ra (else ra + 8)
     for (int c = 0; c < rowm.length(); ++c) {
@@ -128,8 +128,8 @@ void main() {
         kv[rr * SK + c] = chunk(p.q, qbase + uint64_t(q0 + rr) * p.qst + c * CH, q0 + rr < p.Tq);
     }
     barrier();
-    HALFM qm[ND];
-    [[unroll]] for (uint kk = 0; kk < ND; ++kk) coopMatLoadNV(qm[kk], kv, row0 * SK + kk * 2u, SK, false);
+    COOP_A qm[ND];
+    [[unroll]] for (uint kk = 0; kk < ND; ++kk) COOP_LOAD(qm[kk], kv, row0 * SK + kk * 2u, SK, false);
 
     uint kend = p.Tk;
     if (causal) {
@@ -168,9 +168,9 @@ void main() {
         [[unroll]] for (uint j = 0; j < NB; ++j) {
             s[j] = ACC(0.0);
             [[unroll]] for (uint kk = 0; kk < ND; ++kk) {
-                HALFM kb;
-                coopMatLoadNV(kb, kv, j * 16u * SK + kk * 2u, SK, true);
-                s[j] = coopMatMulAddNV(qm[kk], kb, s[j]);
+                COOP_B kb;
+                COOP_LOAD(kb, kv, j * 16u * SK + kk * 2u, SK, true);
+                s[j] = COOP_MULADD(qm[kk], kb, s[j]);
             }
         }
 
@@ -224,11 +224,11 @@ void main() {
                 for (int c = 0; c < o[n].length(); ++c) o[n][c] *= ((amask >> uint(c)) & 1u) != 0u ? alpha_a : alpha_b;
         }
         [[unroll]] for (uint j = 0; j < NB; ++j) {
-            HALFM pm = HALFM(s[j]);
+            COOP_A pm = COOP_C_TO_A(s[j]);
             [[unroll]] for (uint n = 0; n < ND; ++n) {
-                HALFM vb;
-                coopMatLoadNV(vb, kv, (BC + j * 16u) * SK + n * 2u, SK, false);
-                o[n] = coopMatMulAddNV(pm, vb, o[n]);
+                COOP_B vb;
+                COOP_LOAD(vb, kv, (BC + j * 16u) * SK + n * 2u, SK, false);
+                o[n] = COOP_MULADD(pm, vb, o[n]);
             }
         }
         if (!PREFETCH && kt + 1u < ntiles) { FETCH_KV(k0 + BC) }
@@ -246,7 +246,7 @@ void main() {
     [[unroll]] for (uint n = 0; n < ND; ++n) {
         for (int c = 0; c < o[n].length(); ++c)
             o[n][c] = o[n][c] * (((amask >> uint(c)) & 1u) != 0u ? inv_a : inv_b) + bad;
-        coopMatStoreNV(o[n], kv, obase + n * 4u, SO / 4u, false);
+        COOP_STORE(o[n], kv, obase + n * 4u, SO / 4u, false);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();

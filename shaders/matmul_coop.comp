@@ -1,6 +1,7 @@
 #version 450
-// C = A B (+ bias) in float16 on tensor cores (VK_NV_cooperative_matrix): 16x16x16
-// float16 products accumulated in float32, C rounded to float16 once.
+// C = A B (+ bias) in float16 on tensor cores (VK_KHR_ or VK_NV_cooperative_matrix,
+// common/coop.glsl): 16x16x16 float16 products accumulated in float32, C rounded to
+// float16 once.
 //
 //   A: M x K row-major (rows lda elements apart).   B: K x N row-major (rows ldb apart), or
 //   N x K row-major when TRANS_B (a torch-style weight).   bias: N elements or absent.
@@ -21,9 +22,9 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
-#extension GL_NV_cooperative_matrix : require
 #define DT 1
 #include "common/buffers.glsl"
+#include "common/coop.glsl"
 #include "common/mm_io.glsl"
 
 #ifndef SG_M
@@ -125,20 +126,20 @@ void store_tiles(uint s) {
     }
 }
 
-fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FM][FN];
+COOP_C acc[FM][FN];
 
 void multiply(uint s, uint wy, uint wx) {
     uint a0 = s * STAGE, b0 = a0 + A_SIZE;
     [[unroll]] for (uint kk = 0; kk < BK / 16; ++kk) {
-        fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> ma[FM];
+        COOP_A ma[FM];
         [[unroll]] for (uint i = 0; i < FM; ++i)
-            coopMatLoadNV(ma[i], tiles, U * (a0 + (wy * FM * 16u + i * 16u) * SA + kk * 2u), U * SA, false);
+            COOP_LOAD(ma[i], tiles, U * (a0 + (wy * FM * 16u + i * 16u) * SA + kk * 2u), U * SA, false);
         [[unroll]] for (uint j = 0; j < FN; ++j) {
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> mb;
+            COOP_B mb;
             uint col = wx * FN * 16u + j * 16u;
-            if (TRANS_B) coopMatLoadNV(mb, tiles, U * (b0 + col * SB + kk * 2u), U * SB, true);
-            else coopMatLoadNV(mb, tiles, U * (b0 + kk * 16u * SB + col / CH), U * SB, false);
-            [[unroll]] for (uint i = 0; i < FM; ++i) acc[i][j] = coopMatMulAddNV(ma[i], mb, acc[i][j]);
+            if (TRANS_B) COOP_LOAD(mb, tiles, U * (b0 + col * SB + kk * 2u), U * SB, true);
+            else COOP_LOAD(mb, tiles, U * (b0 + kk * 16u * SB + col / CH), U * SB, false);
+            [[unroll]] for (uint i = 0; i < FM; ++i) acc[i][j] = COOP_MULADD(ma[i], mb, acc[i][j]);
         }
     }
 }
@@ -151,7 +152,7 @@ void main() {
     uint wy = sg / SG_N, wx = sg % SG_N;                   // this subgroup's part of the block
 
     [[unroll]] for (uint i = 0; i < FM; ++i)
-        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = COOP_C(0.0);
 
     load_tiles(m0, n0, 0u);
 #if STAGES == 2
@@ -184,9 +185,9 @@ void main() {
     [[unroll]] for (uint i = 0; i < FM; ++i)
         [[unroll]] for (uint j = 0; j < FN; ++j) {
 #if SHARED_H4
-            coopMatStoreNV(acc[i][j], cst, cs * 4u, 16u, false);
+            COOP_STORE(acc[i][j], cst, cs * 4u, 16u, false);
 #else
-            coopMatStoreNV(acc[i][j], tiles, cs, 4u, false);
+            COOP_STORE(acc[i][j], tiles, cs, 4u, false);
 #endif
             subgroupMemoryBarrierShared();
             subgroupBarrier();

@@ -272,6 +272,9 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
   describe("the tensor-core path", function()
     it("lumus.device().cooperative_matrix says whether float16 products may use it", function()
       assert.are.equal("boolean", type(lumus.device().cooperative_matrix))
+      assert.are.equal("boolean", type(lumus.device().cooperative_matrix_khr))
+      -- KHR is one way to have them, never without them.
+      assert.is_true(lumus.device().cooperative_matrix or not lumus.device().cooperative_matrix_khr)
     end)
 
     -- Where the device has no cooperative matrices (lavapipe) path = "coop" runs the

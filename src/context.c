@@ -1,6 +1,8 @@
 /* The device context (see context.h): instance, device choice, device and queue. */
 #include "context.h"
 #include "vkcheck.h"
+#include "vk_ext.h"
+#include "pipelines.h"
 #include "queues.h"
 #include "storage.h"
 #include "lumus.h"
@@ -81,6 +83,8 @@ typedef struct device_facts {
     int executable_stats;   /* VK_KHR_pipeline_executable_properties and its feature */
     uint32_t sm_count;      /* VK_NV_shader_sm_builtins: multiprocessors (0: no SM ids) */
     int coop_matrix;        /* VK_NV_cooperative_matrix and its feature (not yet its sizes) */
+    int coop_khr;           /* VK_KHR_cooperative_matrix and its feature (not yet its sizes) */
+    int coop_conversions;   /* VK_NV_cooperative_matrix2's cooperativeMatrixConversions */
     VkDeviceSize max_allocation;
     uint32_t queue_family, timestamp_bits;
     int has_queue;
@@ -139,13 +143,23 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
                    !env_flag("LUMUS_NO_COOPERATIVE_MATRIX");
     VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV };
+    /* The KHR shaders run only on Vulkan 1.3 devices (SPIR-V 1.6, as glslang builds them). */
+    int has_khr = v13 && has_device_extension(pd, LM_KHR_COOPERATIVE_MATRIX_NAME) &&
+                  !env_flag("LUMUS_NO_COOPERATIVE_MATRIX") && !env_flag("LUMUS_NO_KHR_COOPERATIVE_MATRIX");
+    int has_cm2 = has_khr && has_device_extension(pd, LM_NV_COOPERATIVE_MATRIX_2_NAME);
+    lm_coop_khr_features fkhr = { .sType = LM_STRUCTURE_TYPE_COOP_KHR_FEATURES };
+    lm_coop2_features fcm2 = { .sType = LM_STRUCTURE_TYPE_COOP2_FEATURES };
     VkPhysicalDeviceFeatures2 feat = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 };
     if (v12) { f11.pNext = &f12; feat.pNext = &f11; if (v13) f12.pNext = &f13; }
     if (has_exec) { fexec.pNext = feat.pNext; feat.pNext = &fexec; }
     if (has_sm) { fsm.pNext = feat.pNext; feat.pNext = &fsm; }
     if (has_coop) { fcm.pNext = feat.pNext; feat.pNext = &fcm; }
+    if (has_khr) { fkhr.pNext = feat.pNext; feat.pNext = &fkhr; }
+    if (has_cm2) { fcm2.pNext = feat.pNext; feat.pNext = &fcm2; }
     vkGetPhysicalDeviceFeatures2(pd, &feat);
     f->coop_matrix = has_coop && fcm.cooperativeMatrix;
+    f->coop_khr = has_khr && fkhr.cooperativeMatrix;
+    f->coop_conversions = f->coop_khr && has_cm2 && fcm2.cooperativeMatrixConversions;
     f->executable_stats = has_exec && fexec.pipelineExecutableInfo;
     if (has_sm && fsm.shaderSMBuiltins) {
         VkPhysicalDeviceShaderSMBuiltinsPropertiesNV smp = {
@@ -163,8 +177,12 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
     f->full_subgroups = v13 && f13.computeFullSubgroups;
     /* The kernel's needs: float16 matrices (shaderFloat16) and the Vulkan memory model,
      * which glslang declares for cooperative matrices. */
-    f->coop_matrix = f->coop_matrix && f->narrow_storage && f->full_subgroups && v12 && f12.vulkanMemoryModel &&
+    int coop_needs = f->narrow_storage && f->full_subgroups && v12 && f12.vulkanMemoryModel &&
                      f12.shaderFloat16 && f->min_subgroup == f->max_subgroup;
+    f->coop_matrix = f->coop_matrix && coop_needs;
+    /* The KHR kernels also assume subgroups of 32 (their workgroups are sized so). */
+    f->coop_khr = f->coop_khr && coop_needs && f->subgroup_size == 32;
+    f->coop_conversions = f->coop_conversions && f->coop_khr;
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
@@ -422,8 +440,8 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .timelineSemaphore = VK_TRUE,
         .shaderBufferInt64Atomics = f->int64_atomics ? VK_TRUE : VK_FALSE,
         .storageBuffer8BitAccess = f->narrow_storage ? VK_TRUE : VK_FALSE,
-        .vulkanMemoryModel = f->coop_matrix ? VK_TRUE : VK_FALSE,
-        .shaderFloat16 = f->coop_matrix ? VK_TRUE : VK_FALSE,
+        .vulkanMemoryModel = f->coop_matrix || f->coop_khr ? VK_TRUE : VK_FALSE,
+        .shaderFloat16 = f->coop_matrix || f->coop_khr ? VK_TRUE : VK_FALSE,
     };
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
@@ -451,11 +469,21 @@ static VkResult create_device(lm_context *ctx, const device_facts *f, char *err,
         .pNext = feat.pNext, .cooperativeMatrix = VK_TRUE,
     };
     if (f->coop_matrix) feat.pNext = &fcm;
-    const char *exts[3];
+    /* The same through VK_KHR_cooperative_matrix, with VK_NV_cooperative_matrix2's
+     * conversions (an accumulator as an A matrix, for attention) where there are. */
+    lm_coop_khr_features fkhr = { .sType = LM_STRUCTURE_TYPE_COOP_KHR_FEATURES, .pNext = feat.pNext,
+                                  .cooperativeMatrix = VK_TRUE };
+    if (f->coop_khr) feat.pNext = &fkhr;
+    lm_coop2_features fcm2 = { .sType = LM_STRUCTURE_TYPE_COOP2_FEATURES, .pNext = feat.pNext,
+                               .cooperativeMatrixConversions = VK_TRUE };
+    if (f->coop_conversions) feat.pNext = &fcm2;
+    const char *exts[5];
     uint32_t ne = 0;
     if (stats) exts[ne++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (f->sm_count) exts[ne++] = VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME;
     if (f->coop_matrix) exts[ne++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (f->coop_khr) exts[ne++] = LM_KHR_COOPERATIVE_MATRIX_NAME;
+    if (f->coop_conversions) exts[ne++] = LM_NV_COOPERATIVE_MATRIX_2_NAME;
     VkDeviceCreateInfo di = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &feat,
         .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
@@ -494,6 +522,28 @@ static int coop_f16_listed(VkInstance instance, VkPhysicalDevice pd) {
     return found;
 }
 
+/* The same through VK_KHR_cooperative_matrix (structures of lumus_vk_ext.h: Debian 12's
+ * headers predate it). */
+static int coop_khr_f16_listed(VkInstance instance, VkPhysicalDevice pd) {
+    lm_get_coop_khr_properties get = (lm_get_coop_khr_properties)vkGetInstanceProcAddr(instance,
+        "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+    uint32_t n = 0;
+    if (!get || get(pd, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+    lm_coop_khr_properties *p = calloc(n, sizeof *p);
+    if (!p) return 0;
+    for (uint32_t i = 0; i < n; i++) p[i].sType = LM_STRUCTURE_TYPE_COOP_KHR_PROPERTIES;
+    int found = 0;
+    VkResult r = get(pd, &n, p);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 &&
+                    p[i].AType == LM_COMPONENT_FLOAT16 && p[i].BType == LM_COMPONENT_FLOAT16 &&
+                    p[i].CType == LM_COMPONENT_FLOAT32 && p[i].ResultType == LM_COMPONENT_FLOAT32 &&
+                    p[i].scope == LM_SCOPE_SUBGROUP && !p[i].saturatingAccumulation;
+    free(p);
+    return found;
+}
+
 static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->props = f->props;
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->memprops);
@@ -506,7 +556,13 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->int64_atomics = f->int64_atomics;
     ctx->narrow_storage = f->narrow_storage;
     ctx->sm_count = f->sm_count;
-    ctx->coop_matrix = f->coop_matrix && coop_f16_listed(ctx->instance, ctx->phys);
+    ctx->coop_nv = f->coop_matrix && coop_f16_listed(ctx->instance, ctx->phys);
+    /* KHR where the device lists the product and this build has the KHR shaders (glslang
+     * 13+ at build time); otherwise the NV ones. */
+    ctx->coop_khr = f->coop_khr && coop_khr_f16_listed(ctx->instance, ctx->phys) &&
+                    lm_shader_built(LM_SH_MATMUL_COOP_KHR);
+    ctx->coop_khr_conversions = ctx->coop_khr && f->coop_conversions && lm_shader_built(LM_SH_ATTENTION_COOP_REGS_KHR);
+    ctx->coop_matrix = ctx->coop_nv || ctx->coop_khr;
     ctx->timestamp_bits = f->timestamp_bits;
     ctx->max_allocation = f->max_allocation ? f->max_allocation : ((VkDeviceSize)1 << 30);
 }
@@ -644,6 +700,8 @@ static lm_context *context_attach(const lumus_vulkan_device *dev, char *err, siz
     f.narrow_storage = f.narrow_storage && (dev->features & LUMUS_VK_NARROW_STORAGE);
     f.sm_count = 0;   /* the host's device has no VK_NV_shader_sm_builtins of lumus's asking */
     f.coop_matrix = 0;   /* nor VK_NV_cooperative_matrix */
+    f.coop_khr = 0;
+    f.coop_conversions = 0;
     if (dev->lock_queue) {
         ctx->lock_queue = dev->lock_queue;
         ctx->unlock_queue = dev->unlock_queue;
@@ -721,5 +779,7 @@ int lm_device(lua_State *L) {
     lua_setfield(L, -2, "sm_count");
     lua_pushboolean(L, ctx->coop_matrix);
     lua_setfield(L, -2, "cooperative_matrix");
+    lua_pushboolean(L, ctx->coop_khr);
+    lua_setfield(L, -2, "cooperative_matrix_khr");
     return 1;
 }

@@ -50,7 +50,11 @@ struct lm_context {
     int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
     int narrow_storage;                 /* 8- and 16-bit storage buffer access enabled */
     uint32_t sm_count;                  /* VK_NV_shader_sm_builtins enabled: its SM count, else 0 */
-    int coop_matrix;                    /* VK_NV_cooperative_matrix enabled, 16x16x16 f16 -> f32 listed */
+    int coop_matrix;                    /* tensor cores for matmul: coop_nv or coop_khr */
+    int coop_nv;                        /* VK_NV_cooperative_matrix enabled, 16x16x16 f16 -> f32 listed */
+    int coop_khr;                       /* VK_KHR_cooperative_matrix enabled, the product listed, the KHR
+                                           shaders built: their variants run instead of the NV ones */
+    int coop_khr_conversions;           /* and VK_NV_cooperative_matrix2's conversions (attention) */
     int pipeline_stats;                 /* LUMUS_PIPELINE_STATS: print each pipeline's statistics */
     uint32_t timestamp_bits;
     VkDeviceSize max_allocation;        /* largest single tensor, in bytes */

@@ -40,6 +40,9 @@ typedef struct lm_pipelines {
 /* The embedded SPIR-V of each shader (shaders.c). */
 const uint32_t *lm_shader_code(lm_shader_id id, size_t *bytes);
 const char *lm_shader_name(lm_shader_id id);
+/* Whether the variant was compiled: a COOP_KHR=1 variant is a single 0 word when the
+ * build had no glslang 13+ (Makefile). */
+int lm_shader_built(lm_shader_id id);
 
 VkResult lm_pipelines_init(lm_context *ctx);
 void lm_pipelines_destroy(lm_context *ctx);

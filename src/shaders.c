@@ -16,3 +16,5 @@ const uint32_t *lm_shader_code(lm_shader_id id, size_t *bytes) {
     *bytes = shader_table[id].bytes;
     return shader_table[id].code;
 }
+
+int lm_shader_built(lm_shader_id id) { return shader_table[id].bytes >= 20; }   /* a SPIR-V header is 5 words */

@@ -247,7 +247,9 @@ static uint32_t coop_shared_bytes(uint32_t bc, uint32_t d) {
  * where it does not apply (no cooperative matrices, subgroups other than 32, d not a
  * multiple of 16, too few rows unless forced, shared memory). The op checks alignment. */
 static uint32_t plan_coop(const lm_context *ctx, uint32_t d, uint64_t tq) {
-    if (!ctx->coop_matrix || ctx->min_subgroup != 32 || ctx->max_subgroup != 32 || d % 16 != 0) return 0;
+    /* The register form through KHR (with conversions) or NV; the shared form through NV. */
+    int usable = coop_regs() ? ctx->coop_khr_conversions || ctx->coop_nv : ctx->coop_nv;
+    if (!usable || ctx->min_subgroup != 32 || ctx->max_subgroup != 32 || d % 16 != 0) return 0;
     if (coop_wg() > ctx->props.limits.maxComputeWorkGroupInvocations || coop_wg() > ctx->props.limits.maxComputeWorkGroupSize[0])
         return 0;
     if (forced_kernel == 1 || forced_kernel == 2 || (forced_kernel != 3 && tq < COOP_MIN_TQ)) return 0;
@@ -434,7 +436,8 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
         pc.groups_x = lm_grid(L, ctx, blocks, &cgy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "scaled_dot_product_attention", .any_dtype = 1,
-            .shader = coop_regs() ? LM_SH_ATTENTION_COOP_REGS : LM_SH_ATTENTION_COOP,
+            .shader = !coop_regs() ? LM_SH_ATTENTION_COOP
+                    : ctx->coop_khr_conversions ? LM_SH_ATTENTION_COOP_REGS_KHR : LM_SH_ATTENTION_COOP_REGS,
             .spec = { coop_wg(), coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips() }, .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
             .reads = { q, k, v, mask }, .writes = { out },

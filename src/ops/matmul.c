@@ -113,20 +113,21 @@ static int gemv_wanted(const lm_context *ctx, const lm_matmul_args *g) {
  * sg_m x sg_n subgroups of fm x fn 16 x 16 accumulators, K steps of bk, one or two shared
  * stages. Its shared array holds every stage's tiles of A and B, rows padded by a chunk. */
 typedef struct coop_form {
-    lm_shader_id shader;
+    lm_shader_id shader, shader_khr;   /* through VK_NV_ / VK_KHR_cooperative_matrix */
     uint32_t sg_m, sg_n, fm, fn, bk, stages;
 } coop_form;
 
+#define COOP_FORM(id) LM_SH_##id, LM_SH_##id##_KHR
 static const coop_form COOP_FORMS[] = {
-    { LM_SH_MATMUL_COOP, 2, 2, 4, 4, 32, 1 },          /* 128 x 128 */
-    { LM_SH_MATMUL_COOP_DB, 2, 2, 4, 4, 32, 2 },       /* 128 x 128, two stages */
-    { LM_SH_MATMUL_COOP_TALL, 4, 2, 4, 4, 32, 1 },     /* 256 x 128 */
-    { LM_SH_MATMUL_COOP_TALL_DB, 4, 2, 4, 4, 16, 2 },  /* 256 x 128, two stages of K 16 */
-    { LM_SH_MATMUL_COOP_WIDE, 2, 4, 4, 4, 32, 1 },     /* 128 x 256 */
-    { LM_SH_MATMUL_COOP_8SG, 4, 2, 2, 4, 32, 1 },      /* 128 x 128, 8 subgroups */
-    { LM_SH_MATMUL_COOP_8SG_K64, 4, 2, 2, 4, 64, 1 },  /* 128 x 128, 8 subgroups, K 64 */
-    { LM_SH_MATMUL_COOP_H4, 2, 2, 4, 4, 32, 1 },       /* form 1, tiles as float16 quads */
-    { LM_SH_MATMUL_COOP_8SG_H4, 4, 2, 2, 4, 32, 1 },   /* form 6, tiles as float16 quads */
+    { COOP_FORM(MATMUL_COOP), 2, 2, 4, 4, 32, 1 },          /* 128 x 128 */
+    { COOP_FORM(MATMUL_COOP_DB), 2, 2, 4, 4, 32, 2 },       /* 128 x 128, two stages */
+    { COOP_FORM(MATMUL_COOP_TALL), 4, 2, 4, 4, 32, 1 },     /* 256 x 128 */
+    { COOP_FORM(MATMUL_COOP_TALL_DB), 4, 2, 4, 4, 16, 2 },  /* 256 x 128, two stages of K 16 */
+    { COOP_FORM(MATMUL_COOP_WIDE), 2, 4, 4, 4, 32, 1 },     /* 128 x 256 */
+    { COOP_FORM(MATMUL_COOP_8SG), 4, 2, 2, 4, 32, 1 },      /* 128 x 128, 8 subgroups */
+    { COOP_FORM(MATMUL_COOP_8SG_K64), 4, 2, 2, 4, 64, 1 },  /* 128 x 128, 8 subgroups, K 64 */
+    { COOP_FORM(MATMUL_COOP_H4), 2, 2, 4, 4, 32, 1 },       /* form 1, tiles as float16 quads */
+    { COOP_FORM(MATMUL_COOP_8SG_H4), 4, 2, 2, 4, 32, 1 },   /* form 6, tiles as float16 quads */
 };
 #define COOP_NFORMS ((uint32_t)(sizeof COOP_FORMS / sizeof COOP_FORMS[0]))
 
@@ -150,15 +151,18 @@ static const char *coop_form_problem(const lm_context *ctx, const coop_form *f, 
     return NULL;
 }
 
-/* The block form for an M x N product: the forced one, else the 128 x 256 block (fewest
- * bytes read per product) where there are at least two of them per core of the device,
- * else 128 x 128 blocks of 8 subgroups with K steps of 64 (more blocks to spread, fewer
- * registers per thread). On the H200 (bench/matmul_coop.lua, BENCHMARKS.md) these were the
- * fastest forms on large and on mid-sized products respectively. */
+/* The block form for an M x N product: the forced one, else for large products (at least
+ * two 128 x 256 blocks per core of the device) the 128 x 256 block (fewest bytes read per
+ * product) through NV, the 128 x 128 block of 4 subgroups through KHR, else 128 x 128
+ * blocks of 8 subgroups with K steps of 64 (more blocks to spread, fewer registers per
+ * thread). On the H200 (bench/matmul_coop.lua, BENCHMARKS.md) these were the fastest forms
+ * on large and on mid-sized products for each extension. */
 static const coop_form *choose_coop_form(const lm_context *ctx, const lm_matmul_args *g) {
     if (ctx->mm_coop_form) return &COOP_FORMS[ctx->mm_coop_form - 1];
     const coop_form *big = &COOP_FORMS[4], *mid = &COOP_FORMS[6];
-    uint64_t blocks = (uint64_t)((g->m + coop_bm(big) - 1) / coop_bm(big)) * ((g->n + coop_bn(big) - 1) / coop_bn(big));
+    if (ctx->coop_khr) big = &COOP_FORMS[0];
+    const coop_form *wide = &COOP_FORMS[4];
+    uint64_t blocks = (uint64_t)((g->m + coop_bm(wide) - 1) / coop_bm(wide)) * ((g->n + coop_bn(wide) - 1) / coop_bn(wide));
     if (blocks >= 2 * (uint64_t)device_cores(ctx) && coop_form_problem(ctx, big, g->trans_b) == NULL) return big;
     if (coop_form_problem(ctx, mid, g->trans_b) == NULL) return mid;
     return &COOP_FORMS[0];
@@ -197,7 +201,7 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = f->shader,
+        .op = op, .any_dtype = 1, .shader = ctx->coop_khr ? f->shader_khr : f->shader,
         .spec = { f->sg_m * f->sg_n * ctx->subgroup_size, g->trans_b ? 1u : 0u },
         .full_subgroups = 1,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
