@@ -302,7 +302,10 @@ end
 
 local function decode_rows(label, m, want_ids)
   decode_eager(m, ids, 4)   -- warm-up: pipelines
-  decode_decoder(m, ids, 4, true)
+  -- A whole captured decode first: a process's first few dozen back-to-back replays run
+  -- at a fraction of the later ones' speed on the H200 (BENCHMARKS.md, 2026-12-04), which
+  -- would charge whichever row comes first.
+  decode_decoder(m, ids, NEW_TOKENS, false)
   local out = {}
   local new, secs = decode_eager(m, ids, NEW_TOKENS)
   out[#out + 1] = { label .. " eager forward per step", new, secs }
