@@ -78,7 +78,7 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
     int vec4 = v.inner % 4 == 0;
     unsigned unit_bytes = lm_dtype_size(x->dtype) * (vec4 ? 4u : 1u);
     if (vec4) v.inner /= 4;
-    lm_col_plan c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_REDUCE);
+    lm_col_plan c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_REDUCE, 1);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;
@@ -96,7 +96,7 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
         splits = ((uint64_t)v.r + chunk - 1) / chunk;
     }
     if (splits == 1 && !is_held) {   /* cannot split: narrow the column blocks as far as one sector instead */
-        c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_SOFTMAX);
+        c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_SOFTMAX, 1);
     }
     struct { uint64_t x, y, st; uint32_t outer, r, inner, chunk, splits, flags, col_groups, groups_x; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
