@@ -44,6 +44,12 @@ function tune.attention(bh, tq, tk, hd, opts) end
 ---@return table
 function tune.rows(d, opts) end
 
+---Softmax over a non-last dim: "auto" (default; the held form where r fits), "stream"
+---(never held), "held" (same as auto). Returns the setting.
+---@param opts? {form?: "auto"|"stream"|"held"}
+---@return table
+function tune.softmax_cols(opts) end
+
 ---The elementwise kernels' grid (workgroups per dispatch).
 ---@param opts? table
 ---@return table
