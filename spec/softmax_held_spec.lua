@@ -13,7 +13,7 @@ local function check_both(x, xt, opts, what)
 end
 
 describe("softmax over a short non-last dimension (held form)", function()
-  after_each(function() lumus.tune.softmax_cols({ form = "auto" }) end)
+  after_each(function() lumus.tune.softmax_cols({ form = "auto", long_rows = "auto" }) end)
 
   it("reports and checks its form setting", function()
     assert.are.equal("auto", lumus.tune.softmax_cols().form)
@@ -73,6 +73,34 @@ describe("softmax over a short non-last dimension (held form)", function()
       x:free()
     end)
   end
+
+  it("takes few long rows by the column kernel's split form when told, or by the row kernel", function()
+    assert.are.equal("cols", lumus.tune.softmax_cols({ long_rows = "cols" }).long_rows)
+    assert.has_error(function() lumus.tune.softmax_cols({ long_rows = "fast" }) end,
+      'bad argument #1 to \'softmax_cols\' (long_rows must be "auto", "row" or "cols")')
+    local g = ref.rng(2305)
+    for _, long_rows in ipairs { "cols", "row" } do
+      lumus.tune.softmax_cols({ long_rows = long_rows })
+      for _, shape in ipairs { { 2, 70001 }, { 65536 }, { 3, 65540, 1 } } do
+        local xt = ref.random_table(shape, function() return (g.uniform() - 0.5) * 40 end)
+        local x = lumus.tensor(xt)
+        check_both(x, xt, { dim = #shape == 3 and 2 or -1 }, long_rows .. " " .. table.concat(shape, "x"))
+        x:free()
+      end
+    end
+    -- specials in one long row: NaN late, a row of -inf with a finite max, in place
+    local xt = { {}, {} }
+    for i = 1, 70000 do xt[1][i] = math.sin(i * 0.001) * 5; xt[2][i] = (i % 3 == 0) and -INF or i * 1e-4 end
+    xt[1][69999] = NAN
+    lumus.tune.softmax_cols({ long_rows = "cols" })
+    local x = lumus.tensor(xt)
+    local a = lumus.softmax(x):to_table()
+    assert.is_true(a[1][1] ~= a[1][1] and a[1][70000] ~= a[1][70000])
+    assert.are.equal(0, a[2][3])
+    lumus.softmax(x, { out = x })
+    checks.close(x, ref.softmax(xt), { rel = 1e-5, abs = 1e-6, what = "softmax long rows in place" })
+    x:free()
+  end)
 
   it("works in place and in float16 and bfloat16", function()
     local xt = ref.random_table({ 300, 16 }, ref.rng(2303))

@@ -127,6 +127,19 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
     if (states) lua_pop(L, 1);   /* the pairs: collected once the stream is done with them */
 }
 
+/* Rows of at least this many elements, fewer than the device has multiprocessors: the row
+ * kernel (a workgroup per row) would leave multiprocessors idle, so the column kernel
+ * (inner == 1) takes them, its split form spreading each row over workgroups. */
+#define LONG_ROW_MIN 65536
+
+static int long_rows_as_columns(const lm_context *ctx, lm_dim_view v) {
+    if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_ROW) return 0;
+    if (v.r < LONG_ROW_MIN) return 0;
+    if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_COLS) return 1;
+    uint64_t sms = ctx->sm_count ? ctx->sm_count : lm_groups_wanted(ctx) / 8;
+    return v.outer < sms;
+}
+
 static int softmax(lua_State *L, const char *name, int log) {
     lm_check_tensor(L, 1);
     lm_check_options(L, 2, keys);
@@ -139,17 +152,20 @@ static int softmax(lua_State *L, const char *name, int log) {
     lua_settop(L, 2);
     lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, x->ndim, x->shape, x, 1);
     x = lm_check_tensor(L, 1);
-    if (v.inner == 1) record_row_form(L, name, log, x, v, y);
+    if (v.inner == 1 && !long_rows_as_columns(ctx, v)) record_row_form(L, name, log, x, v, y);
     else record_cols_form(L, name, log, x, v, y);
     return 1;
 }
 
-/* tune.softmax_cols([{form = "auto" | "stream" | "held"}]) -> the form setting: "stream"
- * keeps softmax over a non-last dimension off the held form (so specs cover the
- * streaming and split forms on shapes where held would be chosen); "held" and "auto" both
- * take the held form wherever r fits it. */
+/* tune.softmax_cols([{form = "auto" | "stream" | "held", long_rows = "auto" | "row" |
+ * "cols"}]) -> the settings: form "stream" keeps softmax over a non-last dimension off the
+ * held form (so specs cover the streaming and split forms on shapes where held would be
+ * chosen); "held" and "auto" both take the held form wherever r fits it. long_rows: rows
+ * of at least LONG_ROW_MIN elements always by the row kernel ("row"), always by the column
+ * kernel ("cols"), or by the column kernel when fewer than the multiprocessors ("auto"). */
 int lm_op_softmax_cols_config(lua_State *L) {
-    static const char *const known[] = { "form", NULL };
+    static const char *const known[] = { "form", "long_rows", NULL };
+    static const char *const long_forms[] = { "auto", "row", "cols" };
     static const char *const forms[] = { "auto", "stream", "held" };
     lm_context *ctx = lm_context_get(L);
     if (lm_check_options(L, 1, known)) {
@@ -163,10 +179,22 @@ int lm_op_softmax_cols_config(lua_State *L) {
             ctx->softmax_cols_form = found;
         }
         lua_pop(L, 1);
+        lm_push_option(L, 1, "long_rows");
+        if (!lua_isnil(L, -1)) {
+            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            int found = -1;
+            for (int i = 0; i < 3; i++)
+                if (f && strcmp(f, long_forms[i]) == 0) found = i;
+            if (found < 0) lm_argerror(L, 1, "long_rows must be \"auto\", \"row\" or \"cols\"");
+            ctx->softmax_long_rows = found;
+        }
+        lua_pop(L, 1);
     }
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 2);
     lua_pushstring(L, forms[ctx->softmax_cols_form]);
     lua_setfield(L, -2, "form");
+    lua_pushstring(L, long_forms[ctx->softmax_long_rows]);
+    lua_setfield(L, -2, "long_rows");
     return 1;
 }
 
