@@ -76,3 +76,39 @@ for _, dt in ipairs { "float32", "float16" } do
     x:free(); y:free(); base:free(); ys:free(); ya:free()
   end
 end
+
+-- Few long rows (softmax over the last dim): the row kernel against the column kernel's
+-- split form (tune.softmax_cols long_rows), around the multiprocessor count.
+print()
+print("| dtype | rows x d | row kernel µs | row % of copy | column split µs | cols % of copy | auto picks | max abs diff |")
+print("|---|---|--:|--:|--:|--:|---|--:|")
+local row_cases = {}
+for _, rows in ipairs { 8, 64, 100, 132, 200 } do row_cases[#row_cases + 1] = { rows, n0 // rows } end
+for _ = 1, 3 do
+  local rows = int(2, 256)
+  row_cases[#row_cases + 1] = { rows, n0 // rows }
+end
+for _, dt in ipairs { "float32", "float16" } do
+  for _, c in ipairs(row_cases) do
+    local n = c[1] * c[2]
+    local base = lumus.from_bytes(bytes:rep(n // 4096 + 1):sub(1, 4 * n), { n })
+    local x = (dt == "float32" and base or base:half()):view({ c[1], c[2] })
+    local y = lumus.empty({ c[1], c[2] }, { dtype = dt })
+    local tcopy = time(function() lumus.copy(x, { out = y }) end)
+    lumus.tune.softmax_cols({ long_rows = "row" })
+    local tr = time(function() lumus.softmax(x, { out = y }) end)
+    local yr = lumus.softmax(x):float()
+    lumus.tune.softmax_cols({ long_rows = "cols" })
+    local tc = time(function() lumus.softmax(x, { out = y }) end)
+    local yc = lumus.softmax(x):float()
+    lumus.tune.softmax_cols({ long_rows = "auto" })
+    lumus.tune.host_profile({ on = true })
+    lumus.softmax(x, { out = y })
+    local picks = lumus.tune.host_profile().records == 2 and "cols" or "row"
+    lumus.tune.host_profile({})
+    local diff = lumus.sub(yr, yc):abs():max():item()
+    print(("| %s | %dx%d | %.1f | %.1f | %.1f | %.1f | %s | %.2g |"):format(dt, c[1], c[2],
+      tr * 1e6, 100 * tcopy / tr, tc * 1e6, 100 * tcopy / tc, picks, diff))
+    x:free(); y:free(); base:free(); yr:free(); yc:free()
+  end
+end
