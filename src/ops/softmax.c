@@ -2,8 +2,9 @@
  * dimension. Over the last dimension (of size > 1) the row kernel (shaders/softmax.comp,
  * a workgroup or subgroup per row, any float dtype); over any other the column kernel
  * (shaders/softmax_cols.comp, coalesced along the dimensions inside the softmax one; a
- * long dimension over few columns split over workgroups in two dispatches). out may be
- * x itself (in place). */
+ * short dimension held in registers, x read once; a long dimension over few columns split
+ * over workgroups in two dispatches), which also takes few long rows of the last
+ * dimension. out may be x itself (in place). */
 #include "rows.h"
 #include <string.h>
 
@@ -136,6 +137,8 @@ static int long_rows_as_columns(const lm_context *ctx, lm_dim_view v) {
     if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_ROW) return 0;
     if (v.r < LONG_ROW_MIN) return 0;
     if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_COLS) return 1;
+    /* Count unknown: the workgroups the device wants over the 8 per multiprocessor that
+     * lm_groups_wanted aims for (1 on a CPU device: never there). */
     uint64_t sms = ctx->sm_count ? ctx->sm_count : lm_groups_wanted(ctx) / 8;
     return v.outer < sms;
 }
