@@ -99,7 +99,12 @@ void merge(inout VT m, inout VT s, VT mo, VT so) {
 
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
-    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
+    uint64_t total = uint64_t(p.col_groups) * p.splits;
+    if (g >= total) return;   // whole workgroup
+    // The second dispatch of a split takes the chunks in reverse: workgroups start
+    // roughly in grid order, so its first ones re-read what the first dispatch read last,
+    // still in L2 (the tail of x that fits), instead of what left L2 first.
+    if ((p.flags & STATE_IN) != 0u) g = total - 1ul - g;
     uint split = uint(g % p.splits);
     uint cg = uint(g / p.splits);
     uint t = gl_LocalInvocationID.x;
