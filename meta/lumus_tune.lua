@@ -44,6 +44,13 @@ function tune.attention(bh, tq, tk, hd, opts) end
 ---@return table
 function tune.rows(d, opts) end
 
+---Softmax over a non-last dim: "auto" (default; the held form where r fits), "stream"
+---(never held), "held" (same as auto); long_rows (rows of >= 65536): "auto" (the column
+---kernel's split form when fewer rows than multiprocessors), "row", "cols". Returns the settings.
+---@param opts? {form?: "auto"|"stream"|"held", long_rows?: "auto"|"row"|"cols"}
+---@return table
+function tune.softmax_cols(opts) end
+
 ---The elementwise kernels' grid (workgroups per dispatch).
 ---@param opts? table
 ---@return table

@@ -19,8 +19,13 @@
 // VEC == 4 (inner a multiple of 4; x and y plain, so 16-byte aligned): each thread takes
 // 4 adjacent columns, one load of 4 elements per row, as if inner were inner / 4 columns
 // of vec4s (p.inner counts those units). Each thread keeps UNROLL loads in flight.
+// HELD == 1 (one dispatch; chunk <= LANES * HOLD, chosen by the host from the shape): each
+// thread loads its at most HOLD rows of the column once into registers, takes the
+// statistics from them and writes the outputs from them, so x is read once (the
+// streaming form reads it twice: the second read misses L2 once the columns in flight
+// outgrow it).
 // In place (y == x) is safe: each element is read for the statistics, then read again
-// and written by the same thread.
+// (or taken from registers) and written by the same thread.
 #include "common/buffers.glsl"
 #include "common/reduce_io.glsl"
 
@@ -28,7 +33,9 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint COLS = 1;   // a power of two dividing WG
 const uint WG = gl_WorkGroupSize.x;
 const uint LANES = WG / COLS;
+layout(constant_id = 2) const uint HELD = 0;   // 1: rows held in registers (see above)
 const uint UNROLL = 4;   // loads in flight per thread
+const uint HOLD = 16;    // rows (units) per thread in the held form: src/ops/softmax.c's SOFTMAX_COLS_HOLD
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define STATE_IN 1u
 #define STATE_OUT 2u
@@ -92,7 +99,12 @@ void merge(inout VT m, inout VT s, VT mo, VT so) {
 
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
-    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
+    uint64_t total = uint64_t(p.col_groups) * p.splits;
+    if (g >= total) return;   // whole workgroup
+    // The second dispatch of a split takes the chunks in reverse: workgroups start
+    // roughly in grid order, so its first ones re-read what the first dispatch read last,
+    // still in L2 (the tail of x that fits), instead of what left L2 first.
+    if ((p.flags & STATE_IN) != 0u) g = total - 1ul - g;
     uint split = uint(g % p.splits);
     uint cg = uint(g / p.splits);
     uint t = gl_LocalInvocationID.x;
@@ -107,7 +119,17 @@ void main() {
     uint64_t st_col = uint64_t(o) * p.splits * p.inner + c;   // pair of chunk 0
 
     VT m = VT(NEG_INF), s = VT(0.0);
-    if (valid && (p.flags & STATE_IN) != 0u) {
+    VT held[HOLD];
+    if (HELD != 0u) {
+        // Missing rows as -inf: they change neither the max nor the sum. A NaN that max
+        // drops still reaches s through exp(NaN - m); +inf through exp(inf - inf).
+        for (uint k = 0; k < HOLD; ++k) {
+            uint rk = r0 + lane + k * LANES;
+            held[k] = valid && rk < r1 ? load_unit(p.x, col + uint64_t(rk) * p.inner) : VT(NEG_INF);
+        }
+        for (uint k = 0; k < HOLD; ++k) m = max(m, held[k]);
+        for (uint k = 0; k < HOLD; ++k) s += exp_from(held[k], m);
+    } else if (valid && (p.flags & STATE_IN) != 0u) {
         for (uint k = lane; k < p.splits; k += LANES) {
             PairArray pr = PairArray(p.st + (st_col + uint64_t(k) * p.inner) * PAIR_BYTES);
             merge(m, s, pr.m, pr.s);
@@ -155,6 +177,17 @@ void main() {
 #else
     VT inv = 1.0 / row_s;
 #endif
+    if (HELD != 0u) {
+        for (uint k = 0; k < HOLD; ++k) {
+            uint rk = r0 + lane + k * LANES;
+#if LOG == 1
+            if (rk < r1) store_unit(p.y, col + uint64_t(rk) * p.inner, (held[k] - row_m) - log_s);
+#else
+            if (rk < r1) store_unit(p.y, col + uint64_t(rk) * p.inner, exp_from(held[k], row_m) * inv);
+#endif
+        }
+        return;
+    }
     for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
         VT u[UNROLL];
         for (uint k = 0; k < UNROLL; ++k) {

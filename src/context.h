@@ -88,6 +88,8 @@ struct lm_context {
     uint32_t mm_coop_form;        /* matmul tensor-core block form, 1-based (0 = automatic) */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
+    int softmax_cols_form;        /* softmax over a non-last dim: an lm_softmax_cols_form (tune.softmax_cols) */
+    int softmax_long_rows;        /* softmax over few long rows: LM_SOFTMAX_LONG_ROWS_* (tune.softmax_cols) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
     int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */

@@ -185,7 +185,7 @@ static const luaL_Reg *const tensor_op_lists[] = { tensor_ops, lm_unary_ops };
 static const luaL_Reg tune_functions[] = {
     {"layer_norm", lm_op_layer_norm_config}, {"layer_norm_backward", lm_op_layer_norm_backward_config},
     {"matmul", lm_op_matmul_config},
-    {"grid", lm_op_grid_config}, {"rows", lm_op_row_config},
+    {"grid", lm_op_grid_config}, {"rows", lm_op_row_config}, {"softmax_cols", lm_op_softmax_cols_config},
     {"stream_stats", l_stream_stats}, {"host_profile", l_host_profile},
     {"stream", l_stream_config}, {"validation_messages", l_validation_messages},
     {"pipeline_cache", lm_pipeline_cache_stats},

@@ -142,6 +142,11 @@ int lm_op_log_softmax(lua_State *L); int lm_op_var(lua_State *L);
 int lm_op_max(lua_State *L); int lm_op_min(lua_State *L);
 int lm_op_argmax(lua_State *L); int lm_op_argmin(lua_State *L); int lm_op_topk(lua_State *L);
 int lm_op_row_config(lua_State *L);
+int lm_op_softmax_cols_config(lua_State *L);   /* tune.softmax_cols */
+/* ctx->softmax_cols_form */
+enum { LM_SOFTMAX_COLS_AUTO, LM_SOFTMAX_COLS_STREAM, LM_SOFTMAX_COLS_HELD };
+/* ctx->softmax_long_rows */
+enum { LM_SOFTMAX_LONG_ROWS_AUTO, LM_SOFTMAX_LONG_ROWS_ROW, LM_SOFTMAX_LONG_ROWS_COLS };
 int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
 int lm_op_transpose_config(lua_State *L);   /* tune.transpose (strided.c) */
 int lm_op_elementwise_config(lua_State *L); /* tune.elementwise (elementwise.c) */

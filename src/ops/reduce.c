@@ -34,6 +34,8 @@ static const lm_shader_id shaders[4][3][4] = {
       { LM_SH_REDUCE_MIN_BF16, LM_SH_REDUCE_MIN_BF16_VEC4, LM_SH_REDUCE_MIN_BF16_VEC8, LM_SH_REDUCE_MIN_BF16_COLS4 } },
 };
 
+/* Units per lane of max and min over rows, as a multiple of the usual (lm_plan_cols). */
+#define MAX_LANE_SCALE 4
 /* Rows of r (in loaded units) each thread should at least take before r is split. */
 #define MIN_ROWS_PER_THREAD 16
 #define STATE_IN 1u
@@ -77,8 +79,13 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     uint32_t units = load == LOAD_8 ? v.r / 8 : load == LOAD_4 ? v.r / 4 : v.r;
     lm_dim_view vu = v;   /* v in loaded units */
     if (load == LOAD_COLS4) vu.inner /= 4;
+    /* max, min over rows: a lane takes MAX_LANE_SCALE times the usual units, as each merge of
+     * their states (slots, then the lanes' tree: comparisons under the NaN and index rules)
+     * costs several times sum's add, and over short-lane rows those fixed costs, not the
+     * loads, set the time. */
+    unsigned scale = (kind == OP_MAX || kind == OP_MIN) && v.inner == 1 ? MAX_LANE_SCALE : 1;
     lm_col_plan c = lm_plan_cols(ctx, vu, lm_dtype_size(x->dtype) * (load == LOAD_COLS4 ? 4u : 1u), units,
-                                 LM_COL_MIN_BYTES_REDUCE);
+                                 LM_COL_MIN_BYTES_REDUCE, scale);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;
@@ -113,7 +120,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     });
     if (!states) return;
     /* The states are laid out per element column (also after LOAD_COLS4). */
-    if (load == LOAD_COLS4) c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_REDUCE);
+    if (load == LOAD_COLS4) c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_REDUCE, 1);
     reduce_push p2 = {
         .x = lm_tensor_address(states), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
         .outer = v.outer, .r = (uint32_t)splits, .inner = v.inner, .chunk = (uint32_t)splits, .splits = 1,

@@ -70,7 +70,7 @@ uint64_t lm_groups_wanted(const lm_context *ctx) {
 #define COL_UNITS_PER_LANE_CPU 64
 
 lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units,
-                          unsigned min_bytes) {
+                          unsigned min_bytes, unsigned per_lane_scale) {
     lm_col_plan c;
     uint32_t wg = ctx->props.limits.maxComputeWorkGroupInvocations;
     if (wg > ctx->props.limits.maxComputeWorkGroupSize[0]) wg = ctx->props.limits.maxComputeWorkGroupSize[0];
@@ -79,8 +79,15 @@ lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_byt
     uint64_t want = lm_groups_wanted(ctx);
     if (v.inner == 1) {
         /* Rows: lanes enough for the row, the rest of the workgroup takes more rows. */
-        uint32_t per_lane = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? COL_UNITS_PER_LANE_CPU : COL_UNITS_PER_LANE;
+        uint64_t per_lane = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? COL_UNITS_PER_LANE_CPU : COL_UNITS_PER_LANE;
+        if (per_lane_scale > 1) per_lane *= per_lane_scale;
         uint32_t lanes = pow2_at_least(((uint64_t)units + per_lane - 1) / per_lane);
+        /* At least a 32-byte sector of the row per step of a column's lanes. */
+        uint32_t sector_lanes = elem_bytes >= 32 ? 1 : 32 / elem_bytes;
+        if (lanes < sector_lanes && per_lane_scale > 1) {
+            lanes = sector_lanes;
+            if (lanes > pow2_at_least(units)) lanes = pow2_at_least(units);
+        }
         if (lanes > c.wg) lanes = c.wg;
         c.cols = c.wg / lanes;
         /* Not so many rows per workgroup that the grid is smaller than wanted. */

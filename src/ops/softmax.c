@@ -2,9 +2,11 @@
  * dimension. Over the last dimension (of size > 1) the row kernel (shaders/softmax.comp,
  * a workgroup or subgroup per row, any float dtype); over any other the column kernel
  * (shaders/softmax_cols.comp, coalesced along the dimensions inside the softmax one; a
- * long dimension over few columns split over workgroups in two dispatches). out may be
- * x itself (in place). */
+ * short dimension held in registers, x read once; a long dimension over few columns split
+ * over workgroups in two dispatches), which also takes few long rows of the last
+ * dimension. out may be x itself (in place). */
 #include "rows.h"
+#include <string.h>
 
 static const char *const keys[] = { "dim", "out", NULL };
 
@@ -42,20 +44,49 @@ static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *
 #define STATE_IN 1u
 #define STATE_OUT 2u
 
+/* Units (rows of a column) each thread holds in registers in the held form: as
+ * shaders/softmax_cols.comp's HOLD. */
+#define SOFTMAX_COLS_HOLD 16
+
+/* The held form's plan (x read once): lanes enough for r at SOFTMAX_COLS_HOLD units each,
+ * the other threads of the workgroup columns, at least one 32-byte sector of adjacent
+ * units per row step (fewer columns than that: not held), no more columns than keep the
+ * grid as large as the device wants. Returns 0 when r does not fit. */
+static int plan_held(const lm_context *ctx, lm_dim_view v, unsigned unit_bytes, uint32_t wg, lm_col_plan *out) {
+    uint64_t need = ((uint64_t)v.r + SOFTMAX_COLS_HOLD - 1) / SOFTMAX_COLS_HOLD;
+    uint32_t lanes = 1;
+    while (lanes < need && lanes <= wg) lanes <<= 1;
+    uint32_t min_cols = LM_COL_MIN_BYTES_SOFTMAX / unit_bytes;
+    if (min_cols < 1) min_cols = 1;
+    if (lanes > wg || (uint64_t)lanes * min_cols > wg) return 0;
+    uint64_t columns = (uint64_t)v.outer * v.inner, want = lm_groups_wanted(ctx);
+    if (columns < min_cols) return 0;
+    lm_col_plan c = { .wg = wg, .cols = wg / lanes };
+    while (c.cols > min_cols && (columns + c.cols - 1) / c.cols < want) c.cols /= 2;
+    c.groups = (columns + c.cols - 1) / c.cols;
+    c.col_groups = (uint32_t)c.groups;
+    *out = c;
+    return 1;
+}
+
 /* Columns (inner > 1): one dispatch, or, when the column blocks alone cannot fill the
  * device (few columns, long r), two: per-chunk (max, sum) pairs, then each chunk's
- * outputs from all of its column's pairs. */
+ * outputs from all of its column's pairs. A short enough r takes the held form (one
+ * dispatch, x read once) instead. */
 static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
     lm_context *ctx = x->storage->ctx;
     /* 4 adjacent columns per thread (x and y are plain: 16-byte aligned) */
     int vec4 = v.inner % 4 == 0;
     unsigned unit_bytes = lm_dtype_size(x->dtype) * (vec4 ? 4u : 1u);
     if (vec4) v.inner /= 4;
-    lm_col_plan c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_REDUCE);
+    lm_col_plan c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_REDUCE, 1);
     uint32_t lanes = c.wg / c.cols;
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;
-    if (c.groups < want) {
+    lm_col_plan held;
+    uint32_t is_held = ctx->softmax_cols_form != LM_SOFTMAX_COLS_STREAM && plan_held(ctx, v, unit_bytes, c.wg, &held);
+    if (is_held) c = held;
+    else if (c.groups < want) {
         uint64_t most = (uint64_t)v.r / ((uint64_t)lanes * COL_MIN_ROWS_PER_THREAD);
         splits = (want + c.groups - 1) / c.groups;
         if (splits > most) splits = most ? most : 1;
@@ -65,8 +96,8 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
         chunk = (uint32_t)(((uint64_t)v.r + splits - 1) / splits);
         splits = ((uint64_t)v.r + chunk - 1) / chunk;
     }
-    if (splits == 1) {   /* cannot split: narrow the column blocks as far as one sector instead */
-        c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_SOFTMAX);
+    if (splits == 1 && !is_held) {   /* cannot split: narrow the column blocks as far as one sector instead */
+        c = lm_plan_cols(ctx, v, unit_bytes, v.r, LM_COL_MIN_BYTES_SOFTMAX, 1);
     }
     struct { uint64_t x, y, st; uint32_t outer, r, inner, chunk, splits, flags, col_groups, groups_x; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
@@ -83,18 +114,33 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
         pc.st = lm_tensor_address(states);
         pc.flags = STATE_OUT;
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols },
+            .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols, is_held },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x }, .writes = { states },
         });
         pc.flags = STATE_IN;
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols },
+        .op = name, .any_dtype = 1, .shader = cols_shaders[log][form][vec4], .spec = { c.wg, c.cols, is_held },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, states }, .writes = { y },
     });
     if (states) lua_pop(L, 1);   /* the pairs: collected once the stream is done with them */
+}
+
+/* Rows of at least this many elements, fewer than the device has multiprocessors: the row
+ * kernel (a workgroup per row) would leave multiprocessors idle, so the column kernel
+ * (inner == 1) takes them, its split form spreading each row over workgroups. */
+#define LONG_ROW_MIN 65536
+
+static int long_rows_as_columns(const lm_context *ctx, lm_dim_view v) {
+    if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_ROW) return 0;
+    if (v.r < LONG_ROW_MIN) return 0;
+    if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_COLS) return 1;
+    /* Count unknown: the workgroups the device wants over the 8 per multiprocessor that
+     * lm_groups_wanted aims for (1 on a CPU device: never there). */
+    uint64_t sms = ctx->sm_count ? ctx->sm_count : lm_groups_wanted(ctx) / 8;
+    return v.outer < sms;
 }
 
 static int softmax(lua_State *L, const char *name, int log) {
@@ -109,8 +155,49 @@ static int softmax(lua_State *L, const char *name, int log) {
     lua_settop(L, 2);
     lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, x->ndim, x->shape, x, 1);
     x = lm_check_tensor(L, 1);
-    if (v.inner == 1) record_row_form(L, name, log, x, v, y);
+    if (v.inner == 1 && !long_rows_as_columns(ctx, v)) record_row_form(L, name, log, x, v, y);
     else record_cols_form(L, name, log, x, v, y);
+    return 1;
+}
+
+/* tune.softmax_cols([{form = "auto" | "stream" | "held", long_rows = "auto" | "row" |
+ * "cols"}]) -> the settings: form "stream" keeps softmax over a non-last dimension off the
+ * held form (so specs cover the streaming and split forms on shapes where held would be
+ * chosen); "held" and "auto" both take the held form wherever r fits it. long_rows: rows
+ * of at least LONG_ROW_MIN elements always by the row kernel ("row"), always by the column
+ * kernel ("cols"), or by the column kernel when fewer than the multiprocessors ("auto"). */
+int lm_op_softmax_cols_config(lua_State *L) {
+    static const char *const known[] = { "form", "long_rows", NULL };
+    static const char *const long_forms[] = { "auto", "row", "cols" };
+    static const char *const forms[] = { "auto", "stream", "held" };
+    lm_context *ctx = lm_context_get(L);
+    if (lm_check_options(L, 1, known)) {
+        lm_push_option(L, 1, "form");
+        if (!lua_isnil(L, -1)) {
+            const char *f = lua_tostring(L, -1);
+            int found = -1;
+            for (int i = 0; i < 3; i++)
+                if (f && lua_type(L, -1) == LUA_TSTRING && strcmp(f, forms[i]) == 0) found = i;
+            if (found < 0) lm_argerror(L, 1, "form must be \"auto\", \"stream\" or \"held\"");
+            ctx->softmax_cols_form = found;
+        }
+        lua_pop(L, 1);
+        lm_push_option(L, 1, "long_rows");
+        if (!lua_isnil(L, -1)) {
+            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            int found = -1;
+            for (int i = 0; i < 3; i++)
+                if (f && strcmp(f, long_forms[i]) == 0) found = i;
+            if (found < 0) lm_argerror(L, 1, "long_rows must be \"auto\", \"row\" or \"cols\"");
+            ctx->softmax_long_rows = found;
+        }
+        lua_pop(L, 1);
+    }
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, forms[ctx->softmax_cols_form]);
+    lua_setfield(L, -2, "form");
+    lua_pushstring(L, long_forms[ctx->softmax_long_rows]);
+    lua_setfield(L, -2, "long_rows");
     return 1;
 }
 
