@@ -349,15 +349,16 @@ VT sqrt_(VT x) {
 }
 
 // tanh(x) = sign(x) t / (t + 2), t = expm1(2|x|); +-1 past |x| = 9.1, where the float32
-// value is 1. 16-bit results: a - a^3/3 + 2a^5/15 below 0.1 (truncation 5e-8 relative),
-// else 1 - 2 / (e^2a + 1) (cancellation costs at most 10 bits of float32's 24).
+// value is 1. 16-bit results: (1 - e) / (1 + e) with e = e^-2a = exp2(-2a log2 e), or a
+// itself below 2^-7 (dropping a^3/3: under 2^-15 relative). exp2 (Vulkan: 3 + 2|t| ulp,
+// |t| <= 29 here) leaves 1 - e within 2^-22 absolutely, under 2^-15 of tanh for a >= 2^-7:
+// far inside one ulp of either format. a = inf meets min(a, 10) (tanh(10) rounds to 1 in
+// both formats); NaN is selected at the end (GLSL's min of a NaN may give either operand).
 VT tanh_(VT x) {
     VT a = abs(x);
     if (NARROW) {
-        VT s = a * a;
-        VT small = a * fma(s, fma(s, VT(2.0 / 15.0), VT(-1.0 / 3.0)), VT(1.0));
-        VT large = VT(1.0) - VT(2.0) / (exp_narrow(2.0 * min(a, VT(10.0))) + VT(1.0));
-        VT yn = SELECT(LESS(a, VT(0.1)), small, large);
+        VT e = exp2(min(a, VT(10.0)) * -2.88539008177792681);
+        VT yn = SELECT(LESS(a, VT(0.0078125)), a, (VT(1.0) - e) / (VT(1.0) + e));
         return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(yn) | (floatBitsToUint(x) & UT(0x80000000u))));
     }
     // Below 0.35 tanh's own Taylor series to a^13 (truncation under 1e-9 relative), else
@@ -393,7 +394,14 @@ VT sigmoid_(VT x) {
 // once; below -120 (where exp_parts clamps) |x e^x| < 2^-160 rounds to -0.
 VT silu_(VT x) {
     BT neg = LESS(x, VT(0.0));
-    if (NARROW) {   // e^-|x| scaled exactly into subnormals: enough for 16-bit results
+    if (DT == LM_EW_F16) {
+        // e^-|x| by exp2 alone (float16 results are 0 below 2^-25, so float32's
+        // subnormals never matter); the max keeps exp2's argument finite (-inf: e = 0,
+        // and -inf * 0 = NaN as above). A NaN x is the numerator either way.
+        VT e = exp2(max(abs(x) * -1.44269504088896341, VT(-160.0)));
+        return SELECT(neg, x * e, x) / (VT(1.0) + e);
+    }
+    if (NARROW) {   // e^-|x| scaled exactly into subnormals: enough for bfloat16 results
         VT e = exp_narrow(-abs(x));
         return SELECT(neg, x * e, x) / (VT(1.0) + e);
     }
@@ -442,6 +450,21 @@ VT pow_mag(VT ax, VT y) {
     VT frac = SELECT(LESS(abs(t_hi), VT(150.0)), frac0, VT(0.0));   // else 0 or inf by k alone
     VT r = exp_poly(frac * 0.693147180559945309);
     return scale2(r, k);
+}
+
+// |x|^y for float16 results, finite ax > 0 and finite y (others give what pow_ replaces):
+// exp2(y log2 ax), log2 ax taken near 1 (|f| < 1/16, f = ax - 1 exact) from log1p's
+// series to f^4/4 (truncation under 2^-18 relative) and elsewhere from GLSL's log2, as
+// log_narrow takes them; float16 inputs are float32 normals. The results are finite and
+// not 0 only for |y log2 ax| < 25, where log2's relative error (under 2^-17) moves them by
+// under 2^-13 of themselves; exp2 is within 3 + 2|t| ulp of float32 (Vulkan).
+VT pow_half(VT ax, VT y) {
+    precise VT f = ax - VT(1.0);
+    VT q = fma(f, VT(-1.0 / 4.0), VT(1.0 / 3.0));
+    q = fma(q, f, VT(-0.5));
+    VT near = fma(f * f, q, f) * 1.44269504088896341;
+    VT l2 = SELECT(LESS(abs(f), VT(0.0625)), near, log2(ax));
+    return exp2(clamp(y * l2, VT(-160.0), VT(129.0)));
 }
 
 bool all_(BT b) {
@@ -516,7 +539,7 @@ VT pow_(VT x, VT y) {
     // 16-bit results: exp(y log |x|) has |y log |x|| < 17 (float16) or 93 (bfloat16)
     // wherever the result is finite and not 0; log_narrow's relative error (under 2^-17)
     // then moves the result by under 2^-12.9 or 2^-10.4 of itself, inside one ulp.
-    VT mag = NARROW ? exp_narrow(y * log_narrow(ax)) : pow_mag(ax, y);
+    VT mag = DT == LM_EW_F16 ? pow_half(ax, y) : NARROW ? exp_narrow(y * log_narrow(ax)) : pow_mag(ax, y);
     // A finite positive x and a finite y (NaN fails the comparisons): mag is the result
     // (x = 1 and y = 0 give exactly 1 there). The rest below only when some element of
     // the vector needs it.
@@ -855,7 +878,48 @@ void tail(uint64_t start) {
     }
 }
 
+// where on 16-bit data (tensor operands) moves the bits of the chosen halves: no
+// conversion either way, NaN payloads kept. The mask of the halves in a word from the
+// bools in the low two bytes of w.
+uint half_mask(uint w) { return ((w & 0xffu) != 0u ? 0xffffu : 0u) | ((w & 0xff00u) != 0u ? 0xffff0000u : 0u); }
+
+void where8(uint64_t group) {
+    uint64_t n8 = p.n / 8ul;
+    uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
+    uvec2 m[UNROLL];
+    uvec4 b[UNROLL], c[UNROLL];
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) {
+            m[i] = Uvec2Array(p.a + k * 8ul).v[0];
+            b[i] = Uvec4Array(p.b + k * 16ul).v[0];
+            c[i] = Uvec4Array(p.c + k * 16ul).v[0];
+        }
+    }
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) {
+            uvec4 sel = uvec4(half_mask(m[i].x), half_mask(m[i].x >> 16), half_mask(m[i].y), half_mask(m[i].y >> 16));
+            Uvec4Array(p.dst + k * 16ul).v[0] = (b[i] & sel) | (c[i] & ~sel);
+        }
+    }
+    // The last n % 8 elements, by the first thread, one half at a time.
+    if (group == 0ul && gl_LocalInvocationID.x == 0u) {
+        for (uint64_t e = n8 * 8ul; e < p.n; ++e) {
+            uint64_t src = (load1(p.a, e, LM_EW_BOOL) != 0.0 ? p.b : p.c) + e * 2ul;
+            uint h = (UintArray(src & ~3ul).v[0] >> (uint(src & 3ul) * 8u)) & 0xffffu;
+            uint64_t dst = p.dst + e * 2ul;
+            uint shift = uint(dst & 3ul) * 8u;
+            store_masked(dst & ~3ul, h << shift, 0xffffu << shift);
+        }
+    }
+}
+
 void main8(uint64_t group) {
+    if (OP == LM_EW_WHERE && MODE == LM_EW_SAME && C_TENSOR != 0u) {
+        where8(group);
+        return;
+    }
     uint64_t n8 = p.n / 8ul;
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     vec4 a0[UNROLL], a1[UNROLL], b0[UNROLL], b1[UNROLL], c0[UNROLL], c1[UNROLL];
