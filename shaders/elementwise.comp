@@ -479,6 +479,19 @@ VT pow_half(VT ax, VT y) {
     return exp2(clamp(y * l2, VT(-160.0), VT(129.0)));
 }
 
+// 2^x for |x| <= 0.5005: 1 + x P(x), P of degree 6 fitted to (2^x - 1) / x (mpmath
+// chebyfit, 40 digits); with the coefficients rounded to float32, within 2.4e-9 relative
+// (0.04 ulp), most of it ln 2's rounding. Two operations fewer than exp_poly of x ln 2.
+VT exp2_poly(VT x) {
+    VT q = fma(x, VT(1.529741348e-05), VT(1.546156127e-04));
+    q = fma(q, x, VT(1.333350199e-03));
+    q = fma(q, x, VT(9.618056007e-03));
+    q = fma(q, x, VT(5.550410971e-02));
+    q = fma(q, x, VT(2.402265072e-01));
+    q = fma(q, x, VT(6.931471825e-01));
+    return fma(x, q, VT(1.0));
+}
+
 // |x|^y for the common case, in about half pow_mag's operations: x a normal positive
 // float and |y| <= 4 (pow_ tests them); ok says where the result is normal (|k| <= 125).
 // With x = m 2^e, m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact) and C = 1 / ln 2:
@@ -521,7 +534,7 @@ VT pow_fast(VT x, VT y, out BT ok) {
     precise VT low = fma(g_hi, c - hfsq, fma(g_lo, f, a_lo + p_lo));   // |low| < 0.41
     VT k = roundEven(sum + low);                              // so |frac| <= 0.5 + tiny
     precise VT frac = ((sum - k) + low) + sum_err;
-    VT r = exp_poly(frac * 0.693147180559945309);
+    VT r = exp2_poly(frac);
     ok = LESS_EQ(abs(k), VT(125.0));          // x and y as pow_ admits them: a normal result
     return uintBitsToFloat(floatBitsToUint(r) + (UT(ivec_t(k)) << 23));
 }
