@@ -509,7 +509,10 @@ VT pow_fast(VT x, VT y, out BT ok) {
     UT bits = floatBitsToUint(x);
     UT off = bits - UT(0x3f3504f3u);
     UT eb = UT(ivec_t(off) >> 23);
-    VT e = VT(ivec_t(eb));
+    // e as a float through 1.5 * 2^23, whose last bits hold a small integer in two's
+    // complement: an integer add and a float subtraction, no conversion (quarter-rate
+    // on some GPUs); exact for |e| < 2^22.
+    precise VT e = uintBitsToFloat(eb + UT(0x4b400000u)) - VT(12582912.0);
     VT m = uintBitsToFloat(bits - (eb << 23));
     precise VT f = m - VT(1.0);
     VT s = f / (VT(2.0) + f);
@@ -532,11 +535,15 @@ VT pow_fast(VT x, VT y, out BT ok) {
     precise VT sum = a_hi + p_hi;                            // |p_hi| <= |a_hi| unless e = 0
     precise VT sum_err = p_hi - (sum - a_hi);
     precise VT low = fma(g_hi, c - hfsq, fma(g_lo, f, a_lo + p_lo));   // |low| < 0.41
-    VT k = roundEven(sum + low);                              // so |frac| <= 0.5 + tiny
+    // k = sum + low rounded to an integer, to nearest even, by adding 1.5 * 2^23
+    // (|sum + low| < 2^22): kb's low bits then hold k in two's complement, so kb << 23
+    // is k's exponent field; no rounding or conversion instruction. |frac| <= 0.5 + tiny.
+    precise VT kb = (sum + low) + VT(12582912.0);
+    precise VT k = kb - VT(12582912.0);
     precise VT frac = ((sum - k) + low) + sum_err;
     VT r = exp2_poly(frac);
     ok = LESS_EQ(abs(k), VT(125.0));          // x and y as pow_ admits them: a normal result
-    return uintBitsToFloat(floatBitsToUint(r) + (UT(ivec_t(k)) << 23));
+    return uintBitsToFloat(floatBitsToUint(r) + (floatBitsToUint(kb) << 23));
 }
 
 // Whether every active invocation of the subgroup has b (VOTE: the device has subgroup
