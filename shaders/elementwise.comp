@@ -312,8 +312,9 @@ VT log_narrow(VT x) {
         far = (log2(SELECT(sub, x * 16777216.0, x)) - SELECT(sub, VT(24.0), VT(0.0))) * 0.693147180559945309;
     }
     VT y = SELECT(LESS(abs(f), VT(0.0625)), near, far);
-    // Finite positive x (bits 1 to those below inf's, unsigned): y is the result; the
-    // special values below only where some element of the vector needs them.
+    // Finite positive x (its bits less 1 below FLT_MAX's, unsigned: 0 and negatives wrap
+    // high, inf and NaN stay high): y is the result; the special values below only where
+    // some element of the vector needs them.
     if (all_(LESS(floatBitsToUint(x) - UT(1u), UT(0x7f7fffffu)))) return y;
     y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
     y = SELECT(EQUAL(x, VT(INF)), x, y);
@@ -573,10 +574,11 @@ VT pow_(VT x, VT y) {
     // wherever the result is finite and not 0; log_narrow's relative error (under 2^-17)
     // then moves the result by under 2^-12.9 or 2^-10.4 of itself, inside one ulp.
     VT mag = DT == LM_EW_F16 ? pow_half(ax, y) : NARROW ? exp_narrow(y * log_narrow(ax)) : pow_mag(ax, y);
-    // A finite positive x and a finite y (NaN fails the comparisons): mag is the result
+    // A finite positive x and a finite y (bit-range tests, as log_narrow's; NaN fails
+    // them): mag is the result
     // (x = 1 and y = 0 give exactly 1 there). The rest below only when some element of
     // the vector needs it.
-    if (all_(AND(AND(LESS(VT(0.0), x), LESS(x, VT(INF))), LESS(abs(y), VT(INF))))) return mag;
+    if (all_(LESS(floatBitsToUint(x) - UT(1u), UT(0x7f7fffffu))) && all_(is_finite(y))) return mag;
     // Zeros and infinities of x or y, which the logarithm above does not see.
     mag = SELECT(EQUAL(ax, VT(0.0)), SELECT(LESS(y, VT(0.0)), VT(INF), VT(0.0)), mag);
     mag = SELECT(EQUAL(ax, VT(INF)), SELECT(LESS(y, VT(0.0)), VT(0.0), VT(INF)), mag);
