@@ -374,6 +374,15 @@ describe("where", function()
         assert.are.equal(want, lumus.where(mask, a, b):to_bytes(), ("%s where, %d elements"):format(dtype, n))
         lumus.where(mask, a, b, { out = b })
         assert.are.equal(want, b:to_bytes(), ("%s where in place, %d elements"):format(dtype, n))
+        -- views 16 elements in (16-byte aligned, so the same path), into part of a tensor
+        local pad = string.rep("\0", 32)
+        local av = lumus.from_bytes(pad .. table.concat(ab), { n + 16 }, { dtype = dtype }):narrow(1, 17, n)
+        local bv = lumus.from_bytes(pad .. table.concat(bb), { n + 16 }, { dtype = dtype }):narrow(1, 17, n)
+        local mv = lumus.from_bytes(string.rep("\1", 16) .. table.concat(mb), { n + 16 }, { dtype = "bool" }):narrow(1, 17, n)
+        local dst = lumus.from_bytes(string.rep("\85", 2 * n + 64), { n + 32 }, { dtype = dtype })
+        lumus.where(mv, av, bv, { out = dst:narrow(1, 17, n) })
+        assert.are.equal(string.rep("\85", 32) .. want .. string.rep("\85", 32), dst:to_bytes(),
+          ("%s where of views, %d elements"):format(dtype, n))
       end
     end
   end)
