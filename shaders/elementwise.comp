@@ -500,8 +500,8 @@ VT exp2_poly(VT x) {
 // as log_ takes log(1 + f). y e and (y C_hi) f are exact products, so the only rounding
 // that grows with y is that of y C (c - hfsq): |c - hfsq| <= 0.07 and |y C| <= 5.8 keep
 // it near 2^-24 absolute (the division and R touch only c, at most 0.018). With t = k +
-// frac (k integral, |frac| <= 0.5, error under 2^-23 in all), 2^frac = exp(frac ln 2) and
-// 2^k goes into the exponent field: within 3 ulp (lavapipe sweeps: 1.2; the specs check
+// frac (k integral, |frac| <= 0.5, error under 2^-23 in all), 2^frac from exp2_poly and
+// 2^k goes into the exponent field: within 3 ulp (lavapipe sweeps: 1.4; the specs check
 // 4). Past |y| = 4 that rounding grows with |y log2 m| (1.7 ulp measured at |y| = 8) and
 // pow_mag's double-float logarithm takes over.
 VT pow_fast(VT x, VT y, out BT ok) {
