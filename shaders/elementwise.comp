@@ -107,6 +107,15 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer Uvec4Array 
 
 BT is_nan(VT x) { return LESS(UT(0x7f800000u), floatBitsToUint(x) & UT(0x7fffffffu)); }
 BT is_finite(VT x) { return LESS(floatBitsToUint(x) & UT(0x7fffffffu), UT(0x7f800000u)); }
+// Whether every component of b holds.
+bool all_(BT b) {
+#if defined(VEC) && VEC == 4
+    return all(b);
+#else
+    return b;
+#endif
+}
+
 // 2^e for integral e in [-126, 127], exact.
 VT pow2(VT e) { return uintBitsToFloat(UT(e + VT(127.0)) << 23); }
 
@@ -303,6 +312,10 @@ VT log_narrow(VT x) {
         far = (log2(SELECT(sub, x * 16777216.0, x)) - SELECT(sub, VT(24.0), VT(0.0))) * 0.693147180559945309;
     }
     VT y = SELECT(LESS(abs(f), VT(0.0625)), near, far);
+    // Finite positive x (its bits less 1 below FLT_MAX's, unsigned: 0 and negatives wrap
+    // high, inf and NaN stay high): y is the result; the special values below only where
+    // some element of the vector needs them.
+    if (all_(LESS(floatBitsToUint(x) - UT(1u), UT(0x7f7fffffu)))) return y;
     y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
     y = SELECT(EQUAL(x, VT(INF)), x, y);
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
@@ -349,15 +362,16 @@ VT sqrt_(VT x) {
 }
 
 // tanh(x) = sign(x) t / (t + 2), t = expm1(2|x|); +-1 past |x| = 9.1, where the float32
-// value is 1. 16-bit results: a - a^3/3 + 2a^5/15 below 0.1 (truncation 5e-8 relative),
-// else 1 - 2 / (e^2a + 1) (cancellation costs at most 10 bits of float32's 24).
+// value is 1. 16-bit results: (1 - e) / (1 + e) with e = e^-2a = exp2(-2a log2 e), or a
+// itself below 2^-7 (dropping a^3/3: under 2^-15 relative). exp2 (Vulkan: 3 + 2|t| ulp,
+// |t| <= 29 here) leaves 1 - e within 2^-22 absolutely, under 2^-15 of tanh for a >= 2^-7:
+// far inside one ulp of either format. a = inf meets min(a, 10) (tanh(10) rounds to 1 in
+// both formats); NaN is selected at the end (GLSL's min of a NaN may give either operand).
 VT tanh_(VT x) {
     VT a = abs(x);
     if (NARROW) {
-        VT s = a * a;
-        VT small = a * fma(s, fma(s, VT(2.0 / 15.0), VT(-1.0 / 3.0)), VT(1.0));
-        VT large = VT(1.0) - VT(2.0) / (exp_narrow(2.0 * min(a, VT(10.0))) + VT(1.0));
-        VT yn = SELECT(LESS(a, VT(0.1)), small, large);
+        VT e = exp2(min(a, VT(10.0)) * -2.88539008177792681);
+        VT yn = SELECT(LESS(a, VT(0.0078125)), a, (VT(1.0) - e) / (VT(1.0) + e));
         return SELECT(is_nan(x), x, uintBitsToFloat(floatBitsToUint(yn) | (floatBitsToUint(x) & UT(0x80000000u))));
     }
     // Below 0.35 tanh's own Taylor series to a^13 (truncation under 1e-9 relative), else
@@ -393,7 +407,14 @@ VT sigmoid_(VT x) {
 // once; below -120 (where exp_parts clamps) |x e^x| < 2^-160 rounds to -0.
 VT silu_(VT x) {
     BT neg = LESS(x, VT(0.0));
-    if (NARROW) {   // e^-|x| scaled exactly into subnormals: enough for 16-bit results
+    if (DT == LM_EW_F16) {
+        // e^-|x| by exp2 alone (float16 results are 0 below 2^-25, so float32's
+        // subnormals never matter); the max keeps exp2's argument finite (-inf: e = 0,
+        // and -inf * 0 = NaN as above). A NaN x is the numerator either way.
+        VT e = exp2(max(abs(x) * -1.44269504088896341, VT(-160.0)));
+        return SELECT(neg, x * e, x) / (VT(1.0) + e);
+    }
+    if (NARROW) {   // e^-|x| scaled exactly into subnormals: enough for bfloat16 results
         VT e = exp_narrow(-abs(x));
         return SELECT(neg, x * e, x) / (VT(1.0) + e);
     }
@@ -444,12 +465,32 @@ VT pow_mag(VT ax, VT y) {
     return scale2(r, k);
 }
 
-bool all_(BT b) {
-#if defined(VEC) && VEC == 4
-    return all(b);
-#else
-    return b;
-#endif
+// |x|^y for float16 results, finite ax > 0 and finite y (others give what pow_ replaces):
+// exp2(y log2 ax), log2 ax taken near 1 (|f| < 1/16, f = ax - 1 exact) from log1p's
+// series to f^4/4 (truncation under 2^-18 relative) and elsewhere from GLSL's log2, as
+// log_narrow takes them; float16 inputs are float32 normals. The results are finite and
+// not 0 only for |y log2 ax| < 25, where log2's relative error (under 2^-17) moves them by
+// under 2^-13 of themselves; exp2 is within 3 + 2|t| ulp of float32 (Vulkan).
+VT pow_half(VT ax, VT y) {
+    precise VT f = ax - VT(1.0);
+    VT q = fma(f, VT(-1.0 / 4.0), VT(1.0 / 3.0));
+    q = fma(q, f, VT(-0.5));
+    VT near = fma(f * f, q, f) * 1.44269504088896341;
+    VT l2 = SELECT(LESS(abs(f), VT(0.0625)), near, log2(ax));
+    return exp2(clamp(y * l2, VT(-160.0), VT(129.0)));
+}
+
+// 2^x for |x| <= 0.5005: 1 + x P(x), P of degree 6 fitted to (2^x - 1) / x (mpmath
+// chebyfit, 40 digits); with the coefficients rounded to float32, within 2.4e-9 relative
+// (0.04 ulp), most of it ln 2's rounding. Two operations fewer than exp_poly of x ln 2.
+VT exp2_poly(VT x) {
+    VT q = fma(x, VT(1.529741348e-05), VT(1.546156127e-04));
+    q = fma(q, x, VT(1.333350199e-03));
+    q = fma(q, x, VT(9.618056007e-03));
+    q = fma(q, x, VT(5.550410971e-02));
+    q = fma(q, x, VT(2.402265072e-01));
+    q = fma(q, x, VT(6.931471825e-01));
+    return fma(x, q, VT(1.0));
 }
 
 // |x|^y for the common case, in about half pow_mag's operations: x a normal positive
@@ -459,8 +500,8 @@ bool all_(BT b) {
 // as log_ takes log(1 + f). y e and (y C_hi) f are exact products, so the only rounding
 // that grows with y is that of y C (c - hfsq): |c - hfsq| <= 0.07 and |y C| <= 5.8 keep
 // it near 2^-24 absolute (the division and R touch only c, at most 0.018). With t = k +
-// frac (k integral, |frac| <= 0.5, error under 2^-23 in all), 2^frac = exp(frac ln 2) and
-// 2^k goes into the exponent field: within 3 ulp (lavapipe sweeps: 1.2; the specs check
+// frac (k integral, |frac| <= 0.5, error under 2^-23 in all), 2^frac from exp2_poly and
+// 2^k goes into the exponent field: within 3 ulp (lavapipe sweeps: 1.4; the specs check
 // 4). Past |y| = 4 that rounding grows with |y log2 m| (1.7 ulp measured at |y| = 8) and
 // pow_mag's double-float logarithm takes over.
 VT pow_fast(VT x, VT y, out BT ok) {
@@ -469,12 +510,22 @@ VT pow_fast(VT x, VT y, out BT ok) {
     UT bits = floatBitsToUint(x);
     UT off = bits - UT(0x3f3504f3u);
     UT eb = UT(ivec_t(off) >> 23);
-    VT e = VT(ivec_t(eb));
+    // e as a float through 1.5 * 2^23, whose last bits hold a small integer in two's
+    // complement: an integer add and a float subtraction, no conversion (quarter-rate
+    // on some GPUs); exact for |e| < 2^22.
+    precise VT e = uintBitsToFloat(eb + UT(0x4b400000u)) - VT(12582912.0);
     VT m = uintBitsToFloat(bits - (eb << 23));
     precise VT f = m - VT(1.0);
     VT s = f / (VT(2.0) + f);
     VT hfsq = 0.5 * f * f;
-    VT c = s * (hfsq + atanh_tail(s * s));
+    // R(z) to z^4 (atanh_tail's series cut two terms short): the rest is under 4.2e-9
+    // for z = s^2 <= 0.0295, so c errs by under 7.2e-10 and t by under 4.2e-9 at |y| = 4
+    // (0.05 ulp of the result).
+    VT z = s * s;
+    VT q = fma(z, VT(2.0 / 9.0), VT(2.0 / 7.0));
+    q = fma(q, z, VT(2.0 / 5.0));
+    q = fma(q, z, VT(2.0 / 3.0));
+    VT c = s * fma(q, z, hfsq);
     VT yc = y;                                  // |y| <= 4: two_prod's operands stay small
     VT g_hi, g_err;
     two_prod(yc, VT(LOG2E_HI), g_hi, g_err);
@@ -484,12 +535,16 @@ VT pow_fast(VT x, VT y, out BT ok) {
     two_prod(g_hi, f, p_hi, p_lo);                            // g_hi f, |p_hi| <= 2.4
     precise VT sum = a_hi + p_hi;                            // |p_hi| <= |a_hi| unless e = 0
     precise VT sum_err = p_hi - (sum - a_hi);
-    precise VT low = ((a_lo + p_lo) + g_lo * f) + g_hi * (c - hfsq);   // |low| < 0.41
-    VT k = roundEven(sum + low);                              // so |frac| <= 0.5 + tiny
+    precise VT low = fma(g_hi, c - hfsq, fma(g_lo, f, a_lo + p_lo));   // |low| < 0.41
+    // k = sum + low rounded to an integer, to nearest even, by adding 1.5 * 2^23
+    // (|sum + low| < 2^22): kb's low bits then hold k in two's complement, so kb << 23
+    // is k's exponent field; no rounding or conversion instruction. |frac| <= 0.5 + tiny.
+    precise VT kb = (sum + low) + VT(12582912.0);
+    precise VT k = kb - VT(12582912.0);
     precise VT frac = ((sum - k) + low) + sum_err;
-    VT r = exp_poly(frac * 0.693147180559945309);
+    VT r = exp2_poly(frac);
     ok = LESS_EQ(abs(k), VT(125.0));          // x and y as pow_ admits them: a normal result
-    return uintBitsToFloat(floatBitsToUint(r) + (UT(ivec_t(k)) << 23));
+    return uintBitsToFloat(floatBitsToUint(r) + (floatBitsToUint(kb) << 23));
 }
 
 // Whether every active invocation of the subgroup has b (VOTE: the device has subgroup
@@ -506,8 +561,10 @@ VT pow_(VT x, VT y) {
     // The short path where all of x and y allow it (the result's range is known only
     // after it). With votes, a subgroup takes it only when all of it can, so one whose
     // invocations differ runs the long path alone rather than both.
-    if (!NARROW && subgroup_all_(all_(AND(AND(LESS_EQ(VT(1.17549435e-38), x), LESS(x, VT(INF))),
-                                          LESS_EQ(abs(y), VT(4.0)))))) {
+    // x normal, positive and finite: its bits less 2^-126's below those of inf less
+    // 2^-126's, unsigned (negatives and NaN wrap high); one subtraction and comparison.
+    if (!NARROW && subgroup_all_(all_(LESS(floatBitsToUint(x) - UT(0x00800000u), UT(0x7f000000u)))
+                                 && all_(LESS_EQ(abs(y), VT(4.0))))) {
         BT ok;
         VT fast = pow_fast(x, y, ok);
         if (all_(ok)) return fast;
@@ -516,11 +573,12 @@ VT pow_(VT x, VT y) {
     // 16-bit results: exp(y log |x|) has |y log |x|| < 17 (float16) or 93 (bfloat16)
     // wherever the result is finite and not 0; log_narrow's relative error (under 2^-17)
     // then moves the result by under 2^-12.9 or 2^-10.4 of itself, inside one ulp.
-    VT mag = NARROW ? exp_narrow(y * log_narrow(ax)) : pow_mag(ax, y);
-    // A finite positive x and a finite y (NaN fails the comparisons): mag is the result
+    VT mag = DT == LM_EW_F16 ? pow_half(ax, y) : NARROW ? exp_narrow(y * log_narrow(ax)) : pow_mag(ax, y);
+    // A finite positive x and a finite y (bit-range tests, as log_narrow's; NaN fails
+    // them): mag is the result
     // (x = 1 and y = 0 give exactly 1 there). The rest below only when some element of
     // the vector needs it.
-    if (all_(AND(AND(LESS(VT(0.0), x), LESS(x, VT(INF))), LESS(abs(y), VT(INF))))) return mag;
+    if (all_(LESS(floatBitsToUint(x) - UT(1u), UT(0x7f7fffffu))) && all_(is_finite(y))) return mag;
     // Zeros and infinities of x or y, which the logarithm above does not see.
     mag = SELECT(EQUAL(ax, VT(0.0)), SELECT(LESS(y, VT(0.0)), VT(INF), VT(0.0)), mag);
     mag = SELECT(EQUAL(ax, VT(INF)), SELECT(LESS(y, VT(0.0)), VT(0.0), VT(INF)), mag);
@@ -855,7 +913,48 @@ void tail(uint64_t start) {
     }
 }
 
+// where on 16-bit data (tensor operands) moves the bits of the chosen halves: no
+// conversion either way, NaN payloads kept. The mask of the halves in a word from the
+// bools in the low two bytes of w.
+uint half_mask(uint w) { return ((w & 0xffu) != 0u ? 0xffffu : 0u) | ((w & 0xff00u) != 0u ? 0xffff0000u : 0u); }
+
+void where8(uint64_t group) {
+    uint64_t n8 = p.n / 8ul;
+    uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
+    uvec2 m[UNROLL];
+    uvec4 b[UNROLL], c[UNROLL];
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) {
+            m[i] = Uvec2Array(p.a + k * 8ul).v[0];
+            b[i] = Uvec4Array(p.b + k * 16ul).v[0];
+            c[i] = Uvec4Array(p.c + k * 16ul).v[0];
+        }
+    }
+    for (uint i = 0; i < UNROLL; ++i) {
+        uint64_t k = first + i * WG;
+        if (k < n8) {
+            uvec4 sel = uvec4(half_mask(m[i].x), half_mask(m[i].x >> 16), half_mask(m[i].y), half_mask(m[i].y >> 16));
+            Uvec4Array(p.dst + k * 16ul).v[0] = (b[i] & sel) | (c[i] & ~sel);
+        }
+    }
+    // The last n % 8 elements, by the first thread, one half at a time.
+    if (group == 0ul && gl_LocalInvocationID.x == 0u) {
+        for (uint64_t e = n8 * 8ul; e < p.n; ++e) {
+            uint64_t src = (load1(p.a, e, LM_EW_BOOL) != 0.0 ? p.b : p.c) + e * 2ul;
+            uint h = (UintArray(src & ~3ul).v[0] >> (uint(src & 3ul) * 8u)) & 0xffffu;
+            uint64_t dst = p.dst + e * 2ul;
+            uint shift = uint(dst & 3ul) * 8u;
+            store_masked(dst & ~3ul, h << shift, 0xffffu << shift);
+        }
+    }
+}
+
 void main8(uint64_t group) {
+    if (OP == LM_EW_WHERE && MODE == LM_EW_SAME && C_TENSOR != 0u) {
+        where8(group);
+        return;
+    }
     uint64_t n8 = p.n / 8ul;
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     vec4 a0[UNROLL], a1[UNROLL], b0[UNROLL], b1[UNROLL], c0[UNROLL], c1[UNROLL];

@@ -345,6 +345,48 @@ describe("where", function()
     checks.close(a, { { 1, 0, 3 }, { 0, 0, 6 } }, { what = "where in place" })
   end)
 
+  -- float16 and bfloat16 tensors take a path that moves the 16-bit words unconverted
+  -- (8 per thread, the first thread the rest): every result is bit for bit its operand's
+  -- element, NaN payloads, -0 and infinities included, over lengths around multiples of 8.
+  it("keeps the bits of 16-bit operands exactly, every length, in place too", function()
+    local seed = 12345
+    local function rand(n)   -- 0 .. n - 1 from a seeded LCG
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed % n
+    end
+    local specials = { 0x7e01, 0xfd55, 0x7c00, 0xfc00, 0x8000, 0x0000, 0x0001, 0x7f80, 0xff81 }
+    for _, dtype in ipairs { "float16", "bfloat16" } do
+      for _, n in ipairs { 1, 3, 7, 8, 9, 15, 16, 17, 63, 2048 + 5, 8 * 1031, 8 * 1031 + 7 } do
+        local mb, ab, bb, wb = {}, {}, {}, {}
+        for i = 1, n do
+          local m = rand(2)
+          local x = i % 13 == 0 and specials[rand(#specials) + 1] or rand(65536)
+          local y = i % 17 == 0 and specials[rand(#specials) + 1] or rand(65536)
+          mb[i] = string.char(m)
+          ab[i] = string.pack("<I2", x)
+          bb[i] = string.pack("<I2", y)
+          wb[i] = m == 1 and ab[i] or bb[i]
+        end
+        local mask = lumus.from_bytes(table.concat(mb), { n }, { dtype = "bool" })
+        local a = lumus.from_bytes(table.concat(ab), { n }, { dtype = dtype })
+        local b = lumus.from_bytes(table.concat(bb), { n }, { dtype = dtype })
+        local want = table.concat(wb)
+        assert.are.equal(want, lumus.where(mask, a, b):to_bytes(), ("%s where, %d elements"):format(dtype, n))
+        lumus.where(mask, a, b, { out = b })
+        assert.are.equal(want, b:to_bytes(), ("%s where in place, %d elements"):format(dtype, n))
+        -- views 16 elements in (16-byte aligned, so the same path), into part of a tensor
+        local pad = string.rep("\0", 32)
+        local av = lumus.from_bytes(pad .. table.concat(ab), { n + 16 }, { dtype = dtype }):narrow(1, 17, n)
+        local bv = lumus.from_bytes(pad .. table.concat(bb), { n + 16 }, { dtype = dtype }):narrow(1, 17, n)
+        local mv = lumus.from_bytes(string.rep("\1", 16) .. table.concat(mb), { n + 16 }, { dtype = "bool" }):narrow(1, 17, n)
+        local dst = lumus.from_bytes(string.rep("\85", 2 * n + 64), { n + 32 }, { dtype = dtype })
+        lumus.where(mv, av, bv, { out = dst:narrow(1, 17, n) })
+        assert.are.equal(string.rep("\85", 32) .. want .. string.rep("\85", 32), dst:to_bytes(),
+          ("%s where of views, %d elements"):format(dtype, n))
+      end
+    end
+  end)
+
   it("refuses a non-bool mask, mixed dtypes and shapes that do not broadcast", function()
     local a = lumus.tensor({ 1, 2, 3 })
     checks.errors(function() lumus.where(a, a, a) end, "bad argument #1 to 'where' %(mask must be bool, got float32")
