@@ -80,13 +80,14 @@ lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_byt
     if (v.inner == 1) {
         /* Rows: lanes enough for the row, the rest of the workgroup takes more rows. */
         uint64_t per_lane = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? COL_UNITS_PER_LANE_CPU : COL_UNITS_PER_LANE;
-        if (per_lane_scale > 1) per_lane *= per_lane_scale;
         uint32_t lanes = pow2_at_least(((uint64_t)units + per_lane - 1) / per_lane);
-        /* At least a 32-byte sector of the row per step of a column's lanes. */
-        uint32_t sector_lanes = elem_bytes >= 32 ? 1 : 32 / elem_bytes;
-        if (lanes < sector_lanes && per_lane_scale > 1) {
-            lanes = sector_lanes;
-            if (lanes > pow2_at_least(units)) lanes = pow2_at_least(units);
+        /* A scaled lane takes more units only where the row is long enough to keep a whole
+         * subgroup of lanes: on short rows fewer lanes only lengthen each lane's serial part. */
+        uint32_t sg = ctx->subgroup_size ? ctx->subgroup_size : 32;
+        if (per_lane_scale > 1 && lanes >= sg) {
+            uint64_t scaled = per_lane * per_lane_scale;
+            lanes = pow2_at_least(((uint64_t)units + scaled - 1) / scaled);
+            if (lanes < sg) lanes = sg;
         }
         if (lanes > c.wg) lanes = c.wg;
         c.cols = c.wg / lanes;

@@ -30,9 +30,9 @@ lm_dim_view lm_dim_view_of(lua_State *L, const lm_tensor *x, int dim);
  * vec4s); groups = col_groups workgroups cover the outer * inner columns. For inner > 1,
  * cols is inner's power of two up to wg, shrunk (to no fewer than min_bytes of adjacent
  * elements) while the grid is smaller than the device wants in flight; for inner == 1
- * (rows), the lanes are what the row needs (per_lane_scale times the usual units per lane,
- * at least a 32-byte sector per step when scaled; 1: the usual) and the other threads
- * take more rows. */
+ * (rows), the lanes are what the row needs (per_lane_scale times the usual units per lane
+ * where the usual would give at least a subgroup of lanes, never fewer than a subgroup
+ * then; 1: the usual) and the other threads take more rows. */
 typedef struct lm_col_plan { uint32_t wg, cols, col_groups; uint64_t groups; } lm_col_plan;
 lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_bytes, uint32_t units,
                           unsigned min_bytes, unsigned per_lane_scale);
