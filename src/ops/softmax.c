@@ -47,6 +47,10 @@ static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *
 /* Units (rows of a column) each thread holds in registers in the held form: as
  * shaders/softmax_cols.comp's HOLD. */
 #define SOFTMAX_COLS_HOLD 16
+/* The automatic choice takes the held form for float32 with r up to this; 16-bit inputs
+ * and longer r stream: on the H200 the held form was slower than streaming for those
+ * (bench/softmax_cols_forms.lua). "held" forces it wherever r fits. */
+#define SOFTMAX_HELD_AUTO_MAX_R 1024
 
 /* The held form's plan (x read once): lanes enough for r at SOFTMAX_COLS_HOLD units each,
  * the other threads of the workgroup columns, at least one 32-byte sector of adjacent
@@ -84,7 +88,10 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;
     lm_col_plan held;
-    uint32_t is_held = ctx->softmax_cols_form != LM_SOFTMAX_COLS_STREAM && plan_held(ctx, v, unit_bytes, c.wg, &held);
+    int held_wanted = ctx->softmax_cols_form == LM_SOFTMAX_COLS_HELD ||
+                      (ctx->softmax_cols_form == LM_SOFTMAX_COLS_AUTO && x->dtype == LM_FLOAT32 &&
+                       v.r <= SOFTMAX_HELD_AUTO_MAX_R);
+    uint32_t is_held = held_wanted && plan_held(ctx, v, unit_bytes, c.wg, &held);
     if (is_held) c = held;
     else if (c.groups < want) {
         uint64_t most = (uint64_t)v.r / ((uint64_t)lanes * COL_MIN_ROWS_PER_THREAD);
@@ -128,10 +135,13 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
     if (states) lua_pop(L, 1);   /* the pairs: collected once the stream is done with them */
 }
 
-/* Rows of at least this many elements, fewer than the device has multiprocessors: the row
- * kernel (a workgroup per row) would leave multiprocessors idle, so the column kernel
- * (inner == 1) takes them, its split form spreading each row over workgroups. */
+/* Rows of at least this many elements, at most a quarter as many as the device has
+ * multiprocessors: the row kernel (a workgroup per row) would leave most multiprocessors
+ * idle, so the column kernel (inner == 1) takes them, its split form spreading each row
+ * over workgroups. With more rows the row kernel's single read of x wins (the split form
+ * reads x twice). */
 #define LONG_ROW_MIN 65536
+#define LONG_ROWS_PER_SM_FRACTION 4
 
 static int long_rows_as_columns(const lm_context *ctx, lm_dim_view v) {
     if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_ROW) return 0;
@@ -140,7 +150,7 @@ static int long_rows_as_columns(const lm_context *ctx, lm_dim_view v) {
     /* Count unknown: the workgroups the device wants over the 8 per multiprocessor that
      * lm_groups_wanted aims for (1 on a CPU device: never there). */
     uint64_t sms = ctx->sm_count ? ctx->sm_count : lm_groups_wanted(ctx) / 8;
-    return v.outer < sms;
+    return (uint64_t)v.outer * LONG_ROWS_PER_SM_FRACTION <= sms;
 }
 
 static int softmax(lua_State *L, const char *name, int log) {
