@@ -38,6 +38,8 @@ static const lm_shader_id shaders[4][3][4] = {
 #define MAX_LANE_SCALE 4
 /* Rows of r (in loaded units) each thread should at least take before r is split. */
 #define MIN_ROWS_PER_THREAD 16
+/* States per lane of the second dispatch of a split reduction, at most. */
+#define SECOND_STATES_PER_LANE 8
 #define STATE_IN 1u
 #define STATE_OUT 2u
 #define STATE_WORDS 3
@@ -121,6 +123,12 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     if (!states) return;
     /* The states are laid out per element column (also after LOAD_COLS4). */
     if (load == LOAD_COLS4) c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_REDUCE, 1);
+    /* Its lanes take a column's states one load after another, each waited on: at most
+     * SECOND_STATES_PER_LANE per lane (few columns split many ways, as 64 columns of 1M
+     * rows over 1000+ splits, left a lane hundreds of loads in a row). */
+    while (c.cols > 1 && (uint64_t)(c.wg / c.cols) * SECOND_STATES_PER_LANE < splits) c.cols /= 2;
+    c.groups = ((uint64_t)v.outer * v.inner + c.cols - 1) / c.cols;
+    c.col_groups = (uint32_t)c.groups;
     reduce_push p2 = {
         .x = lm_tensor_address(states), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
         .outer = v.outer, .r = (uint32_t)splits, .inner = v.inner, .chunk = (uint32_t)splits, .splits = 1,
