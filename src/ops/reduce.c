@@ -94,6 +94,11 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     if (c.groups < want) {
         uint64_t most = (uint64_t)units / ((uint64_t)lanes * MIN_ROWS_PER_THREAD);
         splits = (want + c.groups - 1) / c.groups;
+        /* Rounded down instead where that still gives 7/8 of the groups wanted: a grid just
+         * past one round of resident workgroups (9 splits of 128 groups for 1056) leaves the
+         * few groups over to run with most of the device idle. */
+        uint64_t down = want / c.groups;
+        if (down >= 1 && down * c.groups * 8 >= want * 7) splits = down;
         if (splits > most) splits = most ? most : 1;
     }
     uint32_t chunk = (uint32_t)(((uint64_t)units + splits - 1) / splits);
