@@ -303,7 +303,7 @@ end
 -- specialization constants is the kernel as it was before the forms; tiles without a
 -- compiled-in variant run the two orders only.
 local SWEEP_TILES = {
-  { 128, 128, 8, 8, 8 }, { 128, 128, 16, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 128, 8, 8, 8 },
+  { 128, 128, 8, 8, 8 }, { 128, 128, 16, 8, 8 }, { 128, 64, 8, 8, 8 }, { 128, 64, 16, 8, 8 }, { 64, 128, 8, 8, 8 },
   { 64, 64, 8, 8, 8 }, { 64, 64, 16, 8, 8 }, { 128, 256, 8, 8, 16 }, { 32, 32, 8, 4, 4 },
 }
 local SWEEP_FORMS = { { "row", false }, { "warp", false }, { "row", true }, { "warp", true } }

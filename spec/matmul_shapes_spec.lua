@@ -161,12 +161,14 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
     end
 
     -- The float32 tiles with compiled-in variants (src/ops/matmul.c, BUILTIN_TILES).
-    local COMPILED_IN = { ["128x128x8x8x8"] = true, ["128x64x8x8x8"] = true, ["64x64x8x8x8"] = true }
+    local COMPILED_IN = { ["128x128x8x8x8"] = true, ["128x64x8x8x8"] = true, ["64x64x8x8x8"] = true,
+                          ["128x64x16x8x8"] = true, ["64x64x16x8x8"] = true }
     -- Each tile compiled in (float32) and given through specialization constants, in
     -- both thread orders: odd sizes (scalar loads, partial tiles and K steps), sizes of
     -- whole vec4s, each transpose, a bias and a batch.
     for _, tile in ipairs {
-      { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 }, { 64, 32, 16, 8, 4 },
+      { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 128, 64, 16, 8, 8 }, { 64, 64, 16, 8, 8 },
+      { 32, 32, 8, 4, 4 }, { 64, 32, 16, 8, 4 },
     } do
       for _, form in ipairs { { "row", false }, { "row", true }, { "warp", false }, { "warp", true } } do
         local order, builtin = form[1], form[2]
@@ -179,8 +181,8 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
           assert.are.equal(compiled, cfg.builtin)
           -- M x K x N, transpose_a, transpose_b (M, K, N multiples of 4: vec4 loads)
           for _, s in ipairs {
-            { 131, 37, 133, false, false }, { 132, 36, 136, true, false }, { 131, 37, 133, true, true },
-            { 5, 19, 67, false, true }, { 132, 36, 136, true, true }, { 64, 8, 4, true, false },
+            { 131, 37, 133, false, false }, { 68, 36, 72, true, false }, { 67, 37, 69, true, true },
+            { 5, 19, 67, false, true }, { 68, 36, 72, true, true }, { 64, 8, 4, true, false },
           } do
             local m, k, n, ta, tb = s[1], s[2], s[3], s[4], s[5]
             local a, at = operand(ta and { k, m } or { m, k }, g, "float32")

@@ -96,6 +96,9 @@ static const struct { mm_tile t; lm_shader_id shader; } BUILTIN_TILES[] = {
     { { 128, 128, 8, 8, 8 }, LM_SH_MATMUL_T128X128X8 },
     { { 128, 64, 8, 8, 8 }, LM_SH_MATMUL_T128X64X8 },
     { { 64, 64, 8, 8, 8 }, LM_SH_MATMUL_T64X64X8 },
+    /* K steps of 16 (half the barriers per K): forced only, for tile sweeps */
+    { { 128, 64, 16, 8, 8 }, LM_SH_MATMUL_T128X64X16 },
+    { { 64, 64, 16, 8, 8 }, LM_SH_MATMUL_T64X64X16 },
 };
 
 static lm_shader_id tiled_shader(const lm_context *ctx, lm_dtype dt, const mm_tile *t) {
