@@ -140,8 +140,11 @@ local function device_time(fn, n, warm)
   return median(ts)
 end
 
+-- The tile, then "warp" for the 4 x 8 thread patches and "bi" for a compiled-in tile
+-- (builds without those report neither).
 local function tile_name(cfg)
-  return ("%dx%dx%d/%dx%d%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.rotate and " rot" or "")
+  return ("%dx%dx%d/%dx%d%s%s%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.rotate and " rot" or "",
+    cfg.order == "warp" and " warp" or "", cfg.builtin and " bi" or "")
 end
 
 -- Row-major R x D float32 matrix from repeated random rows; value(r, c) is 0-based.
@@ -296,20 +299,28 @@ end
 ---------------------------------------------------------------------------------------
 -- Tile sweep
 
+-- Each tile in the kernel's forms (tune.matmul's order and builtin): "row" with
+-- specialization constants is the kernel as it was before the forms; tiles without a
+-- compiled-in variant run the two orders only.
 local SWEEP_TILES = {
-  { 128, 128, 8, 8, 8 }, { 128, 128, 16, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 128, 8, 8, 8 },
+  { 128, 128, 8, 8, 8 }, { 128, 128, 16, 8, 8 }, { 128, 64, 8, 8, 8 }, { 128, 64, 16, 8, 8 }, { 64, 128, 8, 8, 8 },
   { 64, 64, 8, 8, 8 }, { 64, 64, 16, 8, 8 }, { 128, 256, 8, 8, 16 }, { 32, 32, 8, 4, 4 },
 }
+local SWEEP_FORMS = { { "row", false }, { "warp", false }, { "row", true }, { "warp", true } }
 if #sweep_shapes > 0 then
   print()
-  print(("## Tile sweep (median of %d device-time samples; bm x bn x bk / tm x tn)"):format(preset.sweep_iters))
+  print(("## Tile sweep (median of %d device-time samples; bm x bn x bk / tm x tn, thread order warp|row, "
+    .. "bi = compiled-in tile)"):format(preset.sweep_iters))
   print()
-  print("| shape | tile | threads | shared KiB | matmul ms | matmul GFLOP/s | linear ms | linear GFLOP/s | check |")
-  print("|:---|:---|---:|---:|---:|---:|---:|---:|---:|")
+  print("a^T b: matmul(a_t, b, {transpose_a = true}) with a_t [K, M] (a weight gradient's form, x^T dy).")
+  print()
+  print("| shape | tile | threads | shared KiB | matmul ms | matmul GFLOP/s | linear ms | linear GFLOP/s | a^T b ms | a^T b GFLOP/s | check |")
+  print("|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   for _, s in ipairs(sweep_shapes) do
     local M, K, N = s[1], s[2], s[3]
     local abytes, aval = matrix(M, K)
     local a <close> = lumus.from_bytes(abytes, { M, K })
+    local a_t <close> = lumus.from_bytes(abytes, { K, M })   -- (timing only: the same floats)
     local bbytes = matrix(K, N)
     local b <close> = lumus.from_bytes(bbytes, { K, N })
     local wbytes, wval = matrix(N, K)
@@ -319,24 +330,29 @@ if #sweep_shapes > 0 then
     local out <close> = lumus.empty({ M, N })
     local entries = sample_entries(M, N, 8)
     collectgarbage()
-    for _, t in ipairs(SWEEP_TILES) do
-      local ok, cfg = pcall(lumus.tune.matmul, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = ROTATE })
-      local name = ("%dx%dx%d/%dx%d"):format(table.unpack(t))
-      if not ok then
-        print(("| %s | %s | - | - | n/a: %s | | | | |"):format(s.name, name, (tostring(cfg):gsub("^.-%((.*)%)$", "%1"))))
-      else
+    for _, t in ipairs(SWEEP_TILES) do for f, form in ipairs(SWEEP_FORMS) do
+      local ok, cfg = pcall(lumus.tune.matmul, M, N, K, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = ROTATE,
+                                                          order = form[1], builtin = form[2] })
+      local name = ok and tile_name(cfg):gsub(" rot", "") or ("%dx%dx%d/%dx%d"):format(table.unpack(t))
+      -- (forms that come out as another row's: a tile with no compiled-in variant, an
+      -- order the tile's thread grid does not allow; a tile this device refuses, once)
+      local dup = (not ok and f > 1) or (ok and ((form[2] and not cfg.builtin) or (form[1] == "warp" and cfg.order ~= "warp")))
+      if not dup and not ok then
+        print(("| %s | %s | - | - | n/a: %s | | | | | | |"):format(s.name, name, (tostring(cfg):gsub("^.-%((.*)%)$", "%1"))))
+      elseif not dup then
         local tm = device_time(function() lumus.matmul(a, b, { out = out }) end, preset.sweep_iters, 0)
+        local tt = device_time(function() lumus.matmul(a_t, b, { transpose_a = true, out = out }) end, preset.sweep_iters, 0)
         local tl = device_time(function() lumus.linear(a, w, bias, { out = out }) end, preset.sweep_iters, 0)
         local flops = 2 * M * N * K
         -- out holds the linear product now: 8 sampled entries against float64 sums.
         local _, good = check_entries(out, M, N, K, aval, function(q, j) return wval(j, q) end, nil, entries)
         all_ok = all_ok and good
-        print(("| %s | %s | %d | %.1f | %s | %s | %s | %s | %s |"):format(s.name, name, cfg.workgroup,
+        print(("| %s | %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s |"):format(s.name, name, cfg.workgroup,
           cfg.shared_bytes / 1024, fmt(tm * 1e3, 3), fmt(flops / tm / 1e9), fmt(tl * 1e3, 3), fmt(flops / tl / 1e9),
-          good and "ok" or "FAIL"))
+          fmt(tt * 1e3, 3), fmt(flops / tt / 1e9), good and "ok" or "FAIL"))
       end
       io.stdout:flush()
-    end
+    end end
     lumus.tune.matmul(1, 1, 1, { rotate = ROTATE })
   end
 end

@@ -32,13 +32,27 @@
 #include "common/mm_io.glsl"
 
 layout(local_size_x_id = 0) in;               // (BM/TM) * (BN/TN) threads
+#ifdef FIXED_BM
+// A compiled-in tile (FIXED_BM, FIXED_BN, FIXED_BK, FIXED_TM, FIXED_TN): the sizes are
+// constants from the front end on, so every loop and index is folded before the driver
+// sees it (the host passes the same sizes as specialization constants; unused here).
+const uint BM = FIXED_BM, BN = FIXED_BN, BK = FIXED_BK, TM = FIXED_TM, TN = FIXED_TN;
+#else
 layout(constant_id = 1) const uint BM = 128;  // rows of C per workgroup
 layout(constant_id = 2) const uint BN = 128;  // columns of C per workgroup
 layout(constant_id = 3) const uint BK = 8;    // K per step
 layout(constant_id = 4) const uint TM = 8;    // rows per thread (multiple of 4)
 layout(constant_id = 5) const uint TN = 8;    // columns per thread (multiple of 4)
-layout(constant_id = 6) const uint TRANS = 0;  // bit 0: TRANS_B, bit 1: TRANS_A
+#endif
+layout(constant_id = 6) const uint TRANS = 0;  // bit 0: TRANS_B, bit 1: TRANS_A, bit 2: ORDER
 layout(constant_id = 7) const bool VEC4 = true;
+// Thread order (bit 2 of TRANS): 0 puts consecutive threads along a row of the block (a
+// group of 32 threads spans 2 x 16 thread positions when BN/TN = 16); 1 puts each group of
+// 32 on a 4 x 8 patch of positions (needs (BN/TN) % 8 == 0 and (BM/TM) % 4 == 0, the host
+// checks), so that one shared read of the group touches 4 vec4s of A and 8 of B (one
+// 128-byte wavefront each) instead of 2 and 16. Either order gives every thread a
+// distinct position: only speed depends on it.
+const uint ORDER = (TRANS >> 2) & 1u;
 const bool TRANS_B = (TRANS & 1u) != 0u;
 const bool TRANS_A = (TRANS & 2u) != 0u;
 
@@ -188,7 +202,15 @@ void main() {
     uint64_t c = p.c + uint64_t(z) * p.stride_c * MM_ELEM_BYTES;
 
     uint tid = gl_LocalInvocationID.x;
-    uint tx = tid % THREADS_N, ty = tid / THREADS_N;
+    uint tx, ty;
+    if (ORDER == 1u) {
+        uint lane = tid % 32u, grp = tid / 32u;
+        tx = (grp % (THREADS_N / 8u)) * 8u + lane % 8u;
+        ty = (grp / (THREADS_N / 8u)) * 4u + lane / 8u;
+    } else {
+        tx = tid % THREADS_N;
+        ty = tid / THREADS_N;
+    }
 
     vec4 acc[TM][TN / 4];
     [[unroll]] for (uint i = 0; i < TM; ++i)
@@ -201,13 +223,18 @@ void main() {
     // one step apart, while the workgroups of one tile row (sharing A) stay in step.
     uint steps = (p.k + BK - 1) / BK;
     uint rot = p.k_rotate != 0u ? (m0 / BM) % steps : 0u;
-    load_tiles(a, b, m0, n0, (rot % steps) * BK);
+    // k_next: the K offset of the next step's tiles, wrapping to 0 past the last step
+    // (no division in the loop).
+    uint k_next = rot * BK;
+    load_tiles(a, b, m0, n0, k_next);
     store_tiles(0);
     barrier();
     for (uint s = 0; s < steps; ++s) {
         uint cur = s & 1u;
         bool more = s + 1 < steps;
-        if (more) load_tiles(a, b, m0, n0, ((s + 1 + rot) % steps) * BK);
+        k_next += BK;
+        if (k_next >= steps * BK) k_next = 0u;
+        if (more) load_tiles(a, b, m0, n0, k_next);
         [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
             vec4 av[TM / 4], bv[TN / 4];
             [[unroll]] for (uint i = 0; i < TM / 4; ++i) av[i] = As[(cur * BK + kk) * SA + i * (BM / TM) + ty];

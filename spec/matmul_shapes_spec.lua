@@ -160,6 +160,48 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
       end)
     end
 
+    -- The float32 tiles with compiled-in variants (src/ops/matmul.c, BUILTIN_TILES).
+    local COMPILED_IN = { ["128x128x8x8x8"] = true, ["128x64x8x8x8"] = true, ["64x64x8x8x8"] = true,
+                          ["128x64x16x8x8"] = true, ["64x64x16x8x8"] = true }
+    -- Each tile compiled in (float32) and given through specialization constants, in
+    -- both thread orders: odd sizes (scalar loads, partial tiles and K steps), sizes of
+    -- whole vec4s, each transpose, a bias and a batch.
+    for _, tile in ipairs {
+      { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 128, 64, 16, 8, 8 }, { 64, 64, 16, 8, 8 },
+      { 32, 32, 8, 4, 4 }, { 64, 32, 16, 8, 4 },
+    } do
+      for _, form in ipairs { { "row", false }, { "row", true }, { "warp", false }, { "warp", true } } do
+        local order, builtin = form[1], form[2]
+        it(("tile %s order %s builtin %s, each transpose"):format(table.concat(tile, "x"), order, tostring(builtin)), function()
+          lumus.tune.matmul(1, 1, 1, { bm = tile[1], bn = tile[2], bk = tile[3], tm = tile[4], tn = tile[5],
+                                       order = order, builtin = builtin })
+          local cfg = lumus.tune.matmul(130, 132, 20)
+          assert.are.equal(order, cfg.order)
+          local compiled = builtin and COMPILED_IN[table.concat(tile, "x")] == true
+          assert.are.equal(compiled, cfg.builtin)
+          -- M x K x N, transpose_a, transpose_b (M, K, N multiples of 4: vec4 loads)
+          for _, s in ipairs {
+            { 131, 37, 133, false, false }, { 68, 36, 72, true, false }, { 67, 37, 69, true, true },
+            { 5, 19, 67, false, true }, { 68, 36, 72, true, true }, { 64, 8, 4, true, false },
+          } do
+            local m, k, n, ta, tb = s[1], s[2], s[3], s[4], s[5]
+            local a, at = operand(ta and { k, m } or { m, k }, g, "float32")
+            local b, bt = operand(tb and { n, k } or { k, n }, g, "float32")
+            local opts = { transpose_a = ta, transpose_b = tb }
+            check(lumus.matmul(a, b, opts), at, bt, opts, "float32",
+                  ("%dx%dx%d transpose_a=%s transpose_b=%s"):format(m, k, n, tostring(ta), tostring(tb)))
+          end
+          local x, xt = operand({ 70, 44 }, g, "float32")
+          local w, wt = operand({ 36, 44 }, g, "float32")
+          local bias = ref.random_table({ 36 }, g)
+          check(lumus.linear(x, w, lumus.tensor(bias)), xt, wt, { transpose_b = true, bias = bias }, "float32", "linear")
+          local ba, bat = operand({ 3, 33, 12 }, g, "float32")
+          local bb, bbt = operand({ 3, 12, 20 }, g, "float32")
+          check(lumus.matmul(ba, bb), bat, bbt, {}, "float32", "batched")
+        end)
+      end
+    end
+
     it("batched products with both transposes", function()
       force("tiled")
       local a, at = operand({ 3, 17, 5 }, g, "float32")
@@ -356,6 +398,8 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
       checks.errors(lumus.tune.matmul, "#4.*coop_form must be 0 %(automatic%) to %d", 1, 1, 1, { coop_form = -1 })
       checks.errors(lumus.tune.matmul, "split must be 0 %(automatic%) or a power of two", 1, 1, 1, { split = 3 })
       checks.errors(lumus.tune.matmul, "split must be at most 256", 1, 1, 1, { split = 512 })
+      checks.errors(lumus.tune.matmul, "#4.*order must be \"auto\", \"row\" or \"warp\"", 1, 1, 1, { order = "diagonal" })
+      checks.errors(lumus.tune.matmul, "#4.*builtin", 1, 1, 1, { builtin = 1 })
       -- a refused call changes nothing (the tile stays automatic)
       local before = lumus.tune.matmul(100, 100, 100)
       checks.errors(lumus.tune.matmul, "path must be", 1, 1, 1,

@@ -324,12 +324,16 @@ describe("matmul and linear errors", function()
 end)
 
 describe("matmul under LUMUS_VALIDATION=1", function()
+  -- (a tile's sixth entry: the row thread order with the tile as specialization constants;
+  -- the script goes to the shell on one line, so it holds no comment)
   it("records every tile, both load widths, transposed, bias and batches with no validation message", function()
     local script = [[
       local lumus = require "lumus"
       assert(lumus.device().validation, "validation layer not enabled")
-      for _, t in ipairs { { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 }, {} } do
-        lumus.tune.matmul(1, 1, 1, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = t[1] == 64 or nil })
+      for _, t in ipairs { { 128, 128, 8, 8, 8 }, { 128, 64, 8, 8, 8 }, { 64, 64, 8, 8, 8 }, { 32, 32, 8, 4, 4 },
+                           { 128, 64, 8, 8, 8, "row" }, {} } do
+        lumus.tune.matmul(1, 1, 1, { bm = t[1], bn = t[2], bk = t[3], tm = t[4], tn = t[5], rotate = t[1] == 64 or nil,
+                                     order = t[6], builtin = t[6] == nil })
         for _, s in ipairs { { 33, 17, 65 }, { 32, 16, 64 } } do
           local m, k, n = s[1], s[2], s[3]
           local a = lumus.ones({ 2, m, k })

@@ -89,6 +89,35 @@ static mm_tile choose_tile(const lm_context *ctx, uint64_t m, uint64_t n, uint64
     return TILES[best];
 }
 
+/* float32 tiles compiled into their own shader variants (shaders/variants.def,
+ * MATMUL_T*): the sizes are constants before the driver specializes anything. Used
+ * wherever the chosen tile is one of them, unless tune.matmul{builtin = false}. */
+static const struct { mm_tile t; lm_shader_id shader; } BUILTIN_TILES[] = {
+    { { 128, 128, 8, 8, 8 }, LM_SH_MATMUL_T128X128X8 },
+    { { 128, 64, 8, 8, 8 }, LM_SH_MATMUL_T128X64X8 },
+    { { 64, 64, 8, 8, 8 }, LM_SH_MATMUL_T64X64X8 },
+    /* K steps of 16 (half the barriers per K): forced only, for tile sweeps */
+    { { 128, 64, 16, 8, 8 }, LM_SH_MATMUL_T128X64X16 },
+    { { 64, 64, 16, 8, 8 }, LM_SH_MATMUL_T64X64X16 },
+};
+
+static lm_shader_id tiled_shader(const lm_context *ctx, lm_dtype dt, const mm_tile *t) {
+    if (dt == LM_FLOAT16) return LM_SH_MATMUL_F16;
+    if (dt == LM_BFLOAT16) return LM_SH_MATMUL_BF16;
+    if (ctx->mm_builtin != 2)
+        for (size_t i = 0; i < sizeof BUILTIN_TILES / sizeof BUILTIN_TILES[0]; i++)
+            if (memcmp(&BUILTIN_TILES[i].t, t, sizeof *t) == 0) return BUILTIN_TILES[i].shader;
+    return LM_SH_MATMUL;
+}
+
+/* The shader's thread order (bit 2 of its TRANS constant): 4 x 8 patches of thread
+ * positions per 32 threads where the tile's thread grid allows it (see the shader), unless
+ * tune.matmul{order = "row"}. */
+static int tiled_order(const lm_context *ctx, const mm_tile *t) {
+    int fits = (t->bn / t->tn) % 8 == 0 && (t->bm / t->tm) % 4 == 0;
+    return fits && ctx->mm_order != 1;
+}
+
 /* Aligned to 4 elements of `bytes` each (or absent). */
 static int aligned4(const lm_tensor *t, uint32_t bytes) { return t == NULL || lm_tensor_address(t) % (4u * bytes) == 0; }
 
@@ -366,9 +395,10 @@ static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, 
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
-        .shader = dt == LM_FLOAT16 ? LM_SH_MATMUL_F16 : dt == LM_BFLOAT16 ? LM_SH_MATMUL_BF16 : LM_SH_MATMUL,
+        .shader = tiled_shader(ctx, dt, &t),
         .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
-                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u), vec4 ? 1u : 0u },
+                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u) | (tiled_order(ctx, &t) ? 4u : 0u),
+                  vec4 ? 1u : 0u },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },
     });
@@ -575,9 +605,13 @@ int lm_op_matmul(lua_State *L) {
 /* tune.matmul(M, N, K [, tune]) -> the tile chosen for an M x K by K x N product;
  * `tune` ({bm=, bn=, bk=, tm=, tn=}, all five) fixes the tile for later calls, {} restores
  * the automatic choice (for bench/ sweeps); rotate = true/false forces the K-order
- * rotation, absent restores the automatic choice. */
+ * rotation, order = "row"/"warp" the thread order ("warp" where the tile allows it),
+ * builtin = false keeps the float32 tiles off their compiled-in variants; absent
+ * restores the automatic choice. */
 int lm_op_matmul_config(lua_State *L) {
-    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", "path", "split", "coop_form", NULL };
+    static const char *const known[] = { "bm", "bn", "bk", "tm", "tn", "rotate", "path", "split", "coop_form",
+                                         "order", "builtin", NULL };
+    static const char *const orders[] = { "auto", "row", "warp", NULL };
     static const char *const paths[] = { "auto", "gemv", "tiled", "coop", NULL };
     lua_Integer m = lm_check_integer(L, 1), n = lm_check_integer(L, 2), k = lm_check_integer(L, 3);
     if (m < 1) lm_argerror(L, 1, "M must be positive");
@@ -621,21 +655,40 @@ int lm_op_matmul_config(lua_State *L) {
         lua_Integer form = lm_option_integer(L, 4, "coop_form", 0);
         if (form < 0 || form > COOP_NFORMS)
             lm_argerror(L, 4, "coop_form must be 0 (automatic) to %d", (int)COOP_NFORMS);
+        lm_push_option(L, 4, "order");
+        int order = 0;
+        if (!lua_isnil(L, -1)) {
+            const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+            order = -1;
+            for (int i = 0; orders[i]; i++)
+                if (strcmp(name, orders[i]) == 0) order = i;
+            if (order < 0) lm_argerror(L, 4, "order must be \"auto\", \"row\" or \"warp\"");
+        }
+        lua_pop(L, 1);
+        lm_push_option(L, 4, "builtin");
+        int builtin = lua_isnil(L, -1) ? 0 : 1;
+        lua_pop(L, 1);
+        if (builtin) builtin = lm_option_boolean(L, 4, "builtin", 0) ? 1 : 2;
         if (given) memcpy(ctx->mm_tile, v, sizeof v);
         else memset(ctx->mm_tile, 0, sizeof ctx->mm_tile);
         ctx->mm_rotate = rotate;
         ctx->mm_path = path;
         ctx->mm_split = (uint32_t)split;
         ctx->mm_coop_form = (uint32_t)form;
+        ctx->mm_order = order;
+        ctx->mm_builtin = builtin;
     }
     mm_tile t = choose_tile(ctx, (uint64_t)m, (uint64_t)n, 1);
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, 14);
     lua_pushinteger(L, t.bm); lua_setfield(L, -2, "bm");
     lua_pushinteger(L, t.bn); lua_setfield(L, -2, "bn");
     lua_pushinteger(L, t.bk); lua_setfield(L, -2, "bk");
     lua_pushinteger(L, t.tm); lua_setfield(L, -2, "tm");
     lua_pushinteger(L, t.tn); lua_setfield(L, -2, "tn");
     lua_pushinteger(L, tile_threads(&t)); lua_setfield(L, -2, "workgroup");
+    /* The thread order and whether the tile is compiled in (a float32 product's). */
+    lua_pushstring(L, tiled_order(ctx, &t) ? "warp" : "row"); lua_setfield(L, -2, "order");
+    lua_pushboolean(L, tiled_shader(ctx, LM_FLOAT32, &t) != LM_SH_MATMUL); lua_setfield(L, -2, "builtin");
     lua_pushinteger(L, tile_shared_bytes(&t)); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, k % 4 == 0 && n % 4 == 0); lua_setfield(L, -2, "vec4");
     lua_pushboolean(L, ctx->mm_rotate == 1 ||
