@@ -6,6 +6,7 @@
 -- 1. A seeded sweep of shapes (odd lengths, Tq != Tk, causal, masks, scales of either sign)
 --    through both forms against float64 attention of the same float16 inputs, within
 --    3e-3 * max(1, |want|) (bench/attention.lua's float16 tolerance).
+--    Then whether the device takes the rows as constants at all (one line).
 -- 2. Timing of B8 H12 hd64, T 1024 and 4096, causal or not, both forms (and coop_rows 128).
 -- Usage (repository root, build in build/lumus): lua5.4 bench/attention_fixed_rows.lua [check]
 package.path = "bench/?.lua;" .. package.path
@@ -88,6 +89,16 @@ do
   end
   print()
   print(("Correctness: %d of %d within tolerance"):format(total - failed, total))
+  -- Whether "new" takes the rows as constants here: coop_fixed_rows = "required" gives NaN
+  -- where the device's component order is not NVIDIA's (then "new" runs as "fold").
+  local q = lumus.randn({ 1, 2, 128, 64 }):to("float16")
+  local plan = lumus.tune.attention(2, 128, 128, 64, { coop_fixed_rows = "required" })
+  local y = lumus.scaled_dot_product_attention(q, q, q):float()
+  lumus.tune.attention(1, 1, 1, 1, {})
+  local total_sum = y:sum():item()
+  local nan = total_sum ~= total_sum
+  print(("Rows as constants (coop_fixed_rows = \"required\", coop %s): %s"):format(tostring(plan.coop),
+    not plan.coop and "not applicable" or nan and "NOT taken (NaN)" or "taken"))
 end
 
 if arg[1] == "check" then return end   -- the sweep only (e.g. on lavapipe, where timing means nothing)

@@ -39,7 +39,9 @@ layout(constant_id = 1) const uint BC = 64;     // keys per tile (32 or 64)
 layout(constant_id = 2) const uint D = 64;      // head dimension, a multiple of 16
 layout(constant_id = 3) const bool PREFETCH = true;   // the next K/V tile's loads before this tile's arithmetic
 layout(constant_id = 4) const uint STRIPS = 1;  // unused here (one 16-row strip per subgroup)
-layout(constant_id = 5) const bool FIXED_ROWS = true; // NVIDIA's component order as constants where the device has it
+// NVIDIA's component order as constants: 0 never, 1 where the device has it, 2 required
+// (NaN where it has not: a probe for benches)
+layout(constant_id = 5) const uint FIXED_ROWS = 1;
 layout(constant_id = 6) const bool FOLD_SCALE = true; // the scale in exp2's fma outside edge tiles
 
 layout(push_constant) uniform Params {
@@ -184,7 +186,8 @@ void main() {
         if (rr == ra) amask |= 1u << uint(c);
     }
     layout_ok = subgroupAll(layout_ok);
-    bool fixed_rows = FIXED_ROWS && subgroupAll(rowm.length() == 8 && amask == 0x33u);
+    bool fixed_rows = FIXED_ROWS != 0u && subgroupAll(rowm.length() == 8 && amask == 0x33u);
+    layout_ok = layout_ok && (fixed_rows || FIXED_ROWS != 2u);
 
     // Q: staged through the K/V region, then held as D/16 matrices
     uint64_t qbase = uint64_t(b) * p.qsb + uint64_t(h) * p.qsh;

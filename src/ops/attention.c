@@ -62,9 +62,11 @@ static _Thread_local uint32_t forced_flash[4];
 static _Thread_local uint32_t forced_prefetch;
 /* tensor-core kernel's scores: 0 automatic, 1 in registers, 2 through shared memory */
 static _Thread_local uint32_t forced_scores;
-/* the register form's rows of accumulator components: 0 automatic (NVIDIA's order as
- * constants where the device has it, attention_coop_regs.comp's FIXED_ROWS), 2 always read
- * from the index tables (tune.attention's coop_fixed_rows = false, for comparison) */
+/* the register form's rows of accumulator components (attention_coop_regs.comp's
+ * FIXED_ROWS): 0 automatic (NVIDIA's order as constants where the device has it), 2 always
+ * read from the index tables (tune.attention's coop_fixed_rows = false, for comparison),
+ * 3 NVIDIA's order required, NaN where the device lacks it (coop_fixed_rows = "required":
+ * a probe for benches) */
 static _Thread_local uint32_t forced_fixed_rows;
 /* the register form's scale: 0 automatic (in exp2's fma outside edge tiles, FOLD_SCALE),
  * 2 a multiply on every score first (tune.attention's coop_fold_scale = false) */
@@ -445,7 +447,8 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
             .op = "scaled_dot_product_attention", .any_dtype = 1,
             .shader = !coop_regs() ? LM_SH_ATTENTION_COOP
                     : ctx->coop_khr_conversions ? LM_SH_ATTENTION_COOP_REGS_KHR : LM_SH_ATTENTION_COOP_REGS,
-            .spec = { coop_wg(), coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips(), forced_fixed_rows != 2,
+            .spec = { coop_wg(), coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips(),
+                      forced_fixed_rows == 2 ? 0u : forced_fixed_rows == 3 ? 2u : 1u,
                       forced_fold_scale != 2 },
             .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
@@ -555,8 +558,9 @@ int lm_op_attention_config(lua_State *L) {
         forced_coop_rows = (uint32_t)cr;
         lua_getfield(L, 5, "coop_fixed_rows");
         uint32_t fr = 0;
-        if (!lua_isnil(L, -1)) {
-            if (!lua_isboolean(L, -1)) lm_argerror(L, 5, "coop_fixed_rows must be a boolean");
+        if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "required") == 0) fr = 3;
+        else if (!lua_isnil(L, -1)) {
+            if (!lua_isboolean(L, -1)) lm_argerror(L, 5, "coop_fixed_rows must be a boolean or \"required\"");
             fr = lua_toboolean(L, -1) ? 1u : 2u;
         }
         lua_pop(L, 1);
@@ -599,7 +603,9 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushinteger(L, coop_strips()); lua_setfield(L, -2, "coop_strips");
     lua_pushstring(L, coop_regs() ? "registers" : "shared"); lua_setfield(L, -2, "coop_scores");
     lua_pushinteger(L, coop_rows()); lua_setfield(L, -2, "coop_rows");
-    lua_pushboolean(L, forced_fixed_rows != 2); lua_setfield(L, -2, "coop_fixed_rows");
+    if (forced_fixed_rows == 3) lua_pushstring(L, "required");
+    else lua_pushboolean(L, forced_fixed_rows != 2);
+    lua_setfield(L, -2, "coop_fixed_rows");
     lua_pushboolean(L, forced_fold_scale != 2); lua_setfield(L, -2, "coop_fold_scale");
     return 1;
 }
