@@ -103,12 +103,11 @@ uvec4 chunk(uint64_t base, uint64_t elem, bool inside) {
 // exp2(fma(S, qscale, -m)) rounds once where (S * qscale) - m rounded twice.
 #define SOFTMAX_TILE(NC, ROW_A, UNROLL) { \
     float mx_a = NEG_INF, mx_b = NEG_INF; \
-    [[unroll]] for (uint j = 0; j < NB; ++j) { \
-        UNROLL for (int c = 0; c < (NC); ++c) { \
-            bool in_a = ROW_A(c); \
-            float x = s[j][c]; \
-            if (scaled) x *= qscale; \
-            if (edge) { \
+    if (edge) { \
+        [[unroll]] for (uint j = 0; j < NB; ++j) { \
+            UNROLL for (int c = 0; c < (NC); ++c) { \
+                bool in_a = ROW_A(c); \
+                float x = s[j][c] * qscale; \
                 uint qi = in_a ? qi_a : qi_b; \
                 uint kj = k0 + j * 16u + uint(colm[c]); \
                 bool live = kj < p.Tk && qi < p.Tq && (!causal || int(kj) <= int(qi) + shift); \
@@ -118,9 +117,23 @@ uvec4 chunk(uint64_t base, uint64_t elem, bool inside) {
                     else x += elem_load(p.mask, mi) * LOG2E; \
                 } \
                 x = live ? x : NEG_INF; \
+                s[j][c] = x; \
+                if (in_a) mx_a = max(mx_a, x); else mx_b = max(mx_b, x); \
             } \
-            if (scaled) s[j][c] = x; \
-            if (in_a) mx_a = max(mx_a, x); else mx_b = max(mx_b, x); \
+        } \
+    } else if (scaled) { \
+        [[unroll]] for (uint j = 0; j < NB; ++j) { \
+            UNROLL for (int c = 0; c < (NC); ++c) { \
+                float x = s[j][c] * qscale; \
+                s[j][c] = x; \
+                if (ROW_A(c)) mx_a = max(mx_a, x); else mx_b = max(mx_b, x); \
+            } \
+        } \
+    } else { \
+        [[unroll]] for (uint j = 0; j < NB; ++j) { \
+            UNROLL for (int c = 0; c < (NC); ++c) { \
+                if (ROW_A(c)) mx_a = max(mx_a, s[j][c]); else mx_b = max(mx_b, s[j][c]); \
+            } \
         } \
     } \
     float sc = scaled ? 1.0 : qscale;            /* s[] is scaled already */ \
