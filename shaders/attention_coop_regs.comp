@@ -20,6 +20,9 @@
 // row and column from matrices loaded with those indices, checks the rows against that
 // layout once, and writes NaN everywhere if a device lays them out otherwise (never a
 // silent wrong answer; bench/device_checks.lua and bench/attention.lua check the results).
+// Where every lane's rows follow NVIDIA's order exactly (8 components, amask 0x33), the
+// row-wise steps take each component's row as a compile-time constant instead (FIXED_ROWS,
+// on unless tune.attention's coop_fixed_rows = false), so no per-component selects remain.
 // Masks and NaN as attention.comp. Needs D a multiple of 16, row strides multiples of 8
 // elements, 16-byte aligned q, k, v (src/ops/attention.c checks) and subgroups of 32.
 #extension GL_EXT_control_flow_attributes : require
@@ -36,6 +39,10 @@ layout(constant_id = 1) const uint BC = 64;     // keys per tile (32 or 64)
 layout(constant_id = 2) const uint D = 64;      // head dimension, a multiple of 16
 layout(constant_id = 3) const bool PREFETCH = true;   // the next K/V tile's loads before this tile's arithmetic
 layout(constant_id = 4) const uint STRIPS = 1;  // unused here (one 16-row strip per subgroup)
+// NVIDIA's component order as constants: 0 never, 1 where the device has it, 2 required
+// (NaN where it has not: a probe for benches)
+layout(constant_id = 5) const uint FIXED_ROWS = 1;
+layout(constant_id = 6) const bool FOLD_SCALE = true; // the scale in exp2's fma outside edge tiles
 
 layout(push_constant) uniform Params {
     uint64_t q, k, v, dst, mask;
@@ -84,6 +91,79 @@ uvec4 chunk(uint64_t base, uint64_t elem, bool inside) {
         vc[it] = chunk(p.v, vbase + uint64_t((K0) + rr) * p.vst + c * CH, inside); \
     }
 
+// Component c of a lane's accumulator is in row ra (else ra + 8): read from the index
+// tables (amask), or NVIDIA's order for a 16x16 float accumulator of 8 components a lane
+// (c0, c1 row ra; c2, c3 row ra + 8; c4..c7 likewise for columns 8..15) as a constant.
+#define ROW_A_READ(c) (((amask >> uint(c)) & 1u) != 0u)
+#define ROW_A_FIXED(c) (((c) & 2) == 0)
+
+// One tile's softmax on s[] (NC components a lane, ROW_A(c) their rows, UNROLL [[unroll]]
+// where NC is a constant), updating m, l and O. Outside edge tiles (no mask, no causal cut, all keys inside, qscale > 0) the
+// scale is not applied to S: max(S) * qscale is the scaled rows' maximum exactly and
+// exp2(fma(S, qscale, -m)) rounds once where (S * qscale) - m rounded twice.
+#define SOFTMAX_TILE(NC, ROW_A, UNROLL) { \
+    float mx_a = NEG_INF, mx_b = NEG_INF; \
+    if (edge) { \
+        [[unroll]] for (uint j = 0; j < NB; ++j) { \
+            UNROLL for (int c = 0; c < (NC); ++c) { \
+                bool in_a = ROW_A(c); \
+                float x = s[j][c] * qscale; \
+                uint qi = in_a ? qi_a : qi_b; \
+                uint kj = k0 + j * 16u + uint(colm[c]); \
+                bool live = kj < p.Tk && qi < p.Tq && (!causal || int(kj) <= int(qi) + shift); \
+                if (live && mask_kind != 0u) { \
+                    uint64_t mi = mbase + uint64_t(qi) * p.mst + uint64_t(kj) * p.msk; \
+                    if (mask_kind == 2u) live = bool_load(p.mask, mi); \
+                    else x += elem_load(p.mask, mi) * LOG2E; \
+                } \
+                x = live ? x : NEG_INF; \
+                s[j][c] = x; \
+                if (in_a) mx_a = max(mx_a, x); else mx_b = max(mx_b, x); \
+            } \
+        } \
+    } else if (scaled) { \
+        [[unroll]] for (uint j = 0; j < NB; ++j) { \
+            UNROLL for (int c = 0; c < (NC); ++c) { \
+                float x = s[j][c] * qscale; \
+                s[j][c] = x; \
+                if (ROW_A(c)) mx_a = max(mx_a, x); else mx_b = max(mx_b, x); \
+            } \
+        } \
+    } else { \
+        [[unroll]] for (uint j = 0; j < NB; ++j) { \
+            UNROLL for (int c = 0; c < (NC); ++c) { \
+                if (ROW_A(c)) mx_a = max(mx_a, s[j][c]); else mx_b = max(mx_b, s[j][c]); \
+            } \
+        } \
+    } \
+    float sc = scaled ? 1.0 : qscale;            /* s[] is scaled already */ \
+    mx_a = max(mx_a, subgroupShuffleXor(mx_a, 1u)); \
+    mx_a = max(mx_a, subgroupShuffleXor(mx_a, 2u)) * sc; \
+    mx_b = max(mx_b, subgroupShuffleXor(mx_b, 1u)); \
+    mx_b = max(mx_b, subgroupShuffleXor(mx_b, 2u)) * sc; \
+    float mn_a = max(m_a, mx_a), mn_b = max(m_b, mx_b); \
+    float mu_a = mn_a == NEG_INF ? 0.0 : mn_a;   /* a row with nothing yet: exp2(-inf) = 0, not NaN */ \
+    float mu_b = mn_b == NEG_INF ? 0.0 : mn_b; \
+    float alpha_a = exp2(m_a - mu_a), alpha_b = exp2(m_b - mu_b); \
+    m_a = mn_a; \
+    m_b = mn_b; \
+    float rs_a = 0.0, rs_b = 0.0; \
+    [[unroll]] for (uint j = 0; j < NB; ++j) { \
+        UNROLL for (int c = 0; c < (NC); ++c) { \
+            bool in_a = ROW_A(c); \
+            float pv = exp2(fma(s[j][c], sc, -(in_a ? mu_a : mu_b))); \
+            s[j][c] = pv; \
+            if (in_a) rs_a += pv; else rs_b += pv; \
+        } \
+    } \
+    l_a = l_a * alpha_a + rs_a; \
+    l_b = l_b * alpha_b + rs_b; \
+    if (!subgroupAll(alpha_a == 1.0 && alpha_b == 1.0)) { \
+        [[unroll]] for (uint n = 0; n < ND; ++n) \
+            UNROLL for (int c = 0; c < (NC); ++c) o[n][c] *= ROW_A(c) ? alpha_a : alpha_b; \
+    } \
+}
+
 void main() {
     uint qtiles = (p.Tq + BR - 1) / BR;
     uint g = gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x;
@@ -119,6 +199,8 @@ void main() {
         if (rr == ra) amask |= 1u << uint(c);
     }
     layout_ok = subgroupAll(layout_ok);
+    bool fixed_rows = FIXED_ROWS != 0u && subgroupAll(rowm.length() == 8 && amask == 0x33u);
+    layout_ok = layout_ok && (fixed_rows || FIXED_ROWS != 2u);
 
     // Q: staged through the K/V region, then held as D/16 matrices
     uint64_t qbase = uint64_t(b) * p.qsb + uint64_t(h) * p.qsh;
@@ -174,55 +256,11 @@ void main() {
             }
         }
 
-        // Scale, masks and the rows' maxima on the components
+        // Scale, masks and the rows' maxima; P = 2^(S - m), the sums, O *= alpha
         bool edge = k0 + BC > p.Tk || mask_kind != 0u || (causal && int(k0 + BC - 1u) > int(q0 + row0) + shift);
-        float mx_a = NEG_INF, mx_b = NEG_INF;
-        [[unroll]] for (uint j = 0; j < NB; ++j) {
-            for (int c = 0; c < s[j].length(); ++c) {
-                bool in_a = ((amask >> uint(c)) & 1u) != 0u;
-                float x = s[j][c] * qscale;
-                if (edge) {
-                    uint qi = in_a ? qi_a : qi_b;
-                    uint kj = k0 + j * 16u + uint(colm[c]);
-                    bool live = kj < p.Tk && qi < p.Tq && (!causal || int(kj) <= int(qi) + shift);
-                    if (live && mask_kind != 0u) {
-                        uint64_t mi = mbase + uint64_t(qi) * p.mst + uint64_t(kj) * p.msk;
-                        if (mask_kind == 2u) live = bool_load(p.mask, mi);
-                        else x += elem_load(p.mask, mi) * LOG2E;
-                    }
-                    x = live ? x : NEG_INF;
-                }
-                s[j][c] = x;
-                if (in_a) mx_a = max(mx_a, x); else mx_b = max(mx_b, x);
-            }
-        }
-        mx_a = max(mx_a, subgroupShuffleXor(mx_a, 1u));
-        mx_a = max(mx_a, subgroupShuffleXor(mx_a, 2u));
-        mx_b = max(mx_b, subgroupShuffleXor(mx_b, 1u));
-        mx_b = max(mx_b, subgroupShuffleXor(mx_b, 2u));
-        float mn_a = max(m_a, mx_a), mn_b = max(m_b, mx_b);
-        float mu_a = mn_a == NEG_INF ? 0.0 : mn_a;   // a row with nothing yet: exp2(-inf) = 0, not NaN
-        float mu_b = mn_b == NEG_INF ? 0.0 : mn_b;
-        float alpha_a = exp2(m_a - mu_a), alpha_b = exp2(m_b - mu_b);
-        m_a = mn_a;
-        m_b = mn_b;
-
-        // P = 2^(S - m), the sums, O *= alpha, O += P V
-        float rs_a = 0.0, rs_b = 0.0;
-        [[unroll]] for (uint j = 0; j < NB; ++j) {
-            for (int c = 0; c < s[j].length(); ++c) {
-                bool in_a = ((amask >> uint(c)) & 1u) != 0u;
-                float pv = exp2(s[j][c] - (in_a ? mu_a : mu_b));
-                s[j][c] = pv;
-                if (in_a) rs_a += pv; else rs_b += pv;
-            }
-        }
-        l_a = l_a * alpha_a + rs_a;
-        l_b = l_b * alpha_b + rs_b;
-        if (!subgroupAll(alpha_a == 1.0 && alpha_b == 1.0)) {
-            [[unroll]] for (uint n = 0; n < ND; ++n)
-                for (int c = 0; c < o[n].length(); ++c) o[n][c] *= ((amask >> uint(c)) & 1u) != 0u ? alpha_a : alpha_b;
-        }
+        bool scaled = edge || !FOLD_SCALE || !(qscale > 0.0);
+        if (fixed_rows) SOFTMAX_TILE(8, ROW_A_FIXED, [[unroll]])
+        else SOFTMAX_TILE(s[0].length(), ROW_A_READ, )
         [[unroll]] for (uint j = 0; j < NB; ++j) {
             COOP_A pm = COOP_C_TO_A(s[j]);
             [[unroll]] for (uint n = 0; n < ND; ++n) {
@@ -244,8 +282,11 @@ void main() {
     barrier();                                   // every subgroup is done with the last K and V
     uint obase = row0 * (SO / 4u);               // this strip's rows of O, in chunks
     [[unroll]] for (uint n = 0; n < ND; ++n) {
-        for (int c = 0; c < o[n].length(); ++c)
-            o[n][c] = o[n][c] * (((amask >> uint(c)) & 1u) != 0u ? inv_a : inv_b) + bad;
+        if (fixed_rows) {
+            [[unroll]] for (int c = 0; c < 8; ++c) o[n][c] = o[n][c] * (ROW_A_FIXED(c) ? inv_a : inv_b) + bad;
+        } else {
+            for (int c = 0; c < o[n].length(); ++c) o[n][c] = o[n][c] * (ROW_A_READ(c) ? inv_a : inv_b) + bad;
+        }
         COOP_STORE(o[n], kv, obase + n * 4u, SO / 4u, false);
     }
     subgroupMemoryBarrierShared();

@@ -62,6 +62,15 @@ static _Thread_local uint32_t forced_flash[4];
 static _Thread_local uint32_t forced_prefetch;
 /* tensor-core kernel's scores: 0 automatic, 1 in registers, 2 through shared memory */
 static _Thread_local uint32_t forced_scores;
+/* the register form's rows of accumulator components (attention_coop_regs.comp's
+ * FIXED_ROWS): 0 automatic (NVIDIA's order as constants where the device has it), 2 always
+ * read from the index tables (tune.attention's coop_fixed_rows = false, for comparison),
+ * 3 NVIDIA's order required, NaN where the device lacks it (coop_fixed_rows = "required":
+ * a probe for benches) */
+static _Thread_local uint32_t forced_fixed_rows;
+/* the register form's scale: 0 automatic (in exp2's fma outside edge tiles, FOLD_SCALE),
+ * 2 a multiply on every score first (tune.attention's coop_fold_scale = false) */
+static _Thread_local uint32_t forced_fold_scale;
 
 static _Thread_local VkPhysicalDevice shuffle_phys;
 static _Thread_local int shuffle_ok;
@@ -438,7 +447,10 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
             .op = "scaled_dot_product_attention", .any_dtype = 1,
             .shader = !coop_regs() ? LM_SH_ATTENTION_COOP
                     : ctx->coop_khr_conversions ? LM_SH_ATTENTION_COOP_REGS_KHR : LM_SH_ATTENTION_COOP_REGS,
-            .spec = { coop_wg(), coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips() }, .full_subgroups = 1,
+            .spec = { coop_wg(), coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips(),
+                      forced_fixed_rows == 2 ? 0u : forced_fixed_rows == 3 ? 2u : 1u,
+                      forced_fold_scale != 2 },
+            .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
             .reads = { q, k, v, mask }, .writes = { out },
         });
@@ -472,8 +484,9 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
 }
 
 /* tune.attention(bh, tq, tk, hd [, {rows_per_lane =, keys_per_lane =, kernel =, flash_tile =, prefetch =,
- * coop_strips =}]) -> {kernel =, workgroup =, lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =,
- * splits =, tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =, prefetch =, coop_strips =}: the kernel plan on this device for
+ * coop_strips =, coop_scores =, coop_rows =, coop_fixed_rows =, coop_fold_scale =}]) -> {kernel =, workgroup =, lanes =, rows_per_lane =, keys_per_lane =, block_q =, block_k =,
+ * splits =, tiles_per_split =, shared_bytes =, p_apart =, fixed_tile =, coop =, prefetch =, coop_strips =,
+ * coop_scores =, coop_rows =, coop_fixed_rows =, coop_fold_scale =}: the kernel plan on this device for
  * B * H = bh heads of tq queries over tk keys. A tune table forces the row-tile kernel's
  * register tile (both 1..8; the row-tile kernel unless kernel is given) of later calls
  * where it fits, the kernel ("rows", "flash" where it
@@ -488,7 +501,8 @@ int lm_op_attention_config(lua_State *L) {
         if (a[i] < 1 || a[i] > 0x7fffffff) lm_argerror(L, i + 1, "must be in 1..2^31-1");
     }
     if (a[3] > ATTN_MAX_HD) lm_argerror(L, 4, "hd must be at most %d", ATTN_MAX_HD);
-    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", "coop_scores", "coop_rows", NULL };
+    static const char *const known[] = { "rows_per_lane", "keys_per_lane", "kernel", "flash_tile", "prefetch", "coop_strips", "coop_scores", "coop_rows",
+                                        "coop_fixed_rows", "coop_fold_scale", NULL };
     if (lm_check_options(L, 5, known)) {
         lua_Integer rm = lm_option_integer(L, 5, "rows_per_lane", 0), cn = lm_option_integer(L, 5, "keys_per_lane", 0);
         if (rm < 0 || rm > 8 || cn < 0 || cn > 8) lm_argerror(L, 5, "rows_per_lane and keys_per_lane must be in 0..8");
@@ -542,6 +556,23 @@ int lm_op_attention_config(lua_State *L) {
         lua_Integer cr = lm_option_integer(L, 5, "coop_rows", 0);
         if (cr != 0 && cr != 64 && cr != 128) lm_argerror(L, 5, "coop_rows must be 64 or 128");
         forced_coop_rows = (uint32_t)cr;
+        lua_getfield(L, 5, "coop_fixed_rows");
+        uint32_t fr = 0;
+        if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "required") == 0) fr = 3;
+        else if (!lua_isnil(L, -1)) {
+            if (!lua_isboolean(L, -1)) lm_argerror(L, 5, "coop_fixed_rows must be a boolean or \"required\"");
+            fr = lua_toboolean(L, -1) ? 1u : 2u;
+        }
+        lua_pop(L, 1);
+        forced_fixed_rows = fr;
+        lua_getfield(L, 5, "coop_fold_scale");
+        uint32_t fs = 0;
+        if (!lua_isnil(L, -1)) {
+            if (!lua_isboolean(L, -1)) lm_argerror(L, 5, "coop_fold_scale must be a boolean");
+            fs = lua_toboolean(L, -1) ? 1u : 2u;
+        }
+        lua_pop(L, 1);
+        forced_fold_scale = fs;
         memcpy(forced_flash, ft, sizeof ft);
         forced_rm = (uint32_t)rm;
         forced_cn = (uint32_t)cn;
@@ -572,5 +603,9 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushinteger(L, coop_strips()); lua_setfield(L, -2, "coop_strips");
     lua_pushstring(L, coop_regs() ? "registers" : "shared"); lua_setfield(L, -2, "coop_scores");
     lua_pushinteger(L, coop_rows()); lua_setfield(L, -2, "coop_rows");
+    if (forced_fixed_rows == 3) lua_pushstring(L, "required");
+    else lua_pushboolean(L, forced_fixed_rows != 2);
+    lua_setfield(L, -2, "coop_fixed_rows");
+    lua_pushboolean(L, forced_fold_scale != 2); lua_setfield(L, -2, "coop_fold_scale");
     return 1;
 }
