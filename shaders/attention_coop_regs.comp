@@ -21,8 +21,8 @@
 // layout once, and writes NaN everywhere if a device lays them out otherwise (never a
 // silent wrong answer; bench/device_checks.lua and bench/attention.lua check the results).
 // Where every lane's rows follow NVIDIA's order exactly (8 components, amask 0x33), the
-// row-wise steps take each component's row as a compile-time constant instead (FIXED_ROWS,
-// on unless tune.attention's coop_fixed_rows = false), so no per-component selects remain.
+// row-wise steps can take each component's row as a compile-time constant instead
+// (FIXED_ROWS, tune.attention's coop_fixed_rows = true; off by default: not faster on the H200).
 // Masks and NaN as attention.comp. Needs D a multiple of 16, row strides multiples of 8
 // elements, 16-byte aligned q, k, v (src/ops/attention.c checks) and subgroups of 32.
 #extension GL_EXT_control_flow_attributes : require
@@ -41,8 +41,8 @@ layout(constant_id = 3) const bool PREFETCH = true;   // the next K/V tile's loa
 layout(constant_id = 4) const uint STRIPS = 1;  // unused here (one 16-row strip per subgroup)
 // NVIDIA's component order as constants: 0 never, 1 where the device has it, 2 required
 // (NaN where it has not: a probe for benches)
-layout(constant_id = 5) const uint FIXED_ROWS = 1;
-layout(constant_id = 6) const bool FOLD_SCALE = true; // the scale in exp2's fma outside edge tiles
+layout(constant_id = 5) const uint FIXED_ROWS = 0;
+layout(constant_id = 6) const bool FOLD_SCALE = false; // the scale in exp2's fma outside edge tiles
 
 layout(push_constant) uniform Params {
     uint64_t q, k, v, dst, mask;

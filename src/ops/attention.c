@@ -63,13 +63,14 @@ static _Thread_local uint32_t forced_prefetch;
 /* tensor-core kernel's scores: 0 automatic, 1 in registers, 2 through shared memory */
 static _Thread_local uint32_t forced_scores;
 /* the register form's rows of accumulator components (attention_coop_regs.comp's
- * FIXED_ROWS): 0 automatic (NVIDIA's order as constants where the device has it), 2 always
- * read from the index tables (tune.attention's coop_fixed_rows = false, for comparison),
- * 3 NVIDIA's order required, NaN where the device lacks it (coop_fixed_rows = "required":
- * a probe for benches) */
+ * FIXED_ROWS): 0 automatic (read from the index tables: on the H200 the constant order was
+ * 1-8% slower), 1 NVIDIA's order as constants where the device has it (tune.attention's
+ * coop_fixed_rows = true), 3 NVIDIA's order required, NaN where the device lacks it
+ * (coop_fixed_rows = "required": a probe for benches) */
 static _Thread_local uint32_t forced_fixed_rows;
-/* the register form's scale: 0 automatic (in exp2's fma outside edge tiles, FOLD_SCALE),
- * 2 a multiply on every score first (tune.attention's coop_fold_scale = false) */
+/* the register form's scale: 0 automatic (a multiply on every score first; folding it
+ * into exp2's fma measured no faster), 1 folded outside edge tiles (FOLD_SCALE,
+ * tune.attention's coop_fold_scale = true) */
 static _Thread_local uint32_t forced_fold_scale;
 
 static _Thread_local VkPhysicalDevice shuffle_phys;
@@ -448,8 +449,8 @@ int lm_op_scaled_dot_product_attention(lua_State *L) {
             .shader = !coop_regs() ? LM_SH_ATTENTION_COOP
                     : ctx->coop_khr_conversions ? LM_SH_ATTENTION_COOP_REGS_KHR : LM_SH_ATTENTION_COOP_REGS,
             .spec = { coop_wg(), coop_bc, (uint32_t)hd, forced_prefetch != 2, coop_strips(),
-                      forced_fixed_rows == 2 ? 0u : forced_fixed_rows == 3 ? 2u : 1u,
-                      forced_fold_scale != 2 },
+                      forced_fixed_rows == 1 ? 1u : forced_fixed_rows == 3 ? 2u : 0u,
+                      forced_fold_scale == 1 },
             .full_subgroups = 1,
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = cgy,
             .reads = { q, k, v, mask }, .writes = { out },
@@ -604,8 +605,8 @@ int lm_op_attention_config(lua_State *L) {
     lua_pushstring(L, coop_regs() ? "registers" : "shared"); lua_setfield(L, -2, "coop_scores");
     lua_pushinteger(L, coop_rows()); lua_setfield(L, -2, "coop_rows");
     if (forced_fixed_rows == 3) lua_pushstring(L, "required");
-    else lua_pushboolean(L, forced_fixed_rows != 2);
+    else lua_pushboolean(L, forced_fixed_rows == 1);
     lua_setfield(L, -2, "coop_fixed_rows");
-    lua_pushboolean(L, forced_fold_scale != 2); lua_setfield(L, -2, "coop_fold_scale");
+    lua_pushboolean(L, forced_fold_scale == 1); lua_setfield(L, -2, "coop_fold_scale");
     return 1;
 }
