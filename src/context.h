@@ -23,7 +23,7 @@ enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_S
 /* Storages the context keeps for ops from call to call, one per slot: anchored by the
  * context's registry handle, released by the context (at teardown and by
  * lumus.empty_cache) and counted as lumus.memory().internal. */
-enum lm_scratch_slot { LM_SCRATCH_SPLIT_LN, LM_SCRATCH_SLOTS };
+enum lm_scratch_slot { LM_SCRATCH_SPLIT_LN, LM_SCRATCH_MATMUL_SPLIT, LM_SCRATCH_SLOTS };
 
 struct lm_context {
     VkInstance instance;

@@ -247,12 +247,11 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
  * any device. */
 #define MM_SPLIT_MIN_K 512
 #define MM_SPLIT_MAX 16
-/* Workgroups wanted per core before splitting stops. Alone, a 3072 x 768 x 8192 weight
- * gradient runs faster split in 4 (1.12 ms against 1.47 on the H200), but its 38 MB
- * temporary then takes a block of its own from the driver about every other training
- * step, which cost more host time than the split saved (a whole step 13.4 ms against
- * 9.1): 4 keeps such products whole until the partial products have a kept scratch. */
-#define MM_SPLIT_WAVES 4
+/* Workgroups wanted per core before splitting stops: 8 splits a 3072 x 768 x 8192 weight
+ * gradient in 4 (1.07 ms against 1.56 unsplit on the H200). The partial products live in
+ * a scratch the context keeps (split_parts), so a training step does not take a fresh
+ * 38 MB block from the driver for them (which cost more host time than the split saved). */
+#define MM_SPLIT_WAVES 8
 
 static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, mm_tile t);
 
@@ -276,11 +275,39 @@ static uint32_t split_k(const lm_context *ctx, const lm_matmul_args *g, lm_dtype
     return s;
 }
 
+/* The partial products of a split over K: [splits, m, n] floats in the context's kept
+ * scratch (grown to a power of two; the stream orders each call's writes after the last
+ * call's reads), or, while a graph is being captured (which cannot hold scratch), a fresh
+ * tensor pushed on the stack. Returns whether it pushed one. */
+static int split_parts(lua_State *L, lm_context *ctx, const int64_t shape[3], lm_tensor *view) {
+    if (ctx->stream.recording) {
+        *view = *lm_push_tensor(L, ctx, 3, shape);
+        return 1;
+    }
+    VkDeviceSize bytes = (VkDeviceSize)shape[0] * (VkDeviceSize)shape[1] * (VkDeviceSize)shape[2] * 4u;
+    lm_storage *st = ctx->scratch[LM_SCRATCH_MATMUL_SPLIT];
+    if (!st || st->bytes < bytes) {
+        VkDeviceSize want = 4096;
+        while (want < bytes && want <= ((VkDeviceSize)-1) / 2) want *= 2;
+        if (want < bytes || want > ctx->mem.max_single) want = bytes;
+        lm_storage_new(L, ctx, want, NULL);
+        lm_context_set_scratch(L, ctx, LM_SCRATCH_MATMUL_SPLIT);   /* releases the old one */
+        st = ctx->scratch[LM_SCRATCH_MATMUL_SPLIT];
+    }
+    *view = (lm_tensor){ .storage = st, .dtype = LM_FLOAT32, .ndim = 3,
+                         .shape = { shape[0], shape[1], shape[2] },
+                         .strides = { shape[1] * shape[2], shape[2], 1 },
+                         .numel = shape[0] * shape[1] * shape[2] };
+    return 0;
+}
+
 static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op, uint32_t splits) {
     lm_context *ctx = g->a->storage->ctx;
     int64_t shape[3] = { splits, g->m, g->n };
     /* (The allocation may run finalizers; the operands are the caller's, anchored.) */
-    lm_tensor *parts = lm_push_tensor(L, ctx, 3, shape);
+    lm_tensor parts_view;
+    int pushed = split_parts(L, ctx, shape, &parts_view);
+    lm_tensor *parts = &parts_view;
     if (!g->a->storage || !g->b->storage || !g->out->storage || (g->bias && !g->bias->storage))
         luaL_error(L, "%s: tensor has been freed", op);
     uint32_t ks = g->k / splits;
@@ -318,11 +345,14 @@ static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { parts, g->bias }, .writes = { g->out },
     });
-    /* The partial products go back once the recorded work is done (a deferred free). */
-    lm_storage *st = parts->storage;
-    parts->storage = NULL;
-    lm_storage_release(st);
-    lua_pop(L, 1);
+    if (pushed) {
+        /* The partial products go back once the recorded work is done (a deferred free). */
+        lm_tensor *t = lm_check_tensor(L, -1);
+        lm_storage *st = t->storage;
+        t->storage = NULL;
+        lm_storage_release(st);
+        lua_pop(L, 1);
+    }
 }
 
 void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
