@@ -131,6 +131,29 @@ describe("device memory blocks", function()
     x:free()
   end)
 
+  it("keep the blocks a loop's fragmentation needs beyond its peak in use", function()
+    -- Large tensors of mixed sizes and lifetimes: the pool needs more reserved than the
+    -- peak in use plus one block (a bound that freed and retook a block every iteration).
+    settle()
+    lumus.empty_cache()
+    lumus.reset_peak()
+    local F = MiB / 4   -- floats per MiB
+    local function step()
+      local a = lumus.empty({ 32 * F })
+      local b = lumus.empty({ 64 * F }); b:free()
+      local c, d, e = lumus.empty({ 96 * F }), lumus.empty({ 96 * F }), lumus.empty({ 96 * F })
+      d:free(); c:free(); a:free(); e:free()
+    end
+    step(); step()
+    local before = stats()
+    for _ = 1, 4 do step() end
+    assert.are.equal(before, stats(), "no vkAllocateMemory in the loop")
+    local m = lumus.memory()
+    assert.is_true(m.reserved <= m.peak + m.peak / 2 + 2 * MiB, ("reserved %d, peak %d"):format(m.reserved, m.peak))
+    settle()
+    lumus.empty_cache()
+  end)
+
   it("count the context's scratch as internal, which empty_cache releases", function()
     local config = lumus.tune.layer_norm
     if not config then pending("no layer_norm tuning hook") return end

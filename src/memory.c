@@ -307,13 +307,17 @@ void lm_chunk_free(lm_context *ctx, lm_chunk *c) {
     } else {
         free_list_push(b, c);
     }
-    /* An empty block is kept for reuse while the pool holds no more than the peak in use
-     * plus that block (the staging pool: while it is the only one or the pool is within
-     * LM_STAGING_KEEP), so a loop that frees
-     * and reallocates its intermediates reuses its blocks instead of paying for a
-     * vkAllocateMemory and vkFreeMemory every iteration. */
+    /* An empty block is kept for reuse while the device pool holds no more than the peak
+     * in use plus the larger of that block and half the peak (the staging pool: while it
+     * is the only one or the pool is within LM_STAGING_KEEP), so a loop that frees and
+     * reallocates its intermediates reuses its blocks instead of paying for a
+     * vkAllocateMemory and vkFreeMemory every iteration. The half-peak slack is for
+     * fragmentation: a training step of large tensors in shared blocks can need a quarter
+     * more reserved than its peak, and a bound of one block let it free and retake a
+     * block every step. */
     if (b->used == 0) {
-        int keep = p == &ctx->mem.device ? p->reserved <= ctx->mem.peak + b->size
+        VkDeviceSize slack = b->size > ctx->mem.peak / 2 ? b->size : ctx->mem.peak / 2;
+        int keep = p == &ctx->mem.device ? p->reserved <= ctx->mem.peak + slack
                                          : p->nblocks == 1 || p->reserved <= LM_STAGING_KEEP;
         if (!keep) block_destroy(ctx, p, b);
     }
