@@ -191,6 +191,24 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
             check(lumus.matmul(a, b, opts), at, bt, opts, "float32",
                   ("%dx%dx%d transpose_a=%s transpose_b=%s"):format(m, k, n, tostring(ta), tostring(tb)))
           end
+          -- Sizes the tile divides (the kernel without bounds tests), each transpose, and
+          -- a linear with a bias.
+          local am, an, ak = 2 * tile[1], tile[2], 3 * tile[3]
+          assert.is_true(lumus.tune.matmul(am, an, ak).aligned)
+          assert.is_false(lumus.tune.matmul(am, an, ak + 4).aligned)
+          for _, tr in ipairs { { false, false }, { true, false }, { false, true }, { true, true } } do
+            local ta, tb = tr[1], tr[2]
+            local a, at = operand(ta and { ak, am } or { am, ak }, g, "float32")
+            local b, bt = operand(tb and { an, ak } or { ak, an }, g, "float32")
+            local opts = { transpose_a = ta, transpose_b = tb }
+            check(lumus.matmul(a, b, opts), at, bt, opts, "float32",
+                  ("aligned %dx%dx%d transpose_a=%s transpose_b=%s"):format(am, ak, an, tostring(ta), tostring(tb)))
+          end
+          local ax, axt = operand({ am, ak }, g, "float32")
+          local aw, awt = operand({ an, ak }, g, "float32")
+          local abias = ref.random_table({ an }, g)
+          check(lumus.linear(ax, aw, lumus.tensor(abias)), axt, awt, { transpose_b = true, bias = abias }, "float32",
+                "aligned linear")
           local x, xt = operand({ 70, 44 }, g, "float32")
           local w, wt = operand({ 36, 44 }, g, "float32")
           local bias = ref.random_table({ 36 }, g)

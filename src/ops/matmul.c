@@ -389,6 +389,12 @@ void lm_record_matmul(lua_State *L, const lm_matmul_args *g, const char *op) {
     record_tiled(L, g, op, choose_tile(ctx, g->m, g->n, g->batch));
 }
 
+/* Whether the tiled kernel may drop its bounds tests (bit 3 of its TRANS constant): vector
+ * loads, and the tile dividing M, N and K (a product's K slice when split). */
+static int tiled_aligned(const lm_matmul_args *g, const mm_tile *t, int vec4) {
+    return vec4 && g->m % t->bm == 0 && g->n % t->bn == 0 && g->k % t->bk == 0;
+}
+
 /* The register-blocked kernel (shaders/matmul.comp) with tile t. */
 static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, mm_tile t) {
     lm_context *ctx = g->a->storage->ctx;
@@ -427,7 +433,8 @@ static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, 
         .op = op, .any_dtype = 1,
         .shader = tiled_shader(ctx, dt, &t),
         .spec = { tile_threads(&t), t.bm, t.bn, t.bk, t.tm, t.tn,
-                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u) | (tiled_order(ctx, &t) ? 4u : 0u),
+                  (g->trans_b ? 1u : 0u) | (g->trans_a ? 2u : 0u) | (tiled_order(ctx, &t) ? 4u : 0u) |
+                  (tiled_aligned(g, &t, vec4) ? 8u : 0u),
                   vec4 ? 1u : 0u },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { g->a, g->b, g->bias }, .writes = { g->out },
@@ -721,6 +728,9 @@ int lm_op_matmul_config(lua_State *L) {
     lua_pushboolean(L, tiled_shader(ctx, LM_FLOAT32, &t) != LM_SH_MATMUL); lua_setfield(L, -2, "builtin");
     lua_pushinteger(L, tile_shared_bytes(&t)); lua_setfield(L, -2, "shared_bytes");
     lua_pushboolean(L, k % 4 == 0 && n % 4 == 0); lua_setfield(L, -2, "vec4");
+    /* Whether contiguous, 16-byte aligned operands of this shape run without bounds tests. */
+    lua_pushboolean(L, k % 4 == 0 && n % 4 == 0 && m % t.bm == 0 && n % t.bn == 0 && k % t.bk == 0);
+    lua_setfield(L, -2, "aligned");
     lua_pushboolean(L, ctx->mm_rotate == 1 ||
                     (ctx->mm_rotate == 0 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU));
     lua_setfield(L, -2, "rotate");
