@@ -160,6 +160,41 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
       end)
     end
 
+    -- b read transposed (linear's weight) through a [K, N] copy of it: automatic for large
+    -- aligned products on a GPU (src/ops/matmul.c, b_copy_wanted), forced here.
+    it("runs b read transposed through a copy of b, strided b, a bias and a split included", function()
+      local function case(m, k, n, opts)
+        lumus.tune.matmul(1, 1, 1, { copy_b = true, path = "tiled", split = opts.split })
+        local a, at = operand({ m, k }, g, "float32")
+        local bt, btt
+        if opts.narrow then   -- rows of b 5 elements longer than K: ldb ~= K
+          local wide, widet = operand({ n, k + 5 }, g, "float32")
+          bt = wide:narrow(2, 3, k)
+          btt = {}
+          for i = 1, n do btt[i] = {} for j = 1, k do btt[i][j] = widet[i][j + 2] end end
+        else
+          bt, btt = operand({ n, k }, g, "float32")
+        end
+        local what = ("%dx%dx%d%s"):format(m, k, n, opts.narrow and " strided" or "")
+        check(lumus.matmul(a, bt, { transpose_b = true }), at, btt, { transpose_b = true }, "float32", what)
+        if not opts.narrow then
+          local bias = ref.random_table({ n }, g)
+          check(lumus.linear(a, bt, lumus.tensor(bias)), at, btt, { transpose_b = true, bias = bias }, "float32",
+                what .. " linear")
+        end
+      end
+      local function held() local m = lumus.memory() return m.in_use - m.internal end   -- (the split's kept scratch aside)
+      local before = held()
+      case(64, 32, 64, {})
+      case(37, 19, 23, {})
+      case(20, 33, 17, { narrow = true })
+      case(33, 2048, 20, { split = 4 })
+      reset()
+      collectgarbage(); collectgarbage()
+      lumus.synchronize()
+      assert.are.equal(before, held(), "the copies of b go back")
+    end)
+
     -- The float32 tiles with compiled-in variants (src/ops/matmul.c, BUILTIN_TILES).
     local COMPILED_IN = { ["128x128x8x8x8"] = true, ["128x64x8x8x8"] = true, ["64x64x8x8x8"] = true,
                           ["128x64x16x8x8"] = true, ["64x64x16x8x8"] = true }

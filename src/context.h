@@ -85,6 +85,7 @@ struct lm_context {
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     int mm_order;                 /* matmul thread order: 0 automatic, 1 row, 2 warp patches */
     int mm_builtin;               /* matmul compiled-in float32 tiles: 0 automatic, 1 on, 2 off */
+    int mm_copy_b;                /* matmul b read transposed, copied first: 0 automatic, 1 always, 2 never */
     int mm_path;                  /* matmul kernel: 0 automatic, else a forced lm_mm_path */
     uint32_t mm_split;            /* matmul small-M path's K slices (0 = automatic) */
     uint32_t mm_coop_form;        /* matmul tensor-core block form, 1-based (0 = automatic) */
