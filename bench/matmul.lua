@@ -143,6 +143,9 @@ end
 -- The tile, then "warp" for the 4 x 8 thread patches and "bi" for a compiled-in tile
 -- (builds without those report neither).
 local function tile_name(cfg)
+  if cfg.wide then   -- (aligned products: 128 x 128 x 16 in row order, linear through a copy of b)
+    return ("128x128x16/8x8%s wide"):format(cfg.rotate and " rot" or "")
+  end
   return ("%dx%dx%d/%dx%d%s%s%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.rotate and " rot" or "",
     cfg.order == "warp" and " warp" or "", cfg.builtin and " bi" or "")
 end

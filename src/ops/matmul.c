@@ -823,6 +823,13 @@ int lm_op_matmul_config(lua_State *L) {
     /* Whether contiguous, 16-byte aligned operands of this shape run without bounds tests. */
     lua_pushboolean(L, k % 4 == 0 && n % 4 == 0 && m % t.bm == 0 && n % t.bn == 0 && k % t.bk == 0);
     lua_setfield(L, -2, "aligned");
+    /* Whether a float32 product of this shape (contiguous, aligned operands) takes the wide
+     * tile in place of the one above: b as [K, N], or b read transposed through its copy. */
+    lm_matmul_args gw = { .m = (uint32_t)(m > 0x7fffffff ? 0x7fffffff : m),
+                          .n = (uint32_t)(n > 0x7fffffff ? 0x7fffffff : n),
+                          .k = (uint32_t)(k > 0x7fffffff ? 0x7fffffff : k), .batch = 1 };
+    lua_pushboolean(L, wide_tile_wanted(ctx, &gw, LM_FLOAT32, k % 4 == 0 && n % 4 == 0));
+    lua_setfield(L, -2, "wide");
     lua_pushboolean(L, ctx->mm_rotate == 1 ||
                     (ctx->mm_rotate == 0 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU));
     lua_setfield(L, -2, "rotate");
