@@ -7,10 +7,8 @@ local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 local NAN, INF = 0 / 0, math.huge
 
-local function check_both(x, xt, opts, what)
-  checks.close(lumus.softmax(x, opts), ref.softmax(xt, opts), { rel = 1e-5, abs = 1e-6, what = "softmax " .. what })
-  checks.close(lumus.log_softmax(x, opts), ref.log_softmax(xt, opts), { mixed = 2e-6, what = "log_softmax " .. what })
-end
+local columns = dofile("spec/support/softmax_columns.lua")
+local check_both = columns.check_both
 
 describe("softmax over a short non-last dimension (held form)", function()
   after_each(function() lumus.tune.softmax_cols({ form = "auto", long_rows = "auto" }) end)
@@ -48,29 +46,7 @@ describe("softmax over a short non-last dimension (held form)", function()
 
   for _, cols in ipairs { 10, 8 } do   -- one column per thread; 4 adjacent columns per thread
     it("follows PyTorch on NaN and infinities and is deterministic (" .. cols .. " columns)", function()
-      local r = 200
-      local xt = {}
-      for i = 1, r do
-        xt[i] = {}
-        for c = 1, cols do xt[i][c] = math.sin(i * 0.01 + c) * 3 end
-      end
-      xt[150][2] = NAN            -- a NaN late in column 2: all NaN
-      xt[17][3] = INF             -- +inf in column 3: all NaN
-      for i = 1, r do xt[i][4] = -INF end   -- only -inf: all NaN
-      for i = 1, r, 2 do xt[i][5] = -INF end   -- masked entries give 0 (log: -inf)
-      xt[199][6] = 80             -- the max in the last row a thread holds
-      local x = lumus.tensor(xt)
-      check_both(x, xt, { dim = 1 }, "special columns")
-      local a, b = lumus.softmax(x, { dim = 1 }):to_table(), lumus.softmax(x, { dim = 1 }):to_table()
-      for i = 1, r do
-        for c = 1, cols do
-          if a[i][c] == a[i][c] then assert.are.equal(a[i][c], b[i][c]) end
-        end
-      end
-      assert.is_true(a[1][2] ~= a[1][2] and a[200][3] ~= a[200][3] and a[9][4] ~= a[9][4])
-      assert.are.equal(0, a[1][5])
-      assert.are.equal(-INF, lumus.log_softmax(x, { dim = 1 }):to_table()[1][5])
-      x:free()
+      columns.special_columns(200, cols, 150, 199)   -- the max in the last row a thread holds
     end)
   end
 
