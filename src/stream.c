@@ -418,12 +418,16 @@ void lm_stream_op_done(lua_State *L, lm_context *ctx) {
         lm_stream_submit(NULL, ctx);
         return;
     }
-    if (st->submit_idle && s->ops % st->submit_idle == 0) {
+    int long_op = st->long_op;
+    st->long_op = 0;
+    if (long_op || (st->submit_idle && s->ops % st->submit_idle == 0)) {
         uint64_t have = 0;
         if (vkGetSemaphoreCounterValue(ctx->device, st->timeline, &have) == VK_SUCCESS && have + 1 >= s->serial)
             lm_stream_submit(NULL, ctx);
     }
 }
+
+void lm_stream_note_long(lm_context *ctx) { ctx->stream.long_op = 1; }
 
 static void wait_upto(lm_context *ctx, uint64_t serial) {
     lm_stream *st = &ctx->stream;

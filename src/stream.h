@@ -93,6 +93,8 @@ typedef struct lm_stream {
     /* tune.stream{submit_idle = k}: submit the batch after every k ops while the device
      * has nothing left to run, so it works while the host records the rest (0: off). */
     uint32_t submit_idle;
+    /* lm_stream_note_long: the op being recorded runs long on the device. */
+    int long_op;
 } lm_stream;
 
 VkResult lm_stream_init(lm_context *ctx);
@@ -117,6 +119,11 @@ void lm_stream_host_read(lm_context *ctx);
  * what is live (at least LM_HELD_MIN), so a loop that never reads does not grow the pool
  * without bound. */
 void lm_stream_op_done(lua_State *L, lm_context *ctx);
+/* Declares that the op being recorded runs long on the device (a large matmul): once it
+ * is done, the batch is submitted if the device has nothing left to run, so the device
+ * works on it while the host records what follows (a training step's forward and
+ * backward: otherwise the device waits for the whole step's recording). */
+void lm_stream_note_long(lm_context *ctx);
 
 void lm_stream_submit(lua_State *L, lm_context *ctx);
 /* Waits until the batch `serial` has finished (submitting it if still recording). */

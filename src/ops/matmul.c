@@ -210,6 +210,15 @@ static const char *coop_problem(const lm_context *ctx, const lm_matmul_args *g) 
     return NULL;
 }
 
+/* Products of at least this many FLOPs (2 M N K per batch; ~25 microseconds on an H200)
+ * are long enough that the stream submits them at once when the device is idle, so the
+ * device runs them while the host records the ops that follow. */
+#define MM_LONG_FLOPS (1u << 30)
+
+static void note_long_product(lm_context *ctx, const lm_matmul_args *g) {
+    if (2.0 * g->m * g->n * g->k * (g->batch ? g->batch : 1) >= (double)MM_LONG_FLOPS) lm_stream_note_long(ctx);
+}
+
 static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
     lm_context *ctx = g->a->storage->ctx;
     const coop_form *f = choose_coop_form(ctx, g);
@@ -229,6 +238,7 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
     if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    note_long_product(ctx, g);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1, .shader = ctx->coop_khr ? f->shader_khr : f->shader,
         .spec = { f->sg_m * f->sg_n * ctx->subgroup_size, g->trans_b ? 1u : 0u },
@@ -260,6 +270,24 @@ static int tiled_vec4(const lm_matmul_args *g, uint32_t es, uint32_t lda, uint32
 static int wide_tile_wanted(const lm_context *ctx, const lm_matmul_args *g, lm_dtype dt, int vec4);
 static void record_with_b_copied(lua_State *L, const lm_matmul_args *g, const char *op);
 
+/* The tile that replaces the chosen one for large aligned float32 products on a GPU whose
+ * b is not read transposed (matmul and a^T b, not linear's weight): 128 x 128 in K steps
+ * of 16, threads in row order, where the product has at least two such tiles per core.
+ * Without bounds tests it is the faster form there (H200, 4096^3: 3.09 ms against 3.87
+ * for 128 x 64 x 8; 8192 x 3072 x 768: 0.92 against 1.02); with b transposed it is slower
+ * (4.24 against 3.33), and 4 x 8 thread patches slow its a^T b (5.46 against 2.99). */
+static const mm_tile WIDE_TILE = { 128, 128, 16, 8, 8 };
+
+/* The tile a split of g into s K slices runs (the wide one where the slices, a batch of s
+ * products, take it; vec4 assumed from the sizes). */
+static mm_tile split_tile(const lm_context *ctx, const lm_matmul_args *g, lm_dtype dt, uint32_t s) {
+    lm_matmul_args slices = *g;
+    slices.batch = s;
+    slices.k = g->k / s;
+    if (wide_tile_wanted(ctx, &slices, dt, g->k % 4 == 0 && g->n % 4 == 0)) return WIDE_TILE;
+    return choose_tile(ctx, g->m, g->n, s);
+}
+
 static uint32_t split_k(const lm_context *ctx, const lm_matmul_args *g, lm_dtype dt) {
     if (g->batch != 1 || dt != LM_FLOAT32 || ctx->mm_path == MM_PATH_GEMV) return 1;
     uint32_t s = 1;
@@ -272,7 +300,7 @@ static uint32_t split_k(const lm_context *ctx, const lm_matmul_args *g, lm_dtype
     uint64_t want = (uint64_t)MM_SPLIT_WAVES * device_cores(ctx);
     for (;;) {
         uint32_t next = 2 * s;
-        mm_tile t = choose_tile(ctx, g->m, g->n, s);
+        mm_tile t = split_tile(ctx, g, dt, s);
         uint64_t groups = (uint64_t)((g->m + t.bm - 1) / t.bm) * ((g->n + t.bn - 1) / t.bn) * s;
         if (groups >= want || next > MM_SPLIT_MAX || g->k / next < MM_SPLIT_MIN_K || g->k % (4 * next) != 0) break;
         s = next;
@@ -466,14 +494,7 @@ static int tiled_aligned(const lm_matmul_args *g, const mm_tile *t, int vec4) {
     return vec4 && g->m % t->bm == 0 && g->n % t->bn == 0 && g->k % t->bk == 0;
 }
 
-/* The tile that replaces the chosen one for large aligned float32 products on a GPU whose
- * b is not read transposed (matmul and a^T b, not linear's weight): 128 x 128 in K steps
- * of 16, threads in row order, where the product has at least two such tiles per core.
- * Without bounds tests it is the faster form there (H200, 4096^3: 3.09 ms against 3.87
- * for 128 x 64 x 8; 8192 x 3072 x 768: 0.92 against 1.02); with b transposed it is slower
- * (4.24 against 3.33), and 4 x 8 thread patches slow its a^T b (5.46 against 2.99). */
-static const mm_tile WIDE_TILE = { 128, 128, 16, 8, 8 };
-
+/* Whether g takes WIDE_TILE in place of the cost model's tile (see WIDE_TILE). */
 static int wide_tile_wanted(const lm_context *ctx, const lm_matmul_args *g, lm_dtype dt, int vec4) {
     if (ctx->mm_tile[0] || dt != LM_FLOAT32 || g->trans_b || !vec4 ||
         ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || tile_problem(ctx, &WIDE_TILE))
@@ -516,6 +537,7 @@ static void record_tiled(lua_State *L, const lm_matmul_args *g, const char *op, 
     if (groups > 0xffffffffULL) luaL_error(L, "%s: product too large (%I workgroups)", op, (LUAI_UACINT)groups);
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    note_long_product(ctx, g);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
         .shader = tiled_shader(ctx, dt, &t),
