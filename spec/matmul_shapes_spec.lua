@@ -184,6 +184,8 @@ describe("matmul shape sweep (seed " .. SEED .. ")", function()
         end
       end
       local function held() local m = lumus.memory() return m.in_use - m.internal end   -- (the split's kept scratch aside)
+      collectgarbage(); collectgarbage()
+      lumus.synchronize()
       local before = held()
       case(64, 32, 64, {})
       case(37, 19, 23, {})
