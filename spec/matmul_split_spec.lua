@@ -53,7 +53,9 @@ describe("matmul split over K", function()
 
   it("gives the product in every layout, with and without a bias", function()
     local g = ref.rng(77)
-    for _, c in ipairs { { 5, 7, 64 }, { 33, 12, 128 }, { 64, 64, 96 }, { 3, 1, 48 }, { 17, 9, 40 } } do
+    -- (K of 40, 48, 37 and 1285 leave a longer last slice for some of 2, 4, 8)
+    for _, c in ipairs { { 5, 7, 64 }, { 33, 12, 128 }, { 64, 64, 96 }, { 3, 1, 48 }, { 17, 9, 40 }, { 6, 5, 37 },
+                         { 11, 7, 1285 } } do
       local m, n, k = c[1], c[2], c[3]
       local at = ref.random_table({ m, k }, g.normal)
       local bt = ref.random_table({ k, n }, g.normal)
@@ -72,7 +74,7 @@ describe("matmul split over K", function()
     end
   end)
 
-  it("runs as two dispatches when it splits, one when K does not divide into slices of 4", function()
+  it("runs as two dispatches when it splits, three with a longer last slice, one when K is under 4 per slice", function()
     local a, b = lumus.randn({ 8, 64 }), lumus.randn({ 64, 8 })
     lumus.tune.matmul(8, 8, 64, { split = 4, path = "tiled" })
     local n, split_result = dispatches(function() return lumus.matmul(a, b) end)
@@ -85,10 +87,17 @@ describe("matmul split over K", function()
     if lumus.device().kind == "cpu" then   -- not split unless forced
       assert.are.equal(1, lumus.tune.matmul(3072, 768, 8192, {}).split)
     end
-    -- K = 36: 36 is not a multiple of 4 * 8, 4 * 4 or 4 * 2, so no split
-    local a2, b2 = lumus.randn({ 8, 36 }), lumus.randn({ 36, 8 })
-    lumus.tune.matmul(8, 8, 36, { split = 8, path = "tiled" })
-    assert.are.equal(1, (dispatches(function() return lumus.matmul(a2, b2) end)))
+    -- K = 37 in 8: seven slices of 4 as one batch, the last slice (9) a product of its
+    -- own, then the sum
+    local a2, b2 = lumus.randn({ 8, 37 }), lumus.randn({ 37, 8 })
+    lumus.tune.matmul(8, 8, 37, { split = 8, path = "tiled" })
+    local n3, tail_result = dispatches(function() return lumus.matmul(a2, b2) end)
+    assert.are.equal(3, n3)
+    check(tail_result, a2:to_table(), b2:to_table(), nil, "K = 37 in 8 slices")
+    -- K = 7: under 4 of K per slice for 8, 4 and 2 slices, so no split
+    local a3, b3 = lumus.randn({ 8, 7 }), lumus.randn({ 7, 8 })
+    lumus.tune.matmul(8, 8, 7, { split = 8, path = "tiled" })
+    assert.are.equal(1, (dispatches(function() return lumus.matmul(a3, b3) end)))
   end)
 
   it("writes out= and keeps one scratch for the partial products, which empty_cache gives back", function()

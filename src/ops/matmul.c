@@ -249,13 +249,17 @@ static void record_coop(lua_State *L, const lm_matmul_args *g, const char *op) {
 }
 
 /* Split over K: a product with too few tiles to fill the device (a weight gradient
- * x^T dy: M, N the layer's sizes, K the tokens) runs as a batch of `splits` products of
- * K / splits each into a temporary, then one pass sums the slices in a fixed order (and
- * adds the bias): more workgroups for the cost of writing and reading the partial
- * products once. GPU only, float32, one batch, K a multiple of 4 per slice; each slice
- * keeps at least MM_SPLIT_MIN_K of K. tune.matmul{split = s} forces s (capped by K) on
- * any device. */
+ * x^T dy: M, N the layer's sizes, K the tokens; a small output with a long K) runs as a
+ * batch of `splits` products over K slices into a temporary, then one pass sums the
+ * slices in a fixed order (and adds the bias): more workgroups for the cost of writing and
+ * reading the partial products once. GPU only, float32, one batch. The slices are a
+ * multiple of 4 of K, the last one taking the rest (a product of its own where it is
+ * longer); each keeps at least MM_SPLIT_MIN_K of K, or MM_SPLIT_MIN_K_SMALL where the
+ * output has at most MM_SPLIT_SMALL_OUT elements (its partial products cost little).
+ * tune.matmul{split = s} forces s (halved until each slice has 4 of K) on any device. */
 #define MM_SPLIT_MIN_K 512
+#define MM_SPLIT_MIN_K_SMALL 128
+#define MM_SPLIT_SMALL_OUT (1u << 18)
 #define MM_SPLIT_MAX 16
 /* Workgroups wanted per core before splitting stops: 8 splits a 3072 x 768 x 8192 weight
  * gradient in 4 (1.07 ms against 1.56 unsplit on the H200). The partial products live in
@@ -293,16 +297,17 @@ static uint32_t split_k(const lm_context *ctx, const lm_matmul_args *g, lm_dtype
     uint32_t s = 1;
     if (ctx->mm_split) {
         s = ctx->mm_split;
-        while (s > 1 && (g->k % (4 * s) != 0)) s /= 2;
+        while (s > 1 && g->k < 4 * s) s /= 2;
         return s;
     }
     if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || ctx->mm_tile[0]) return 1;
     uint64_t want = (uint64_t)MM_SPLIT_WAVES * device_cores(ctx);
+    uint32_t min_k = (uint64_t)g->m * g->n <= MM_SPLIT_SMALL_OUT ? MM_SPLIT_MIN_K_SMALL : MM_SPLIT_MIN_K;
     for (;;) {
         uint32_t next = 2 * s;
         mm_tile t = split_tile(ctx, g, dt, s);
         uint64_t groups = (uint64_t)((g->m + t.bm - 1) / t.bm) * ((g->n + t.bn - 1) / t.bn) * s;
-        if (groups >= want || next > MM_SPLIT_MAX || g->k / next < MM_SPLIT_MIN_K || g->k % (4 * next) != 0) break;
+        if (groups >= want || next > MM_SPLIT_MAX || g->k / next < min_k) break;
         s = next;
     }
     return s;
@@ -343,14 +348,16 @@ static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op
     lm_tensor *parts = &parts_view;
     if (!g->a->storage || !g->b->storage || !g->out->storage || (g->bias && !g->bias->storage))
         luaL_error(L, "%s: tensor has been freed", op);
-    uint32_t ks = g->k / splits;
+    /* Slices of ks (a multiple of 4), the last one k_last = the rest (>= ks). */
+    uint32_t ks = (g->k / splits) & ~3u;
+    uint32_t k_last = g->k - (splits - 1) * ks;
     uint32_t lda = g->lda ? g->lda : (g->trans_a ? g->m : g->k);
     uint32_t ldb = g->ldb ? g->ldb : (g->trans_b ? g->k : g->n);
     lm_matmul_args slices = *g;
     slices.bias = NULL;
     slices.out = parts;
     slices.k = ks;
-    slices.batch = splits;
+    slices.batch = k_last == ks ? splits : splits - 1;
     slices.batch_inner = 1;
     slices.lda = lda;
     slices.ldb = ldb;
@@ -361,6 +368,22 @@ static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op
     slices.stride_a2 = slices.stride_b2 = 0;
     slices.stride_out = (uint64_t)g->m * g->n;
     record_tiled(L, &slices, op, choose_tile(ctx, g->m, g->n, splits));
+    if (k_last != ks) {
+        /* The last slice, longer: one product from K offset (splits - 1) * ks. */
+        uint64_t k0 = (uint64_t)(splits - 1) * ks;
+        lm_tensor a_tail = *g->a, b_tail = *g->b, out_tail = *parts;
+        a_tail.offset += (int64_t)(g->trans_a ? k0 * lda : k0);
+        b_tail.offset += (int64_t)(g->trans_b ? k0 : k0 * ldb);
+        out_tail.offset += (int64_t)(splits - 1) * g->m * g->n;
+        lm_matmul_args tail = slices;
+        tail.a = &a_tail;
+        tail.b = &b_tail;
+        tail.out = &out_tail;
+        tail.k = k_last;
+        tail.batch = 1;
+        tail.stride_a = tail.stride_b = tail.stride_out = 0;
+        record_tiled(L, &tail, op, choose_tile(ctx, g->m, g->n, 1));
+    }
     struct {
         uint64_t parts, bias, c, count;
         uint32_t n, splits, groups_x;
