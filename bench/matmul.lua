@@ -142,8 +142,8 @@ end
 
 -- The tile, then "warp" for the 4 x 8 thread patches and "bi" for a compiled-in tile
 -- (builds without those report neither).
-local function tile_name(cfg)
-  if cfg.wide then   -- (aligned products: 128 x 128 x 16 in row order, linear through a copy of b)
+local function tile_name(cfg, dtype)
+  if cfg.wide and (dtype or "float32") == "float32" then   -- (aligned float32 products: 128 x 128 x 16 in row order, linear through a copy of b)
     return ("128x128x16/8x8%s wide"):format(cfg.rotate and " rot" or "")
   end
   return ("%dx%dx%d/%dx%d%s%s%s"):format(cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn, cfg.rotate and " rot" or "",
@@ -233,7 +233,7 @@ local function bench_shape(s)
   collectgarbage()
   local entries = sample_entries(M, N, samples)
   local cfg = lumus.tune.matmul(M, N, K)
-  local tile = cfg.gemv and "gemv" or tile_name(cfg)
+  local tile = cfg.gemv and "gemv" or tile_name(cfg, dtype)
   -- float16 on tensor cores where the device has them and the rows are whole 16-byte
   -- chunks (src/ops/matmul.c, coop_problem); linear's weight needs only K.
   local coop = dtype == "float16" and dev.cooperative_matrix and not cfg.gemv and K % 8 == 0
