@@ -948,15 +948,18 @@ static int m_collect(lua_State *L) {
     return 0;
 }
 
+void lm_tensor_release(lm_tensor *t) {
+    lm_storage *s = t->storage;
+    if (!s) return;
+    t->storage = NULL;
+    lm_storage_release(s);
+}
+
 /* t:free() and __close: the script released it. */
 static int m_free(lua_State *L) {
     lm_tensor *t = to_tensor(L, 1);
     if (!t) lm_typeerror(L, 1, "tensor");
-    if (t->storage) {
-        lm_storage *s = t->storage;
-        t->storage = NULL;
-        lm_storage_release(s);
-    }
+    lm_tensor_release(t);
     return 0;
 }
 

@@ -84,6 +84,9 @@ lm_tensor *lm_push_tensor_dtype(lua_State *L, lm_context *ctx, lm_dtype dtype, i
 
 /* Row-major with no gaps (size-1 dimensions may have any stride). */
 int lm_tensor_is_contiguous(const lm_tensor *t);
+/* Frees t's storage as tensor:free() does (a deferred free: it goes back once the work
+ * recorded on it is done) and leaves t freed; nothing when t is freed already. */
+void lm_tensor_release(lm_tensor *t);
 /* What the kernels of the ops read and write through lm_tensor_address: contiguous and
  * starting 16-byte aligned (their vec4 accesses). A view that is not goes through a
  * copy (ops/strided.c). */

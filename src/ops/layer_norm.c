@@ -657,9 +657,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
             .reads = { x, w, b, records }, .writes = { y, mean, invstd },
         });
         /* The records go back once the recorded work is done (a deferred free). */
-        lm_storage *st = records->storage;
-        records->storage = NULL;
-        lm_storage_release(st);
+        lm_tensor_release(records);
         lua_settop(L, 8);
         return 3;
     }

@@ -355,11 +355,7 @@ int lm_op_layer_norm_backward(lua_State *L) {
     }
     /* The scratch goes back once the recorded work is done (a deferred free), not at the
      * next collection. */
-    if (scratch) {
-        lm_storage *s = scratch->storage;
-        scratch->storage = NULL;
-        lm_storage_release(s);
-    }
+    if (scratch) lm_tensor_release(scratch);
     lua_settop(L, w ? 9 : 7);
     return w ? 3 : 1;
 }

@@ -313,6 +313,12 @@ static uint32_t split_k(const lm_context *ctx, const lm_matmul_args *g, lm_dtype
     return s;
 }
 
+/* After an allocation (which may run finalizers): raises if an operand was freed. */
+static void check_operands_live(lua_State *L, const lm_matmul_args *g, const char *op) {
+    if (!g->a->storage || !g->b->storage || !g->out->storage || (g->bias && !g->bias->storage))
+        luaL_error(L, "%s: tensor has been freed", op);
+}
+
 /* The partial products of a split over K: [splits, m, n] floats in the context's kept
  * scratch (grown to a power of two; the stream orders each call's writes after the last
  * call's reads), or, while a graph is being captured (which cannot hold scratch), a fresh
@@ -346,8 +352,7 @@ static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op
     lm_tensor parts_view;
     int pushed = split_parts(L, ctx, shape, &parts_view);
     lm_tensor *parts = &parts_view;
-    if (!g->a->storage || !g->b->storage || !g->out->storage || (g->bias && !g->bias->storage))
-        luaL_error(L, "%s: tensor has been freed", op);
+    check_operands_live(L, g, op);
     /* Slices of ks (a multiple of 4), the last one k_last = the rest (>= ks). */
     uint32_t ks = (g->k / splits) & ~3u;
     uint32_t k_last = g->k - (splits - 1) * ks;
@@ -403,10 +408,7 @@ static void record_split_k(lua_State *L, const lm_matmul_args *g, const char *op
     });
     if (pushed) {
         /* The partial products go back once the recorded work is done (a deferred free). */
-        lm_tensor *t = lm_check_tensor(L, -1);
-        lm_storage *st = t->storage;
-        t->storage = NULL;
-        lm_storage_release(st);
+        lm_tensor_release(lm_check_tensor(L, -1));
         lua_pop(L, 1);
     }
 }
@@ -483,8 +485,7 @@ static void record_with_b_copied(lua_State *L, const lm_matmul_args *g, const ch
     int64_t shape[2] = { g->k, g->n };
     /* (The allocation may run finalizers; the operands are the caller's, anchored.) */
     lm_tensor *b_t = lm_push_tensor(L, ctx, 2, shape);
-    if (!g->a->storage || !g->b->storage || !g->out->storage || (g->bias && !g->bias->storage))
-        luaL_error(L, "%s: tensor has been freed", op);
+    check_operands_live(L, g, op);
     lm_tensor b_view = *g->b;   /* b [N, K] (rows ldb apart) seen as [K, N] */
     b_view.ndim = 2;
     b_view.shape[0] = g->k;
@@ -496,9 +497,7 @@ static void record_with_b_copied(lua_State *L, const lm_matmul_args *g, const ch
     lm_matmul_args h = with_b_copy(g, b_t);
     record_tiled_or_split(L, &h, op, LM_FLOAT32);
     /* The copy goes back once the recorded work is done (a deferred free). */
-    lm_storage *st = b_t->storage;
-    b_t->storage = NULL;
-    lm_storage_release(st);
+    lm_tensor_release(b_t);
     lua_pop(L, 1);
 }
 
