@@ -661,6 +661,48 @@ function lumus.sigmoid(t, opts) end
 ---@return lumus.Tensor
 function lumus.silu(t, opts) end
 
+---t * t.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.square(t, opts) end
+
+---1 / t (1 / -0 = -inf).
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.reciprocal(t, opts) end
+
+---floor(t), exact.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.floor(t, opts) end
+
+---ceil(t), exact.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.ceil(t, opts) end
+
+---t to the nearest integer, halves to even.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.round(t, opts) end
+
+---t rounded toward zero, exact.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.trunc(t, opts) end
+
+----1, 0 or 1 (sign(NaN) = 0).
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.sign(t, opts) end
+
 ---Softmax over dim (default the last).
 ---@param x lumus.Tensor
 ---@param opts? lumus.DimOpts
@@ -1205,6 +1247,41 @@ function Tensor:sigmoid(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:silu(opts) end
+
+---t * t.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:square(opts) end
+
+---1 / t (1 / -0 = -inf).
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:reciprocal(opts) end
+
+---floor(t), exact.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:floor(opts) end
+
+---ceil(t), exact.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:ceil(opts) end
+
+---t to the nearest integer, halves to even.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:round(opts) end
+
+---t rounded toward zero, exact.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:trunc(opts) end
+
+----1, 0 or 1 (sign(NaN) = 0).
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:sign(opts) end
 
 ---The size of dimension dim (negative: from the end); without dim, the shape.
 ---@overload fun(self: lumus.Tensor): integer[]

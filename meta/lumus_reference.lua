@@ -19,6 +19,34 @@ local reference = {}
 ---@return lumus.reference.Nested
 function reference.abs(t) end
 
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.square(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.reciprocal(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.floor(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.ceil(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.round(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.trunc(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.sign(t) end
+
 ---@param param number[]
 ---@param grad number[]
 ---@param state table

@@ -635,6 +635,11 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_COPY) return a;
     if (OP == LM_EW_GELU_TANH_GRAD) return gelu_tanh_grad(a, b);
     if (OP == LM_EW_GELU_ERF_GRAD) return gelu_erf_grad(a, b);
+    if (OP == LM_EW_FLOOR) return floor(a);
+    if (OP == LM_EW_CEIL) return ceil(a);
+    if (OP == LM_EW_ROUND) return roundEven(a);
+    if (OP == LM_EW_TRUNC) return trunc(a);
+    if (OP == LM_EW_SIGN) return VT(LESS(VT(0.0), a)) - VT(LESS(a, VT(0.0)));
     return erf_(a);
 }
 

@@ -7,7 +7,8 @@ local compat = require "lumus.compat"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
--- name, reference (a flat list -> a flat list), bound (checks.close options), input range
+-- name, reference (a flat list -> a flat list), bound (checks.close options), input range,
+-- and the result for NaN where it is not NaN
 local OPS = {
   { "neg", ref.neg, {}, 100 },                                   -- exact
   { "relu", ref.relu, {}, 100 },                                 -- exact
@@ -24,6 +25,13 @@ local OPS = {
   { "tanh", ref.tanh, { rel = 3 * 2 ^ -23 }, 10 },
   { "sigmoid", ref.sigmoid, { rel = 3 * 2 ^ -23 }, 20 },
   { "silu", ref.silu, { rel = 4 * 2 ^ -23 }, 20 },
+  { "square", ref.square, { rel = 2 ^ -24 }, 100 },              -- one rounding
+  { "reciprocal", ref.reciprocal, { rel = 3 * 2 ^ -23 }, 100 },  -- Vulkan's division: 2.5 ulp
+  { "floor", ref.floor, {}, 100 },                               -- exact
+  { "ceil", ref.ceil, {}, 100 },
+  { "round", ref.round, {}, 100 },
+  { "trunc", ref.trunc, {}, 100 },
+  { "sign", ref.sign, {}, 100, 0 },                              -- sign(NaN) = 0, as PyTorch
 }
 
 -- Seeded inputs in [-range, range], float32-rounded, with zeros and both signs.
@@ -55,12 +63,84 @@ describe("unary ops", function()
       end
     end)
 
-    it(name .. " keeps NaN and refuses bad arguments by name", function()
+    it(name .. (op[5] and " maps NaN to " .. op[5] or " keeps NaN") .. " and refuses bad arguments by name", function()
       local got = checks.flat(lumus[name](lumus.tensor { 0 / 0, 1, 0 / 0, 2, 0 / 0 }))
-      assert.is_true(got[1] ~= got[1] and got[3] ~= got[3] and got[5] ~= got[5], name .. "(NaN) is NaN")
+      if op[5] then
+        assert.are.same({ op[5], op[5], op[5] }, { got[1], got[3], got[5] })
+      else
+        assert.is_true(got[1] ~= got[1] and got[3] ~= got[3] and got[5] ~= got[5], name .. "(NaN) is NaN")
+      end
       checks.errors(function() lumus[name](3) end, "bad argument #1 to 'lumus%." .. name .. "' %(tensor expected, got number%)")
       checks.errors(function() lumus[name](lumus.zeros { 2 }, { outt = 1 }) end, "unknown option 'outt'")
       checks.errors(function() lumus[name](lumus.zeros { 2 }, { out = lumus.zeros { 3 } }) end, "out must have shape 2, got 3")
     end)
   end
+end)
+
+-- The rounding ops at their edges: halves (to even for round), signed zeros, infinities,
+-- and values from 2^23 up (already integral), in float32, float16 and bfloat16, against
+-- results written out as PyTorch gives them.
+describe("floor ceil round trunc sign", function()
+  local nz, inf = compat.negative_zero, math.huge
+  local xs = { -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.3, 0.3, 0, nz, inf, -inf, 8388609, -8388609.0, 3.75, -3.75 }
+  local WANT = {
+    floor = { -3, -2, -1, 0, 1, 2, -1, 0, 0, nz, inf, -inf, 8388609, -8388609, 3, -4 },
+    ceil = { -2, -1, nz, 1, 2, 3, nz, 1, 0, nz, inf, -inf, 8388609, -8388609, 4, -3 },
+    round = { -2, -2, nz, 0, 2, 2, nz, 0, 0, nz, inf, -inf, 8388609, -8388609, 4, -4 },
+    trunc = { -2, -1, nz, 0, 1, 2, nz, 0, 0, nz, inf, -inf, 8388609, -8388609, 3, -3 },
+    sign = { -1, -1, -1, 1, 1, 1, -1, 1, 0, 0, 1, -1, 1, -1, 1, -1 },
+  }
+  local function same_bits(got, want, what)
+    for i = 1, #want do
+      local ok = got[i] == want[i] and (want[i] ~= 0 or 1 / got[i] == 1 / want[i])
+      assert(ok, ("%s: element %d (x = %s) is %s, want %s"):format(what, i, tostring(xs[i]), tostring(got[i]), tostring(want[i])))
+    end
+  end
+  for _, name in ipairs { "floor", "ceil", "round", "trunc", "sign" } do
+    it(name .. " gives PyTorch's results, signed zeros included, in every float dtype (reference too)", function()
+      same_bits(ref[name](xs), WANT[name], "reference." .. name)
+      for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+        local list, want = {}, {}
+        for i, x in ipairs(xs) do
+          -- 8388609 (2^23 + 1) is no float16 or bfloat16 value: those take 2^11 + 2 and
+          -- 2^8 + 2, likewise past the last fractional values of their formats.
+          local big = math.abs(x) == 8388609 and dtype ~= "float32"
+          local b = dtype == "float16" and 2050 or 258
+          list[i] = big and (x < 0 and -b or b) or x
+          want[i] = big and (name == "sign" and WANT.sign[i] or list[i]) or WANT[name][i]
+        end
+        local t = lumus.tensor(list, { dtype = dtype })
+        same_bits(lumus[name](t):float():to_table(), want, name .. " " .. dtype)
+        -- a strided view takes the general kernel
+        local pair = lumus.tensor({ list, list }, { dtype = dtype }):transpose(1, 2)
+        local got = lumus[name](pair):float():to_table()
+        local col = {}
+        for i = 1, #got do col[i] = got[i][2] end
+        same_bits(col, want, name .. " " .. dtype .. " (strided)")
+      end
+    end)
+  end
+end)
+
+describe("square reciprocal", function()
+  it("give PyTorch's results for NaN, infinities, signed zeros and the ends of the range", function()
+    local nz, inf = compat.negative_zero, math.huge
+    local xs = { 0 / 0, inf, -inf, 0, nz, 1e20, -1e20, 3e-39, 4 }
+    local want = {
+      square = { 0 / 0, inf, inf, 0, 0, inf, inf, 0, 16 },
+      reciprocal = { 0 / 0, 0, nz, inf, -inf, ref.f32(1e-20), ref.f32(-1e-20), ref.f32(1 / ref.f32(3e-39)), 0.25 },
+    }
+    for name, w in pairs(want) do
+      local got = lumus[name](lumus.tensor(xs)):to_table()
+      local r = ref[name](ref.map(xs, ref.f32))
+      for i = 1, #xs do
+        for _, v in ipairs { got[i], r[i] } do
+          local same = (v ~= v and w[i] ~= w[i]) or (v == w[i] and (w[i] ~= 0 or 1 / v == 1 / w[i]))
+            or (w[i] ~= 0 and w[i] == w[i] and math.abs(v - w[i]) <= 3 * 2 ^ -23 * math.abs(w[i]))
+            or (w[i] == 0 and math.abs(v) < 1e-45)   -- the float64 reference does not flush to 0
+          assert(same, ("%s(%s) = %s, want %s"):format(name, tostring(xs[i]), tostring(v), tostring(w[i])))
+        end
+      end
+    end
+  end)
 end)

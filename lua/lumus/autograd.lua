@@ -246,6 +246,21 @@ ops.abs = {
     return raw.mul(g, sign)
   end,
 }
+ops.square = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.scale(s.x, 2)) end,
+}
+ops.reciprocal = {   -- d(1/x) = -1/x^2 = -y^2
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.neg(raw.mul(g, raw.mul(s.y, s.y))) end,
+}
+-- Piecewise constant: a zero gradient (also where g is NaN), as PyTorch.
+local function zero_grad(g) return raw.zeros(raw.shape(g), { dtype = raw.dtype(g) }) end
+for _, name in ipairs { "floor", "ceil", "round", "trunc", "sign" } do
+  ops[name] = { inputs = { 1 }, backward = zero_grad }
+end
 ops.erf = {
   inputs = { 1 },
   save = function(a) return { x = a[1] } end,

@@ -462,6 +462,38 @@ function M.neg(t) return M.map(t, function(x) return -x end) end
 function M.abs(t) return M.map(t, math.abs) end
 -- NaN stays NaN (x < 0 is false for it).
 function M.relu(t) return M.map(t, function(x) if x < 0 then return 0 end return x end) end
+-- x * x and 1 / x rounded to float32's range (overflow is inf, 1 / +-0 is +-inf).
+function M.square(t) return M.map(t, function(x) return f32_range(x * x) end) end
+function M.reciprocal(t) return M.map(t, function(x) return f32_range(1 / x) end) end
+
+-- An integral result r of x as a float with x's sign where it is zero (floor(-0) = -0,
+-- ceil(-0.5) = -0): math.floor gives Lua integers, which have no -0. NaN and the
+-- infinities come through as they are.
+local function integral(r, x)
+  if r ~= r or r == math.huge or r == -math.huge then return r end
+  if r == 0 then return (x < 0 or 1 / x < 0) and compat.negative_zero or 0.0 end
+  return r + 0.0
+end
+function M.floor(t) return M.map(t, function(x) return integral(math.floor(x), x) end) end
+function M.ceil(t) return M.map(t, function(x) return integral(math.ceil(x), x) end) end
+function M.trunc(t)
+  return M.map(t, function(x) return integral(x >= 0 and math.floor(x) or math.ceil(x), x) end)
+end
+-- To the nearest integer, halves to the even one (torch.round, IEEE roundeven).
+function M.round(t)
+  return M.map(t, function(x)
+    if x ~= x or x == math.huge or x == -math.huge then return x end
+    local f = math.floor(x)
+    local d = x - f
+    local r = f
+    if d > 0.5 or (d == 0.5 and f % 2 ~= 0) then r = f + 1 end
+    return integral(r, x)
+  end)
+end
+-- -1, 0 or 1; NaN gives 0, as PyTorch's (0 < x) - (x < 0).
+function M.sign(t)
+  return M.map(t, function(x) if x > 0 then return 1.0 elseif x < 0 then return -1.0 end return 0.0 end)
+end
 
 local SQRT_PI = sqrt(math.pi)
 

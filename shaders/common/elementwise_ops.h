@@ -40,6 +40,11 @@
 #define LM_EW_COPY 33       /* a */
 #define LM_EW_GELU_TANH_GRAD 34   /* a * gelu_tanh'(b): a the gradient, b gelu's input */
 #define LM_EW_GELU_ERF_GRAD 35    /* a * gelu_erf'(b) */
+#define LM_EW_FLOOR 36
+#define LM_EW_CEIL 37
+#define LM_EW_ROUND 38      /* to nearest, halves to even (torch.round) */
+#define LM_EW_TRUNC 39
+#define LM_EW_SIGN 40       /* -1, 0 or 1; 0 for NaN and for -0 (PyTorch's (0 < a) - (a < 0)) */
 
 /* Operand and result types, specialization constant 3 (the float dtype of the data;
  * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */

@@ -7,7 +7,8 @@
 #include <lauxlib.h>
 #include <math.h>
 
-/* -t as t * -1, which IEEE arithmetic makes exact (signed zeros included). */
+/* -t as t * -1, which IEEE arithmetic makes exact (signed zeros included); 1 / t as the
+ * number 1 divided by t (lumus.div's kernel). */
 #define UNARY_OPS(X)                              \
     X(neg,       LM_EW_MUL,       -1.0f)          \
     X(relu,      LM_EW_RELU,      0.0f)           \
@@ -21,7 +22,14 @@
     X(rsqrt,     LM_EW_RSQRT,     0.0f)           \
     X(tanh,      LM_EW_TANH,      0.0f)           \
     X(sigmoid,   LM_EW_SIGMOID,   0.0f)           \
-    X(silu,      LM_EW_SILU,      0.0f)
+    X(silu,      LM_EW_SILU,      0.0f)           \
+    X(square,    LM_EW_SQUARE,    0.0f)           \
+    X(reciprocal, LM_EW_RDIV,     1.0f)           \
+    X(floor,     LM_EW_FLOOR,     0.0f)           \
+    X(ceil,      LM_EW_CEIL,      0.0f)           \
+    X(round,     LM_EW_ROUND,     0.0f)           \
+    X(trunc,     LM_EW_TRUNC,     0.0f)           \
+    X(sign,      LM_EW_SIGN,      0.0f)
 
 /* Records f(t) (with the numbers b, c) into opts.out (argument argn, options already
  * checked) or a new tensor, and returns it. */
@@ -43,8 +51,9 @@ static int unary(lua_State *L, const char *name, lm_ew_op op, float scalar) {
     return unary_checked(L, 2, name, op, scalar, 0.0f);
 }
 
+/* unary_<name>, not l_<name>: luaconf.h defines l_floor. */
 #define UNARY_FUNCTION(name, op, scalar) \
-    static int l_##name(lua_State *L) { return unary(L, #name, op, scalar); }
+    static int unary_##name(lua_State *L) { return unary(L, #name, op, scalar); }
 UNARY_OPS(UNARY_FUNCTION)
 
 /* lumus.gelu(t [, {approximate = "none" | "tanh", out =}]): the erf form by default, as
@@ -109,7 +118,7 @@ static int l_gelu_backward(lua_State *L) {
     return 1;
 }
 
-#define UNARY_ENTRY(name, op, scalar) { #name, l_##name },
+#define UNARY_ENTRY(name, op, scalar) { #name, unary_##name },
 const luaL_Reg lm_unary_ops[] = {
     UNARY_OPS(UNARY_ENTRY)
     { "gelu", l_gelu },
