@@ -661,6 +661,116 @@ function lumus.sigmoid(t, opts) end
 ---@return lumus.Tensor
 function lumus.silu(t, opts) end
 
+---A new tensor with t's values (lumus.copy).
+---@param t lumus.Tensor
+---@return lumus.Tensor
+function lumus.clone(t) end
+
+---The transpose of a 2-D tensor (a view); a 1-D tensor itself.
+---@param t lumus.Tensor
+---@return lumus.Tensor
+function lumus.t(t) end
+
+---Dimensions start_dim..end_dim merged (a view when the strides allow).
+---@param t lumus.Tensor
+---@param start_dim? integer
+---@param end_dim? integer
+---@return lumus.Tensor
+function lumus.flatten(t, start_dim, end_dim) end
+
+---value where mask (bool, broadcast to t), else t.
+---@param t lumus.Tensor
+---@param mask lumus.Tensor
+---@param value number
+---@return lumus.Tensor
+function lumus.masked_fill(t, mask, value) end
+
+---sqrt(var(x)).
+---@param x lumus.Tensor
+---@param opts? {dim?: integer, keepdim?: boolean, correction?: number, out?: lumus.Tensor}
+---@return lumus.Tensor
+function lumus.std(x, opts) end
+
+---The p-norm: p = 2 (default), 1 or math.huge.
+---@param x lumus.Tensor
+---@param opts? {p?: number, dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function lumus.norm(x, opts) end
+
+---a + w (b - a).
+---@param a lumus.Tensor
+---@param b lumus.Tensor|number
+---@param w lumus.Tensor|number
+---@return lumus.Tensor
+function lumus.lerp(a, b, w) end
+
+---The lower triangle of the last two dims from diagonal k (zeros elsewhere).
+---@param t lumus.Tensor
+---@param k? integer
+---@return lumus.Tensor
+function lumus.tril(t, k) end
+
+---The upper triangle of the last two dims from diagonal k (zeros elsewhere).
+---@param t lumus.Tensor
+---@param k? integer
+---@return lumus.Tensor
+function lumus.triu(t, k) end
+
+---bool: some element nonzero (over dim, or every element).
+---@param t lumus.Tensor
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function lumus.any(t, opts) end
+
+---bool: every element nonzero (over dim, or every element).
+---@param t lumus.Tensor
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function lumus.all(t, opts) end
+
+---[B, M, K] x [B, K, N] -> [B, M, N].
+---@param a lumus.Tensor
+---@param b lumus.Tensor
+---@return lumus.Tensor
+function lumus.bmm(a, b) end
+
+---Zeros of t's shape (t's dtype unless given).
+---@param t lumus.Tensor
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.zeros_like(t, opts) end
+
+---Ones of t's shape (t's dtype unless given).
+---@param t lumus.Tensor
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.ones_like(t, opts) end
+
+---Uninitialized, t's shape (t's dtype unless given).
+---@param t lumus.Tensor
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.empty_like(t, opts) end
+
+---uniform [0, 1) of t's shape.
+---@param t lumus.Tensor
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.rand_like(t, opts) end
+
+---Standard normal of t's shape.
+---@param t lumus.Tensor
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.randn_like(t, opts) end
+
+---value in t's shape (t's dtype unless given).
+---@param t lumus.Tensor
+---@param value number
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.full_like(t, value, opts) end
+
 ---t * t.
 ---@param t lumus.Tensor
 ---@param opts? lumus.OutOpts
@@ -1247,6 +1357,67 @@ function Tensor:sigmoid(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:silu(opts) end
+
+---A new tensor with t's values (lumus.copy).
+---@return lumus.Tensor
+function Tensor:clone() end
+
+---The transpose of a 2-D tensor (a view); a 1-D tensor itself.
+---@return lumus.Tensor
+function Tensor:t() end
+
+---Dimensions start_dim..end_dim merged (a view when the strides allow).
+---@param start_dim? integer
+---@param end_dim? integer
+---@return lumus.Tensor
+function Tensor:flatten(start_dim, end_dim) end
+
+---value where mask (bool, broadcast to t), else t.
+---@param mask lumus.Tensor
+---@param value number
+---@return lumus.Tensor
+function Tensor:masked_fill(mask, value) end
+
+---sqrt(var(x)).
+---@param opts? {dim?: integer, keepdim?: boolean, correction?: number, out?: lumus.Tensor}
+---@return lumus.Tensor
+function Tensor:std(opts) end
+
+---The p-norm: p = 2 (default), 1 or math.huge.
+---@param opts? {p?: number, dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function Tensor:norm(opts) end
+
+---a + w (b - a).
+---@param b lumus.Tensor|number
+---@param w lumus.Tensor|number
+---@return lumus.Tensor
+function Tensor:lerp(b, w) end
+
+---The lower triangle of the last two dims from diagonal k (zeros elsewhere).
+---@param k? integer
+---@return lumus.Tensor
+function Tensor:tril(k) end
+
+---The upper triangle of the last two dims from diagonal k (zeros elsewhere).
+---@param k? integer
+---@return lumus.Tensor
+function Tensor:triu(k) end
+
+---bool: some element nonzero (over dim, or every element).
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function Tensor:any(opts) end
+
+---bool: every element nonzero (over dim, or every element).
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function Tensor:all(opts) end
+
+---[B, M, K] x [B, K, N] -> [B, M, N].
+---@param b lumus.Tensor
+---@return lumus.Tensor
+function Tensor:bmm(b) end
 
 ---t * t.
 ---@param opts? lumus.OutOpts

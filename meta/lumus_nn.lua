@@ -143,6 +143,93 @@ local ReLU = {}
 ---@return lumus.Tensor
 function ReLU:forward(x) end
 
+---lumus.silu.
+---@class lumus.nn.SiLU : lumus.nn.Module
+---@overload fun(): lumus.nn.SiLU
+local SiLU = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function SiLU:forward(x) end
+
+---lumus.tanh.
+---@class lumus.nn.Tanh : lumus.nn.Module
+---@overload fun(): lumus.nn.Tanh
+local Tanh = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Tanh:forward(x) end
+
+---lumus.sigmoid.
+---@class lumus.nn.Sigmoid : lumus.nn.Module
+---@overload fun(): lumus.nn.Sigmoid
+local Sigmoid = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Sigmoid:forward(x) end
+
+---lumus.softmax over dim (the last by default).
+---@class lumus.nn.Softmax : lumus.nn.Module
+---@overload fun(opts?: {dim?: integer}): lumus.nn.Softmax
+---@field dim integer
+local Softmax = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Softmax:forward(x) end
+
+---@return string
+function Softmax:describe() end
+
+---lumus.log_softmax over dim (the last by default).
+---@class lumus.nn.LogSoftmax : lumus.nn.Module
+---@overload fun(opts?: {dim?: integer}): lumus.nn.LogSoftmax
+---@field dim integer
+local LogSoftmax = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function LogSoftmax:forward(x) end
+
+---@return string
+function LogSoftmax:describe() end
+
+---x itself.
+---@class lumus.nn.Identity : lumus.nn.Module
+---@overload fun(): lumus.nn.Identity
+local Identity = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Identity:forward(x) end
+
+---lumus.flatten from start_dim (2 by default) to end_dim (-1).
+---@class lumus.nn.Flatten : lumus.nn.Module
+---@overload fun(start_dim?: integer, end_dim?: integer): lumus.nn.Flatten
+local Flatten = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Flatten:forward(x) end
+
+---@return string
+function Flatten:describe() end
+
+---lumus.rms_norm over the last dimension; weight [D] (ones) when affine.
+---@class lumus.nn.RMSNorm : lumus.nn.Module
+---@overload fun(d: integer, opts?: {eps?: number, affine?: boolean}): lumus.nn.RMSNorm
+---@field weight lumus.Tensor?
+local RMSNorm = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function RMSNorm:forward(x) end
+
+---@return string
+function RMSNorm:describe() end
+
 ---Training: zeroes each element with probability p and scales the rest by 1/(1-p);
 ---evaluation: x itself.
 ---@class lumus.nn.Dropout : lumus.nn.Module
@@ -290,6 +377,17 @@ function KVCache:reset() end
 ---Frees the key and value tensors.
 function KVCache:free() end
 
+---@class lumus.nn.utils
+local utils = {}
+
+---Scales the gradients of params in place so that their joint norm is at most max_norm;
+---returns that norm before clipping (a one-element tensor).
+---@param params lumus.Tensor[]|lumus.Tensor
+---@param max_norm number
+---@param opts? {norm_type?: number}
+---@return lumus.Tensor
+function utils.clip_grad_norm_(params, max_norm, opts) end
+
 ---@class lumus.nn
 local nn = {}
 
@@ -302,6 +400,16 @@ nn.Linear = Linear
 nn.LayerNorm = LayerNorm
 nn.GELU = GELU
 nn.ReLU = ReLU
+nn.SiLU = SiLU
+nn.Tanh = Tanh
+nn.Sigmoid = Sigmoid
+nn.Softmax = Softmax
+nn.LogSoftmax = LogSoftmax
+nn.Identity = Identity
+nn.Flatten = Flatten
+nn.RMSNorm = RMSNorm
+
+nn.utils = utils
 nn.Dropout = Dropout
 nn.Embedding = Embedding
 nn.Sequential = Sequential

@@ -20,6 +20,48 @@ local reference = {}
 function reference.abs(t) end
 
 ---@param t lumus.reference.Nested
+---@param opts? table
+---@return lumus.reference.Nested
+function reference.std(t, opts) end
+
+---@param t lumus.reference.Nested
+---@param opts? table
+---@return lumus.reference.Nested
+function reference.norm(t, opts) end
+
+---@param a lumus.reference.Nested
+---@param b lumus.reference.Nested|number
+---@param w lumus.reference.Nested|number
+---@return lumus.reference.Nested
+function reference.lerp(a, b, w) end
+
+---@param t lumus.reference.Nested
+---@param mask lumus.reference.Nested
+---@param v number
+---@return lumus.reference.Nested
+function reference.masked_fill(t, mask, v) end
+
+---@param t lumus.reference.Nested
+---@param k? number
+---@return lumus.reference.Nested
+function reference.tril(t, k) end
+
+---@param t lumus.reference.Nested
+---@param k? number
+---@return lumus.reference.Nested
+function reference.triu(t, k) end
+
+---@param t lumus.reference.Nested
+---@param opts? table
+---@return lumus.reference.Nested
+function reference.any(t, opts) end
+
+---@param t lumus.reference.Nested
+---@param opts? table
+---@return lumus.reference.Nested
+function reference.all(t, opts) end
+
+---@param t lumus.reference.Nested
 ---@return lumus.reference.Nested
 function reference.square(t) end
 

@@ -150,11 +150,43 @@ describe("gradients of matmul, linear and layer_norm_forward", function()
     mm("matmul [4] x [4]", false, false, { 4 }, { 4 })
   end)
 
+  it("rms_norm with and without a weight", function()
+    gc.check("rms_norm", function(x, w) return lumus.rms_norm(x, w) end,
+      function(x, w) return ref.rms_norm(x, w, 1e-6) end, { { 3, 6 }, { 6 } })
+    gc.check("rms_norm eps", function(x) return lumus.rms_norm(x, { eps = 0.1 }) end,
+      function(x) return ref.rms_norm(x, nil, 0.1) end, { { 2, 3, 5 } })
+  end)
+
   it("linear and layer_norm_forward", function()
     gc.op("linear", { { 3, 4 }, { 5, 4 }, { 5 } })
     gc.op("linear", { { 2, 3, 4 }, { 5, 4 } })
     gc.check("layer_norm_forward", function(x, w, b) return (lumus.layer_norm_forward(x, w, b)) end,
       function(x, w, b) return (ref.layer_norm_forward(x, w, b, 1e-5)) end, { { 3, 6 }, { 6 }, { 6 } })
+  end)
+end)
+
+describe("gradients of the composite ops (recorded as the ops they are made of)", function()
+  it("std norm lerp tril triu masked_fill clone t flatten", function()
+    gc.check("std", function(x) return lumus.std(x, { dim = 2 }) end, function(x) return ref.std(x, { dim = 2 }) end, { { 3, 5 } })
+    gc.check("std all", function(x) return x:std() end, function(x) return ref.std(x) end, { { 2, 3 } })
+    gc.check("norm", function(x) return lumus.norm(x) end, function(x) return ref.norm(x) end, { { 3, 4 } })
+    gc.check("norm p=1 dim", function(x) return lumus.norm(x, { p = 1, dim = 1 }) end,
+      function(x) return ref.norm(x, { p = 1, dim = 1 }) end, { gc.input({ 3, 4 }, gc.away(0.1)) })
+    gc.check("lerp", function(a, b) return lumus.lerp(a, b, 0.3) end, function(a, b) return ref.lerp(a, b, 0.3) end, { { 3, 4 }, { 3, 4 } })
+    gc.check("lerp w>=0.5", function(a, b) return lumus.lerp(a, b, 0.8) end, function(a, b) return ref.lerp(a, b, 0.8) end, { { 3, 4 }, { 4 } })
+    gc.check("lerp tensor w", function(a, b, w) return lumus.lerp(a, b, w) end, function(a, b, w) return ref.lerp(a, b, w) end,
+      { { 2, 3 }, { 2, 3 }, { 2, 3 } })
+    gc.check("tril", function(x) return lumus.tril(x, 1) end, function(x) return ref.tril(x, 1) end, { { 2, 3, 4 } })
+    gc.check("triu", function(x) return lumus.triu(x, -1) end, function(x) return ref.triu(x, -1) end, { { 4, 3 } })
+    local mask = lumus.tensor({ { true, false, true }, { false, false, true } }, { dtype = "bool" })
+    local m = mask:to_table()
+    gc.check("masked_fill", function(x) return lumus.masked_fill(x, mask, 2) end, function(x) return ref.masked_fill(x, m, 2) end, { { 2, 3 } })
+    gc.check("clone", function(x) return lumus.clone(x) end, function(x) return x end, { { 2, 3 } })
+    -- views, their reference through float32 as the view checks below (exact moves)
+    gc.check("t", function(x) return x:t() end, function(x) return lumus.tensor(x):t():to_table() end, { { 2, 3 } },
+      { h = 0.5, tol = 1e-6 })
+    gc.check("flatten", function(x) return x:flatten(2) end, function(x) return lumus.tensor(x):flatten(2):to_table() end,
+      { { 2, 3, 2 } }, { h = 0.5, tol = 1e-6 })
   end)
 end)
 

@@ -442,6 +442,29 @@ ops.layer_norm_linear = {
     return need[1] and gx or nil, need[2] and glw or nil, need[3] and glb or nil, gw, gb
   end,
 }
+-- rms_norm: y = x r w with r = (mean(x^2) + eps)^-1/2 over the last dimension. With
+-- u = g w: dx = r u - x r^3 mean(u x), dw = the sum over rows of g x r.
+ops.rms_norm = {
+  inputs = { 1, 2 },
+  save = function(a)
+    local w = is_tensor(a[2]) and a[2] or nil
+    local o = w and a[3] or a[2]
+    local eps = type(o) == "table" and rawget(o, "eps") or nil
+    return { x = a[1], w = w, eps = eps or 1e-6 }
+  end,
+  backward = function(g, s, need)
+    local x = s.x
+    local r = raw.rsqrt(raw.add(raw.mean(raw.mul(x, x), { dim = -1, keepdim = true }), s.eps))
+    local u = s.w and raw.mul(g, s.w) or g
+    local gx
+    if need[1] then
+      local m = raw.mean(raw.mul(u, x), { dim = -1, keepdim = true })
+      gx = raw.sub(raw.mul(u, r), raw.mul(x, raw.mul(m, raw.mul(r, raw.mul(r, r)))))
+    end
+    local gw = need[2] and s.w and reduce_to(raw.mul(g, raw.mul(x, r)), raw.shape(s.w)) or nil
+    return gx, gw
+  end,
+}
 ops.layer_norm_forward = {
   inputs = { 1, 2, 3 },
   save = function(a, r)

@@ -117,6 +117,7 @@ require("lumus.autograd").attach(M)
 require("lumus.loss").attach(M)
 -- lumus.sample (lua/lumus/sampling.lua): next-token sampling from existing kernels.
 require("lumus.sampling").attach(M)
+require("lumus.composite").attach(M)
 
 -- Submodules load on first use: lumus.reference, lumus.nn, lumus.optim.
 setmetatable(M, {

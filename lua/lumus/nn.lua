@@ -24,6 +24,13 @@
 --                                     tensor per call. Evaluation mode: x itself
 --   nn.Embedding(num, dim [, {seed = n}])   lumus.embedding(ids, weight), 1-based int32
 --                                     ids; weight [num, dim] from the standard normal
+--   nn.SiLU(), nn.Tanh(), nn.Sigmoid()          lumus.silu, lumus.tanh, lumus.sigmoid
+--   nn.Softmax([{dim = -1}]), nn.LogSoftmax([{dim = -1}])   lumus.softmax, lumus.log_softmax
+--   nn.Identity()                     x itself
+--   nn.Flatten([start_dim = 2 [, end_dim = -1]])   lumus.flatten
+--   nn.RMSNorm(D [, {eps = 1e-6, affine = true}])  lumus.rms_norm; weight [D] (ones)
+--   nn.utils.clip_grad_norm_(params, max_norm [, {norm_type = 2}])  grads scaled in place
+--                                     so their joint norm is at most max_norm; the norm
 --
 -- Every module has:
 --   m:forward(x), m(x)                the output tensor, m.output (see "Outputs" below)
@@ -726,6 +733,98 @@ end
 
 function ReLU:forward(x) return elementwise_forward(self, kernel("relu", "nn.ReLU"), x, nil, no_options) end
 
+-- Activations without options, each one kernel: nn.SiLU, nn.Tanh, nn.Sigmoid.
+for _, a in ipairs { { "SiLU", "silu" }, { "Tanh", "tanh" }, { "Sigmoid", "sigmoid" } } do
+  local class_name, op = a[1], a[2]
+  local C = make_class(class_name, Module)
+  nn[class_name] = C
+  function C:__init(opts)
+    if opts ~= nil then error(("nn.%s: takes no arguments"):format(class_name), 3) end
+    self:register_buffers("output")
+  end
+  function C:forward(x) return elementwise_forward(self, kernel(op, "nn." .. class_name), x, nil, no_options) end
+end
+
+-- nn.Softmax / nn.LogSoftmax([{dim = -1}]): over dim (the last by default; PyTorch
+-- warns when dim is left out, lumus takes the last, where a model's logits are).
+for _, a in ipairs { { "Softmax", "softmax" }, { "LogSoftmax", "log_softmax" } } do
+  local class_name, op = a[1], a[2]
+  local C = make_class(class_name, Module)
+  nn[class_name] = C
+  local fname = "nn." .. class_name
+  function C:__init(opts)
+    opts = opts_table(fname, opts, { dim = true })
+    local d = opts.dim
+    if d == nil then d = -1 end
+    if type(d) ~= "number" or d ~= math.floor(d) or d == 0 then
+      error(("%s: option dim must be a nonzero integer, got %s"):format(fname, tostring(d)), 3)
+    end
+    self.dim = d
+    self:register_buffers("output")
+  end
+  local function dim_options(self) return { dim = self.dim } end
+  function C:forward(x) return elementwise_forward(self, kernel(op, fname), x, nil, dim_options, nil, self.dim) end
+  function C:describe() return ("%s(dim=%d)"):format(fname, self.dim) end
+end
+
+-- nn.Identity(): x itself.
+local Identity = make_class("Identity", Module)
+nn.Identity = Identity
+function Identity:__init() end
+function Identity:forward(x)
+  if not is_tensor(x) then error(("nn.Identity: input must be a tensor, got %s"):format(type(x)), 2) end
+  self.output = x
+  return x
+end
+
+-- nn.Flatten([start_dim = 2 [, end_dim = -1]]): t:flatten (a view when the strides allow);
+-- PyTorch's default keeps the batch dimension.
+local Flatten = make_class("Flatten", Module)
+nn.Flatten = Flatten
+function Flatten:__init(start_dim, end_dim)
+  for _, v in ipairs { { "start_dim", start_dim }, { "end_dim", end_dim } } do
+    if v[2] ~= nil and (type(v[2]) ~= "number" or v[2] ~= math.floor(v[2]) or v[2] == 0) then
+      error(("nn.Flatten: %s must be a nonzero integer, got %s"):format(v[1], tostring(v[2])), 3)
+    end
+  end
+  self.start_dim, self.end_dim = start_dim or 2, end_dim or -1
+end
+function Flatten:forward(x)
+  if not is_tensor(x) then error(("nn.Flatten: input must be a tensor, got %s"):format(type(x)), 2) end
+  local y = lumus.flatten(x, self.start_dim, self.end_dim)
+  self.output = y
+  return y
+end
+function Flatten:describe() return ("nn.Flatten(start_dim=%d, end_dim=%d)"):format(self.start_dim, self.end_dim) end
+
+-- nn.RMSNorm(D [, {eps = 1e-6, affine = true}]): lumus.rms_norm over the last dimension,
+-- weight [D] (ones) when affine.
+local RMSNorm = make_class("RMSNorm", Module)
+nn.RMSNorm = RMSNorm
+function RMSNorm:__init(d, opts)
+  self.d = positive_int("nn.RMSNorm", "D (the normalized size)", d)
+  opts = opts_table("nn.RMSNorm", opts, { eps = true, affine = true })
+  local eps = opts.eps
+  if eps == nil then eps = 1e-6 end
+  if type(eps) ~= "number" or not (eps > 0) or eps == math.huge then
+    error(("nn.RMSNorm: option eps must be a positive finite number, got %s"):format(tostring(eps)), 3)
+  end
+  self.eps = eps
+  self.affine = boolean_opt("nn.RMSNorm", opts, "affine", true)
+  if self.affine then self:register_parameter("weight", lumus.ones({ self.d })) end
+  self:register_buffers("output")
+end
+local function eps_options(self) return { eps = self.eps } end
+function RMSNorm:forward(x)
+  return elementwise_forward(self, kernel("rms_norm", "nn.RMSNorm"), x, self.weight, eps_options, x, self.eps)
+end
+function RMSNorm:describe()
+  local extra = {}
+  if self.eps ~= 1e-6 then extra[#extra + 1] = ("eps=%g"):format(self.eps) end
+  if not self.affine then extra[#extra + 1] = "affine=false" end
+  return ("nn.RMSNorm(%d%s)"):format(self.d, #extra > 0 and ", " .. table.concat(extra, ", ") or "")
+end
+
 ---------------------------------------------------------------------------------------
 -- Dropout
 
@@ -1016,5 +1115,51 @@ end
 
 -- MultiheadAttention, KVCache, TransformerBlock: lua/lumus/nn_transformer.lua.
 require("lumus.nn_transformer").attach(nn)
+
+---------------------------------------------------------------------------------------
+-- Utilities
+
+nn.utils = {}
+
+-- clip_grad_norm_(params, max_norm [, {norm_type = 2}]): the norm of all the gradients
+-- together (2: sqrt of the sum of squares; math.huge: the largest |g|); every gradient is
+-- multiplied in place by min(1, max_norm / (norm + 1e-6)), a one-element tensor on the
+-- device, so nothing waits for the device. Returns the norm (a one-element tensor).
+-- Parameters without a gradient are skipped; with none at all the norm is 0.
+function nn.utils.clip_grad_norm_(params, max_norm, opts)
+  local fname = "nn.utils.clip_grad_norm_"
+  if type(params) ~= "table" or is_tensor(params) then
+    if is_tensor(params) then params = { params }
+    else error(("%s: params must be a list of tensors, got %s"):format(fname, type(params)), 2) end
+  end
+  if type(max_norm) ~= "number" or not (max_norm >= 0) then
+    error(("%s: max_norm must be a number >= 0, got %s"):format(fname, tostring(max_norm)), 2)
+  end
+  opts = opts_table(fname, opts, { norm_type = true }, 3)
+  local p = opts.norm_type == nil and 2 or opts.norm_type
+  if p ~= 2 and p ~= math.huge then
+    error(("%s: option norm_type must be 2 or math.huge, got %s"):format(fname, tostring(p)), 2)
+  end
+  return lumus.no_grad(function()
+    local grads = {}
+    for i, t in ipairs(params) do
+      if not is_tensor(t) then error(("%s: params[%d] must be a tensor, got %s"):format(fname, i, type(t)), 4) end
+      local g = t:grad()
+      if g ~= nil then grads[#grads + 1] = g end
+    end
+    if #grads == 0 then return lumus.zeros({ 1 }) end
+    local total
+    for _, g in ipairs(grads) do
+      local part = p == 2 and lumus.sum(lumus.mul(g, g)) or (lumus.max(lumus.abs(g)))
+      if total == nil then total = part
+      elseif p == 2 then total = lumus.add(total, part)
+      else total = lumus.maximum(total, part) end
+    end
+    if p == 2 then total = lumus.sqrt(total) end
+    local coef = lumus.clamp(lumus.div(max_norm, lumus.add(total, 1e-6)), nil, 1)
+    for _, g in ipairs(grads) do lumus.mul(g, coef, { out = g }) end
+    return total
+  end)
+end
 
 return nn

@@ -634,6 +634,58 @@ function M.var(t, opts)
   end))
 end
 
+--- std(t [, opts]): sqrt(var(t, opts)) (lumus.std).
+function M.std(t, opts) return M.map(M.var(t, opts), sqrt) end
+
+--- norm(t [, {p = 2, dim =, keepdim =}]): p = 2 the square root of the sum of squares,
+-- 1 the sum of |x|, math.huge the largest |x| (lumus.norm).
+function M.norm(t, opts)
+  local p = (opts and opts.p) or 2
+  local r = opts and { dim = opts.dim, keepdim = opts.keepdim } or nil
+  if p == 1 then return M.sum(M.map(t, math.abs), r) end
+  if p == math.huge then return (M.max(M.map(t, math.abs), r)) end
+  return M.map(M.sum(M.map(t, function(x) return x * x end), r), sqrt)
+end
+
+--- lerp(a, b, w) = a + w (b - a); w a number or broadcasting like a and b (lumus.lerp).
+function M.lerp(a, b, w)
+  return broadcast_n("lerp", function(x, y, z) return f32_range(x + z * (y - x)) end, a, b, w)
+end
+
+--- masked_fill(t, mask, v): v where mask, else t (lumus.masked_fill).
+function M.masked_fill(t, mask, v) return M.where(mask, v, t) end
+
+-- The last two dimensions' elements (i, j) kept where keep(j - i), else 0.
+local function triangle(t, keep)
+  if type(t[1][1]) == "table" then
+    local out = {}
+    for i = 1, #t do out[i] = triangle(t[i], keep) end
+    return out
+  end
+  local out = {}
+  for i = 1, #t do
+    out[i] = {}
+    for j = 1, #t[i] do out[i][j] = keep(j - i) and t[i][j] or 0 end
+  end
+  return out
+end
+--- tril(t [, k = 0]), triu(t [, k = 0]): the lower (j - i <= k) or upper (j - i >= k)
+-- triangle of the last two dimensions, zeros elsewhere (lumus.tril, lumus.triu).
+function M.tril(t, k) k = k or 0; return triangle(t, function(d) return d <= k end) end
+function M.triu(t, k) k = k or 0; return triangle(t, function(d) return d >= k end) end
+
+--- any(t [, {dim =, keepdim =}]), all(...): true where some / every element is nonzero
+-- (NaN counts as nonzero; booleans as themselves) (lumus.any, lumus.all).
+local function nonzero01(t)
+  return M.map(t, function(x) if x == true or (type(x) == "number" and x ~= 0) then return 1 end return 0 end)
+end
+function M.any(t, opts)
+  return M.map((M.max(nonzero01(t), opts and { dim = opts.dim, keepdim = opts.keepdim })), function(v) return v == 1 end)
+end
+function M.all(t, opts)
+  return M.map((M.min(nonzero01(t), opts and { dim = opts.dim, keepdim = opts.keepdim })), function(v) return v == 1 end)
+end
+
 -- The index of the max (better = >) or min (<) of a list: the first NaN if any (NaN
 -- counts as beyond every number, as in PyTorch), else the first of equal extremes.
 local function extreme_index(row, better)

@@ -1,0 +1,224 @@
+--- lumus.composite: ops written with other ops, attached to the lumus table (and, where
+-- the first argument is a tensor, as Tensor methods): what a PyTorch user looks for by
+-- name. Each call is the ops it is made of, so autograd records those, and every
+-- argument is checked here first, so errors name the function called.
+--
+--   lumus.clone(t)                              a new tensor with t's values (lumus.copy)
+--   t:t()                                       the transpose of a 2-D tensor (a view); 1-D: t
+--   t:flatten([start_dim = 1 [, end_dim = -1]]) dims start..end merged (a view when possible)
+--   lumus.zeros_like(t [, {dtype=}])            likewise ones_like, empty_like, rand_like,
+--   lumus.full_like(t, v [, {dtype=}])          randn_like: t's shape, t's dtype unless given
+--   lumus.masked_fill(t, mask, v)               v where mask (bool, broadcast to t), else t
+--   lumus.std(x [, {dim =, keepdim =, correction = 1, out =}])   sqrt(var)
+--   lumus.norm(x [, {p = 2, dim =, keepdim =}]) p = 1, 2 or math.huge (max |x|)
+--   lumus.lerp(a, b, w)                         a + w (b - a), w a number or a tensor
+--   lumus.tril(t [, k = 0]), lumus.triu(t [, k = 0])   the last two dims' lower / upper
+--                                               triangle from diagonal k, zeros elsewhere
+--   lumus.any(t [, {dim =, keepdim =}]), lumus.all(...)  bool: some / every element nonzero
+--   lumus.bmm(a, b)                             [B, M, K] x [B, K, N] (lumus.matmul, checked)
+--   a ^ b                                       lumus.pow(a, b) (tensors or numbers)
+local core = require "lumus.core"
+
+local M = {}
+
+local Tensor = core.Tensor
+
+local function argerror(name, n, msg)
+  error(("bad argument #%d to 'lumus.%s' (%s)"):format(n, name, msg), 3)
+end
+
+local function check_tensor(name, n, v, what)
+  if getmetatable(v) ~= Tensor then
+    argerror(name, n, ("%s must be a tensor, got %s"):format(what or "tensor", type(v)))
+  end
+  if v:is_freed() then argerror(name, n, (what or "tensor") .. " has been freed") end
+  return v
+end
+
+-- The options table at argument n: nil or a table whose keys are all in `known`.
+local function check_options(name, n, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or getmetatable(opts) == Tensor then
+    argerror(name, n, ("options must be a table, got %s"):format(type(opts)))
+  end
+  for k in next, opts do
+    if type(k) ~= "string" or not known[k] then
+      local list = {}
+      for key in pairs(known) do list[#list + 1] = key end
+      table.sort(list)
+      argerror(name, n, ("unknown option '%s' (known: %s)"):format(tostring(k), table.concat(list, ", ")))
+    end
+  end
+  return opts
+end
+
+-- A dimension of an nd-dimensional tensor: 1..nd, or -nd..-1 from the end.
+local function check_dim(name, n, d, nd, what)
+  if type(d) ~= "number" or d ~= math.floor(d) or d < -nd or d > nd or d == 0 then
+    argerror(name, n, ("%s must be an integer in -%d..-1 or 1..%d, got %s"):format(what, nd, nd, tostring(d)))
+  end
+  return d < 0 and d + nd + 1 or d
+end
+
+local function check_integer(name, n, v, what)
+  if type(v) ~= "number" or v ~= math.floor(v) or v ~= v or math.abs(v) == math.huge then
+    argerror(name, n, ("%s must be an integer, got %s"):format(what, tostring(v)))
+  end
+  return v
+end
+
+function M.attach(lumus)
+  local methods = Tensor.methods
+  local function add(name, f, method)
+    lumus[name] = f
+    if method then methods[name] = f end
+  end
+
+  add("clone", function(t)
+    check_tensor("clone", 1, t)
+    return lumus.copy(t)
+  end, true)
+
+  add("t", function(t)
+    check_tensor("t", 1, t)
+    local nd = t:dim()
+    if nd > 2 then argerror("t", 1, ("expects a tensor of at most 2 dimensions, got %d"):format(nd)) end
+    if nd < 2 then return t end
+    return t:transpose(1, 2)
+  end, true)
+
+  add("flatten", function(t, start_dim, end_dim)
+    check_tensor("flatten", 1, t)
+    local shape = t:shape()
+    local nd = #shape
+    local s = check_dim("flatten", 2, start_dim == nil and 1 or start_dim, nd, "start_dim")
+    local e = check_dim("flatten", 3, end_dim == nil and -1 or end_dim, nd, "end_dim")
+    if s > e then argerror("flatten", 2, ("start_dim %d comes after end_dim %d"):format(s, e)) end
+    local out, n = {}, 1
+    for i = 1, s - 1 do out[#out + 1] = shape[i] end
+    for i = s, e do n = n * shape[i] end
+    out[#out + 1] = n
+    for i = e + 1, nd do out[#out + 1] = shape[i] end
+    return t:reshape(out)
+  end, true)
+
+  -- Factories shaped like t: t's dtype unless opts.dtype. make(shape, opts) makes it;
+  -- full_like's value comes between t and the options.
+  local function like(name, make)
+    return function(t, opts)
+      check_tensor(name, 1, t)
+      opts = check_options(name, 2, opts, { dtype = true })
+      return make(t:shape(), { dtype = opts.dtype or t:dtype() })
+    end
+  end
+  add("zeros_like", like("zeros_like", function(shape, o) return lumus.zeros(shape, o) end))
+  add("ones_like", like("ones_like", function(shape, o) return lumus.ones(shape, o) end))
+  add("empty_like", like("empty_like", function(shape, o) return lumus.empty(shape, o) end))
+  add("rand_like", like("rand_like", function(shape, o) return lumus.rand(shape, o) end))
+  add("randn_like", like("randn_like", function(shape, o) return lumus.randn(shape, o) end))
+  add("full_like", function(t, value, opts)
+    check_tensor("full_like", 1, t)
+    if type(value) ~= "number" then argerror("full_like", 2, ("value must be a number, got %s"):format(type(value))) end
+    opts = check_options("full_like", 3, opts, { dtype = true })
+    return lumus.full(t:shape(), value, { dtype = opts.dtype or t:dtype() })
+  end)
+
+  add("masked_fill", function(t, mask, value)
+    check_tensor("masked_fill", 1, t)
+    check_tensor("masked_fill", 2, mask, "mask")
+    if mask:dtype() ~= "bool" then
+      argerror("masked_fill", 2, ("mask must be bool, got %s"):format(mask:dtype()))
+    end
+    if type(value) ~= "number" then
+      argerror("masked_fill", 3, ("value must be a number, got %s"):format(type(value)))
+    end
+    local r = lumus.where(mask, value, t)
+    if #r:shape() ~= #t:shape() or r:numel() ~= t:numel() then
+      argerror("masked_fill", 2, "mask must broadcast to the tensor's shape, not beyond it")
+    end
+    return r
+  end, true)
+
+  add("std", function(x, opts)
+    check_tensor("std", 1, x)
+    opts = check_options("std", 2, opts, { dim = true, keepdim = true, correction = true, out = true })
+    local v = lumus.var(x, { dim = opts.dim, keepdim = opts.keepdim, correction = opts.correction })
+    return lumus.sqrt(v, { out = opts.out })
+  end, true)
+
+  add("norm", function(x, opts)
+    check_tensor("norm", 1, x)
+    opts = check_options("norm", 2, opts, { p = true, dim = true, keepdim = true })
+    local p = opts.p == nil and 2 or opts.p
+    local r = { dim = opts.dim, keepdim = opts.keepdim }
+    if p == 2 then return lumus.sqrt(lumus.sum(lumus.mul(x, x), r)) end
+    if p == 1 then return lumus.sum(lumus.abs(x), r) end
+    if p == math.huge then return (lumus.max(lumus.abs(x), r)) end
+    argerror("norm", 2, ("p must be 1, 2 or math.huge, got %s"):format(tostring(p)))
+  end, true)
+
+  -- a + w (b - a) for w < 0.5, b - (1 - w) (b - a) otherwise (PyTorch's two forms: exact
+  -- at w = 0 and at w = 1).
+  add("lerp", function(a, b, w)
+    check_tensor("lerp", 1, a)
+    if getmetatable(b) ~= Tensor and type(b) ~= "number" then
+      argerror("lerp", 2, ("end must be a tensor or a number, got %s"):format(type(b)))
+    end
+    local d = lumus.sub(b, a)
+    if type(w) == "number" then
+      if w < 0.5 then return lumus.add(a, lumus.mul(d, w)) end
+      return lumus.sub(b, lumus.mul(d, 1 - w))
+    end
+    check_tensor("lerp", 3, w, "weight")
+    return lumus.where(lumus.lt(w, 0.5), lumus.add(a, lumus.mul(d, w)), lumus.sub(b, lumus.mul(d, lumus.sub(1, w))))
+  end, true)
+
+  -- The triangle of the last two dimensions: element (i, j) kept where j - i <= k (tril)
+  -- or j - i >= k (triu), from a [R, C] mask that broadcasts over the leading dims.
+  local function triangle(name, keep)
+    return function(t, k)
+      check_tensor(name, 1, t)
+      local shape = t:shape()
+      if #shape < 2 then argerror(name, 1, ("expects at least 2 dimensions, got %d"):format(#shape)) end
+      k = check_integer(name, 2, k == nil and 0 or k, "diagonal")
+      local r, c = shape[#shape - 1], shape[#shape]
+      local rows = lumus.arange(r, { dtype = "float32" }):reshape({ r, 1 })
+      local cols = lumus.arange(c, { dtype = "float32" }):reshape({ 1, c })
+      local offset = lumus.sub(cols, rows)                -- [R, C]: j - i, exact below 2^24
+      return lumus.where(keep(offset, k), t, 0)
+    end
+  end
+  add("tril", triangle("tril", function(o, k) return lumus.le(o, k) end), true)
+  add("triu", triangle("triu", function(o, k) return lumus.ge(o, k) end), true)
+
+  -- any/all: the nonzero elements (NaN counts) as 1.0, reduced by max / min. bool and
+  -- int32 go through float32 (nonzero stays nonzero).
+  local FLOATS = { float32 = true, float16 = true, bfloat16 = true }
+  local function logical(name, reduce)
+    return function(t, opts)
+      check_tensor(name, 1, t)
+      opts = check_options(name, 2, opts, { dim = true, keepdim = true })
+      local x = FLOATS[t:dtype()] and t or t:float()
+      local nonzero = lumus.ne(x, 0):float()
+      return lumus.gt((reduce(nonzero, { dim = opts.dim, keepdim = opts.keepdim })), 0)
+    end
+  end
+  add("any", logical("any", function(x, o) return lumus.max(x, o) end), true)
+  add("all", logical("all", function(x, o) return lumus.min(x, o) end), true)
+
+  add("bmm", function(a, b)
+    check_tensor("bmm", 1, a)
+    check_tensor("bmm", 2, b)
+    if a:dim() ~= 3 then argerror("bmm", 1, ("expects a 3-D tensor, got %d dimensions"):format(a:dim())) end
+    if b:dim() ~= 3 then argerror("bmm", 2, ("expects a 3-D tensor, got %d dimensions"):format(b:dim())) end
+    if a:size(1) ~= b:size(1) then
+      argerror("bmm", 2, ("batch sizes differ: %d and %d"):format(a:size(1), b:size(1)))
+    end
+    return lumus.matmul(a, b)
+  end, true)
+
+  -- Lua passes the operands as written (2 ^ t: 2, t).
+  Tensor.__pow = function(a, b) return lumus.pow(a, b) end
+end
+
+return M

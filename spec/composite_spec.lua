@@ -1,0 +1,179 @@
+-- The ops written with other ops (lua/lumus/composite.lua): each against its float64
+-- counterpart in lumus.reference at a stated bound, as a function and as a method, on a
+-- seeded sweep of shapes (odd, prime, a single element, rows of 1), with errors by
+-- message. Their gradients are in spec/grad_check_spec.lua.
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
+
+local function rand(shape, seed, scale)
+  local g = ref.rng(seed)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  local flat = {}
+  for i = 1, n do flat[i] = ref.f32(g.normal() * (scale or 1)) end
+  return ref.nest(flat, shape)
+end
+
+-- Shapes of the sweep: 2-D and 3-D, odd and prime sizes, single rows and columns.
+local SHAPES = { { 1, 1 }, { 1, 7 }, { 5, 1 }, { 3, 4 }, { 7, 13 }, { 2, 5, 3 }, { 4, 1, 31 }, { 17, 64 } }
+
+describe("composite ops", function()
+  it("std and norm match the reference over every element and along each dim", function()
+    for k, shape in ipairs(SHAPES) do
+      local xs = rand(shape, 10 + k)
+      local x = lumus.tensor(xs)
+      for d = 0, #shape do
+        local o = d > 0 and { dim = d } or nil
+        local ok = d > 0 and { dim = d, keepdim = true } or nil
+        local what = ("%s over %s"):format(table.concat(shape, "x"), d > 0 and "dim " .. d or "all")
+        -- std of one element divides by 0 (NaN, as PyTorch); the reference agrees
+        checks.close(lumus.std(x, o), ref.std(xs, o), { rel = 1e-5, abs = 1e-6, what = "std " .. what })
+        checks.close(x:std(ok), ref.std(xs, ok), { rel = 1e-5, abs = 1e-6, what = "std keepdim " .. what })
+        for _, p in ipairs { 1, 2, math.huge } do
+          local po = { p = p, dim = o and o.dim }
+          checks.close(lumus.norm(x, po), ref.norm(xs, po), { rel = 1e-5, what = ("norm p=%s %s"):format(tostring(p), what) })
+        end
+      end
+      checks.close(x:norm(), ref.norm(xs), { rel = 1e-5, what = "x:norm()" })
+    end
+    local x = lumus.tensor({ 1, 2, 3, 4 })
+    checks.close(lumus.std(x, { correction = 0 }), ref.std({ 1, 2, 3, 4 }, { correction = 0 }), { rel = 1e-6 })
+    local out = lumus.empty({ 1 })
+    assert.are.equal(out, lumus.std(x, { out = out }))
+    checks.close(out, ref.std({ 1, 2, 3, 4 }), { rel = 1e-6, what = "std out=" })
+  end)
+
+  it("lerp matches the reference for number and tensor weights, exact at 0 and 1", function()
+    for k, shape in ipairs(SHAPES) do
+      local as, bs, ws = rand(shape, 20 + k), rand(shape, 40 + k), rand(shape, 60 + k, 0.7)
+      local a, b = lumus.tensor(as), lumus.tensor(bs)
+      for _, w in ipairs { 0, 0.25, 0.5, 0.9, 1, -0.5, 1.5 } do
+        local got = lumus.lerp(a, b, w)
+        checks.close(got, ref.lerp(as, bs, w), { rel = 1e-6, abs = 1e-6, what = "lerp w=" .. w })
+        if w == 0 then checks.close(got, as, { what = "lerp w=0 is a" }) end
+        if w == 1 then checks.close(got, bs, { what = "lerp w=1 is b" }) end
+      end
+      checks.close(a:lerp(b, lumus.tensor(ws)), ref.lerp(as, bs, ws), { rel = 1e-6, abs = 1e-6, what = "lerp tensor w" })
+      checks.close(a:lerp(2, 0.25), ref.lerp(as, 2, 0.25), { rel = 1e-6, abs = 1e-6, what = "lerp to a number" })
+    end
+  end)
+
+  it("tril and triu keep the triangles of the last two dims for every diagonal", function()
+    for k, shape in ipairs(SHAPES) do
+      local xs = rand(shape, 80 + k)
+      local x = lumus.tensor(xs)
+      for _, d in ipairs { 0, 1, -1, 2, -3, 100, -100 } do
+        checks.close(lumus.tril(x, d), ref.tril(xs, d), { what = ("tril %s k=%d"):format(table.concat(shape, "x"), d) })
+        checks.close(x:triu(d), ref.triu(xs, d), { what = ("triu %s k=%d"):format(table.concat(shape, "x"), d) })
+      end
+    end
+    local h = lumus.tensor({ { 1, 2 }, { 3, 4 } }, { dtype = "float16" })
+    assert.are.equal("float16", lumus.tril(h):dtype())
+    checks.close(lumus.tril(h):float(), { { 1, 0 }, { 3, 4 } }, { what = "tril float16" })
+  end)
+
+  it("masked_fill puts the value where the mask is true, broadcasting the mask", function()
+    for k, shape in ipairs(SHAPES) do
+      local xs = rand(shape, 100 + k)
+      local x = lumus.tensor(xs)
+      local mask = lumus.gt(lumus.tensor(rand(shape, 120 + k)), 0)
+      local m = mask:to_table()
+      checks.close(x:masked_fill(mask, -1e9), ref.masked_fill(xs, m, -1e9), { what = "masked_fill" })
+      -- a mask over the last dim only, repeated over the rows
+      local row = lumus.gt(lumus.tensor(rand({ shape[#shape] }, 140 + k)), 0)
+      checks.close(lumus.masked_fill(x, row, 0 / 0), ref.masked_fill(xs, row:to_table(), 0 / 0), { what = "masked_fill row" })
+    end
+  end)
+
+  it("any and all over every element and along a dim, for floats, bools and NaN", function()
+    local xs = { { 0, 0, 0 }, { 0, 2, 0 }, { 1, -1, 0 / 0 } }
+    local x = lumus.tensor(xs)
+    assert.are.same(ref.any(xs), lumus.any(x):to_table())
+    assert.are.same(ref.all(xs), lumus.all(x):to_table())
+    for _, d in ipairs { 1, 2, -1 } do
+      assert.are.same(ref.any(xs, { dim = d }), x:any({ dim = d }):to_table())
+      assert.are.same(ref.all(xs, { dim = d, keepdim = true }), x:all({ dim = d, keepdim = true }):to_table())
+    end
+    assert.are.same({ false, true, true }, x:any({ dim = 2 }):to_table())
+    assert.are.same({ false, false, true }, x:all({ dim = 2 }):to_table())
+    local b = lumus.gt(x, 0)
+    assert.are.equal("bool", lumus.any(b):dtype())
+    assert.are.same({ true }, b:any():to_table())
+    assert.are.same({ false }, b:all():to_table())
+    assert.are.same({ true }, lumus.all(lumus.tensor({ 3, 4 }, { dtype = "int32" })):to_table())
+  end)
+
+  it("clone, t and flatten", function()
+    local xs = rand({ 2, 3, 4 }, 7)
+    local x = lumus.tensor(xs)
+    local c = x:clone()
+    checks.close(c, xs, { what = "clone" })
+    c:fill(0)
+    checks.close(x, xs, { what = "clone is a copy" })
+    local m = lumus.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+    assert.are.same({ { 1, 4 }, { 2, 5 }, { 3, 6 } }, m:t():to_table())
+    local v = lumus.tensor({ 1, 2 })
+    assert.are.equal(v, v:t())
+    assert.are.same({ 24 }, x:flatten():shape())
+    assert.are.same({ 2, 12 }, x:flatten(2):shape())
+    assert.are.same({ 6, 4 }, x:flatten(1, 2):shape())
+    assert.are.same({ 2, 3, 4 }, x:flatten(2, 2):shape())
+    assert.are.same({ 6, 4 }, lumus.flatten(x, -3, -2):shape())
+    checks.close(x:flatten(), ref.flatten(xs), { what = "flatten values" })
+    -- a transposed view flattens through a copy, in the view's order
+    checks.close(m:t():flatten(), { 1, 4, 2, 5, 3, 6 }, { what = "flatten of a view" })
+  end)
+
+  it("the *_like factories take the shape and dtype, or the dtype given", function()
+    local x = lumus.zeros({ 3, 5 }, { dtype = "float16" })
+    for _, name in ipairs { "zeros_like", "ones_like", "empty_like", "rand_like", "randn_like" } do
+      local y = lumus[name](x)
+      assert.are.same({ 3, 5 }, y:shape())
+      assert.are.equal("float16", y:dtype())
+      assert.are.equal("float32", lumus[name](x, { dtype = "float32" }):dtype())
+    end
+    checks.close(lumus.ones_like(x):float(), ref.map(rand({ 3, 5 }, 1), function() return 1 end), { what = "ones_like" })
+    local f = lumus.full_like(x, 2.5, { dtype = "float32" })
+    checks.close(f, ref.map(rand({ 3, 5 }, 1), function() return 2.5 end), { what = "full_like" })
+    local r = lumus.rand_like(lumus.zeros({ 1000 }))
+    for _, v in ipairs(r:to_table()) do assert.is_true(v >= 0 and v < 1) end
+  end)
+
+  it("bmm multiplies batches; a ^ b is pow", function()
+    local as, bs = rand({ 3, 4, 5 }, 1), rand({ 3, 5, 2 }, 2)
+    checks.close(lumus.bmm(lumus.tensor(as), lumus.tensor(bs)), ref.matmul(as, bs), { mixed = 1e-5, what = "bmm" })
+    local xs = ref.map(rand({ 2, 3 }, 3), math.abs)
+    local x = lumus.tensor(xs)
+    checks.close(x ^ 2, ref.pow(xs, 2), { rel = 4 * 2 ^ -23, what = "x ^ 2" })
+    checks.close(2 ^ x, ref.pow(2, xs), { rel = 4 * 2 ^ -23, what = "2 ^ x" })
+    checks.close(x ^ x, ref.pow(xs, xs), { rel = 4 * 2 ^ -23, what = "x ^ x" })
+  end)
+
+  it("refuse bad arguments naming the function", function()
+    local x = lumus.zeros({ 2, 3 })
+    checks.errors(lumus.clone, "bad argument #1 to 'lumus.clone' %(tensor must be a tensor, got number%)", 3)
+    checks.errors(lumus.t, "bad argument #1 to 'lumus.t' %(expects a tensor of at most 2 dimensions, got 3%)", lumus.zeros({ 1, 2, 3 }))
+    checks.errors(lumus.flatten, "'lumus.flatten' %(start_dim must be an integer in %-2..%-1 or 1..2, got 3%)", x, 3)
+    checks.errors(lumus.flatten, "'lumus.flatten' %(start_dim 2 comes after end_dim 1%)", x, 2, 1)
+    checks.errors(lumus.zeros_like, "'lumus.zeros_like' %(unknown option 'dtyp'", x, { dtyp = "float16" })
+    checks.errors(lumus.zeros_like, "'lumus.zeros_like' %(options must be a table, got number%)", x, 5)
+    checks.errors(lumus.full_like, "'lumus.full_like' %(value must be a number, got nil%)", x)
+    checks.errors(lumus.masked_fill, "'lumus.masked_fill' %(mask must be bool, got float32%)", x, x, 0)
+    checks.errors(lumus.masked_fill, "'lumus.masked_fill' %(value must be a number, got string%)", x, lumus.gt(x, 0), "a")
+    checks.errors(lumus.masked_fill, "'lumus.masked_fill' %(mask must broadcast to the tensor's shape",
+      lumus.zeros({ 3 }), lumus.gt(lumus.zeros({ 2, 3 }), 0), 1)
+    checks.errors(lumus.std, "'lumus.std' %(unknown option 'dims'", x, { dims = 1 })
+    checks.errors(lumus.norm, "'lumus.norm' %(p must be 1, 2 or math.huge, got 3%)", x, { p = 3 })
+    checks.errors(lumus.lerp, "'lumus.lerp' %(end must be a tensor or a number, got string%)", x, "b", 0.5)
+    checks.errors(lumus.lerp, "'lumus.lerp' %(weight must be a tensor, got nil%)", x, x)
+    checks.errors(lumus.tril, "'lumus.tril' %(expects at least 2 dimensions, got 1%)", lumus.zeros({ 3 }))
+    checks.errors(lumus.triu, "'lumus.triu' %(diagonal must be an integer, got 0.5%)", x, 0.5)
+    checks.errors(lumus.any, "'lumus.any' %(unknown option 'axis'", x, { axis = 1 })
+    checks.errors(lumus.bmm, "'lumus.bmm' %(expects a 3%-D tensor, got 2 dimensions%)", x, x)
+    checks.errors(lumus.bmm, "'lumus.bmm' %(batch sizes differ: 2 and 3%)", lumus.zeros({ 2, 1, 1 }), lumus.zeros({ 3, 1, 1 }))
+    local freed = lumus.zeros({ 2 })
+    freed:free()
+    checks.errors(lumus.std, "'lumus.std' %(tensor has been freed%)", freed)
+  end)
+end)
