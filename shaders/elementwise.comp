@@ -340,22 +340,35 @@ void two_prod(VT a, VT b, out VT p, out VT e) {
 }
 
 // sqrt and 1/sqrt: inversesqrt (2 ulp in Vulkan) refined by a Newton step, and sqrt
-// corrected from its residual (fma), as layer_norm does for invstd.
+// corrected from its residual (fma), as layer_norm does for invstd. A subnormal x is
+// first scaled by 2^64 (exact) and the result by 2^-32 or 2^32 (exact): at x's own scale
+// the residual's products fall below the normal range, where their rounding errors are
+// no longer small relative to x (6e-6 of the result at x = 1.1e-40).
+const float SUBNORMAL_UP = 18446744073709551616.0;     // 2^64
+const float LEAST_NORMAL = 1.17549435e-38;             // 2^-126
+BT subnormal(VT x) { return LESS(abs(x), VT(LEAST_NORMAL)); }
+
 VT rsqrt_(VT x) {
-    VT r = inversesqrt(x);
-    precise VT refined = r * fma(-0.5 * (x * r), r, VT(1.5));
+    BT tiny = subnormal(x);
+    VT xs = SELECT(tiny, x * SUBNORMAL_UP, x);
+    VT r = inversesqrt(xs);
+    precise VT refined = r * fma(-0.5 * (xs * r), r, VT(1.5));
+    refined = SELECT(tiny, refined * 4294967296.0, refined);   // * 2^32
     VT y = SELECT(EQUAL(x, VT(INF)), VT(0.0), refined);
     y = SELECT(EQUAL(x, VT(0.0)), VT(1.0) / x, y);                  // 1 / +-0 = +-inf
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
 }
 
 VT sqrt_(VT x) {
-    VT r = inversesqrt(x);
-    r = r * fma(-0.5 * (x * r), r, VT(1.5));
-    VT s = x * r, sq, sq_err;
+    BT tiny = subnormal(x);
+    VT xs = SELECT(tiny, x * SUBNORMAL_UP, x);
+    VT r = inversesqrt(xs);
+    r = r * fma(-0.5 * (xs * r), r, VT(1.5));
+    VT s = xs * r, sq, sq_err;
     two_prod(s, s, sq, sq_err);
-    precise VT resid = (x - sq) - sq_err;       // x - s^2, exact
+    precise VT resid = (xs - sq) - sq_err;      // xs - s^2, exact
     VT corrected = fma(0.5 * r, resid, s);
+    corrected = SELECT(tiny, corrected * 2.3283064365386963e-10, corrected);   // * 2^-32
     // 0 and -0 keep their sign, inf stays inf, negatives and NaN give NaN.
     BT plain = OR(EQUAL(x, VT(0.0)), EQUAL(x, VT(INF)));
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), SELECT(plain, x, corrected));

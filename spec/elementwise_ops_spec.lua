@@ -93,6 +93,7 @@ local function inputs(kind, n, seed)
     elseif kind == "mid" then v = (u * 2 - 1) * 10
     elseif kind == "big" then v = (u * 2 - 1) * 100
     elseif kind == "pos" then v = 10 ^ (-38 + 76 * u)
+    elseif kind == "subnormal" then v = 2 ^ (-149 + 23 * u)   -- positive, below 2^-126
     else v = 1 + (u * 2 - 1) * 1e-3 end        -- near 1
     xs[i] = ref.f32(v)
   end
@@ -104,8 +105,8 @@ local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu" }
 
 describe("elementwise math", function()
   for _, name in ipairs(UNARY_NAMES) do
-    it(name .. " is within " .. UNARY[name] .. " ulp of float64 on tiny, moderate, large and near-1 inputs", function()
-      for k, kind in ipairs { "tiny", "mid", "big", "pos", "near1" } do
+    it(name .. " is within " .. UNARY[name] .. " ulp of float64 on tiny, moderate, large, near-1 and subnormal inputs", function()
+      for k, kind in ipairs { "tiny", "mid", "big", "pos", "near1", "subnormal" } do
         local xs = inputs(kind, 2003, 100 * k + #name)
         within_ulps(lumus[name](lumus.tensor(xs)), ref[name](xs), UNARY[name], ("%s (%s)"):format(name, kind), xs)
       end
