@@ -661,6 +661,18 @@ function lumus.sigmoid(t, opts) end
 ---@return lumus.Tensor
 function lumus.silu(t, opts) end
 
+---sin(t), within 2 ulp.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.sin(t, opts) end
+
+---cos(t), within 2 ulp.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.cos(t, opts) end
+
 ---A new tensor with t's values (lumus.copy).
 ---@param t lumus.Tensor
 ---@return lumus.Tensor
@@ -1357,6 +1369,16 @@ function Tensor:sigmoid(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:silu(opts) end
+
+---sin(t), within 2 ulp.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:sin(opts) end
+
+---cos(t), within 2 ulp.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:cos(opts) end
 
 ---A new tensor with t's values (lumus.copy).
 ---@return lumus.Tensor

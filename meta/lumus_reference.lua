@@ -20,6 +20,14 @@ local reference = {}
 function reference.abs(t) end
 
 ---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.sin(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.cos(t) end
+
+---@param t lumus.reference.Nested
 ---@param opts? table
 ---@return lumus.reference.Nested
 function reference.std(t, opts) end

@@ -100,8 +100,8 @@ local function inputs(kind, n, seed)
   return xs
 end
 
-local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4 }
-local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu" }
+local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2 }
+local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos" }
 
 describe("elementwise math", function()
   for _, name in ipairs(UNARY_NAMES) do
@@ -113,6 +113,24 @@ describe("elementwise math", function()
     end)
   end
 
+  it("sin and cos stay within 2 ulp next to multiples of pi/2 and at huge arguments", function()
+    -- the float32 neighbours of k pi/2 (the reduction's cancellation), and x = 16367173
+    -- 2^72, the float32 closest to a multiple of pi/2 (remainder about 1.6e-9 of x's scale)
+    local xs = {}
+    for k = 1, 1500 do
+      local v = ref.f32(k * math.pi / 2)
+      for _, f in ipairs { 1, 1 + 2 ^ -23, 1 - 2 ^ -24, -1 } do xs[#xs + 1] = ref.f32(v * f) end
+    end
+    for _, v in ipairs { 16367173 * 2 ^ 72, -16367173 * 2 ^ 72, 2 ^ 127, 3.4028235e38, 8388608.5 * 4, 0.78539819, 0.7853982 } do
+      xs[#xs + 1] = ref.f32(v)
+    end
+    for _, name in ipairs { "sin", "cos" } do
+      within_ulps(lumus[name](lumus.tensor(xs)), ref[name](xs), 2, name .. " near k pi/2", xs)
+      within_ulps(lumus[name](lumus.tensor({ xs, xs }):transpose(1, 2)):contiguous(),
+        ref.flatten(ref.map(lumus.tensor({ xs, xs }):transpose(1, 2):to_table(), math[name])), 2, name .. " (strided)")
+    end
+  end)
+
   -- x, then the wanted result of each op (written out, as PyTorch gives them).
   local SPECIAL = {
     exp = { { nan, nan }, { inf, inf }, { -inf, 0 }, { 0, 1 }, { compat.negative_zero, 1 }, { 89, inf }, { -104, 0 }, { 1, ref.f32(math.exp(1)) } },
@@ -122,6 +140,10 @@ describe("elementwise math", function()
     tanh = { { nan, nan }, { inf, 1 }, { -inf, -1 }, { 0, 0 }, { compat.negative_zero, compat.negative_zero }, { 20, 1 }, { -20, -1 }, { 1e-30, ref.f32(1e-30) } },
     sigmoid = { { nan, nan }, { inf, 1 }, { -inf, 0 }, { 0, 0.5 }, { 200, 1 }, { -200, 0 } },
     silu = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, 0 }, { 200, 200 }, { -200, 0 } },
+    sin = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+            { ref.f32(1e-30), ref.f32(1e-30) } },
+    cos = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, 1 }, { compat.negative_zero, 1 },
+            { ref.f32(1e-30), 1 } },
   }
 
   it("give PyTorch's results for NaN, infinities, zeros and the ends of the range (reference too)", function()

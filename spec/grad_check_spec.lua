@@ -37,8 +37,10 @@ describe("gradients of elementwise ops", function()
     for _, name in ipairs { "silu", "exp", "tanh", "sigmoid" } do gc.op(name, { { 3, 5 } }) end
   end)
 
-  it("square reciprocal, and the zero gradient of floor ceil round trunc sign", function()
+  it("square reciprocal sin cos, and the zero gradient of floor ceil round trunc sign", function()
     gc.op("square", { { 3, 4 } })
+    gc.op("sin", { { 3, 4 } })
+    gc.op("cos", { { 3, 4 } })
     gc.op("reciprocal", { gc.input({ 3, 4 }, gc.away(0.3)) })
     -- Inputs at least 0.1 from the step at 0; the other steps (integers, round's halves)
     -- are within h of none of these seeded draws, or the finite difference would be huge.

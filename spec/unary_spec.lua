@@ -32,6 +32,8 @@ local OPS = {
   { "round", ref.round, {}, 100 },
   { "trunc", ref.trunc, {}, 100 },
   { "sign", ref.sign, {}, 100, 0 },                              -- sign(NaN) = 0, as PyTorch
+  { "sin", ref.sin, { rel = 2 * 2 ^ -23, abs = 1e-45 }, 1e4 },   -- 2 ulp; spec/elementwise_ops_spec
+  { "cos", ref.cos, { rel = 2 * 2 ^ -23, abs = 1e-45 }, 1e4 },   -- sweeps the whole range
 }
 
 -- Seeded inputs in [-range, range], float32-rounded, with zeros and both signs.

@@ -256,6 +256,16 @@ ops.reciprocal = {   -- d(1/x) = -1/x^2 = -y^2
   save = function(_, r) return { y = r[1] } end,
   backward = function(g, s) return raw.neg(raw.mul(g, raw.mul(s.y, s.y))) end,
 }
+ops.sin = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.cos(s.x)) end,
+}
+ops.cos = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.neg(raw.mul(g, raw.sin(s.x))) end,
+}
 -- Piecewise constant: a zero gradient (also where g is NaN), as PyTorch.
 local function zero_grad(g) return raw.zeros(raw.shape(g), { dtype = raw.dtype(g) }) end
 for _, name in ipairs { "floor", "ceil", "round", "trunc", "sign" } do

@@ -490,6 +490,10 @@ function M.round(t)
     return integral(r, x)
   end)
 end
+-- sin and cos of the float64 value (C's, accurate to the last bit of a double for every
+-- argument); NaN and the infinities give NaN.
+function M.sin(t) return M.map(t, math.sin) end
+function M.cos(t) return M.map(t, math.cos) end
 -- -1, 0 or 1; NaN gives 0, as PyTorch's (0 < x) - (x < 0).
 function M.sign(t)
   return M.map(t, function(x) if x > 0 then return 1.0 elseif x < 0 then return -1.0 end return 0.0 end)

@@ -45,6 +45,8 @@
 #define LM_EW_ROUND 38      /* to nearest, halves to even (torch.round) */
 #define LM_EW_TRUNC 39
 #define LM_EW_SIGN 40       /* -1, 0 or 1; 0 for NaN and for -0 (PyTorch's (0 < a) - (a < 0)) */
+#define LM_EW_SIN 41
+#define LM_EW_COS 42
 
 /* Operand and result types, specialization constant 3 (the float dtype of the data;
  * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */

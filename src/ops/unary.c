@@ -29,7 +29,9 @@
     X(ceil,      LM_EW_CEIL,      0.0f)           \
     X(round,     LM_EW_ROUND,     0.0f)           \
     X(trunc,     LM_EW_TRUNC,     0.0f)           \
-    X(sign,      LM_EW_SIGN,      0.0f)
+    X(sign,      LM_EW_SIGN,      0.0f)           \
+    X(sin,       LM_EW_SIN,       0.0f)           \
+    X(cos,       LM_EW_COS,       0.0f)
 
 /* Records f(t) (with the numbers b, c) into opts.out (argument argn, options already
  * checked) or a new tensor, and returns it. */
