@@ -661,6 +661,18 @@ function lumus.sigmoid(t, opts) end
 ---@return lumus.Tensor
 function lumus.silu(t, opts) end
 
+---e^t - 1, exact near 0.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.expm1(t, opts) end
+
+---log(1 + t), exact near 0.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.log1p(t, opts) end
+
 ---sin(t), within 2 ulp.
 ---@param t lumus.Tensor
 ---@param opts? lumus.OutOpts
@@ -1369,6 +1381,16 @@ function Tensor:sigmoid(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:silu(opts) end
+
+---e^t - 1, exact near 0.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:expm1(opts) end
+
+---log(1 + t), exact near 0.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:log1p(opts) end
 
 ---sin(t), within 2 ulp.
 ---@param opts? lumus.OutOpts

@@ -21,6 +21,10 @@ function reference.abs(t) end
 
 ---@param t lumus.reference.Nested
 ---@return lumus.reference.Nested
+function reference.log1p(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
 function reference.sin(t) end
 
 ---@param t lumus.reference.Nested
@@ -199,9 +203,9 @@ function reference.erfc(x) end
 ---@return lumus.reference.Nested
 function reference.exp(t) end
 
----@param x lumus.reference.Nested
----@return number
-function reference.expm1(x) end
+---@param t lumus.reference.Nested|number
+---@return lumus.reference.Nested|number
+function reference.expm1(t) end
 
 ---@param v lumus.reference.Nested
 ---@return number

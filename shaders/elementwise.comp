@@ -242,6 +242,31 @@ VT exp_(VT x) {
     return SELECT(is_nan(x), x, scale2(p, k));
 }
 
+// expm1(x) = 2^k (e^r - 1) + (2^k - 1) with x = k ln 2 + r as in exp_parts: e^r - 1 is
+// exp's series without its leading 1 (no cancellation), and for |k| <= 24 the product by
+// 2^k is exact and 2^k - 1 too, so the sum is rounded once; k = 0 is the series alone,
+// which keeps small x exact to the last bit. Past k = 24 the -1 is below half an ulp of
+// e^x; below k = -24 the result is -1.
+VT expm1_(VT x) {
+    VT xc = clamp(x, VT(-120.0), VT(89.0));
+    VT k = roundEven(xc * 1.44269504088896341);
+    precise VT r1 = xc - k * 0.693145751953125;
+    precise VT r = r1 - k * 1.428606765330187e-6;
+    VT q = fma(r, VT(1.0 / 5040.0), VT(1.0 / 720.0));
+    q = fma(q, r, VT(1.0 / 120.0));
+    q = fma(q, r, VT(1.0 / 24.0));
+    q = fma(q, r, VT(1.0 / 6.0));
+    q = fma(q, r, VT(0.5));
+    precise VT em = fma(r * r, q, r);                 // e^r - 1
+    VT kk = clamp(k, VT(-24.0), VT(24.0));
+    VT t = pow2(kk);
+    precise VT mid = t * em + (t - VT(1.0));          // t * em exact: t is a power of 2
+    VT y = SELECT(LESS(VT(24.0), k), scale2(VT(1.0) + em, k) - VT(1.0), mid);
+    y = SELECT(LESS(k, VT(-24.0)), VT(-1.0), y);
+    y = SELECT(EQUAL(x, VT(0.0)), x, y);              // expm1(-0) = -0
+    return SELECT(is_nan(x), x, y);
+}
+
 // exp for 16-bit results (float16, bfloat16): GLSL's exp2 is within 3 + 2|t| ulp of
 // float32 (Vulkan), under 2^-15 relative for |t| <= 150, well inside one ulp of either
 // format. Arguments below -100 (results only bfloat16's subnormals need) are shifted up
@@ -291,6 +316,19 @@ VT log_(VT x) {
     y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
     y = SELECT(EQUAL(x, VT(INF)), x, y);
     return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
+}
+
+// log1p(x) = log(u) + d / u with u = 1 + x rounded and d = (1 + x) - u, the rounding
+// error of u, exact (x - (u - 1) below u = 2, 1 - (u - x) from 2 up: Sterbenz), so the
+// correction restores what u lost; below 2^-24 u is 1 and the result x itself.
+VT log1p_(VT x) {
+    precise VT u = VT(1.0) + x;
+    precise VT d = SELECT(LESS(u, VT(2.0)), x - (u - VT(1.0)), VT(1.0) - (u - x));
+    VT y = log_(u) + d / u;
+    y = SELECT(EQUAL(u, VT(1.0)), x, y);              // also keeps -0
+    y = SELECT(EQUAL(x, VT(-1.0)), VT(-INF), y);
+    y = SELECT(EQUAL(x, VT(INF)), x, y);
+    return SELECT(OR(LESS(x, VT(-1.0)), is_nan(x)), VT(NAN), y);
 }
 
 // log for 16-bit results (float16, bfloat16): within 1/16 of 1, log1p's series in the
@@ -769,6 +807,8 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_SIGN) return VT(LESS(VT(0.0), a)) - VT(LESS(a, VT(0.0)));
     if (OP == LM_EW_SIN) return sincos_(a, false);
     if (OP == LM_EW_COS) return sincos_(a, true);
+    if (OP == LM_EW_EXPM1) return expm1_(a);
+    if (OP == LM_EW_LOG1P) return log1p_(a);
     return erf_(a);
 }
 

@@ -100,8 +100,8 @@ local function inputs(kind, n, seed)
   return xs
 end
 
-local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2 }
-local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos" }
+local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2, expm1 = 2, log1p = 3 }
+local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "expm1", "log1p" }
 
 describe("elementwise math", function()
   for _, name in ipairs(UNARY_NAMES) do
@@ -144,6 +144,10 @@ describe("elementwise math", function()
             { ref.f32(1e-30), ref.f32(1e-30) } },
     cos = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, 1 }, { compat.negative_zero, 1 },
             { ref.f32(1e-30), 1 } },
+    expm1 = { { nan, nan }, { inf, inf }, { -inf, -1 }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+              { 89, inf }, { -20, -1 }, { ref.f32(1e-30), ref.f32(1e-30) } },
+    log1p = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+              { -1, -inf }, { -2, nan }, { ref.f32(1e-30), ref.f32(1e-30) } },
   }
 
   it("give PyTorch's results for NaN, infinities, zeros and the ends of the range (reference too)", function()

@@ -41,6 +41,8 @@ describe("gradients of elementwise ops", function()
     gc.op("square", { { 3, 4 } })
     gc.op("sin", { { 3, 4 } })
     gc.op("cos", { { 3, 4 } })
+    gc.op("expm1", { { 3, 4 } })
+    gc.op("log1p", { gc.input({ 3, 4 }, gc.positive(0.1)) })
     gc.op("reciprocal", { gc.input({ 3, 4 }, gc.away(0.3)) })
     -- Inputs at least 0.1 from the step at 0; the other steps (integers, round's halves)
     -- are within h of none of these seeded draws, or the finite difference would be huge.

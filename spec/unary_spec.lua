@@ -8,7 +8,7 @@ local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 
 -- name, reference (a flat list -> a flat list), bound (checks.close options), input range,
--- and the result for NaN where it is not NaN
+-- the result for NaN where it is not NaN, and true where the inputs are taken as |x|
 local OPS = {
   { "neg", ref.neg, {}, 100 },                                   -- exact
   { "relu", ref.relu, {}, 100 },                                 -- exact
@@ -34,6 +34,8 @@ local OPS = {
   { "sign", ref.sign, {}, 100, 0 },                              -- sign(NaN) = 0, as PyTorch
   { "sin", ref.sin, { rel = 2 * 2 ^ -23, abs = 1e-45 }, 1e4 },   -- 2 ulp; spec/elementwise_ops_spec
   { "cos", ref.cos, { rel = 2 * 2 ^ -23, abs = 1e-45 }, 1e4 },   -- sweeps the whole range
+  { "expm1", ref.expm1, { rel = 2 * 2 ^ -23 }, 20 },
+  { "log1p", function(t) return ref.log1p(ref.map(t, math.abs)) end, { rel = 3 * 2 ^ -23 }, 100, nil, true },
 }
 
 -- Seeded inputs in [-range, range], float32-rounded, with zeros and both signs.
@@ -48,10 +50,11 @@ end
 
 describe("unary ops", function()
   for k, op in ipairs(OPS) do
-    local name, want_of, bound, range = op[1], op[2], op[3], op[4]
+    local name, want_of, bound, range, nonneg = op[1], op[2], op[3], op[4], op[6]
     it(name .. " matches the float64 reference (function, method, out=, in place)", function()
       for _, n in ipairs { 1, 3, 4, 12, 15, 1027 } do
         local xs = inputs(n, range, 1000 * k + n)
+        if nonneg then xs = ref.map(xs, math.abs) end
         local want = want_of(xs)
         local what = ("%s over %d"):format(name, n)
         local x = lumus.tensor(xs)

@@ -266,6 +266,16 @@ ops.cos = {
   save = function(a) return { x = a[1] } end,
   backward = function(g, s) return raw.neg(raw.mul(g, raw.sin(s.x))) end,
 }
+ops.expm1 = {   -- e^x = y + 1
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.add(s.y, 1)) end,
+}
+ops.log1p = {   -- 1 / (1 + x)
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.div(g, raw.add(s.x, 1)) end,
+}
 -- Piecewise constant: a zero gradient (also where g is NaN), as PyTorch.
 local function zero_grad(g) return raw.zeros(raw.shape(g), { dtype = raw.dtype(g) }) end
 for _, name in ipairs { "floor", "ceil", "round", "trunc", "sign" } do

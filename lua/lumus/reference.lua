@@ -494,6 +494,16 @@ end
 -- argument); NaN and the infinities give NaN.
 function M.sin(t) return M.map(t, math.sin) end
 function M.cos(t) return M.map(t, math.cos) end
+-- log1p in float64 without cancellation (Goldberg's form: the rounding of 1 + x divided
+-- back out); expm1 is below, with exp.
+local function log1p1(x)
+  if x ~= x or x == math.huge then return x end
+  local u = 1 + x
+  if u == 1 then return x end
+  if u <= 0 then return u == 0 and -math.huge or 0 / 0 end
+  return math.log(u) * x / (u - 1)
+end
+function M.log1p(t) return M.map(t, log1p1) end
 -- -1, 0 or 1; NaN gives 0, as PyTorch's (0 < x) - (x < 0).
 function M.sign(t)
   return M.map(t, function(x) if x > 0 then return 1.0 elseif x < 0 then return -1.0 end return 0.0 end)
@@ -1089,8 +1099,10 @@ end
 
 local exp, log = math.exp, math.log
 
---- expm1(x) = e^x - 1, accurate also for tiny x (Kahan's form (u - 1) x / log u).
-function M.expm1(x)
+--- expm1(x) = e^x - 1, accurate also for tiny x (Kahan's form (u - 1) x / log u); x a
+-- number or a nested table, past float32's range inf. NaN stays NaN, expm1(inf) = inf.
+local function expm1_1(x)
+  if x ~= x then return x end
   local u = exp(x)
   if u == 1 then return x end               -- |x| below 2^-53 (and -0)
   local um = u - 1
@@ -1098,6 +1110,7 @@ function M.expm1(x)
   if u == huge then return huge end
   return um * x / log(u)
 end
+function M.expm1(t) return M.map(t, function(x) return f32_range(expm1_1(x)) end) end
 
 local function tanh1(x)
   if x ~= x then return x end

@@ -47,6 +47,8 @@
 #define LM_EW_SIGN 40       /* -1, 0 or 1; 0 for NaN and for -0 (PyTorch's (0 < a) - (a < 0)) */
 #define LM_EW_SIN 41
 #define LM_EW_COS 42
+#define LM_EW_EXPM1 43      /* e^a - 1, exact near 0 */
+#define LM_EW_LOG1P 44      /* log(1 + a), exact near 0 */
 
 /* Operand and result types, specialization constant 3 (the float dtype of the data;
  * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */

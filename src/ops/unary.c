@@ -31,7 +31,9 @@
     X(trunc,     LM_EW_TRUNC,     0.0f)           \
     X(sign,      LM_EW_SIGN,      0.0f)           \
     X(sin,       LM_EW_SIN,       0.0f)           \
-    X(cos,       LM_EW_COS,       0.0f)
+    X(cos,       LM_EW_COS,       0.0f)           \
+    X(expm1,     LM_EW_EXPM1,     0.0f)           \
+    X(log1p,     LM_EW_LOG1P,     0.0f)
 
 /* Records f(t) (with the numbers b, c) into opts.out (argument argn, options already
  * checked) or a new tensor, and returns it. */
