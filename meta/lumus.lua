@@ -661,6 +661,81 @@ function lumus.sigmoid(t, opts) end
 ---@return lumus.Tensor
 function lumus.silu(t, opts) end
 
+---|input - target|, reduced.
+---@param input lumus.Tensor
+---@param target lumus.Tensor
+---@param opts? table
+---@return lumus.Tensor
+function lumus.l1_loss(input, target, opts) end
+
+---Smooth L1 (opts.beta, 1), reduced.
+---@param input lumus.Tensor
+---@param target lumus.Tensor
+---@param opts? table
+---@return lumus.Tensor
+function lumus.smooth_l1_loss(input, target, opts) end
+
+---Huber (opts.delta, 1), reduced.
+---@param input lumus.Tensor
+---@param target lumus.Tensor
+---@param opts? table
+---@return lumus.Tensor
+function lumus.huber_loss(input, target, opts) end
+
+----log_probs[i, target[i]], reduced.
+---@param log_probs lumus.Tensor
+---@param target lumus.Tensor
+---@param opts? table
+---@return lumus.Tensor
+function lumus.nll_loss(log_probs, target, opts) end
+
+---Ones on the diagonal of an n x m matrix.
+---@param n integer
+---@param m? integer
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.eye(n, m, opts) end
+
+---steps values from start to stop.
+---@param start number
+---@param stop number
+---@param steps integer
+---@param opts? {dtype?: string}
+---@return lumus.Tensor
+function lumus.linspace(start, stop, steps, opts) end
+
+---A copy with the order along dims reversed.
+---@param t lumus.Tensor
+---@param dims integer|integer[]
+---@return lumus.Tensor
+function lumus.flip(t, dims) end
+
+---A copy shifted cyclically along dims (flattened without).
+---@param t lumus.Tensor
+---@param shifts integer|integer[]
+---@param dims? integer|integer[]
+---@return lumus.Tensor
+function lumus.roll(t, shifts, dims) end
+
+---Values and int32 1-based indices along dim.
+---@param x lumus.Tensor
+---@param opts? {dim?: integer, descending?: boolean}
+---@return lumus.Tensor
+---@return lumus.Tensor
+function lumus.sort(x, opts) end
+
+---The int32 1-based indices that sort along dim.
+---@param x lumus.Tensor
+---@param opts? {dim?: integer, descending?: boolean}
+---@return lumus.Tensor
+function lumus.argsort(x, opts) end
+
+---Zeroes each element with probability p, scales the rest by 1/(1-p).
+---@param x lumus.Tensor
+---@param opts? {p?: number, training?: boolean}
+---@return lumus.Tensor
+function lumus.dropout(x, opts) end
+
 ---e^t - 1, exact near 0.
 ---@param t lumus.Tensor
 ---@param opts? lumus.OutOpts
@@ -1381,6 +1456,33 @@ function Tensor:sigmoid(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:silu(opts) end
+
+---A copy with the order along dims reversed.
+---@param dims integer|integer[]
+---@return lumus.Tensor
+function Tensor:flip(dims) end
+
+---A copy shifted cyclically along dims (flattened without).
+---@param shifts integer|integer[]
+---@param dims? integer|integer[]
+---@return lumus.Tensor
+function Tensor:roll(shifts, dims) end
+
+---Values and int32 1-based indices along dim.
+---@param opts? {dim?: integer, descending?: boolean}
+---@return lumus.Tensor
+---@return lumus.Tensor
+function Tensor:sort(opts) end
+
+---The int32 1-based indices that sort along dim.
+---@param opts? {dim?: integer, descending?: boolean}
+---@return lumus.Tensor
+function Tensor:argsort(opts) end
+
+---Zeroes each element with probability p, scales the rest by 1/(1-p).
+---@param opts? {p?: number, training?: boolean}
+---@return lumus.Tensor
+function Tensor:dropout(opts) end
 
 ---e^t - 1, exact near 0.
 ---@param opts? lumus.OutOpts

@@ -19,6 +19,57 @@ local reference = {}
 ---@return lumus.reference.Nested
 function reference.abs(t) end
 
+---@param input lumus.reference.Nested
+---@param target number[]|lumus.reference.Nested
+---@param opts table?
+---@return lumus.reference.Nested
+function reference.l1_loss(input, target, opts) end
+
+---@param input lumus.reference.Nested
+---@param target number[]|lumus.reference.Nested
+---@param opts table?
+---@return lumus.reference.Nested
+function reference.smooth_l1_loss(input, target, opts) end
+
+---@param input lumus.reference.Nested
+---@param target number[]|lumus.reference.Nested
+---@param opts table?
+---@return lumus.reference.Nested
+function reference.huber_loss(input, target, opts) end
+
+---@param log_probs lumus.reference.Nested
+---@param target number[]|lumus.reference.Nested
+---@param opts table?
+---@return lumus.reference.Nested
+function reference.nll_loss(log_probs, target, opts) end
+
+---@param t lumus.reference.Nested
+---@param dims integer|integer[]
+---@return lumus.reference.Nested
+function reference.flip(t, dims) end
+
+---@param t lumus.reference.Nested
+---@param shifts integer|integer[]
+---@param dims integer|integer[]
+---@return lumus.reference.Nested
+function reference.roll(t, shifts, dims) end
+
+---@param t lumus.reference.Nested
+---@param opts table?
+---@return lumus.reference.Nested
+function reference.sort(t, opts) end
+
+---@param n integer
+---@param m integer?
+---@return lumus.reference.Nested
+function reference.eye(n, m) end
+
+---@param start number
+---@param stop number
+---@param steps integer
+---@return lumus.reference.Nested
+function reference.linspace(start, stop, steps) end
+
 ---@param t lumus.reference.Nested
 ---@return lumus.reference.Nested
 function reference.log1p(t) end

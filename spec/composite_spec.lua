@@ -150,6 +150,81 @@ describe("composite ops", function()
     checks.close(x ^ x, ref.pow(xs, xs), { rel = 4 * 2 ^ -23, what = "x ^ x" })
   end)
 
+  it("eye and linspace match the reference, both ends of linspace exact", function()
+    for _, nm in ipairs { { 1 }, { 3 }, { 4, 7 }, { 9, 2 }, { 31 } } do
+      checks.close(lumus.eye(nm[1], nm[2]), ref.eye(nm[1], nm[2]), { what = "eye" })
+    end
+    assert.are.equal("bfloat16", lumus.eye(3, { dtype = "bfloat16" }):dtype())
+    for _, c in ipairs { { 0, 1, 5 }, { -3.5, 10, 101 }, { 2, -7, 17 }, { 1e6, 1e6 + 3, 4 }, { 5, 5, 3 }, { -1, 1, 1 }, { 0, 1, 1000 } } do
+      local got = lumus.linspace(c[1], c[2], c[3]):to_table()
+      checks.close(got, ref.linspace(c[1], c[2], c[3]), { rel = 2 ^ -23, abs = 2 ^ -23 * math.max(math.abs(c[1]), math.abs(c[2])),
+        what = ("linspace(%g, %g, %d)"):format(c[1], c[2], c[3]) })
+      assert.are.equal(ref.f32(c[1]), got[1])
+      if c[3] > 1 then assert.are.equal(ref.f32(c[2]), got[#got]) end
+    end
+    assert.are.equal("float16", lumus.linspace(0, 1, 3, { dtype = "float16" }):dtype())
+  end)
+
+  it("flip and roll move elements as the reference, along one dim, several, or flattened", function()
+    for k, shape in ipairs(SHAPES) do
+      local xs = rand(shape, 200 + k)
+      local x = lumus.tensor(xs)
+      local nd = #shape
+      for d = 1, nd do
+        checks.close(x:flip(d), ref.flip(xs, d), { what = "flip " .. d })
+        for _, sft in ipairs { 1, -1, 3, 0, 100, -7 } do
+          checks.close(lumus.roll(x, sft, d), ref.roll(xs, sft, d), { what = ("roll %d by %d"):format(d, sft) })
+        end
+      end
+      checks.close(x:flip({ 1, nd }), ref.flip(xs, { 1, nd }), { what = "flip first and last" })
+      checks.close(x:flip(-1), ref.flip(xs, nd), { what = "flip -1" })
+      checks.close(x:roll(5), ref.roll(xs, 5), { what = "roll flattened" })
+      checks.close(x:roll({ 2, -3 }, { 1, nd }), ref.roll(xs, { 2, -3 }, { 1, nd }), { what = "roll two dims" })
+    end
+    -- a copy, not a view
+    local x = lumus.tensor({ 1, 2, 3 })
+    local f = x:roll(3, 1)
+    f:fill(0)
+    checks.close(x, { 1, 2, 3 }, { what = "roll by n is a copy" })
+  end)
+
+  it("sort and argsort along any dim, ascending and descending, stable, NaN last", function()
+    for k, shape in ipairs(SHAPES) do
+      local xs = ref.map(rand(shape, 300 + k), function(v) return ref.f32(math.floor(v * 3) / 3) end)   -- ties
+      local x = lumus.tensor(xs)
+      for d = 1, #shape do
+        for _, desc in ipairs { false, true } do
+          local o = { dim = d, descending = desc }
+          local wv, wi = ref.sort(xs, o)
+          local v, i = lumus.sort(x, o)
+          checks.close(v, wv, { what = "sort values" })
+          assert.are.same(wi, i:to_table())
+          assert.are.same(wi, x:argsort(o):to_table())
+        end
+      end
+    end
+    local v, i = lumus.tensor({ 2, 0 / 0, 1, 1 }):sort()
+    local vs = v:to_table()
+    assert.are.same({ 1, 1, 2 }, { vs[1], vs[2], vs[3] })
+    assert.is_true(vs[4] ~= vs[4])
+    assert.are.same({ 3, 4, 1, 2 }, i:to_table())
+  end)
+
+  it("dropout keeps each element with probability 1 - p, scaled, and is x itself when off", function()
+    local x = lumus.ones({ 20000 })
+    local y = lumus.dropout(x, { p = 0.25 })
+    local kept, n = 0, 0
+    for _, v in ipairs(y:to_table()) do
+      n = n + 1
+      if v ~= 0 then kept = kept + 1; assert.is_true(math.abs(v - 4 / 3) < 1e-6) end
+    end
+    -- 15000 expected; the binomial's standard deviation is 61
+    assert.is_true(math.abs(kept - 15000) < 500, "kept " .. kept)
+    assert.are.equal(x, lumus.dropout(x, { training = false }))
+    assert.are.equal(x, x:dropout({ p = 0 }))
+    checks.close(lumus.dropout(lumus.ones({ 5 }), { p = 1 }), { 0, 0, 0, 0, 0 }, { what = "p = 1" })
+  end)
+
   it("refuse bad arguments naming the function", function()
     local x = lumus.zeros({ 2, 3 })
     checks.errors(lumus.clone, "bad argument #1 to 'lumus.clone' %(tensor must be a tensor, got number%)", 3)
@@ -172,6 +247,17 @@ describe("composite ops", function()
     checks.errors(lumus.any, "'lumus.any' %(unknown option 'axis'", x, { axis = 1 })
     checks.errors(lumus.bmm, "'lumus.bmm' %(expects a 3%-D tensor, got 2 dimensions%)", x, x)
     checks.errors(lumus.bmm, "'lumus.bmm' %(batch sizes differ: 2 and 3%)", lumus.zeros({ 2, 1, 1 }), lumus.zeros({ 3, 1, 1 }))
+    checks.errors(lumus.eye, "'lumus.eye' %(n must be a positive integer, got 0%)", 0)
+    checks.errors(lumus.eye, "'lumus.eye' %(dtype must be float32, float16 or bfloat16, got int32%)", 2, { dtype = "int32" })
+    checks.errors(lumus.linspace, "'lumus.linspace' %(steps must be a positive integer, got 2.5%)", 0, 1, 2.5)
+    checks.errors(lumus.linspace, "'lumus.linspace' %(end must be a number, got nil%)", 0)
+    checks.errors(lumus.flip, "'lumus.flip' %(dim 1 is listed twice%)", x, { 1, -2 })
+    checks.errors(lumus.flip, "'lumus.flip' %(dims must be a dimension or a list of them, got nil%)", x)
+    checks.errors(lumus.roll, "'lumus.roll' %(shifts must give one integer per dim %(2%), got 1%)", x, { 1 }, { 1, 2 })
+    checks.errors(lumus.roll, "'lumus.roll' %(dims%[1%] must be an integer in %-2..%-1 or 1..2, got 3%)", x, 1, 3)
+    checks.errors(lumus.sort, "'lumus.sort' %(descending must be a boolean, got string%)", x, { descending = "yes" })
+    checks.errors(lumus.argsort, "'lumus.argsort' %(unknown option 'axis'", x, { axis = 1 })
+    checks.errors(lumus.dropout, "'lumus.dropout' %(p must be a number in %[0, 1%], got 2%)", x, { p = 2 })
     local freed = lumus.zeros({ 2 })
     freed:free()
     checks.errors(lumus.std, "'lumus.std' %(tensor has been freed%)", freed)

@@ -295,6 +295,20 @@ describe("gradients of losses", function()
     gc.check("cross_entropy C = 300", lumus.cross_entropy, ref.cross_entropy, { { 3, 300 }, const_ids(t) }, { tol = 5e-5 })
   end)
 
+  it("l1_loss smooth_l1_loss huber_loss nll_loss", function()
+    -- inputs at least 0.1 from their targets (the kink of |d| at 0), and a beta / delta
+    -- between the differences
+    local function loss_check(name, o)
+      gc.check(name, function(x, t) return lumus[name](x, t, o) end, function(x, t) return ref[name](x, t, o) end,
+        { gc.input({ 3, 4 }, gc.away(0.1)), gc.const(lumus.zeros({ 3, 4 }), ref.random_table({ 3, 4 }, function() return 0 end)) })
+    end
+    loss_check("l1_loss", { reduction = "sum" })
+    loss_check("smooth_l1_loss", { beta = 0.7 })
+    loss_check("huber_loss", { delta = 0.7, reduction = "sum" })
+    gc.check("nll_loss", function(x, t) return lumus.nll_loss(x, t) end, function(x, t) return ref.nll_loss(x, t) end,
+      { { 5, 6 }, const_ids(T) })
+  end)
+
   it("mse_loss and binary_cross_entropy_with_logits (input, target and pos_weight)", function()
     for _, r in ipairs { "mean", "sum", "none" } do
       gc.check("mse_loss " .. r, function(x, t) return lumus.mse_loss(x, t, { reduction = r }) end,

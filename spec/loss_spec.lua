@@ -1,6 +1,7 @@
 -- Losses (lua/lumus/loss.lua, src/ops/loss.c, shaders/cross_entropy.comp): values against
 -- the float64 reference (ref.cross_entropy, ref.mse_loss,
--- ref.binary_cross_entropy_with_logits) on a seeded sweep of shapes, the rules for
+-- ref.binary_cross_entropy_with_logits, ref.l1_loss, smooth_l1_loss, huber_loss,
+-- nll_loss) on a seeded sweep of shapes, the rules for
 -- ignored and out-of-range targets, stability at extreme logits, errors by message.
 -- (Gradients: spec/grad_check_spec.lua.)
 --
@@ -126,6 +127,72 @@ describe("lumus.mse_loss", function()
     checks.errors(lumus.mse_loss, "#1 to 'lumus.mse_loss' %(input must be float32, got int32",
       lumus.zeros({ 3 }, { dtype = "int32" }), lumus.zeros({ 3 }))
     checks.errors(lumus.mse_loss, "#3 to 'lumus.mse_loss' %(options must be a table, got string", lumus.zeros({ 3 }), lumus.zeros({ 3 }), "sum")
+  end)
+end)
+
+describe("lumus.l1_loss, smooth_l1_loss, huber_loss", function()
+  local rng = ref.rng(78)
+  local CASES = {
+    { "l1_loss", nil }, { "smooth_l1_loss", { beta = 1 } }, { "smooth_l1_loss", { beta = 0.3 } },
+    { "smooth_l1_loss", { beta = 0 } }, { "huber_loss", { delta = 1 } }, { "huber_loss", { delta = 2.5 } },
+  }
+  it("match the reference for every reduction and parameter", function()
+    for _, shape in ipairs { { 1 }, { 7 }, { 3, 4 }, { 2, 3, 5 }, { 129, 3 } } do
+      local a = ref.random_table(shape, function() return ref.f32(rng.normal() * 2) end)
+      local b = ref.random_table(shape, function() return ref.f32(rng.normal() * 2) end)
+      for _, c in ipairs(CASES) do
+        for _, r in ipairs { "mean", "sum", "none" } do
+          local o = { reduction = r }
+          for k, v in pairs(c[2] or {}) do o[k] = v end
+          checks.close(lumus[c[1]](lumus.tensor(a), lumus.tensor(b), o), ref[c[1]](a, b, o),
+            { mixed = 1e-5, what = ("%s %s %s"):format(c[1], table.concat(shape, "x"), r) })
+        end
+      end
+    end
+  end)
+  it("raise naming the argument", function()
+    checks.errors(lumus.l1_loss, "#2 to 'lumus.l1_loss' %(target must have input's shape 3x4, got 4",
+      lumus.zeros({ 3, 4 }), lumus.zeros({ 4 }))
+    checks.errors(lumus.huber_loss, "#3 to 'lumus.huber_loss' %(unknown option 'beta'", lumus.zeros({ 3 }), lumus.zeros({ 3 }), { beta = 1 })
+    checks.errors(lumus.smooth_l1_loss, "#3 to 'lumus.smooth_l1_loss' %(beta must be a finite number >= 0, got %-1",
+      lumus.zeros({ 3 }), lumus.zeros({ 3 }), { beta = -1 })
+    checks.errors(lumus.l1_loss, "#3 to 'lumus.l1_loss' %(reduction must be", lumus.zeros({ 3 }), lumus.zeros({ 3 }), { reduction = "avg" })
+  end)
+end)
+
+describe("lumus.nll_loss", function()
+  local rng = ref.rng(79)
+  it("matches the reference with ignored and out-of-range targets, every reduction", function()
+    for _, nc in ipairs { { 1, 1 }, { 5, 3 }, { 64, 10 }, { 7, 300 } } do
+      local x = ref.random_table(nc, function() return ref.f32(-math.abs(rng.normal()) * 3) end)
+      local t = {}
+      for i = 1, nc[1] do t[i] = 1 + math.floor(rng.uniform() * nc[2]) end
+      if nc[1] > 2 then t[2] = -100 end
+      for _, r in ipairs { "mean", "sum", "none" } do
+        checks.close(lumus.nll_loss(lumus.tensor(x), ids(t), { reduction = r }), ref.nll_loss(x, t, { reduction = r }),
+          { mixed = 1e-6, what = ("nll_loss %dx%d %s"):format(nc[1], nc[2], r) })
+      end
+      if nc[1] > 2 then
+        t[3] = 7
+        checks.close(lumus.nll_loss(lumus.tensor(x), ids(t), { reduction = "none", ignore_index = 7 }),
+          ref.nll_loss(x, t, { reduction = "none", ignore_index = 7 }), { mixed = 1e-6, what = "nll_loss ignore_index 7" })
+      end
+    end
+    local bad = lumus.nll_loss(lumus.tensor({ { -1, -2 }, { -3, -4 } }), ids({ 0, 3 }), { reduction = "none" }):to_table()
+    assert.is_true(bad[1] ~= bad[1] and bad[2] ~= bad[2], "targets outside 1..C give NaN")
+    -- nll_loss of log_softmax is cross_entropy
+    local x = ref.random_table({ 6, 5 }, function() return ref.f32(rng.normal() * 2) end)
+    local t = { 1, 5, 2, 3, 4, 4 }
+    checks.close(lumus.nll_loss(lumus.log_softmax(lumus.tensor(x)), ids(t)), lumus.cross_entropy(lumus.tensor(x), ids(t)):to_table(),
+      { mixed = 1e-6, what = "nll_loss(log_softmax) = cross_entropy" })
+  end)
+  it("raises naming the argument", function()
+    checks.errors(lumus.nll_loss, "#1 to 'lumus.nll_loss' %(log_probs must be a matrix %[N, C%], got shape 3",
+      lumus.zeros({ 3 }), ids({ 1, 1, 1 }))
+    checks.errors(lumus.nll_loss, "#2 to 'lumus.nll_loss' %(target must have shape %[2%]", lumus.zeros({ 2, 3 }), ids({ 1 }))
+    checks.errors(lumus.nll_loss, "#2 to 'lumus.nll_loss' %(target must be int32, got float32", lumus.zeros({ 2, 3 }), lumus.zeros({ 2 }))
+    checks.errors(lumus.nll_loss, "#3 to 'lumus.nll_loss' %(ignore_index must be an int32 integer, got 0.5",
+      lumus.zeros({ 2, 3 }), ids({ 1, 1 }), { ignore_index = 0.5 })
   end)
 end)
 

@@ -17,6 +17,13 @@
 --   lumus.any(t [, {dim =, keepdim =}]), lumus.all(...)  bool: some / every element nonzero
 --   lumus.bmm(a, b)                             [B, M, K] x [B, K, N] (lumus.matmul, checked)
 --   a ^ b                                       lumus.pow(a, b) (tensors or numbers)
+--   lumus.eye(n [, m] [, {dtype=}])             ones on the diagonal of an n x m matrix
+--   lumus.linspace(start, stop, steps [, {dtype=}])   steps values from start to stop
+--   lumus.flip(t, dims)                         the order of dims reversed (a copy)
+--   lumus.roll(t, shifts [, dims])              elements shifted cyclically (torch.roll)
+--   lumus.sort(x [, {dim = -1, descending = false}])  values, int32 1-based indices
+--   lumus.argsort(x [, {dim = -1, descending = false}])  the indices alone
+--   lumus.dropout(x [, {p = 0.5, training = true}])   zeroes with probability p, scales 1/(1-p)
 local core = require "lumus.core"
 
 local M = {}
@@ -215,6 +222,143 @@ function M.attach(lumus)
       argerror("bmm", 2, ("batch sizes differ: %d and %d"):format(a:size(1), b:size(1)))
     end
     return lumus.matmul(a, b)
+  end, true)
+
+  local FACTORY_DTYPES = { float32 = true, float16 = true, bfloat16 = true }
+  local function factory_dtype(name, n, opts)
+    opts = check_options(name, n, opts, { dtype = true })
+    local dt = opts.dtype or "float32"
+    if not FACTORY_DTYPES[dt] then
+      argerror(name, n, ("dtype must be float32, float16 or bfloat16, got %s"):format(tostring(dt)))
+    end
+    return dt
+  end
+  local function check_size(name, n, v, what)
+    if type(v) ~= "number" or v ~= math.floor(v) or v < 1 or v >= 2 ^ 31 then
+      argerror(name, n, ("%s must be a positive integer, got %s"):format(what, tostring(v)))
+    end
+    return v
+  end
+
+  add("eye", function(n, m, opts)
+    if type(m) == "table" and opts == nil then m, opts = nil, m end
+    check_size("eye", 1, n, "n")
+    m = m == nil and n or check_size("eye", 2, m, "m")
+    local dt = factory_dtype("eye", 3, opts)
+    local rows = lumus.arange(n, { dtype = "float32" }):reshape({ n, 1 })
+    local cols = lumus.arange(m, { dtype = "float32" }):reshape({ 1, m })
+    local e = lumus.where(lumus.eq(rows, cols), 1, 0)
+    return dt == "float32" and e or e:to(dt)
+  end)
+
+  -- PyTorch's form: start + i step in the first half, stop - (steps - 1 - i) step in the
+  -- second, so both ends are exact.
+  add("linspace", function(start, stop, steps, opts)
+    if type(start) ~= "number" then argerror("linspace", 1, ("start must be a number, got %s"):format(type(start))) end
+    if type(stop) ~= "number" then argerror("linspace", 2, ("end must be a number, got %s"):format(type(stop))) end
+    check_size("linspace", 3, steps, "steps")
+    local dt = factory_dtype("linspace", 4, opts)
+    local r
+    if steps == 1 then
+      r = lumus.full({ 1 }, start)
+    else
+      local step = (stop - start) / (steps - 1)
+      local i = lumus.arange(steps, { dtype = "float32" })
+      local head = lumus.add(lumus.mul(i, step), start)
+      local tail = lumus.sub(stop, lumus.mul(lumus.sub(steps - 1, i), step))
+      r = lumus.where(lumus.lt(i, steps / 2), head, tail)
+    end
+    return dt == "float32" and r or r:to(dt)
+  end)
+
+  -- A list of dimensions (or one), each in range and listed once.
+  local function dims_list(name, n, dims, nd)
+    if type(dims) == "number" then dims = { dims } end
+    if type(dims) ~= "table" or getmetatable(dims) == Tensor or #dims == 0 then
+      argerror(name, n, ("dims must be a dimension or a list of them, got %s"):format(type(dims)))
+    end
+    local seen, out = {}, {}
+    for i, d in ipairs(dims) do
+      local dd = check_dim(name, n, d, nd, "dims[" .. i .. "]")
+      if seen[dd] then argerror(name, n, ("dim %d is listed twice"):format(dd)) end
+      seen[dd] = true
+      out[i] = dd
+    end
+    return out
+  end
+
+  add("flip", function(t, dims)
+    check_tensor("flip", 1, t)
+    local ds = dims_list("flip", 2, dims, t:dim())
+    local r = t
+    for _, d in ipairs(ds) do
+      local n = r:size(d)
+      r = lumus.index_select(r, d, lumus.arange(n, 0, -1, { dtype = "int32" }))   -- n, n-1, ..., 1
+    end
+    return r == t and lumus.copy(t) or r
+  end, true)
+
+  -- out[i] = t[(i - s) mod n] along each dim: two narrowed views joined.
+  add("roll", function(t, shifts, dims)
+    check_tensor("roll", 1, t)
+    if dims == nil then
+      if type(shifts) ~= "number" then argerror("roll", 2, ("shifts must be an integer without dims, got %s"):format(type(shifts))) end
+      return lumus.roll(t:reshape({ t:numel() }), shifts, 1):reshape(t:shape())
+    end
+    local ds = dims_list("roll", 3, dims, t:dim())
+    local ss = type(shifts) == "number" and { shifts } or shifts
+    if type(ss) ~= "table" or #ss ~= #ds then
+      argerror("roll", 2, ("shifts must give one integer per dim (%d), got %s"):format(#ds, type(shifts) == "table" and #shifts or type(shifts)))
+    end
+    local r = t
+    for i, d in ipairs(ds) do
+      local s = check_integer("roll", 2, ss[i], "shifts[" .. i .. "]")
+      local n = r:size(d)
+      s = s % n
+      if s ~= 0 then r = lumus.cat({ r:narrow(d, n - s + 1, s), r:narrow(d, 1, n - s) }, d) end
+    end
+    return r == t and lumus.copy(t) or r
+  end, true)
+
+  -- The whole of dim through topk (ties keep their order: stable); topk's device limit
+  -- on k is sort's on the length of dim.
+  local function sorted(name, x, opts)
+    check_tensor(name, 1, x)
+    opts = check_options(name, 2, opts, { dim = true, descending = true })
+    local nd = x:dim()
+    local d = check_dim(name, 2, opts.dim == nil and -1 or opts.dim, nd, "dim")
+    if opts.descending ~= nil and type(opts.descending) ~= "boolean" then
+      argerror(name, 2, ("descending must be a boolean, got %s"):format(type(opts.descending)))
+    end
+    local ok, v, i = pcall(lumus.topk, x, x:size(d), { dim = d, largest = opts.descending == true, sorted = true })
+    if not ok then
+      local most = tostring(v):match("k must be at most (%d+)")
+      if most then argerror(name, 1, ("sorts at most %s elements along a dim on this device, got %d"):format(most, x:size(d))) end
+      error(v, 0)
+    end
+    return v, i
+  end
+  add("sort", function(x, opts) return sorted("sort", x, opts) end, true)
+  add("argsort", function(x, opts) return select(2, sorted("argsort", x, opts)) end, true)
+
+  add("dropout", function(x, opts)
+    check_tensor("dropout", 1, x)
+    opts = check_options("dropout", 2, opts, { p = true, training = true })
+    local p = opts.p == nil and 0.5 or opts.p
+    if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+      argerror("dropout", 2, ("p must be a number in [0, 1], got %s"):format(tostring(p)))
+    end
+    if opts.training ~= nil and type(opts.training) ~= "boolean" then
+      argerror("dropout", 2, ("training must be a boolean, got %s"):format(type(opts.training)))
+    end
+    if opts.training == false or p == 0 then return x end
+    local scale = p < 1 and 1 / (1 - p) or 0
+    local keep = lumus.no_grad(function()
+      local mask = lumus.where(lumus.ge(lumus.rand(x:shape()), p), scale, 0)
+      if x:dtype() ~= "float32" then mask = mask:to(x:dtype()) end
+      return mask
+    end)
+    return lumus.mul(x, keep)
   end, true)
 
   -- Lua passes the operands as written (2 ^ t: 2, t).

@@ -4,6 +4,11 @@
 --   lumus.cross_entropy(logits [N, C], target int32 [N] (1-based classes)
 --                       [, {reduction = "mean", ignore_index = -100}])
 --   lumus.binary_cross_entropy_with_logits(input, target [, {reduction = "mean", pos_weight =}])
+--   lumus.l1_loss(input, target [, {reduction = "mean"}])              |input - target|
+--   lumus.smooth_l1_loss(input, target [, {reduction = "mean", beta = 1}])
+--   lumus.huber_loss(input, target [, {reduction = "mean", delta = 1}])
+--   lumus.nll_loss(log_probs [N, C], target int32 [N] (1-based) [, {reduction = "mean",
+--                  ignore_index = -100}])                               -log_probs[i, target[i]]
 --
 -- reduction "mean" (the default) and "sum" give a one-element tensor, "none" the
 -- per-element (per-row for cross_entropy) losses. Each is recorded by autograd:
@@ -148,6 +153,77 @@ function M.attach(L)
     local total = L.sum(loss)
     if o.reduction == "sum" then return total end
     return L.div(total, raw.sum(weight))   -- over the rows not ignored (0 / 0 = NaN if none)
+  end
+
+  -- The elementwise losses of d = |input - target| (same shapes, float32).
+  local function elementwise_loss(name, input, target, opts, param, default, f)
+    local xs = check_tensor(name, 1, input, "input", "float32")
+    local ts = check_tensor(name, 2, target, "target", "float32")
+    local known = { reduction = true }
+    if param then known[param] = true end
+    local o = check_options(name, 3, opts, known)
+    if not same_shapes(xs, ts) then
+      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
+    end
+    local v = default
+    if param and o[param] ~= nil then
+      v = o[param]
+      if type(v) ~= "number" or not (v >= 0) or v == math.huge then
+        argerror(name, 3, ("%s must be a finite number >= 0, got %s"):format(param, tostring(v)))
+      end
+    end
+    return reduce(L, f(L.abs(L.sub(input, target)), v), o.reduction)
+  end
+
+  --- lumus.l1_loss(input, target [, {reduction =}]): |input - target| reduced.
+  function L.l1_loss(input, target, opts)
+    return elementwise_loss("l1_loss", input, target, opts, nil, nil, function(d) return d end)
+  end
+
+  --- lumus.smooth_l1_loss(input, target [, {reduction =, beta = 1}]): 0.5 d^2 / beta where
+  -- d < beta, else d - 0.5 beta (beta = 0: l1_loss).
+  function L.smooth_l1_loss(input, target, opts)
+    return elementwise_loss("smooth_l1_loss", input, target, opts, "beta", 1, function(d, beta)
+      if beta == 0 then return d end
+      return L.where(L.lt(d, beta), L.mul(L.mul(d, d), 0.5 / beta), L.sub(d, 0.5 * beta))
+    end)
+  end
+
+  --- lumus.huber_loss(input, target [, {reduction =, delta = 1}]): 0.5 d^2 where d < delta,
+  -- else delta (d - 0.5 delta).
+  function L.huber_loss(input, target, opts)
+    return elementwise_loss("huber_loss", input, target, opts, "delta", 1, function(d, delta)
+      return L.where(L.lt(d, delta), L.mul(L.mul(d, d), 0.5), L.mul(L.sub(d, 0.5 * delta), delta))
+    end)
+  end
+
+  --- lumus.nll_loss(log_probs, target [, {reduction =, ignore_index =}]): -log_probs[i, t_i]
+  -- per row, by gather; a row whose target is ignore_index gives 0 and does not count
+  -- toward the mean; a target outside 1..C gives NaN (cross_entropy's rules).
+  function L.nll_loss(log_probs, target, opts)
+    local name = "nll_loss"
+    local xs = check_tensor(name, 1, log_probs, "log_probs", "float32")
+    if #xs ~= 2 then argerror(name, 1, ("log_probs must be a matrix [N, C], got shape %s"):format(shape_string(xs))) end
+    local ts = check_tensor(name, 2, target, "target", "int32")
+    if #ts ~= 1 or ts[1] ~= xs[1] then
+      argerror(name, 2, ("target must have shape [%d] (one 1-based class id per row), got %s"):format(xs[1], shape_string(ts)))
+    end
+    local o = check_options(name, 3, opts, { reduction = true, ignore_index = true })
+    local ignore = o.ignore_index == nil and -100 or o.ignore_index
+    if not compat.is_integer(ignore) or ignore < -2 ^ 31 or ignore >= 2 ^ 31 then
+      argerror(name, 3, ("ignore_index must be an int32 integer, got %s"):format(tostring(ignore)))
+    end
+    local n, c = xs[1], xs[2]
+    local t = raw.float(target)       -- class ids as floats: exact below 2^24
+    local ignored = raw.eq(t, ignore)
+    local valid = raw.gt(raw.mul(raw.float(raw.ge(t, 1)), raw.float(raw.le(t, c))), 0)
+    local ids = raw.int(raw.where(valid, t, 1))
+    local picked = L.gather(log_probs, 2, raw.reshape(ids, { n, 1 })):reshape({ n })
+    local loss = L.where(ignored, 0, L.where(valid, L.neg(picked), 0 / 0))
+    if o.reduction == "none" then return loss end
+    local total = L.sum(loss)
+    if o.reduction == "sum" then return total end
+    return L.div(total, raw.sum(raw.float(raw.eq(raw.float(ignored), 0))))   -- rows not ignored
   end
 
   --- lumus.binary_cross_entropy_with_logits(input, target [, {reduction =, pos_weight =}])

@@ -589,6 +589,72 @@ local function dim_view(fname, t, opts, default_dim)
   return flat, outer, shape[dim], inner, out_shape, shape, dim
 end
 
+-- t with the elements along dim moved: element i (0-based) of each line comes from
+-- element from(i, r) of the same line.
+local function move_along(fname, t, dim, from)
+  local flat, outer, r, inner, _, shape = dim_view(fname, t, { dim = dim })
+  local out = {}
+  for o = 0, outer - 1 do
+    for i = 0, r - 1 do
+      local src = from(i, r)
+      for c = 1, inner do out[(o * r + i) * inner + c] = flat[(o * r + src) * inner + c] end
+    end
+  end
+  return M.nest(out, shape)
+end
+
+--- flip(t, dims): the order along each of dims (a list, or one dim) reversed.
+function M.flip(t, dims)
+  if type(dims) == "number" then dims = { dims } end
+  for _, d in ipairs(dims) do t = move_along("flip", t, d, function(i, r) return r - 1 - i end) end
+  return t
+end
+
+--- roll(t, shifts, dims): element i along dims[k] from element (i - shifts[k]) mod n (a
+-- number each, or lists); without dims the flattened t rolled, in t's shape.
+function M.roll(t, shifts, dims)
+  if dims == nil then
+    local flat = M.flatten(t)
+    local n = #flat
+    local out = {}
+    for i = 0, n - 1 do out[i + 1] = flat[(i - shifts) % n + 1] end
+    return M.nest(out, M.shape(t))
+  end
+  if type(dims) == "number" then dims, shifts = { dims }, { shifts } end
+  for k, d in ipairs(dims) do
+    t = move_along("roll", t, d, function(i, r) return (i - shifts[k]) % r end)
+  end
+  return t
+end
+
+--- sort(t [, {dim = -1, descending = false}]): values and 1-based indices along dim,
+-- stable, NaN as the largest value (topk over the whole dim).
+function M.sort(t, opts)
+  opts = opts or {}
+  local shape = M.shape(t)
+  local d = opts.dim or -1
+  if d < 0 then d = d + #shape + 1 end
+  return M.topk(t, shape[d], { dim = d, largest = opts.descending == true })
+end
+
+--- eye(n [, m]): the n x m matrix with ones where the row and column match.
+function M.eye(n, m)
+  local out = {}
+  for i = 1, n do
+    out[i] = {}
+    for j = 1, m or n do out[i][j] = i == j and 1 or 0 end
+  end
+  return out
+end
+
+--- linspace(start, stop, steps): start + i (stop - start) / (steps - 1), i = 0 .. steps - 1.
+function M.linspace(start, stop, steps)
+  if steps == 1 then return { start } end
+  local out = {}
+  for i = 0, steps - 1 do out[i + 1] = start + i * (stop - start) / (steps - 1) end
+  return out
+end
+
 -- f(list of the r values of a column) for every column; f returns up to two numbers,
 -- collected into one or two nested tables of the result's shape.
 local function reduce(fname, t, opts, f)
@@ -1789,6 +1855,49 @@ function M.mse_loss(input, target, opts)
   local r = reduce_loss("mse_loss", sq, #sq, opts.reduction)
   if (opts.reduction or "mean") == "none" then return M.nest(sq, M.shape(input)) end
   return r
+end
+
+--- l1_loss, smooth_l1_loss (opts.beta, 1), huber_loss (opts.delta, 1): functions of
+-- d = |input - target| reduced as mse_loss.
+local function elementwise_loss(name, f)
+  return function(input, target, opts)
+    opts = opts or {}
+    local fx, ft = M.flatten(input), M.flatten(target)
+    local out = {}
+    for i = 1, #fx do out[i] = f(math.abs(fx[i] - ft[i]), opts) end
+    if (opts.reduction or "mean") == "none" then return M.nest(out, M.shape(input)) end
+    return reduce_loss(name, out, #out, opts.reduction)
+  end
+end
+M.l1_loss = elementwise_loss("l1_loss", function(d) return d end)
+M.smooth_l1_loss = elementwise_loss("smooth_l1_loss", function(d, o)
+  local beta = o.beta or 1
+  if d < beta then return 0.5 * d * d / beta end
+  return d - 0.5 * beta
+end)
+M.huber_loss = elementwise_loss("huber_loss", function(d, o)
+  local delta = o.delta or 1
+  if d < delta then return 0.5 * d * d end
+  return delta * (d - 0.5 * delta)
+end)
+
+--- nll_loss(log_probs [N][C], target (N 1-based ids) [, {reduction =, ignore_index = -100}]):
+-- -log_probs[i][t_i]; ignored rows give 0 and do not count toward the mean, targets
+-- outside 1..C give NaN (cross_entropy's rules).
+function M.nll_loss(log_probs, target, opts)
+  opts = opts or {}
+  local ignore = opts.ignore_index or -100
+  local losses, count = {}, 0
+  for i, row in ipairs(log_probs) do
+    local t = target[i]
+    if t == ignore then
+      losses[i] = 0
+    else
+      count = count + 1
+      losses[i] = (t >= 1 and t <= #row) and -row[t] or 0 / 0
+    end
+  end
+  return reduce_loss("nll_loss", losses, count, opts.reduction)
 end
 
 local function log1p(u)   -- accurate for small u
