@@ -661,6 +661,49 @@ function lumus.sigmoid(t, opts) end
 ---@return lumus.Tensor
 function lumus.silu(t, opts) end
 
+---Running sums along dim.
+---@param x lumus.Tensor
+---@param opts? {dim?: integer}
+---@return lumus.Tensor
+function lumus.cumsum(x, opts) end
+
+---t repeated reps[i] times along dim i.
+---@param t lumus.Tensor
+---@param reps integer[]
+---@return lumus.Tensor
+function lumus.tile(t, reps) end
+
+---a[i] b[j] of two 1-D tensors.
+---@param a lumus.Tensor
+---@param b lumus.Tensor
+---@return lumus.Tensor
+function lumus.outer(a, b) end
+
+---x, or x * negative_slope below 0.
+---@param x lumus.Tensor
+---@param opts? {negative_slope?: number}
+---@return lumus.Tensor
+function lumus.leaky_relu(x, opts) end
+
+---x above 0, else alpha (e^x - 1).
+---@param x lumus.Tensor
+---@param opts? {alpha?: number}
+---@return lumus.Tensor
+function lumus.elu(x, opts) end
+
+---log(1 + e^(beta x)) / beta (x past threshold).
+---@param x lumus.Tensor
+---@param opts? {beta?: number, threshold?: number}
+---@return lumus.Tensor
+function lumus.softplus(x, opts) end
+
+---Constant padding of the last dims: pads = {left, right, ...} from the last dim backwards.
+---@param x lumus.Tensor
+---@param pads integer[]
+---@param opts? {value?: number}
+---@return lumus.Tensor
+function lumus.pad(x, pads, opts) end
+
 ---|input - target|, reduced.
 ---@param input lumus.Tensor
 ---@param target lumus.Tensor
@@ -1456,6 +1499,36 @@ function Tensor:sigmoid(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:silu(opts) end
+
+---Running sums along dim.
+---@param opts? {dim?: integer}
+---@return lumus.Tensor
+function Tensor:cumsum(opts) end
+
+---t repeated reps[i] times along dim i.
+---@param reps integer[]
+---@return lumus.Tensor
+function Tensor:tile(reps) end
+
+---a[i] b[j] of two 1-D tensors.
+---@param b lumus.Tensor
+---@return lumus.Tensor
+function Tensor:outer(b) end
+
+---x, or x * negative_slope below 0.
+---@param opts? {negative_slope?: number}
+---@return lumus.Tensor
+function Tensor:leaky_relu(opts) end
+
+---x above 0, else alpha (e^x - 1).
+---@param opts? {alpha?: number}
+---@return lumus.Tensor
+function Tensor:elu(opts) end
+
+---log(1 + e^(beta x)) / beta (x past threshold).
+---@param opts? {beta?: number, threshold?: number}
+---@return lumus.Tensor
+function Tensor:softplus(opts) end
 
 ---A copy with the order along dims reversed.
 ---@param dims integer|integer[]

@@ -196,6 +196,45 @@ function LogSoftmax:forward(x) end
 ---@return string
 function LogSoftmax:describe() end
 
+---lumus.leaky_relu with the module's parameters.
+---@class lumus.nn.LeakyReLU : lumus.nn.Module
+---@overload fun(negative_slope?: number): lumus.nn.LeakyReLU
+---@field opts table
+local LeakyReLU = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function LeakyReLU:forward(x) end
+
+---@return string
+function LeakyReLU:describe() end
+
+---lumus.elu with the module's parameters.
+---@class lumus.nn.ELU : lumus.nn.Module
+---@overload fun(alpha?: number): lumus.nn.ELU
+---@field opts table
+local ELU = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function ELU:forward(x) end
+
+---@return string
+function ELU:describe() end
+
+---lumus.softplus with the module's parameters.
+---@class lumus.nn.Softplus : lumus.nn.Module
+---@overload fun(beta?: number, threshold?: number): lumus.nn.Softplus
+---@field opts table
+local Softplus = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Softplus:forward(x) end
+
+---@return string
+function Softplus:describe() end
+
 ---x itself.
 ---@class lumus.nn.Identity : lumus.nn.Module
 ---@overload fun(): lumus.nn.Identity
@@ -405,6 +444,9 @@ nn.Tanh = Tanh
 nn.Sigmoid = Sigmoid
 nn.Softmax = Softmax
 nn.LogSoftmax = LogSoftmax
+nn.LeakyReLU = LeakyReLU
+nn.ELU = ELU
+nn.Softplus = Softplus
 nn.Identity = Identity
 nn.Flatten = Flatten
 nn.RMSNorm = RMSNorm

@@ -19,6 +19,43 @@ local reference = {}
 ---@return lumus.reference.Nested
 function reference.abs(t) end
 
+---@param t lumus.reference.Nested
+---@param opts table?
+---@return lumus.reference.Nested
+function reference.cumsum(t, opts) end
+
+---@param t lumus.reference.Nested
+---@param pads integer[]
+---@param value number?
+---@return lumus.reference.Nested
+function reference.pad(t, pads, value) end
+
+---@param t lumus.reference.Nested
+---@param reps integer[]
+---@return lumus.reference.Nested
+function reference.tile(t, reps) end
+
+---@param a number[]
+---@param b number[]
+---@return lumus.reference.Nested
+function reference.outer(a, b) end
+
+---@param t lumus.reference.Nested
+---@param slope number?
+---@return lumus.reference.Nested
+function reference.leaky_relu(t, slope) end
+
+---@param t lumus.reference.Nested
+---@param alpha number?
+---@return lumus.reference.Nested
+function reference.elu(t, alpha) end
+
+---@param t lumus.reference.Nested
+---@param beta number?
+---@param threshold number?
+---@return lumus.reference.Nested
+function reference.softplus(t, beta, threshold) end
+
 ---@param input lumus.reference.Nested
 ---@param target number[]|lumus.reference.Nested
 ---@param opts table?

@@ -225,6 +225,52 @@ describe("composite ops", function()
     checks.close(lumus.dropout(lumus.ones({ 5 }), { p = 1 }), { 0, 0, 0, 0, 0 }, { what = "p = 1" })
   end)
 
+  it("cumsum matches the float64 running sum along every dim, over block boundaries", function()
+    for k, shape in ipairs(SHAPES) do
+      local xs = rand(shape, 400 + k)
+      local x = lumus.tensor(xs)
+      for d = 1, #shape do
+        -- a float32 running sum of n terms: within n eps of the sum of |x| (mixed bound)
+        checks.close(x:cumsum({ dim = d }), ref.cumsum(xs, { dim = d }), { mixed = shape[d] * 2 ^ -22, what = "cumsum dim " .. d })
+      end
+    end
+    -- lengths around the block size (128) and several levels of blocks
+    for _, n in ipairs { 127, 128, 129, 256, 1000, 16385, 40001 } do
+      local g = ref.rng(n)
+      local xs = {}
+      for i = 1, n do xs[i] = math.floor(g.uniform() * 7) - 3 end   -- integers: the sums are exact
+      assert.are.same(ref.cumsum(xs), lumus.cumsum(lumus.tensor(xs)):to_table())
+    end
+    assert.are.equal("float16", lumus.cumsum(lumus.ones({ 300 }, { dtype = "float16" })):dtype())
+  end)
+
+  it("pad adds or cuts along the last dims as torch's constant pad; tile and outer", function()
+    local xs = rand({ 2, 3, 4 }, 9)
+    local x = lumus.tensor(xs)
+    for _, pads in ipairs { { 1, 2 }, { 0, 0, 1, 0 }, { 2, 1, 0, 3, 1, 1 }, { -1, 1 }, { -1, -2, 1, 0 } } do
+      checks.close(lumus.pad(x, pads), ref.pad(xs, pads), { what = "pad " .. table.concat(pads, ",") })
+    end
+    checks.close(lumus.pad(x, { 1, 1 }, { value = -5 }), ref.pad(xs, { 1, 1 }, -5), { what = "pad value" })
+    for _, reps in ipairs { { 2 }, { 1, 3 }, { 2, 1, 2 }, { 2, 1, 1, 3 } } do
+      checks.close(x:tile(reps), ref.tile(xs, reps), { what = "tile " .. table.concat(reps, ",") })
+    end
+    local a, b = rand({ 5 }, 1), rand({ 7 }, 2)
+    checks.close(lumus.outer(lumus.tensor(a), lumus.tensor(b)), ref.outer(a, b), { rel = 2 ^ -24, what = "outer" })
+  end)
+
+  it("leaky_relu, elu and softplus match the reference, softplus without overflow", function()
+    local xs = ref.map(rand({ 7, 9 }, 11), function(v) return ref.f32(v * 30) end)
+    xs[1][1], xs[1][2], xs[1][3] = 0, ref.f32(1e-30), -100
+    local x = lumus.tensor(xs)
+    -- the slope is rounded to float32, then the product: 2 roundings of 2^-24 each
+    checks.close(x:leaky_relu(), ref.leaky_relu(xs), { rel = 2 ^ -23, what = "leaky_relu" })
+    checks.close(lumus.leaky_relu(x, { negative_slope = 0.2 }), ref.leaky_relu(xs, 0.2), { rel = 2 ^ -23, what = "leaky_relu 0.2" })
+    checks.close(x:elu(), ref.elu(xs), { rel = 4 * 2 ^ -23, abs = 1e-45, what = "elu" })
+    checks.close(lumus.elu(x, { alpha = 0.5 }), ref.elu(xs, 0.5), { rel = 4 * 2 ^ -23, abs = 1e-45, what = "elu 0.5" })
+    checks.close(x:softplus(), ref.softplus(xs), { rel = 6 * 2 ^ -23, abs = 1e-45, what = "softplus" })
+    checks.close(lumus.softplus(x, { beta = 2, threshold = 5 }), ref.softplus(xs, 2, 5), { rel = 6 * 2 ^ -23, abs = 1e-45, what = "softplus beta 2" })
+  end)
+
   it("refuse bad arguments naming the function", function()
     local x = lumus.zeros({ 2, 3 })
     checks.errors(lumus.clone, "bad argument #1 to 'lumus.clone' %(tensor must be a tensor, got number%)", 3)
@@ -258,6 +304,14 @@ describe("composite ops", function()
     checks.errors(lumus.sort, "'lumus.sort' %(descending must be a boolean, got string%)", x, { descending = "yes" })
     checks.errors(lumus.argsort, "'lumus.argsort' %(unknown option 'axis'", x, { axis = 1 })
     checks.errors(lumus.dropout, "'lumus.dropout' %(p must be a number in %[0, 1%], got 2%)", x, { p = 2 })
+    checks.errors(lumus.cumsum, "'lumus.cumsum' %(dim must be an integer in %-2..%-1 or 1..2, got 3%)", x, { dim = 3 })
+    checks.errors(lumus.pad, "'lumus.pad' %(pads must be a list of 2, 4, ... up to 4 integers, got 3 values%)", x, { 1, 1, 1 })
+    checks.errors(lumus.pad, "'lumus.pad' %(pads cut all of dim 2 %(size 3%)%)", x, { -2, -1 })
+    checks.errors(lumus.pad, "'lumus.pad' %(value must be a number, got string%)", x, { 1, 1 }, { value = "a" })
+    checks.errors(lumus.tile, "'lumus.tile' %(reps%[1%] must be a positive integer, got 0%)", x, { 0 })
+    checks.errors(lumus.outer, "'lumus.outer' %(expects a 1%-D tensor, got 2 dimensions%)", x, lumus.zeros({ 2 }))
+    checks.errors(lumus.softplus, "'lumus.softplus' %(beta must be a positive number, got 0%)", x, { beta = 0 })
+    checks.errors(lumus.leaky_relu, "'lumus.leaky_relu' %(unknown option 'slope'", x, { slope = 1 })
     local freed = lumus.zeros({ 2 })
     freed:free()
     checks.errors(lumus.std, "'lumus.std' %(tensor has been freed%)", freed)

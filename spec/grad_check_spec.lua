@@ -186,6 +186,16 @@ describe("gradients of the composite ops (recorded as the ops they are made of)"
     local m = mask:to_table()
     gc.check("masked_fill", function(x) return lumus.masked_fill(x, mask, 2) end, function(x) return ref.masked_fill(x, m, 2) end, { { 2, 3 } })
     gc.check("clone", function(x) return lumus.clone(x) end, function(x) return x end, { { 2, 3 } })
+    gc.check("cumsum", function(x) return lumus.cumsum(x, { dim = 1 }) end, function(x) return ref.cumsum(x, { dim = 1 }) end, { { 4, 3 } })
+    gc.check("cumsum blocks", function(x) return lumus.cumsum(x) end, function(x) return ref.cumsum(x) end, { { 2, 300 } }, { tol = 1e-4 })
+    gc.check("pad", function(x) return lumus.pad(x, { 1, -1, 2, 0 }, { value = 3 }) end, function(x) return ref.pad(x, { 1, -1, 2, 0 }, 3) end,
+      { { 2, 3 } })
+    gc.check("tile", function(x) return x:tile({ 2, 1, 3 }) end, function(x) return ref.tile(x, { 2, 1, 3 }) end, { { 2, 2 } })
+    gc.check("outer", function(a, b) return lumus.outer(a, b) end, function(a, b) return ref.outer(a, b) end, { { 3 }, { 4 } })
+    gc.check("leaky_relu", function(x) return lumus.leaky_relu(x, { negative_slope = 0.1 }) end,
+      function(x) return ref.leaky_relu(x, 0.1) end, { gc.input({ 3, 4 }, gc.away(0.1)) })
+    gc.check("elu", function(x) return x:elu() end, function(x) return ref.elu(x) end, { gc.input({ 3, 4 }, gc.away(0.1)) })
+    gc.check("softplus", function(x) return x:softplus({ beta = 1.5 }) end, function(x) return ref.softplus(x, 1.5) end, { { 3, 4 } })
     -- views, their reference through float32 as the view checks below (exact moves)
     gc.check("t", function(x) return x:t() end, function(x) return lumus.tensor(x):t():to_table() end, { { 2, 3 } },
       { h = 0.5, tol = 1e-6 })

@@ -1,4 +1,5 @@
--- nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Softmax, nn.LogSoftmax, nn.Identity, nn.Flatten,
+-- nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Softmax, nn.LogSoftmax, nn.LeakyReLU, nn.ELU,
+-- nn.Softplus, nn.Identity, nn.Flatten,
 -- nn.RMSNorm and nn.utils.clip_grad_norm_: values against lumus.reference at stated
 -- bounds, outputs reused between calls as the other modules', training through them,
 -- and errors by message.
@@ -47,6 +48,18 @@ describe("nn activation modules", function()
     assert.are.equal("nn.LogSoftmax(dim=2)", tostring(nn.LogSoftmax({ dim = 2 })))
     checks.errors(function() nn.Softmax({ dim = 0 }) end, "nn.Softmax: option dim must be a nonzero integer, got 0")
     checks.errors(function() nn.LogSoftmax({ axis = 1 }) end, "nn.LogSoftmax: unknown option 'axis' %(known: dim%)")
+  end)
+
+  it("nn.LeakyReLU, nn.ELU and nn.Softplus take their parameters in order", function()
+    local xs = rand({ 4, 6 }, 12)
+    local x = lumus.tensor(xs)
+    checks.close(nn.LeakyReLU(0.3)(x), ref.leaky_relu(xs, 0.3), { rel = 2 ^ -23, what = "LeakyReLU" })
+    checks.close(nn.ELU()(x), ref.elu(xs), { rel = 4 * 2 ^ -23, abs = 1e-45, what = "ELU" })
+    checks.close(nn.Softplus(2, 3)(x), ref.softplus(xs, 2, 3), { rel = 6 * 2 ^ -23, abs = 1e-45, what = "Softplus" })
+    assert.are.equal("nn.LeakyReLU(negative_slope=0.01)", tostring(nn.LeakyReLU()))
+    assert.are.equal("nn.Softplus(beta=2, threshold=3)", tostring(nn.Softplus(2, 3)))
+    checks.errors(function() nn.ELU("a") end, "nn.ELU: alpha must be a number, got a")
+    checks.errors(function() nn.LeakyReLU(0.1, 2) end, "nn.LeakyReLU: takes at most 1 arguments")
   end)
 
   it("nn.Identity passes x; nn.Flatten merges dims from 2 by default", function()

@@ -24,6 +24,12 @@
 --   lumus.sort(x [, {dim = -1, descending = false}])  values, int32 1-based indices
 --   lumus.argsort(x [, {dim = -1, descending = false}])  the indices alone
 --   lumus.dropout(x [, {p = 0.5, training = true}])   zeroes with probability p, scales 1/(1-p)
+--   lumus.cumsum(x [, {dim = -1}])              inclusive running sums along dim
+--   lumus.pad(x, pads [, {value = 0}])          torch.nn.functional.pad, constant mode
+--   lumus.tile(t, reps)                         t repeated reps[i] times along dim i
+--   lumus.outer(a, b)                           a[i] b[j] of two 1-D tensors
+--   lumus.leaky_relu(x [, {negative_slope = 0.01}]), lumus.elu(x [, {alpha = 1}]),
+--   lumus.softplus(x [, {beta = 1, threshold = 20}])   activations (nn modules too)
 local core = require "lumus.core"
 
 local M = {}
@@ -359,6 +365,148 @@ function M.attach(lumus)
       return mask
     end)
     return lumus.mul(x, keep)
+  end, true)
+
+  -- cumsum: a [R, n] view of x (dim last) times the upper triangle of ones, blocks of
+  -- CUMSUM_BLOCK at a time: within a block one batched matmul, then the blocks' totals
+  -- summed the same way (recursively) and added. O(n CUMSUM_BLOCK) work in products the
+  -- device runs fast, and autograd records the parts.
+  local CUMSUM_BLOCK = 128
+  local triangles = setmetatable({}, { __mode = "v" })
+  local function upper_ones(n, dtype)
+    local key = n .. dtype
+    local u = triangles[key]
+    if u == nil or u:is_freed() then
+      u = lumus.no_grad(function() return lumus.triu(lumus.ones({ n, n }, { dtype = dtype })) end)
+      triangles[key] = u
+    end
+    return u
+  end
+  local function scan_rows(x2)   -- x2 [R, n] contiguous
+    local r, n = x2:size(1), x2:size(2)
+    if n <= CUMSUM_BLOCK then return lumus.matmul(x2, upper_ones(n, x2:dtype())) end
+    local b = CUMSUM_BLOCK
+    local m = math.floor((n + b - 1) / b)
+    local padded = n == m * b and x2 or lumus.cat({ x2, lumus.zeros({ r, m * b - n }, { dtype = x2:dtype() }) }, 2)
+    local within = lumus.matmul(padded:reshape({ r, m, b }), upper_ones(b, x2:dtype()))   -- [R, m, b]
+    local totals = within:select(3, b):contiguous()                                      -- [R, m]
+    local before = lumus.sub(scan_rows(totals), totals)                                  -- exclusive
+    local y = lumus.add(within, before:unsqueeze(3)):reshape({ r, m * b })
+    return m * b == n and y or y:narrow(2, 1, n)
+  end
+  add("cumsum", function(x, opts)
+    check_tensor("cumsum", 1, x)
+    opts = check_options("cumsum", 2, opts, { dim = true })
+    local nd = x:dim()
+    local d = check_dim("cumsum", 2, opts.dim == nil and -1 or opts.dim, nd, "dim")
+    local moved = d == nd and x or x:transpose(d, nd)
+    local shape = moved:shape()
+    local n = shape[nd]
+    local y = scan_rows(moved:contiguous():reshape({ math.floor(x:numel() / n), n })):reshape(shape)
+    return d == nd and y or y:transpose(d, nd):contiguous()
+  end, true)
+
+  -- pads = {left, right [, top, bottom [, ...]]}, from the last dim backwards; negative
+  -- amounts cut. Each padded dim is one cat with value-filled blocks.
+  add("pad", function(x, pads, opts)
+    check_tensor("pad", 1, x)
+    local nd = x:dim()
+    if type(pads) ~= "table" or getmetatable(pads) == Tensor or #pads == 0 or #pads % 2 ~= 0 or #pads > 2 * nd then
+      argerror("pad", 2, ("pads must be a list of 2, 4, ... up to %d integers, got %s"):format(2 * nd,
+        type(pads) == "table" and #pads .. " values" or type(pads)))
+    end
+    opts = check_options("pad", 3, opts, { value = true })
+    local value = opts.value == nil and 0 or opts.value
+    if type(value) ~= "number" then argerror("pad", 3, ("value must be a number, got %s"):format(type(value))) end
+    local r = x
+    for k = 1, #pads / 2 do
+      local d = nd - k + 1
+      local lo = check_integer("pad", 2, pads[2 * k - 1], "pads[" .. (2 * k - 1) .. "]")
+      local hi = check_integer("pad", 2, pads[2 * k], "pads[" .. (2 * k) .. "]")
+      local n = r:size(d)
+      if n + math.min(lo, 0) + math.min(hi, 0) < 1 then
+        argerror("pad", 2, ("pads cut all of dim %d (size %d)"):format(d, n))
+      end
+      if lo < 0 or hi < 0 then
+        local first = 1 + math.max(-lo, 0)
+        r = r:narrow(d, first, n + math.min(lo, 0) + math.min(hi, 0))
+      end
+      local parts = {}
+      local function block(len)
+        local s = r:shape()
+        s[d] = len
+        return lumus.full(s, value, { dtype = r:dtype() })
+      end
+      if lo > 0 then parts[#parts + 1] = block(lo) end
+      parts[#parts + 1] = r
+      if hi > 0 then parts[#parts + 1] = block(hi) end
+      if #parts > 1 then r = lumus.cat(parts, d) end
+    end
+    return r == x and lumus.copy(x) or r
+  end)
+
+  -- Each dim i as [reps[i], size] expanded, then merged (one copy).
+  add("tile", function(t, reps)
+    check_tensor("tile", 1, t)
+    if type(reps) ~= "table" or getmetatable(reps) == Tensor or #reps == 0 then
+      argerror("tile", 2, ("reps must be a list of positive integers, got %s"):format(type(reps)))
+    end
+    local shape = t:shape()
+    local x = t
+    while #shape < #reps do x = x:unsqueeze(1); table.insert(shape, 1, 1) end   -- leading 1s as torch
+    local lead = #shape - #reps
+    local view, expanded, final = {}, {}, {}
+    for i = 1, #shape do
+      local rep = i > lead and reps[i - lead] or 1
+      if type(rep) ~= "number" or rep ~= math.floor(rep) or rep < 1 then
+        argerror("tile", 2, ("reps[%d] must be a positive integer, got %s"):format(i - lead, tostring(rep)))
+      end
+      view[#view + 1], view[#view + 2] = 1, shape[i]
+      expanded[#expanded + 1], expanded[#expanded + 2] = rep, shape[i]
+      final[i] = rep * shape[i]
+    end
+    return x:reshape(view):expand(expanded):contiguous():reshape(final)
+  end, true)
+
+  add("outer", function(a, b)
+    check_tensor("outer", 1, a)
+    check_tensor("outer", 2, b)
+    if a:dim() ~= 1 then argerror("outer", 1, ("expects a 1-D tensor, got %d dimensions"):format(a:dim())) end
+    if b:dim() ~= 1 then argerror("outer", 2, ("expects a 1-D tensor, got %d dimensions"):format(b:dim())) end
+    return lumus.mul(a:unsqueeze(2), b:unsqueeze(1))
+  end, true)
+
+  local function number_option(name, opts, key, default, check)
+    local v = opts[key]
+    if v == nil then return default end
+    if type(v) ~= "number" or v ~= v or (check and not check(v)) then
+      argerror(name, 2, ("%s must be a %snumber, got %s"):format(key, check and "positive " or "", tostring(v)))
+    end
+    return v
+  end
+  add("leaky_relu", function(x, opts)
+    check_tensor("leaky_relu", 1, x)
+    opts = check_options("leaky_relu", 2, opts, { negative_slope = true })
+    local slope = number_option("leaky_relu", opts, "negative_slope", 0.01)
+    return lumus.where(lumus.lt(x, 0), lumus.mul(x, slope), x)
+  end, true)
+  add("elu", function(x, opts)
+    check_tensor("elu", 1, x)
+    opts = check_options("elu", 2, opts, { alpha = true })
+    local alpha = number_option("elu", opts, "alpha", 1)
+    return lumus.where(lumus.gt(x, 0), x, lumus.mul(lumus.expm1(x), alpha))
+  end, true)
+  -- log(1 + e^(beta x)) / beta, x itself past threshold (PyTorch's), as
+  -- max(z, 0) + log1p(e^-|z|) with z = beta x: no overflow.
+  add("softplus", function(x, opts)
+    check_tensor("softplus", 1, x)
+    opts = check_options("softplus", 2, opts, { beta = true, threshold = true })
+    local beta = number_option("softplus", opts, "beta", 1, function(v) return v > 0 end)
+    local threshold = number_option("softplus", opts, "threshold", 20)
+    local z = beta == 1 and x or lumus.mul(x, beta)
+    local sp = lumus.add(lumus.relu(z), lumus.log1p(lumus.exp(lumus.neg(lumus.abs(z)))))
+    if beta ~= 1 then sp = lumus.mul(sp, 1 / beta) end
+    return lumus.where(lumus.gt(z, threshold), x, sp)
   end, true)
 
   -- Lua passes the operands as written (2 ^ t: 2, t).

@@ -26,6 +26,7 @@
 --                                     ids; weight [num, dim] from the standard normal
 --   nn.SiLU(), nn.Tanh(), nn.Sigmoid()          lumus.silu, lumus.tanh, lumus.sigmoid
 --   nn.Softmax([{dim = -1}]), nn.LogSoftmax([{dim = -1}])   lumus.softmax, lumus.log_softmax
+--   nn.LeakyReLU([slope]), nn.ELU([alpha]), nn.Softplus([beta [, threshold]])   the functions
 --   nn.Identity()                     x itself
 --   nn.Flatten([start_dim = 2 [, end_dim = -1]])   lumus.flatten
 --   nn.RMSNorm(D [, {eps = 1e-6, affine = true}])  lumus.rms_norm; weight [D] (ones)
@@ -765,6 +766,42 @@ for _, a in ipairs { { "Softmax", "softmax" }, { "LogSoftmax", "log_softmax" } }
   local function dim_options(self) return { dim = self.dim } end
   function C:forward(x) return elementwise_forward(self, kernel(op, fname), x, nil, dim_options, nil, self.dim) end
   function C:describe() return ("%s(dim=%d)"):format(fname, self.dim) end
+end
+
+-- nn.LeakyReLU([negative_slope = 0.01]), nn.ELU([alpha = 1]), nn.Softplus([beta = 1
+-- [, threshold = 20]]): the lumus functions of the same names (several ops each, so a
+-- fresh output per call).
+for _, a in ipairs { { "LeakyReLU", "leaky_relu", { "negative_slope" }, { 0.01 } }, { "ELU", "elu", { "alpha" }, { 1 } },
+                     { "Softplus", "softplus", { "beta", "threshold" }, { 1, 20 } } } do
+  local class_name, op, keys, defaults = a[1], a[2], a[3], a[4]
+  local C = make_class(class_name, Module)
+  nn[class_name] = C
+  local fname = "nn." .. class_name
+  function C:__init(...)
+    local args = { ... }
+    self.opts = {}
+    for i, key in ipairs(keys) do
+      local v = args[i]
+      if v == nil then v = defaults[i] end
+      if type(v) ~= "number" or v ~= v then
+        error(("%s: %s must be a number, got %s"):format(fname, key, tostring(v)), 3)
+      end
+      self.opts[key] = v
+    end
+    if select("#", ...) > #keys then error(("%s: takes at most %d arguments"):format(fname, #keys), 3) end
+    lumus[op](lumus.zeros({ 1 }), self.opts)   -- the function checks the values (beta > 0)
+  end
+  function C:forward(x)
+    if not is_tensor(x) then error(("%s: input must be a tensor, got %s"):format(fname, type(x)), 2) end
+    local y = lumus[op](x, self.opts)
+    self.output = y
+    return y
+  end
+  function C:describe()
+    local parts = {}
+    for _, key in ipairs(keys) do parts[#parts + 1] = ("%s=%g"):format(key, self.opts[key]) end
+    return ("%s(%s)"):format(fname, table.concat(parts, ", "))
+  end
 end
 
 -- nn.Identity(): x itself.

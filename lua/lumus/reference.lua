@@ -637,6 +637,104 @@ function M.sort(t, opts)
   return M.topk(t, shape[d], { dim = d, largest = opts.descending == true })
 end
 
+-- A nested table of `shape` whose element at the 1-based multi-index idx is f(idx).
+local function build(shape, f)
+  local n = 1
+  for _, v in ipairs(shape) do n = n * v end
+  local flat, idx = {}, {}
+  for i = 1, #shape do idx[i] = 1 end
+  for k = 1, n do
+    flat[k] = f(idx)
+    for i = #shape, 1, -1 do
+      idx[i] = idx[i] + 1
+      if idx[i] <= shape[i] then break end
+      idx[i] = 1
+    end
+  end
+  return M.nest(flat, shape)
+end
+local function at(t, idx)
+  for i = 1, #idx do t = t[idx[i]] end
+  return t
+end
+
+--- cumsum(t [, {dim = -1}]): running sums along dim.
+function M.cumsum(t, opts)
+  local flat, outer, r, inner, _, shape = dim_view("cumsum", t, { dim = (opts and opts.dim) or -1 })
+  local out = {}
+  for o = 0, outer - 1 do
+    for c = 1, inner do
+      local acc = 0
+      for i = 0, r - 1 do
+        local k = (o * r + i) * inner + c
+        acc = acc + flat[k]
+        out[k] = acc
+      end
+    end
+  end
+  return M.nest(out, shape)
+end
+
+--- pad(t, pads [, value = 0]): pads = {left, right, ...} from the last dim backwards
+-- (negative: cut), the new elements value (torch.nn.functional.pad, constant mode).
+function M.pad(t, pads, value)
+  local shape = M.shape(t)
+  local nd = #shape
+  local lo, out = {}, {}
+  for d = 1, nd do
+    local k = nd - d + 1
+    local a, b = pads[2 * k - 1] or 0, pads[2 * k] or 0
+    lo[d] = a
+    out[d] = shape[d] + a + b
+  end
+  return build(out, function(idx)
+    local src = {}
+    for d = 1, nd do
+      src[d] = idx[d] - lo[d]
+      if src[d] < 1 or src[d] > shape[d] then return value or 0 end
+    end
+    return at(t, src)
+  end)
+end
+
+--- tile(t, reps): t repeated reps[i] times along dim i (leading dims added as torch.tile).
+function M.tile(t, reps)
+  local shape = M.shape(t)
+  while #shape < #reps do t = { t }; table.insert(shape, 1, 1) end
+  local lead = #shape - #reps
+  local out = {}
+  for i = 1, #shape do out[i] = shape[i] * (i > lead and reps[i - lead] or 1) end
+  return build(out, function(idx)
+    local src = {}
+    for i = 1, #idx do src[i] = (idx[i] - 1) % shape[i] + 1 end
+    return at(t, src)
+  end)
+end
+
+--- outer(a, b): a[i] b[j].
+function M.outer(a, b)
+  return build({ #a, #b }, function(idx) return a[idx[1]] * b[idx[2]] end)
+end
+
+--- leaky_relu(t [, slope = 0.01]), elu(t [, alpha = 1]), softplus(t [, beta = 1,
+-- threshold = 20]) (PyTorch's definitions).
+function M.leaky_relu(t, slope)
+  slope = slope or 0.01
+  return M.map(t, function(x) if x < 0 then return x * slope end return x end)
+end
+function M.elu(t, alpha)
+  alpha = alpha or 1
+  return M.map(t, function(x) if x > 0 or x ~= x then return x end return alpha * M.expm1(x) end)
+end
+function M.softplus(t, beta, threshold)
+  beta, threshold = beta or 1, threshold or 20
+  return M.map(t, function(x)
+    local z = beta * x
+    if z > threshold or x ~= x then return x end
+    return (math.max(z, 0) + log1p1(math.exp(-math.abs(z)))) / beta
+  end)
+end
+
 --- eye(n [, m]): the n x m matrix with ones where the row and column match.
 function M.eye(n, m)
   local out = {}
