@@ -15,7 +15,8 @@
 -- --ops keeps only the cases whose name contains one of the comma-separated (plain)
 -- patterns, e.g. --ops 'pow,log,tanh,column,n - 3'; the copy ceilings always run.
 --
--- Then exp, log, tanh, sigmoid, silu, pow, maximum, clamp, gt, where, a column broadcast
+-- Then exp, log, tanh, sigmoid, silu, pow, maximum, clamp, gt, where, a column broadcast,
+-- sin, cos, expm1, log1p, floor, round, sign, square, reciprocal
 -- and a length that is not a multiple of 4, in float32 and float16, each against the
 -- copy of its own dtype, with PyTorch's GB/s from --baseline (bench/torch_elementwise.py's
 -- CSV of the same run) beside them.
@@ -162,6 +163,9 @@ do
     local mask = lumus.gt(yd, 0)
     local col = xd:narrow(2, 1, 1):contiguous()                     -- [R, 1]
     local flat_n = N - 3                                             -- the vec4 body and a 1-3 tail
+    -- arguments past pi/4 up to 1e4: sin's reduction in integers for most elements
+    -- (made before timing, as bench/torch_elementwise.py does)
+    local xbig = lumus.mul(xd, 2500)
     local xflat, oflat = xd:view({ N }):narrow(1, 1, flat_n), od:view({ N }):narrow(1, 1, flat_n)
     local function ceiling() return device_time(function() lumus.copy(xd, { out = cpd }) end) end
     local t_c = ceiling()
@@ -179,6 +183,16 @@ do
       { "where", 3 + 1 / es, function() lumus.where(mask, xd, yd, { out = od }) end },
       { "add [R,1] column", 2, function() lumus.add(xd, col, { out = od }) end },
       { "mul, n - 3 elements", 2, function() lumus.mul(xflat, 1.5, { out = oflat }) end },
+      { "sin", 2, function() lumus.sin(xd, { out = od }) end },
+      { "cos", 2, function() lumus.cos(xd, { out = od }) end },
+      { "sin, |x| up to 1e4", 2, function() lumus.sin(xbig, { out = od }) end },
+      { "expm1", 2, function() lumus.expm1(xd, { out = od }) end },
+      { "log1p", 2, function() lumus.log1p(xd, { out = od }) end },
+      { "floor", 2, function() lumus.floor(xd, { out = od }) end },
+      { "round", 2, function() lumus.round(xd, { out = od }) end },
+      { "sign", 2, function() lumus.sign(xd, { out = od }) end },
+      { "square", 2, function() lumus.square(xd, { out = od }) end },
+      { "reciprocal", 2, function() lumus.reciprocal(xd, { out = od }) end },
     }
     local kept = {}
     for _, c in ipairs(cases) do

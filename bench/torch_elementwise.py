@@ -24,6 +24,7 @@ def cases(x, y, out, mask, bout, col):
     """name, bytes moved per element of x (in units of its element size; bool 1 byte
     counted as a fraction), the call."""
     es = x.element_size()
+    xb = x * 2500.0  # sin's large-argument row, made once as lumus's
     return [
         ("copy (ceiling)", 2, lambda: out.copy_(x)),
         ("add", 3, lambda: torch.add(x, y, out=out)),
@@ -38,6 +39,16 @@ def cases(x, y, out, mask, bout, col):
         ("gt (bool out)", 2 + 1 / es, lambda: torch.gt(x, y, out=bout)),
         ("where", 3 + 1 / es, lambda: torch.where(mask, x, y, out=out)),
         ("add [R,1] column", 2, lambda: torch.add(x, col, out=out)),
+        ("sin", 2, lambda: torch.sin(x, out=out)),
+        ("cos", 2, lambda: torch.cos(x, out=out)),
+        ("sin, |x| up to 1e4", 2, lambda: torch.sin(xb, out=out)),
+        ("expm1", 2, lambda: torch.expm1(x, out=out)),
+        ("log1p", 2, lambda: torch.log1p(x, out=out)),
+        ("floor", 2, lambda: torch.floor(x, out=out)),
+        ("round", 2, lambda: torch.round(x, out=out)),
+        ("sign", 2, lambda: torch.sign(x, out=out)),
+        ("square", 2, lambda: torch.square(x, out=out)),
+        ("reciprocal", 2, lambda: torch.reciprocal(x, out=out)),
     ]
 
 

@@ -414,7 +414,8 @@ VT sqrt_(VT x) {
 
 // ---- sin and cos, within 2 ulp of float64 for every finite float32 (1.4 measured on a
 // sweep with the hardest cases near multiples of pi/2). x = k pi/2 + y, |y| <= pi/4, k
-// mod 4 picking the function and sign. |x| <= pi/4 is y itself; otherwise Payne-Hanek's
+// mod 4 picking the function and sign. |x| <= pi/4 is y itself; up to 4096, Cody-Waite's
+// reduction in floats (below, for whole vectors in that range); otherwise Payne-Hanek's
 // reduction in integers: |x| = m 2^e (m 24 bits) times the bits of 2/pi that matter at
 // that exponent (four 32-bit words: everything above them is a multiple of 4, and what
 // follows changes y by under 2^-71), which gives k mod 4 and the fraction y / (pi/2) to
@@ -491,13 +492,43 @@ VT cos_poly(VT y) {
                fma(VT(-0.5), y2, VT(1.0)));
 }
 
+// a + b = s + e exactly (Knuth's two-sum: no order needed between a and b).
+void two_sum(VT a, VT b, out VT s, out VT e) {
+    precise VT ss = a + b;
+    precise VT bb = ss - a;
+    precise VT ee = (a - (ss - bb)) + (b - bb);
+    s = ss;
+    e = ee;
+}
+
+// Cody-Waite for |x| <= 4096 (k < 2^12): pi/2 = CW1 + CW2 + CW3 + CW4, the first three
+// with 12 significant bits, so k CWi is exact; x - k CW1 is exact too (Sterbenz), and
+// the rest is carried as a float pair by two-sums. 1.5 ulp at worst on a sweep with the
+// neighbours of every multiple of pi/2 below 4096, without a fused fma.
+const float CW1 = 1.5703125;
+const float CW2 = 4.837512969970703e-4;
+const float CW3 = 7.549533620476723e-8;
+const float CW4 = 2.5633440682570896e-12;
+
 // sin(x) (want_cos false) or cos(x).
 VT sincos_(VT x, bool want_cos) {
     VT ax = abs(x);
     BT small = LESS_EQ(ax, VT(0.785398163));
     VT yh = ax, yl = VT(0.0);
     UT q = UT(0u);
-    if (!all_(OR(small, NOT(is_finite(x))))) {
+    BT skip = NOT(is_finite(x));   // NaN at the end whatever is computed for them
+    if (all_(OR(LESS_EQ(ax, VT(4096.0)), skip)) && !all_(OR(small, skip))) {
+        VT k = roundEven(ax * 0.636619772);
+        precise VT r = ax - k * CW1;
+        precise VT p2 = k * CW2;
+        precise VT p3 = k * CW3;
+        VT s1, e1, s2, e2;
+        two_sum(r, -p2, s1, e1);
+        two_sum(s1, -p3, s2, e2);
+        precise VT lo = (e1 + e2) - k * CW4;
+        two_sum(s2, lo, yh, yl);
+        q = UT(SELECT(skip, VT(0.0), k)) & UT(3u);
+    } else if (!all_(OR(small, skip))) {
         VT th, tl;
         for (int i = 0; i < NCOMP; ++i) {
             uint qi = 0u;
