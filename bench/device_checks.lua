@@ -168,6 +168,60 @@ if lumus.tune.elementwise then
   lumus.tune.elementwise({ fused_fma = saved })
 end
 
+-- sin, cos (both reductions: Cody-Waite up to 4096, Payne-Hanek beyond), expm1, log1p,
+-- square, reciprocal against float64 in ulps, with fused_fma on and off (the two-sums and
+-- products must not be contracted by the driver); floor, round, sign exactly.
+if lumus.sin then
+  local ref = require "lumus.reference"
+  local saved = lumus.tune.elementwise and lumus.tune.elementwise().fused_fma
+  local function ulp(v)
+    local a = math.abs(v)
+    if a < 2 ^ -126 then return 2 ^ -149 end
+    local _, e = math.frexp(a)
+    return 2.0 ^ (e - 24)
+  end
+  local g = ref.rng(11)
+  local small, wide = {}, {}
+  for i = 1, 20000 do small[i] = ref.f32((g.uniform() * 2 - 1) * 4096) end
+  for k = 1, 2607 do
+    local v = ref.f32(k * math.pi / 2)
+    small[#small + 1], small[#small + 2] = ref.f32(v * (1 + 2 ^ -23)), ref.f32(v * (1 - 2 ^ -23))
+  end
+  for i = 1, 20000 do wide[i] = ref.f32((g.uniform() < 0.5 and -1 or 1) * 2 ^ (-30 + 157 * g.uniform())) end
+  wide[#wide + 1] = ref.f32(16367173 * 2 ^ 72)
+  local mid = {}
+  for i = 1, 20000 do mid[i] = ref.f32((g.uniform() * 2 - 1) * 30) end
+  local cases = {
+    { "sin", small, math.sin, 2 }, { "cos", small, math.cos, 2 }, { "sin", wide, math.sin, 2 }, { "cos", wide, math.cos, 2 },
+    { "expm1", mid, function(x) return ref.expm1(x) end, 2 }, { "log1p", ref.map(mid, math.abs), function(x) return ref.log1p(x) end, 3 },
+    { "square", mid, function(x) return x * x end, 0.5 }, { "reciprocal", mid, function(x) return 1 / x end, 3 },
+  }
+  for _, on in ipairs(lumus.tune.elementwise and { true, false } or { saved }) do
+    if lumus.tune.elementwise then lumus.tune.elementwise({ fused_fma = on }) end
+    for _, c in ipairs(cases) do
+      local got = lumus[c[1]](lumus.tensor(c[2])):to_table()
+      local worst, at = 0, 1
+      for i, x in ipairs(c[2]) do
+        local want = c[3](x)
+        if math.abs(want) < 3.4e38 then
+          local err = math.abs(got[i] - want) / ulp(want)
+          if not (err <= worst) then worst, at = err, i end
+        end
+      end
+      check(worst <= c[4], ("float32 %s (%d inputs up to %.3g), fused_fma = %s: worst %.2f ulp (x = %.9g)"):format(
+        c[1], #c[2], math.abs(c[2][#c[2]]), tostring(on), worst, c[2][at]))
+    end
+  end
+  if lumus.tune.elementwise then lumus.tune.elementwise({ fused_fma = saved }) end
+  local xs = { -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.3, 8388609, 0 / 0 }
+  for _, name in ipairs { "floor", "round", "sign" } do
+    local got, want = lumus[name](lumus.tensor(xs)):to_table(), ref[name](xs)
+    local same = true
+    for i = 1, #xs do same = same and (got[i] == want[i] or (got[i] ~= got[i] and want[i] ~= want[i])) end
+    check(same, name .. " exact on halves, 2^23 + 1 and NaN")
+  end
+end
+
 -- matmul / linear on every kernel path and dtype against float64 (bench/matmul.lua checks
 -- sampled entries of large products; these check every entry of odd-sized ones). Bound
 -- per element: 2*K*2^-24*sum|a||b| for the accumulation plus half an ulp of the output
