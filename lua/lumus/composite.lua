@@ -186,6 +186,10 @@ function M.attach(lumus)
     return lumus.where(lumus.lt(w, 0.5), lumus.add(a, lumus.mul(d, w)), lumus.sub(b, lumus.mul(d, lumus.sub(1, w))))
   end, true)
 
+  -- 0, 1, ..., n - 1 as float32, made on the device (int32 arange, then converted: exact
+  -- below 2^24), so that the ops using it can be captured (float32 arange is uploaded).
+  local function positions(n) return lumus.arange(n, { dtype = "int32" }):float() end
+
   -- The triangle of the last two dimensions: element (i, j) kept where j - i <= k (tril)
   -- or j - i >= k (triu), from a [R, C] mask that broadcasts over the leading dims.
   local function triangle(name, keep)
@@ -195,8 +199,8 @@ function M.attach(lumus)
       if #shape < 2 then argerror(name, 1, ("expects at least 2 dimensions, got %d"):format(#shape)) end
       k = check_integer(name, 2, k == nil and 0 or k, "diagonal")
       local r, c = shape[#shape - 1], shape[#shape]
-      local rows = lumus.arange(r, { dtype = "float32" }):reshape({ r, 1 })
-      local cols = lumus.arange(c, { dtype = "float32" }):reshape({ 1, c })
+      local rows = positions(r):reshape({ r, 1 })
+      local cols = positions(c):reshape({ 1, c })
       local offset = lumus.sub(cols, rows)                -- [R, C]: j - i, exact below 2^24
       return lumus.where(keep(offset, k), t, 0)
     end
@@ -251,8 +255,8 @@ function M.attach(lumus)
     check_size("eye", 1, n, "n")
     m = m == nil and n or check_size("eye", 2, m, "m")
     local dt = factory_dtype("eye", 3, opts)
-    local rows = lumus.arange(n, { dtype = "float32" }):reshape({ n, 1 })
-    local cols = lumus.arange(m, { dtype = "float32" }):reshape({ 1, m })
+    local rows = positions(n):reshape({ n, 1 })
+    local cols = positions(m):reshape({ 1, m })
     local e = lumus.where(lumus.eq(rows, cols), 1, 0)
     return dt == "float32" and e or e:to(dt)
   end)
@@ -269,7 +273,7 @@ function M.attach(lumus)
       r = lumus.full({ 1 }, start)
     else
       local step = (stop - start) / (steps - 1)
-      local i = lumus.arange(steps, { dtype = "float32" })
+      local i = positions(steps)
       local head = lumus.add(lumus.mul(i, step), start)
       local tail = lumus.sub(stop, lumus.mul(lumus.sub(steps - 1, i), step))
       r = lumus.where(lumus.lt(i, steps / 2), head, tail)
