@@ -11,6 +11,13 @@ local function check(ok, what)
   print(("%s  %s"):format(ok and "ok  " or "FAIL", what))
 end
 local function isnan(v) return v ~= v end
+-- The spacing of float32 values at v (subnormal spacing below 2^-126).
+local function ulp(v)
+  local a = math.abs(v)
+  if a < 2 ^ -126 then return 2 ^ -149 end
+  local _, e = math.frexp(a)
+  return 2.0 ^ (e - 24)
+end
 local inf = math.huge
 
 print(("device: %s (%s)"):format(lumus.device().name, lumus.device().kind))
@@ -128,12 +135,6 @@ if lumus.tune.elementwise then
     ys[#ys + 1] = ref.f32(({ 1.7, -2.5, 7.3, -0.3, 41, -13.1, 0.01, 3.5 })[i % 8 + 1])
   end
   local xt, yt = lumus.tensor(xs), lumus.tensor(ys)
-  local function ulp(v)
-    local a = math.abs(v)
-    if a < 2 ^ -126 then return 2 ^ -149 end
-    local _, e = math.frexp(a)
-    return 2.0 ^ (e - 24)
-  end
   for _, on in ipairs({ true, false }) do
     lumus.tune.elementwise({ fused_fma = on })
     local got = lumus.pow(xt, yt):to_table()
@@ -174,12 +175,6 @@ end
 if lumus.sin then
   local ref = require "lumus.reference"
   local saved = lumus.tune.elementwise and lumus.tune.elementwise().fused_fma
-  local function ulp(v)
-    local a = math.abs(v)
-    if a < 2 ^ -126 then return 2 ^ -149 end
-    local _, e = math.frexp(a)
-    return 2.0 ^ (e - 24)
-  end
   local g = ref.rng(11)
   local small, wide = {}, {}
   for i = 1, 20000 do small[i] = ref.f32((g.uniform() * 2 - 1) * 4096) end

@@ -31,39 +31,15 @@
 --   lumus.leaky_relu(x [, {negative_slope = 0.01}]), lumus.elu(x [, {alpha = 1}]),
 --   lumus.softplus(x [, {beta = 1, threshold = 20}])   activations (nn modules too)
 local core = require "lumus.core"
+local argcheck = require "lumus.argcheck"
 
 local M = {}
 
 local Tensor = core.Tensor
 
-local function argerror(name, n, msg)
-  error(("bad argument #%d to 'lumus.%s' (%s)"):format(n, name, msg), 3)
-end
-
-local function check_tensor(name, n, v, what)
-  if getmetatable(v) ~= Tensor then
-    argerror(name, n, ("%s must be a tensor, got %s"):format(what or "tensor", type(v)))
-  end
-  if v:is_freed() then argerror(name, n, (what or "tensor") .. " has been freed") end
-  return v
-end
-
--- The options table at argument n: nil or a table whose keys are all in `known`.
-local function check_options(name, n, opts, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or getmetatable(opts) == Tensor then
-    argerror(name, n, ("options must be a table, got %s"):format(type(opts)))
-  end
-  for k in next, opts do
-    if type(k) ~= "string" or not known[k] then
-      local list = {}
-      for key in pairs(known) do list[#list + 1] = key end
-      table.sort(list)
-      argerror(name, n, ("unknown option '%s' (known: %s)"):format(tostring(k), table.concat(list, ", ")))
-    end
-  end
-  return opts
-end
+local argerror = argcheck.argerror
+local check_tensor = argcheck.tensor
+local check_options = argcheck.options
 
 -- A dimension of an nd-dimensional tensor: 1..nd, or -nd..-1 from the end.
 local function check_dim(name, n, d, nd, what)

@@ -19,6 +19,7 @@
 local core = require "lumus.core"
 local autograd = require "lumus.autograd"
 local compat = require "lumus.compat"
+local argcheck = require "lumus.argcheck"
 
 local M = {}
 
@@ -29,36 +30,17 @@ for k, v in pairs(Tensor.methods) do if type(v) == "function" then raw[k] = v en
 
 local REDUCTIONS = { mean = true, sum = true, none = true }
 
-local function argerror(name, n, msg)
-  error(("bad argument #%d to 'lumus.%s' (%s)"):format(n, name, msg), 0)
-end
+local argerror = argcheck.argerror
 
 local function shape_string(s) return table.concat(s, "x") end
 
 local function check_tensor(name, n, v, what, dtype)
-  if getmetatable(v) ~= Tensor then argerror(name, n, ("%s must be a tensor, got %s"):format(what, type(v))) end
-  if raw.is_freed(v) then argerror(name, n, what .. " has been freed") end
-  local dt = raw.dtype(v)
-  if dt ~= dtype then argerror(name, n, ("%s must be %s, got %s"):format(what, dtype, dt)) end
-  return raw.shape(v)
+  return raw.shape(argcheck.tensor(name, n, v, what, dtype))
 end
 
 -- Reads the options table at argument n: known keys only (raw reads), a valid reduction.
 local function check_options(name, n, opts, known)
-  if opts == nil then return { reduction = "mean" } end
-  if type(opts) ~= "table" or getmetatable(opts) == Tensor then
-    argerror(name, n, ("options must be a table, got %s"):format(type(opts)))
-  end
-  local out = {}
-  for k, v in next, opts do
-    if type(k) ~= "string" or not known[k] then
-      local list = {}
-      for key in pairs(known) do list[#list + 1] = key end
-      table.sort(list)
-      argerror(name, n, ("unknown option '%s' (known: %s)"):format(tostring(k), table.concat(list, ", ")))
-    end
-    out[k] = v
-  end
+  local out = argcheck.options(name, n, opts, known)
   if out.reduction ~= nil and not REDUCTIONS[out.reduction] then
     argerror(name, n, ("reduction must be \"mean\", \"sum\" or \"none\", got %s"):format(tostring(out.reduction)))
   end
