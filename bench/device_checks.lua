@@ -169,8 +169,8 @@ if lumus.tune.elementwise then
   lumus.tune.elementwise({ fused_fma = saved })
 end
 
--- sin, cos (both reductions: Cody-Waite up to 4096, Payne-Hanek beyond), expm1, log1p,
--- square, reciprocal against float64 in ulps, with fused_fma on and off (the two-sums and
+-- sin, cos, tan (both reductions: Cody-Waite up to 4096, Payne-Hanek beyond), expm1,
+-- log1p, exp2, log2, log10, square, reciprocal against float64 in ulps, with fused_fma on and off (the two-sums and
 -- products must not be contracted by the driver); floor, round, sign exactly.
 if lumus.sin then
   local ref = require "lumus.reference"
@@ -190,6 +190,9 @@ if lumus.sin then
     { "sin", small, math.sin, 2 }, { "cos", small, math.cos, 2 }, { "sin", wide, math.sin, 2 }, { "cos", wide, math.cos, 2 },
     { "expm1", mid, function(x) return ref.expm1(x) end, 2 }, { "log1p", ref.map(mid, math.abs), function(x) return ref.log1p(x) end, 3 },
     { "square", mid, function(x) return x * x end, 0.5 }, { "reciprocal", mid, function(x) return 1 / x end, 3 },
+    { "exp2", mid, function(x) return ref.exp2(x) end, 2 }, { "log2", ref.map(wide, math.abs), function(x) return ref.log2(x) end, 2 },
+    { "log10", ref.map(wide, math.abs), function(x) return ref.log10(x) end, 2 },
+    { "tan", small, math.tan, 4 }, { "tan", wide, math.tan, 4 },
   }
   for _, on in ipairs(lumus.tune.elementwise and { true, false } or { saved }) do
     if lumus.tune.elementwise then lumus.tune.elementwise({ fused_fma = on }) end

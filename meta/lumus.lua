@@ -791,6 +791,30 @@ function lumus.expm1(t, opts) end
 ---@return lumus.Tensor
 function lumus.log1p(t, opts) end
 
+---2^t, exact at integers.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.exp2(t, opts) end
+
+---log base 2 of t, exact at powers of 2.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.log2(t, opts) end
+
+---log base 10 of t.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.log10(t, opts) end
+
+---tan(t), within 4 ulp.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.tan(t, opts) end
+
 ---sin(t), within 2 ulp.
 ---@param t lumus.Tensor
 ---@param opts? lumus.OutOpts
@@ -1566,6 +1590,26 @@ function Tensor:expm1(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:log1p(opts) end
+
+---2^t, exact at integers.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:exp2(opts) end
+
+---log base 2 of t, exact at powers of 2.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:log2(opts) end
+
+---log base 10 of t.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:log10(opts) end
+
+---tan(t), within 4 ulp.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:tan(opts) end
 
 ---sin(t), within 2 ulp.
 ---@param opts? lumus.OutOpts

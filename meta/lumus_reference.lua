@@ -113,6 +113,22 @@ function reference.log1p(t) end
 
 ---@param t lumus.reference.Nested
 ---@return lumus.reference.Nested
+function reference.exp2(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.log2(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.log10(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.tan(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
 function reference.sin(t) end
 
 ---@param t lumus.reference.Nested

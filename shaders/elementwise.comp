@@ -548,6 +548,13 @@ VT sincos_(VT x, bool want_cos) {
     }
     VT s = sin_poly(yh), c = cos_poly(yh);
     VT sv = fma(yl, c, s), cv = fma(-yl, s, c);
+    // tan(|x|): sv / cv in even quadrants, -cv / sv in odd ones (period pi); odd in x.
+    if (OP == LM_EW_TAN) {
+        BT even = EQUAL(q & UT(1u), UT(0u));
+        VT t = SELECT(even, sv, -cv) / SELECT(even, cv, sv);
+        t = SELECT(LESS(UT(0x7fffffffu), floatBitsToUint(x)), -t, t);
+        return SELECT(is_finite(x), t, VT(NAN));
+    }
     // sin: q 0..3 gives s, c, -s, -c; cos: c, -s, -c, s.
     UT k = want_cos ? q + UT(1u) : q;
     VT r = SELECT(EQUAL(q & UT(1u), UT(0u)), want_cos ? cv : sv, want_cos ? sv : cv);
@@ -792,6 +799,43 @@ VT pow_(VT x, VT y) {
     return SELECT(OR(EQUAL(y, VT(0.0)), EQUAL(x, VT(1.0))), VT(1.0), res);
 }
 
+// log2 and log10 as log_ takes log(m) = (f - hfsq) + r of x = m 2^e, then e log_b(2) +
+// log(m) log_b(e), the constants in two parts and the larger terms added last: at x =
+// 2^e (f = 0) log2 is e exactly. 16-bit results: log_narrow times the constant.
+// LOG10_2_HI has 15 significant bits, so e * LOG10_2_HI is exact for |e| <= 512.
+const float LOG10_2_HI = 0.301025390625, LOG10_2_LO = 4.605039066518657e-06;
+const float LOG10_E_HI = 0.4342944920063019, LOG10_E_LO = -1.0103049952192578e-08;
+VT log_base_(VT x, bool ten) {
+    if (NARROW) return log_narrow(x) * (ten ? 0.434294481903251828 : 1.44269504088896341);
+    VT m, e;
+    split_log(SELECT(is_finite(x), max(x, VT(1e-45)), VT(1.0)), m, e);
+    precise VT f = m - VT(1.0);                  // exact
+    VT s = f / (VT(2.0) + f);
+    precise VT hfsq = 0.5 * f * f;
+    precise VT r = s * (hfsq + atanh_tail(s * s));
+    precise VT lm_hi = f - hfsq;                 // log(m) = lm_hi + r, |log(m)| < 0.35
+    precise VT y;
+    if (ten) {
+        precise VT low = (lm_hi * LOG10_E_LO + r * LOG10_E_HI) + e * LOG10_2_LO;
+        y = e * LOG10_2_HI + (lm_hi * LOG10_E_HI + low);
+    } else {
+        precise VT low = lm_hi * LOG2E_LO + r * LOG2E_HI;
+        y = e + (lm_hi * LOG2E_HI + low);
+    }
+    y = SELECT(EQUAL(x, VT(0.0)), VT(-INF), y);
+    y = SELECT(EQUAL(x, VT(INF)), x, y);
+    return SELECT(OR(LESS(x, VT(0.0)), is_nan(x)), VT(NAN), y);
+}
+
+// 2^x = 2^k 2^f, k = round(x), |f| <= 0.5 exact, 2^f from exp2_poly (0.04 ulp): one
+// rounding past the polynomial's, and 2^k exactly at integers; 0 and inf beyond the range.
+VT exp2_(VT x) {
+    VT t = clamp(x, VT(-160.0), VT(140.0));
+    VT k = roundEven(t);
+    VT y = scale2(exp2_poly(t - k), k);
+    return SELECT(is_nan(x), x, y);
+}
+
 VT maximum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, max(a, b)); }
 VT minimum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, min(a, b)); }
 
@@ -840,6 +884,10 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_COS) return sincos_(a, true);
     if (OP == LM_EW_EXPM1) return expm1_(a);
     if (OP == LM_EW_LOG1P) return log1p_(a);
+    if (OP == LM_EW_LOG2) return log_base_(a, false);
+    if (OP == LM_EW_LOG10) return log_base_(a, true);
+    if (OP == LM_EW_EXP2) return exp2_(a);
+    if (OP == LM_EW_TAN) return sincos_(a, false);
     return erf_(a);
 }
 

@@ -100,8 +100,10 @@ local function inputs(kind, n, seed)
   return xs
 end
 
-local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2, expm1 = 2, log1p = 3 }
-local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "expm1", "log1p" }
+local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2, expm1 = 2, log1p = 3,
+                exp2 = 2, log2 = 2, log10 = 2, tan = 4 }
+local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "expm1", "log1p",
+                      "exp2", "log2", "log10", "tan" }
 
 describe("elementwise math", function()
   for _, name in ipairs(UNARY_NAMES) do
@@ -112,6 +114,27 @@ describe("elementwise math", function()
       end
     end)
   end
+
+  it("log2 and exp2 are exact at powers of 2 and integers, log10 at powers of 10", function()
+    local p2, k2, p10, k10 = {}, {}, {}, {}
+    for k = -149, 127 do p2[#p2 + 1], k2[#k2 + 1] = 2.0 ^ k, k end
+    for k = 0, 10 do p10[#p10 + 1], k10[#k10 + 1] = 10.0 ^ k, k end
+    assert.are.same(k2, lumus.log2(lumus.tensor(p2)):to_table())
+    assert.are.same(p2, lumus.exp2(lumus.tensor(k2)):to_table())
+    assert.are.same(k10, lumus.log10(lumus.tensor(p10)):to_table())
+  end)
+
+  it("tan stays within 4 ulp next to multiples of pi/2 and at huge arguments", function()
+    local xs = {}
+    for k = 1, 1500 do
+      local v = ref.f32(k * math.pi / 2)
+      for _, f in ipairs { 1, 1 + 2 ^ -23, 1 - 2 ^ -24, -1 } do xs[#xs + 1] = ref.f32(v * f) end
+    end
+    for _, v in ipairs { 16367173 * 2 ^ 72, -16367173 * 2 ^ 72, 2 ^ 127, 3.4028235e38, 0.78539819, 0.7853982 } do
+      xs[#xs + 1] = ref.f32(v)
+    end
+    within_ulps(lumus.tan(lumus.tensor(xs)), ref.tan(xs), 4, "tan near k pi/2", xs)
+  end)
 
   it("sin and cos stay within 2 ulp next to multiples of pi/2 and at huge arguments", function()
     -- the float32 neighbours of k pi/2 (the reduction's cancellation), and x = 16367173
@@ -148,6 +171,14 @@ describe("elementwise math", function()
               { 89, inf }, { -20, -1 }, { ref.f32(1e-30), ref.f32(1e-30) } },
     log1p = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
               { -1, -inf }, { -2, nan }, { ref.f32(1e-30), ref.f32(1e-30) } },
+    exp2 = { { nan, nan }, { inf, inf }, { -inf, 0 }, { 0, 1 }, { compat.negative_zero, 1 }, { 128, inf },
+             { -150, 0 }, { -149, 2 ^ -149 }, { 127, 2 ^ 127 }, { -3, 0.125 } },
+    log2 = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, -inf }, { compat.negative_zero, -inf }, { -1, nan },
+             { 1, 0 }, { 2 ^ -149, -149 }, { 2 ^ 127, 127 }, { 0.125, -3 } },
+    log10 = { { nan, nan }, { inf, inf }, { -inf, nan }, { 0, -inf }, { compat.negative_zero, -inf }, { -1, nan },
+              { 1, 0 }, { 1000, 3 }, { 1e10, 10 }, { 0.5, ref.f32(math.log(0.5) / math.log(10)) } },
+    tan = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+            { ref.f32(1e-30), ref.f32(1e-30) } },
   }
 
   it("give PyTorch's results for NaN, infinities, zeros and the ends of the range (reference too)", function()

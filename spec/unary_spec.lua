@@ -36,6 +36,10 @@ local OPS = {
   { "cos", ref.cos, { rel = 2 * 2 ^ -23, abs = 1e-45 }, 1e4 },   -- sweeps the whole range
   { "expm1", ref.expm1, { rel = 2 * 2 ^ -23 }, 20 },
   { "log1p", function(t) return ref.log1p(ref.map(t, math.abs)) end, { rel = 3 * 2 ^ -23 }, 100, nil, true },
+  { "exp2", ref.exp2, { rel = 2 * 2 ^ -23 }, 100 },
+  { "log2", function(t) return ref.log2(ref.map(t, math.abs)) end, { rel = 2 * 2 ^ -23 }, 100, nil, true },
+  { "log10", function(t) return ref.log10(ref.map(t, math.abs)) end, { rel = 2 * 2 ^ -23 }, 100, nil, true },
+  { "tan", ref.tan, { rel = 4 * 2 ^ -23, abs = 1e-45 }, 1e4 },
 }
 
 -- Seeded inputs in [-range, range], float32-rounded, with zeros and both signs.

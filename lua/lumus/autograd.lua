@@ -266,6 +266,26 @@ ops.cos = {
   save = function(a) return { x = a[1] } end,
   backward = function(g, s) return raw.neg(raw.mul(g, raw.sin(s.x))) end,
 }
+ops.tan = {   -- 1 + tan^2
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.add(raw.mul(s.y, s.y), 1)) end,
+}
+ops.log2 = {   -- 1 / (x ln 2)
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.div(g, raw.mul(s.x, math.log(2))) end,
+}
+ops.log10 = {   -- 1 / (x ln 10)
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.div(g, raw.mul(s.x, math.log(10))) end,
+}
+ops.exp2 = {   -- 2^x ln 2
+  inputs = { 1 },
+  save = function(_, r) return { y = r[1] } end,
+  backward = function(g, s) return raw.mul(g, raw.mul(s.y, math.log(2))) end,
+}
 ops.expm1 = {   -- e^x = y + 1
   inputs = { 1 },
   save = function(_, r) return { y = r[1] } end,

@@ -55,7 +55,8 @@
 --   argmax, argmin(t, opts)           1-based indices
 --   softmax, log_softmax(t, opts)     over opts.dim (default the last)
 --   topk(t, k, opts)                  values, 1-based indices ({dim=, largest=})
---   exp log sqrt rsqrt tanh sigmoid silu expm1 (t)      elementwise, PyTorch's NaN/inf
+--   exp log sqrt rsqrt tanh sigmoid silu expm1 log1p exp2 log2 log10 sin cos tan (t)
+--                                     elementwise, PyTorch's NaN/inf
 --   pow(a, b), maximum(a, b), minimum(a, b), clamp(t, min, max)
 --   eq ne lt le gt ge (a, b)          booleans (true/false), NaN compares false but in ne
 --   where(mask, a, b)                 a where mask (booleans, or nonzero numbers), else b
@@ -504,6 +505,20 @@ local function log1p1(x)
   return math.log(u) * x / (u - 1)
 end
 function M.log1p(t) return M.map(t, log1p1) end
+-- tan of the float64 value; log2, log10 exact at powers of their base (log2(8) = 3);
+-- 2^x past float32's range inf (or 0).
+function M.tan(t) return M.map(t, math.tan) end
+local function log_base1(x, base)
+  if x ~= x or x < 0 then return 0 / 0 end
+  if x == 0 then return -math.huge end
+  if x == math.huge then return x end
+  local r = math.log(x) / math.log(base)
+  local n = math.floor(r + 0.5)
+  if base ^ n == x then return n end   -- exact powers (10^n is exact up to 10^22)
+  return r
+end
+function M.log2(t) return M.map(t, function(x) return log_base1(x, 2) end) end
+function M.log10(t) return M.map(t, function(x) return log_base1(x, 10) end) end
 -- -1, 0 or 1; NaN gives 0, as PyTorch's (0 < x) - (x < 0).
 function M.sign(t)
   return M.map(t, function(x) if x > 0 then return 1.0 elseif x < 0 then return -1.0 end return 0.0 end)
@@ -1307,6 +1322,7 @@ local function log1(x)
 end
 
 function M.exp(t) return M.map(t, function(x) return f32_range(exp(x)) end) end
+function M.exp2(t) return M.map(t, function(x) return f32_range(2 ^ x) end) end
 function M.log(t) return M.map(t, log1) end
 function M.sqrt(t) return M.map(t, sqrt1) end
 function M.rsqrt(t) return M.map(t, rsqrt1) end

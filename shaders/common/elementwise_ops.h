@@ -49,6 +49,10 @@
 #define LM_EW_COS 42
 #define LM_EW_EXPM1 43      /* e^a - 1, exact near 0 */
 #define LM_EW_LOG1P 44      /* log(1 + a), exact near 0 */
+#define LM_EW_LOG2 45       /* exact at powers of 2 */
+#define LM_EW_LOG10 46
+#define LM_EW_EXP2 47       /* exact at integers */
+#define LM_EW_TAN 48
 
 /* Operand and result types, specialization constant 3 (the float dtype of the data;
  * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */

@@ -33,7 +33,11 @@
     X(sin,       LM_EW_SIN,       0.0f)           \
     X(cos,       LM_EW_COS,       0.0f)           \
     X(expm1,     LM_EW_EXPM1,     0.0f)           \
-    X(log1p,     LM_EW_LOG1P,     0.0f)
+    X(log1p,     LM_EW_LOG1P,     0.0f)           \
+    X(log2,      LM_EW_LOG2,      0.0f)           \
+    X(log10,     LM_EW_LOG10,     0.0f)           \
+    X(exp2,      LM_EW_EXP2,      0.0f)           \
+    X(tan,       LM_EW_TAN,       0.0f)
 
 /* Records f(t) (with the numbers b, c) into opts.out (argument argn, options already
  * checked) or a new tensor, and returns it. */
