@@ -697,6 +697,123 @@ function lumus.elu(x, opts) end
 ---@return lumus.Tensor
 function lumus.softplus(x, opts) end
 
+---x clamped to [min_val, max_val] (-1, 1).
+---@param x lumus.Tensor
+---@param opts? {min_val?: number, max_val?: number}
+---@return lumus.Tensor
+function lumus.hardtanh(x, opts) end
+
+---min(max(x, 0), 6).
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function lumus.relu6(x) end
+
+---relu6(x + 3) / 6.
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function lumus.hardsigmoid(x) end
+
+---x relu6(x + 3) / 6.
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function lumus.hardswish(x) end
+
+---x tanh(softplus(x)).
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function lumus.mish(x) end
+
+---log(sigmoid(x)) = -softplus(-x), no overflow.
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function lumus.logsigmoid(x) end
+
+---true where NaN.
+---@param t lumus.Tensor
+---@return lumus.Tensor
+function lumus.isnan(t) end
+
+---true where +-inf.
+---@param t lumus.Tensor
+---@return lumus.Tensor
+function lumus.isinf(t) end
+
+---true where neither NaN nor +-inf.
+---@param t lumus.Tensor
+---@return lumus.Tensor
+function lumus.isfinite(t) end
+
+---NaN, +inf, -inf replaced (0 and the dtype's finite extremes by default).
+---@param t lumus.Tensor
+---@param opts? {nan?: number, posinf?: number, neginf?: number}
+---@return lumus.Tensor
+function lumus.nan_to_num(t, opts) end
+
+---log(sum(exp(x))) over dim (everything without), shifted by the max.
+---@param x lumus.Tensor
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function lumus.logsumexp(x, opts) end
+
+---The max values over dim (everything without).
+---@param x lumus.Tensor
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function lumus.amax(x, opts) end
+
+---The min values over dim (everything without).
+---@param x lumus.Tensor
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function lumus.amin(x, opts) end
+
+---x / max(||x||_p, eps) along dim (-1).
+---@param x lumus.Tensor
+---@param opts? {p?: number, dim?: integer, eps?: number}
+---@return lumus.Tensor
+function lumus.normalize(x, opts) end
+
+---int32 rows of num_classes zeros with a 1 at each 1-based id (ids outside 1..C raise).
+---@param ids lumus.Tensor
+---@param num_classes integer
+---@return lumus.Tensor
+function lumus.one_hot(ids, num_classes) end
+
+---Cosine similarity along dim (-1), each norm at least eps (1e-8).
+---@param a lumus.Tensor
+---@param b lumus.Tensor
+---@param opts? {dim?: integer, eps?: number}
+---@return lumus.Tensor
+function lumus.cosine_similarity(a, b, opts) end
+
+---log(e^a + e^b).
+---@param a lumus.Tensor|number
+---@param b lumus.Tensor|number
+---@return lumus.Tensor
+function lumus.logaddexp(a, b) end
+
+---beta input + alpha (m1 m2).
+---@param input lumus.Tensor
+---@param m1 lumus.Tensor
+---@param m2 lumus.Tensor
+---@param opts? {beta?: number, alpha?: number}
+---@return lumus.Tensor
+function lumus.addmm(input, m1, m2, opts) end
+
+----(t log p + (1 - t) log(1 - p)) on probabilities, each log at least -100, reduced.
+---@param input lumus.Tensor
+---@param target lumus.Tensor
+---@param opts? {reduction?: string, weight?: lumus.Tensor}
+---@return lumus.Tensor
+function lumus.binary_cross_entropy(input, target, opts) end
+
+---target (log target - input) with input log-probabilities, reduced ("batchmean" too).
+---@param input lumus.Tensor
+---@param target lumus.Tensor
+---@param opts? {reduction?: string, log_target?: boolean}
+---@return lumus.Tensor
+function lumus.kl_div(input, target, opts) end
+
 ---Constant padding of the last dims: pads = {left, right, ...} from the last dim backwards.
 ---@param x lumus.Tensor
 ---@param pads integer[]
@@ -1553,6 +1670,91 @@ function Tensor:elu(opts) end
 ---@param opts? {beta?: number, threshold?: number}
 ---@return lumus.Tensor
 function Tensor:softplus(opts) end
+
+---x clamped to [min_val, max_val] (-1, 1).
+---@param opts? {min_val?: number, max_val?: number}
+---@return lumus.Tensor
+function Tensor:hardtanh(opts) end
+
+---min(max(x, 0), 6).
+---@return lumus.Tensor
+function Tensor:relu6() end
+
+---relu6(x + 3) / 6.
+---@return lumus.Tensor
+function Tensor:hardsigmoid() end
+
+---x relu6(x + 3) / 6.
+---@return lumus.Tensor
+function Tensor:hardswish() end
+
+---x tanh(softplus(x)).
+---@return lumus.Tensor
+function Tensor:mish() end
+
+---log(sigmoid(x)) = -softplus(-x), no overflow.
+---@return lumus.Tensor
+function Tensor:logsigmoid() end
+
+---true where NaN.
+---@return lumus.Tensor
+function Tensor:isnan() end
+
+---true where +-inf.
+---@return lumus.Tensor
+function Tensor:isinf() end
+
+---true where neither NaN nor +-inf.
+---@return lumus.Tensor
+function Tensor:isfinite() end
+
+---NaN, +inf, -inf replaced (0 and the dtype's finite extremes by default).
+---@param opts? {nan?: number, posinf?: number, neginf?: number}
+---@return lumus.Tensor
+function Tensor:nan_to_num(opts) end
+
+---log(sum(exp(x))) over dim (everything without), shifted by the max.
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function Tensor:logsumexp(opts) end
+
+---The max values over dim (everything without).
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function Tensor:amax(opts) end
+
+---The min values over dim (everything without).
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.Tensor
+function Tensor:amin(opts) end
+
+---x / max(||x||_p, eps) along dim (-1).
+---@param opts? {p?: number, dim?: integer, eps?: number}
+---@return lumus.Tensor
+function Tensor:normalize(opts) end
+
+---int32 rows of num_classes zeros with a 1 at each 1-based id.
+---@param num_classes integer
+---@return lumus.Tensor
+function Tensor:one_hot(num_classes) end
+
+---Cosine similarity with b along dim (-1).
+---@param b lumus.Tensor
+---@param opts? {dim?: integer, eps?: number}
+---@return lumus.Tensor
+function Tensor:cosine_similarity(b, opts) end
+
+---log(e^self + e^b).
+---@param b lumus.Tensor|number
+---@return lumus.Tensor
+function Tensor:logaddexp(b) end
+
+---beta self + alpha (m1 m2).
+---@param m1 lumus.Tensor
+---@param m2 lumus.Tensor
+---@param opts? {beta?: number, alpha?: number}
+---@return lumus.Tensor
+function Tensor:addmm(m1, m2, opts) end
 
 ---A copy with the order along dims reversed.
 ---@param dims integer|integer[]

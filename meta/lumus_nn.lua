@@ -235,6 +235,84 @@ function Softplus:forward(x) end
 ---@return string
 function Softplus:describe() end
 
+---lumus.hardtanh with the module's parameters.
+---@class lumus.nn.Hardtanh : lumus.nn.Module
+---@overload fun(min_val?: number, max_val?: number): lumus.nn.Hardtanh
+---@field opts table
+local Hardtanh = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Hardtanh:forward(x) end
+
+---@return string
+function Hardtanh:describe() end
+
+---lumus.relu6 with the module's parameters.
+---@class lumus.nn.ReLU6 : lumus.nn.Module
+---@overload fun(): lumus.nn.ReLU6
+---@field opts table
+local ReLU6 = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function ReLU6:forward(x) end
+
+---@return string
+function ReLU6:describe() end
+
+---lumus.hardsigmoid with the module's parameters.
+---@class lumus.nn.Hardsigmoid : lumus.nn.Module
+---@overload fun(): lumus.nn.Hardsigmoid
+---@field opts table
+local Hardsigmoid = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Hardsigmoid:forward(x) end
+
+---@return string
+function Hardsigmoid:describe() end
+
+---lumus.hardswish with the module's parameters.
+---@class lumus.nn.Hardswish : lumus.nn.Module
+---@overload fun(): lumus.nn.Hardswish
+---@field opts table
+local Hardswish = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Hardswish:forward(x) end
+
+---@return string
+function Hardswish:describe() end
+
+---lumus.mish with the module's parameters.
+---@class lumus.nn.Mish : lumus.nn.Module
+---@overload fun(): lumus.nn.Mish
+---@field opts table
+local Mish = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function Mish:forward(x) end
+
+---@return string
+function Mish:describe() end
+
+---lumus.logsigmoid with the module's parameters.
+---@class lumus.nn.LogSigmoid : lumus.nn.Module
+---@overload fun(): lumus.nn.LogSigmoid
+---@field opts table
+local LogSigmoid = {}
+
+---@param x lumus.Tensor
+---@return lumus.Tensor
+function LogSigmoid:forward(x) end
+
+---@return string
+function LogSigmoid:describe() end
+
 ---x itself.
 ---@class lumus.nn.Identity : lumus.nn.Module
 ---@overload fun(): lumus.nn.Identity
@@ -447,6 +525,12 @@ nn.LogSoftmax = LogSoftmax
 nn.LeakyReLU = LeakyReLU
 nn.ELU = ELU
 nn.Softplus = Softplus
+nn.Hardtanh = Hardtanh
+nn.ReLU6 = ReLU6
+nn.Hardsigmoid = Hardsigmoid
+nn.Hardswish = Hardswish
+nn.Mish = Mish
+nn.LogSigmoid = LogSigmoid
 nn.Identity = Identity
 nn.Flatten = Flatten
 nn.RMSNorm = RMSNorm

@@ -56,6 +56,89 @@ function reference.elu(t, alpha) end
 ---@return lumus.reference.Nested
 function reference.softplus(t, beta, threshold) end
 
+---@param t lumus.reference.Nested
+---@param lo number?
+---@param hi number?
+---@return lumus.reference.Nested
+function reference.hardtanh(t, lo, hi) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.relu6(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.hardsigmoid(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.hardswish(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.mish(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.logsigmoid(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.isnan(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.isinf(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.isfinite(t) end
+
+---@param t lumus.reference.Nested
+---@param nan number?
+---@param posinf number?
+---@param neginf number?
+---@return lumus.reference.Nested
+function reference.nan_to_num(t, nan, posinf, neginf) end
+
+---@param a lumus.reference.Nested|number
+---@param b lumus.reference.Nested|number
+---@return lumus.reference.Nested
+function reference.logaddexp(a, b) end
+
+---@param ids integer[]
+---@param c integer
+---@return lumus.reference.Nested
+function reference.one_hot(ids, c) end
+
+---@param t lumus.reference.Nested
+---@param opts? {dim?: integer, keepdim?: boolean}
+---@return lumus.reference.Nested
+function reference.logsumexp(t, opts) end
+
+---@param t lumus.reference.Nested
+---@param opts? {p?: number, dim?: integer, eps?: number}
+---@return lumus.reference.Nested
+function reference.normalize(t, opts) end
+
+---@param a lumus.reference.Nested
+---@param b lumus.reference.Nested
+---@param opts? {dim?: integer, eps?: number}
+---@return lumus.reference.Nested
+function reference.cosine_similarity(a, b, opts) end
+
+---@param input lumus.reference.Nested
+---@param target lumus.reference.Nested
+---@param opts? {reduction?: string, weight?: lumus.reference.Nested}
+---@return lumus.reference.Nested
+function reference.binary_cross_entropy(input, target, opts) end
+
+---@param input lumus.reference.Nested
+---@param target lumus.reference.Nested
+---@param opts? {reduction?: string, log_target?: boolean}
+---@return lumus.reference.Nested
+function reference.kl_div(input, target, opts) end
+
 ---@param input lumus.reference.Nested
 ---@param target number[]|lumus.reference.Nested
 ---@param opts table?

@@ -200,6 +200,22 @@ describe("gradients of the composite ops (recorded as the ops they are made of)"
       function(x) return ref.leaky_relu(x, 0.1) end, { gc.input({ 3, 4 }, gc.away(0.1)) })
     gc.check("elu", function(x) return x:elu() end, function(x) return ref.elu(x) end, { gc.input({ 3, 4 }, gc.away(0.1)) })
     gc.check("softplus", function(x) return x:softplus({ beta = 1.5 }) end, function(x) return ref.softplus(x, 1.5) end, { { 3, 4 } })
+    gc.check("logsumexp", function(x) return x:logsumexp({ dim = 2 }) end, function(x) return ref.logsumexp(x, { dim = 2 }) end, { { 3, 5 } })
+    gc.check("logsumexp all", function(x) return lumus.logsumexp(x) end, function(x) return ref.logsumexp(x) end, { { 2, 3 } })
+    gc.check("normalize", function(x) return x:normalize({ dim = 1 }) end, function(x) return ref.normalize(x, { dim = 1 }) end, { { 3, 4 } })
+    gc.check("cosine_similarity", function(a, b) return lumus.cosine_similarity(a, b) end,
+      function(a, b) return ref.cosine_similarity(a, b) end, { { 3, 4 }, { 3, 4 } })
+    gc.check("logaddexp", function(a, b) return lumus.logaddexp(a, b) end, function(a, b) return ref.logaddexp(a, b) end, { { 3, 4 }, { 1, 4 } })
+    gc.check("addmm", function(c, a, b) return lumus.addmm(c, a, b, { beta = 0.5, alpha = 2 }) end,
+      function(c, a, b) return ref.add(ref.map(c, function(v) return v * 0.5 end), ref.map(ref.matmul(a, b), function(v) return 2 * v end)) end,
+      { { 4 }, { 3, 5 }, { 5, 4 } })
+    gc.check("mish", function(x) return x:mish() end, function(x) return ref.mish(x) end, { { 3, 4 } })
+    gc.check("logsigmoid", function(x) return x:logsigmoid() end, function(x) return ref.logsigmoid(x) end, { { 3, 4 } })
+    -- away from the kinks at -3 and 3 (and hardtanh's at -1 and 1)
+    gc.check("hardswish", function(x) return x:hardswish() end, function(x) return ref.hardswish(x) end,
+      { gc.input({ 3, 4 }, function(rng) return 2.5 * (rng.uniform() * 2 - 1) end) })
+    gc.check("hardtanh", function(x) return x:hardtanh() end, function(x) return ref.hardtanh(x) end,
+      { gc.input({ 3, 4 }, function(rng) local v = 0.8 * (rng.uniform() * 2 - 1) return rng.uniform() < 0.3 and v * 3 + (v > 0 and 1.3 or -1.3) or v end) })
     -- views, their reference through float32 as the view checks below (exact moves)
     gc.check("t", function(x) return x:t() end, function(x) return lumus.tensor(x):t():to_table() end, { { 2, 3 } },
       { h = 0.5, tol = 1e-6 })
@@ -331,6 +347,12 @@ describe("gradients of losses", function()
         function(x, t) return ref.binary_cross_entropy_with_logits(x, t, { reduction = r }) end,
         { gc.input({ 3, 4 }, function(rng) return 3 * rng.normal() end), gc.input({ 3, 4 }, function(rng) return rng.uniform() end) })
     end
+    gc.check("binary_cross_entropy", function(p, t) return lumus.binary_cross_entropy(p, t) end,
+      function(p, t) return ref.binary_cross_entropy(p, t) end,
+      { gc.input({ 3, 4 }, function(rng) return 0.1 + 0.8 * rng.uniform() end), gc.input({ 3, 4 }, function(rng) return rng.uniform() end) })
+    gc.check("kl_div batchmean", function(x, t) return lumus.kl_div(x, t, { reduction = "batchmean" }) end,
+      function(x, t) return ref.kl_div(x, t, { reduction = "batchmean" }) end,
+      { { 3, 4 }, gc.input({ 3, 4 }, function(rng) return 0.1 + rng.uniform() end) })
     gc.check("bce pos_weight", function(x, t, p) return lumus.binary_cross_entropy_with_logits(x, t, { pos_weight = p }) end,
       function(x, t, p) return ref.binary_cross_entropy_with_logits(x, t, { pos_weight = p }) end,
       { { 3, 4 }, gc.input({ 3, 4 }, function(rng) return rng.uniform() end), gc.input({ 4 }, gc.positive(0.5)) })

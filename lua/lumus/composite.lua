@@ -30,6 +30,18 @@
 --   lumus.outer(a, b)                           a[i] b[j] of two 1-D tensors
 --   lumus.leaky_relu(x [, {negative_slope = 0.01}]), lumus.elu(x [, {alpha = 1}]),
 --   lumus.softplus(x [, {beta = 1, threshold = 20}])   activations (nn modules too)
+--   lumus.hardtanh(x [, {min_val = -1, max_val = 1}]), relu6, hardsigmoid, hardswish, mish,
+--   logsigmoid(x)                               more activations (nn modules too)
+--   lumus.isnan(x), isinf, isfinite             bool tests
+--   lumus.nan_to_num(x [, {nan = 0, posinf =, neginf =}])   NaN/inf replaced (default: 0,
+--                                               the dtype's largest and lowest finite values)
+--   lumus.logsumexp(x [, {dim =, keepdim =}])   log(sum(exp(x))) without overflow
+--   lumus.amax(x [, {dim =, keepdim =}]), amin  max / min values alone
+--   lumus.one_hot(ids, num_classes)             int32 rows with a 1 at each 1-based id
+--   lumus.normalize(x [, {p = 2, dim = -1, eps = 1e-12}])   x / max(||x||_p, eps)
+--   lumus.cosine_similarity(a, b [, {dim = -1, eps = 1e-8}])
+--   lumus.logaddexp(a, b)                       log(e^a + e^b)
+--   lumus.addmm(input, m1, m2 [, {beta = 1, alpha = 1}])   beta input + alpha m1 m2
 local core = require "lumus.core"
 local argcheck = require "lumus.argcheck"
 
@@ -487,6 +499,162 @@ function M.attach(lumus)
     local sp = lumus.add(lumus.relu(z), lumus.log1p(lumus.exp(lumus.neg(lumus.abs(z)))))
     if beta ~= 1 then sp = lumus.mul(sp, 1 / beta) end
     return lumus.where(lumus.gt(z, threshold), x, sp)
+  end, true)
+
+  -- NaN and infinity tests (bool), and their replacement.
+  add("isnan", function(x)
+    check_tensor("isnan", 1, x)
+    return lumus.ne(x, x)
+  end, true)
+  add("isinf", function(x)
+    check_tensor("isinf", 1, x)
+    return lumus.eq(lumus.abs(x), math.huge)
+  end, true)
+  add("isfinite", function(x)
+    check_tensor("isfinite", 1, x)
+    return lumus.lt(lumus.abs(x), math.huge)
+  end, true)
+  -- NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite values
+  -- unless given), as torch.nan_to_num.
+  local FINITE_MAX = { float32 = 3.4028234663852886e38, float16 = 65504, bfloat16 = 3.3895313892515355e38 }
+  add("nan_to_num", function(x, opts)
+    check_tensor("nan_to_num", 1, x)
+    opts = check_options("nan_to_num", 2, opts, { nan = true, posinf = true, neginf = true })
+    local big = FINITE_MAX[x:dtype()]
+    if not big then argerror("nan_to_num", 1, ("expects a float tensor, got %s"):format(x:dtype())) end
+    local nan = number_option("nan_to_num", opts, "nan", 0)
+    local posinf = number_option("nan_to_num", opts, "posinf", big)
+    local neginf = number_option("nan_to_num", opts, "neginf", -big)
+    local r = lumus.where(lumus.eq(x, math.huge), posinf, x)
+    r = lumus.where(lumus.eq(x, -math.huge), neginf, r)
+    return lumus.where(lumus.ne(x, x), nan, r)
+  end, true)
+
+  -- log(sum(exp(x))) over dim (every element when nil), shifted by the (detached) max so
+  -- nothing overflows; a max of +-inf or NaN is not subtracted (all -inf gives -inf,
+  -- +inf gives inf, NaN NaN, as PyTorch).
+  add("logsumexp", function(x, opts)
+    check_tensor("logsumexp", 1, x)
+    opts = check_options("logsumexp", 2, opts, { dim = true, keepdim = true })
+    local src, dim = x, opts.dim
+    if dim == nil then src, dim = x:reshape({ x:numel() }), 1 end
+    local m = lumus.max(src, { dim = dim, keepdim = true }):detach()
+    m = lumus.where(lumus.lt(lumus.abs(m), math.huge), m, 0)
+    local s = lumus.sum(lumus.exp(lumus.sub(src, m)), { dim = dim, keepdim = true })
+    local r = lumus.add(lumus.log(s), m)
+    if opts.dim == nil then return r end
+    return opts.keepdim and r or r:squeeze(dim)
+  end, true)
+
+  -- max / min values alone (torch.amax, amin).
+  for _, name in ipairs { "amax", "amin" } do
+    local f = name == "amax" and "max" or "min"
+    add(name, function(x, opts)
+      check_tensor(name, 1, x)
+      opts = check_options(name, 2, opts, { dim = true, keepdim = true })
+      return (lumus[f](x, { dim = opts.dim, keepdim = opts.keepdim }))
+    end, true)
+  end
+
+  -- 1-based class ids (int32) to rows of C zeros with a one at the id, int32 (PyTorch's
+  -- one_hot gives int64); ids outside 1..C raise (read back: one wait).
+  add("one_hot", function(ids, num_classes)
+    check_tensor("one_hot", 1, ids, "ids", "int32")
+    if type(num_classes) ~= "number" or num_classes ~= math.floor(num_classes) or num_classes < 1 or num_classes >= 2 ^ 24 then
+      argerror("one_hot", 2, ("num_classes must be a positive integer below 2^24, got %s"):format(tostring(num_classes)))
+    end
+    local f = ids:float()
+    if ids:numel() > 0 then
+      local lo = lumus.min(f):to_table()[1]
+      local hi = lumus.max(f):to_table()[1]
+      if lo < 1 or hi > num_classes then
+        argerror("one_hot", 1, ("ids must be in 1..%d, got %d"):format(num_classes, lo < 1 and lo or hi))
+      end
+    end
+    local classes = lumus.arange(1, num_classes + 1, { dtype = "int32" }):float()
+    return lumus.eq(f:unsqueeze(f:dim() + 1), classes):int()
+  end, true)
+
+  -- x / max(||x||_p, eps) along dim (torch.nn.functional.normalize).
+  add("normalize", function(x, opts)
+    check_tensor("normalize", 1, x)
+    opts = check_options("normalize", 2, opts, { p = true, dim = true, eps = true })
+    local eps = number_option("normalize", opts, "eps", 1e-12)
+    local n = lumus.norm(x, { p = opts.p, dim = opts.dim == nil and -1 or opts.dim, keepdim = true })
+    return lumus.div(x, lumus.maximum(n, eps))
+  end, true)
+
+  -- sum(a b) / (max(||a||, eps) max(||b||, eps)) along dim (PyTorch's form: each operand
+  -- divided by its clamped norm, then the dot product).
+  add("cosine_similarity", function(a, b, opts)
+    check_tensor("cosine_similarity", 1, a)
+    check_tensor("cosine_similarity", 2, b)
+    opts = check_options("cosine_similarity", 3, opts, { dim = true, eps = true })
+    local eps = number_option("cosine_similarity", opts, "eps", 1e-8)
+    local dim = opts.dim == nil and -1 or opts.dim
+    local na = lumus.maximum(lumus.norm(a, { dim = dim, keepdim = true }), eps)
+    local nb = lumus.maximum(lumus.norm(b, { dim = dim, keepdim = true }), eps)
+    return lumus.sum(lumus.mul(lumus.div(a, na), lumus.div(b, nb)), { dim = dim })
+  end, true)
+
+  -- max(a, b) + log1p(e^-|a - b|), exact where a = b (infinities included).
+  add("logaddexp", function(a, b)
+    if getmetatable(a) ~= Tensor then check_tensor("logaddexp", 2, b) else check_tensor("logaddexp", 1, a) end
+    local m = lumus.maximum(a, b)
+    local d = lumus.where(lumus.eq(a, b), 0, lumus.neg(lumus.abs(lumus.sub(a, b))))
+    return lumus.add(m, lumus.log1p(lumus.exp(d)))
+  end, true)
+
+  -- beta input + alpha (m1 m2) (torch.addmm; input broadcasts to the product).
+  add("addmm", function(input, m1, m2, opts)
+    check_tensor("addmm", 1, input, "input")
+    check_tensor("addmm", 2, m1, "mat1")
+    check_tensor("addmm", 3, m2, "mat2")
+    if m1:dim() ~= 2 then argerror("addmm", 2, ("mat1 must be a matrix, got %d dimensions"):format(m1:dim())) end
+    if m2:dim() ~= 2 then argerror("addmm", 3, ("mat2 must be a matrix, got %d dimensions"):format(m2:dim())) end
+    opts = check_options("addmm", 4, opts, { beta = true, alpha = true })
+    local beta = number_option("addmm", opts, "beta", 1)
+    local alpha = number_option("addmm", opts, "alpha", 1)
+    local p = lumus.matmul(m1, m2)
+    if alpha ~= 1 then p = lumus.mul(p, alpha) end
+    -- beta = 0: input's values are not read (NaN there does not spread), only its shape
+    local term = beta == 0 and lumus.zeros(input:shape()) or beta == 1 and input or lumus.mul(input, beta)
+    local r = lumus.add(term, p)
+    local rs, ps = r:shape(), p:shape()
+    if #rs ~= 2 or rs[1] ~= ps[1] or rs[2] ~= ps[2] then
+      argerror("addmm", 1, ("input must broadcast to the product's shape %dx%d"):format(ps[1], ps[2]))
+    end
+    return r
+  end, true)
+
+  -- Piecewise activations (nn modules too).
+  add("hardtanh", function(x, opts)
+    check_tensor("hardtanh", 1, x)
+    opts = check_options("hardtanh", 2, opts, { min_val = true, max_val = true })
+    local lo = number_option("hardtanh", opts, "min_val", -1)
+    local hi = number_option("hardtanh", opts, "max_val", 1)
+    if lo > hi then argerror("hardtanh", 2, ("min_val %s is above max_val %s"):format(lo, hi)) end
+    return lumus.clamp(x, lo, hi)
+  end, true)
+  add("relu6", function(x)
+    check_tensor("relu6", 1, x)
+    return lumus.clamp(x, 0, 6)
+  end, true)
+  add("hardsigmoid", function(x)   -- relu6(x + 3) / 6
+    check_tensor("hardsigmoid", 1, x)
+    return lumus.div(lumus.clamp(lumus.add(x, 3), 0, 6), 6)
+  end, true)
+  add("hardswish", function(x)     -- x relu6(x + 3) / 6
+    check_tensor("hardswish", 1, x)
+    return lumus.div(lumus.mul(x, lumus.clamp(lumus.add(x, 3), 0, 6)), 6)
+  end, true)
+  add("mish", function(x)          -- x tanh(softplus(x))
+    check_tensor("mish", 1, x)
+    return lumus.mul(x, lumus.tanh(lumus.softplus(x)))
+  end, true)
+  add("logsigmoid", function(x)    -- -softplus(-x) = min(x, 0) - log1p(e^-|x|)
+    check_tensor("logsigmoid", 1, x)
+    return lumus.sub(lumus.minimum(x, 0), lumus.log1p(lumus.exp(lumus.neg(lumus.abs(x)))))
   end, true)
 
   -- Lua passes the operands as written (2 ^ t: 2, t).

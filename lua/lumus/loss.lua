@@ -9,6 +9,9 @@
 --   lumus.huber_loss(input, target [, {reduction = "mean", delta = 1}])
 --   lumus.nll_loss(log_probs [N, C], target int32 [N] (1-based) [, {reduction = "mean",
 --                  ignore_index = -100}])                               -log_probs[i, target[i]]
+--   lumus.binary_cross_entropy(p, target [, {reduction = "mean", weight =}])   on probabilities
+--   lumus.kl_div(input, target [, {reduction = "mean", log_target = false}])  input log-probs;
+--                  reduction also "batchmean"
 --
 -- reduction "mean" (the default) and "sum" give a one-element tensor, "none" the
 -- per-element (per-row for cross_entropy) losses. Each is recorded by autograd:
@@ -206,6 +209,68 @@ function M.attach(L)
     local total = L.sum(loss)
     if o.reduction == "sum" then return total end
     return L.div(total, raw.sum(raw.float(raw.eq(raw.float(ignored), 0))))   -- rows not ignored
+  end
+
+  --- lumus.binary_cross_entropy(input, target [, {reduction =, weight =}]): -(t log p +
+  -- (1 - t) log(1 - p)) on probabilities p, each log clamped at -100 (PyTorch's: p = 0 or
+  -- 1 gives a finite loss); p outside [0, 1] raises (read back: one wait).
+  function L.binary_cross_entropy(input, target, opts)
+    local name = "binary_cross_entropy"
+    local xs = check_tensor(name, 1, input, "input", "float32")
+    local ts = check_tensor(name, 2, target, "target", "float32")
+    local o = check_options(name, 3, opts, { reduction = true, weight = true })
+    if not same_shapes(xs, ts) then
+      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
+    end
+    if raw.numel(input) > 0 then
+      local lo, hi = raw.min(input):to_table()[1], raw.max(input):to_table()[1]
+      if not (lo >= 0 and hi <= 1) then
+        argerror(name, 1, ("input must hold probabilities in [0, 1], got %s"):format(tostring(lo < 0 and lo or hi)))
+      end
+    end
+    local lp = L.maximum(L.log(input), -100)
+    local lq = L.maximum(L.log(L.sub(1, input)), -100)
+    local loss = L.neg(L.add(L.mul(target, lp), L.mul(L.sub(1, target), lq)))
+    if o.weight ~= nil then
+      check_tensor(name, 3, o.weight, "weight", "float32")
+      loss = L.mul(loss, o.weight)
+      if not same_shapes(raw.shape(loss), xs) then argerror(name, 3, "weight must broadcast to input's shape") end
+    end
+    return reduce(L, loss, o.reduction)
+  end
+
+  --- lumus.kl_div(input, target [, {reduction =, log_target = false}]): target (log target
+  -- - input) with input log-probabilities, 0 where target is 0 (log_target: exp(target)
+  -- (target - input)). reduction also "batchmean": the sum over the first dimension's size
+  -- (the true KL divergence per sample; "mean" divides by every element, as PyTorch).
+  function L.kl_div(input, target, opts)
+    local name = "kl_div"
+    local xs = check_tensor(name, 1, input, "input", "float32")
+    local ts = check_tensor(name, 2, target, "target", "float32")
+    local o = argcheck.options(name, 3, opts, { reduction = true, log_target = true })
+    local red = o.reduction == nil and "mean" or o.reduction
+    if red ~= "batchmean" and not REDUCTIONS[red] then
+      argerror(name, 3, ("reduction must be \"mean\", \"batchmean\", \"sum\" or \"none\", got %s"):format(tostring(red)))
+    end
+    if o.log_target ~= nil and type(o.log_target) ~= "boolean" then
+      argerror(name, 3, ("log_target must be a boolean, got %s"):format(type(o.log_target)))
+    end
+    if not same_shapes(xs, ts) then
+      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
+    end
+    local loss
+    if o.log_target then
+      loss = L.mul(L.exp(target), L.sub(target, input))
+    else
+      -- xlogy(t, t): 0 at t = 0 (log 0 = -inf would give NaN)
+      local tlogt = L.where(L.eq(target, 0), 0, L.mul(target, L.log(target)))
+      loss = L.sub(tlogt, L.mul(target, input))
+    end
+    if red == "batchmean" then
+      local n = #xs > 0 and xs[1] or 1
+      return L.div(L.sum(loss), n)
+    end
+    return reduce(L, loss, red)
   end
 
   --- lumus.binary_cross_entropy_with_logits(input, target [, {reduction =, pos_weight =}])

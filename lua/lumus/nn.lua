@@ -769,10 +769,15 @@ for _, a in ipairs { { "Softmax", "softmax" }, { "LogSoftmax", "log_softmax" } }
 end
 
 -- nn.LeakyReLU([negative_slope = 0.01]), nn.ELU([alpha = 1]), nn.Softplus([beta = 1
--- [, threshold = 20]]): the lumus functions of the same names (several ops each, so a
--- fresh output per call).
+-- [, threshold = 20]]), nn.Hardtanh([min_val = -1 [, max_val = 1]]), nn.ReLU6(),
+-- nn.Hardsigmoid(), nn.Hardswish(), nn.Mish(), nn.LogSigmoid(): the lumus functions of
+-- the same names in lower case (several ops each, so a fresh output per call).
 for _, a in ipairs { { "LeakyReLU", "leaky_relu", { "negative_slope" }, { 0.01 } }, { "ELU", "elu", { "alpha" }, { 1 } },
-                     { "Softplus", "softplus", { "beta", "threshold" }, { 1, 20 } } } do
+                     { "Softplus", "softplus", { "beta", "threshold" }, { 1, 20 } },
+                     { "Hardtanh", "hardtanh", { "min_val", "max_val" }, { -1, 1 } },
+                     { "ReLU6", "relu6", {}, {} }, { "Hardsigmoid", "hardsigmoid", {}, {} },
+                     { "Hardswish", "hardswish", {}, {} }, { "Mish", "mish", {}, {} },
+                     { "LogSigmoid", "logsigmoid", {}, {} } } do
   local class_name, op, keys, defaults = a[1], a[2], a[3], a[4]
   local C = make_class(class_name, Module)
   nn[class_name] = C

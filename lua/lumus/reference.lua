@@ -750,6 +750,57 @@ function M.softplus(t, beta, threshold)
   end)
 end
 
+--- hardtanh(t [, lo = -1, hi = 1]), relu6, hardsigmoid, hardswish, mish, logsigmoid
+-- (PyTorch's definitions; NaN stays NaN).
+local function clamp1(x, lo, hi) if x ~= x then return x end return math.min(math.max(x, lo), hi) end
+function M.hardtanh(t, lo, hi) return M.map(t, function(x) return clamp1(x, lo or -1, hi or 1) end) end
+function M.relu6(t) return M.map(t, function(x) return clamp1(x, 0, 6) end) end
+function M.hardsigmoid(t) return M.map(t, function(x) return clamp1(x + 3, 0, 6) / 6 end) end
+function M.hardswish(t) return M.map(t, function(x) return x * clamp1(x + 3, 0, 6) / 6 end) end
+function M.mish(t)
+  return M.map(t, function(x)
+    if x ~= x then return x end
+    local sp = math.max(x, 0) + log1p1(math.exp(-math.abs(x)))
+    local e = M.expm1(-2 * sp)   -- tanh(sp) = -expm1(-2 sp) / (2 + expm1(-2 sp)), sp >= 0
+    return x * (-e / (2 + e))
+  end)
+end
+function M.logsigmoid(t)
+  return M.map(t, function(x) return math.min(x, 0) - log1p1(math.exp(-math.abs(x))) end)
+end
+--- isnan, isinf, isfinite(t): booleans; nan_to_num(t [, nan = 0, posinf, neginf]) (the
+-- float32 extremes by default).
+function M.isnan(t) return M.map(t, function(x) return x ~= x end) end
+function M.isinf(t) return M.map(t, function(x) return x == math.huge or x == -math.huge end) end
+function M.isfinite(t) return M.map(t, function(x) return x == x and x ~= math.huge and x ~= -math.huge end) end
+function M.nan_to_num(t, nan, posinf, neginf)
+  local big = 3.4028234663852886e38
+  return M.map(t, function(x)
+    if x ~= x then return nan or 0 end
+    if x == math.huge then return posinf or big end
+    if x == -math.huge then return neginf or -big end
+    return x
+  end)
+end
+--- logaddexp(a, b): log(e^a + e^b), elementwise with broadcasting.
+function M.logaddexp(a, b)
+  return broadcast("logaddexp", a, b, function(x, y)
+    if x ~= x or y ~= y then return 0 / 0 end
+    if x == y then return x + math.log(2) end
+    local m = math.max(x, y)
+    return m + log1p1(math.exp(-math.abs(x - y)))
+  end)
+end
+--- one_hot(ids (list of 1-based ids), C): rows of C zeros with a 1 at each id.
+function M.one_hot(ids, c)
+  local out = {}
+  for i, id in ipairs(ids) do
+    out[i] = {}
+    for j = 1, c do out[i][j] = j == id and 1 or 0 end
+  end
+  return out
+end
+
 --- eye(n [, m]): the n x m matrix with ones where the row and column match.
 function M.eye(n, m)
   local out = {}
@@ -904,6 +955,40 @@ function M.min(t, opts)
   if opts and opts.dim then return v, i end
   return v
 end
+--- logsumexp(t [, {dim =, keepdim =}]): log(sum(exp(x))) along dim (over everything
+-- without dim: {v}); all -inf gives -inf, any +inf inf, NaN NaN.
+function M.logsumexp(t, opts)
+  local function lse(row)
+    local m = -huge
+    for i = 1, #row do
+      if row[i] ~= row[i] then return 0 / 0 end
+      if row[i] > m then m = row[i] end
+    end
+    if m == huge or m == -huge then return m end
+    local s = 0
+    for i = 1, #row do s = s + math.exp(row[i] - m) end
+    return m + math.log(s)
+  end
+  if not (opts and opts.dim) then return { lse(M.flatten(t)) } end
+  return (reduce("logsumexp", t, opts, lse))
+end
+--- normalize(t [, {p = 2, dim = -1, eps = 1e-12}]): t / max(norm, eps) along dim.
+function M.normalize(t, opts)
+  opts = opts or {}
+  local dim = opts.dim or -1
+  local n = M.norm(t, { p = opts.p, dim = dim, keepdim = true })
+  return M.div(t, M.map(n, function(v) return math.max(v, opts.eps or 1e-12) end))
+end
+--- cosine_similarity(a, b [, {dim = -1, eps = 1e-8}]): sum((a / |a|) (b / |b|)) along dim,
+-- each norm at least eps.
+function M.cosine_similarity(a, b, opts)
+  opts = opts or {}
+  local dim = opts.dim or -1
+  local na = M.normalize(a, { dim = dim, eps = opts.eps or 1e-8 })
+  local nb = M.normalize(b, { dim = dim, eps = opts.eps or 1e-8 })
+  return M.sum(M.mul(na, nb), { dim = dim })
+end
+
 --- argmax/argmin: the 1-based indices only (over the flattened t without dim).
 function M.argmax(t, opts) return (select(2, reduce("argmax", t, opts, function(row) local k = extreme_index(row, gt) return row[k], k end))) end
 function M.argmin(t, opts) return (select(2, reduce("argmin", t, opts, function(row) local k = extreme_index(row, lt) return row[k], k end))) end
@@ -2018,6 +2103,44 @@ local function log1p(u)   -- accurate for small u
   local w = 1 + u
   if w == 1 then return u end
   return math.log(w) * u / (w - 1)
+end
+
+--- binary_cross_entropy(p, target [, {reduction = "mean", weight =}]): -(t log p + (1 - t)
+-- log(1 - p)), each log at least -100 (PyTorch's clamp); weight a list of p's shape.
+function M.binary_cross_entropy(input, target, opts)
+  opts = opts or {}
+  local fx, ft = M.flatten(input), M.flatten(target)
+  local fw = opts.weight and M.flatten(opts.weight)
+  local out = {}
+  for i = 1, #fx do
+    local lp = fx[i] > 0 and math.max(math.log(fx[i]), -100) or -100
+    local lq = fx[i] < 1 and math.max(log1p(-fx[i]), -100) or -100
+    out[i] = -(ft[i] * lp + (1 - ft[i]) * lq) * (fw and fw[i] or 1)
+  end
+  if (opts.reduction or "mean") == "none" then return M.nest(out, M.shape(input)) end
+  return reduce_loss("binary_cross_entropy", out, #out, opts.reduction)
+end
+
+--- kl_div(input (log-probabilities), target [, {reduction = "mean", log_target = false}]):
+-- target (log target - input), 0 where target = 0; log_target: exp(target) (target -
+-- input). "batchmean" divides the sum by the first dimension's size.
+function M.kl_div(input, target, opts)
+  opts = opts or {}
+  local fx, ft = M.flatten(input), M.flatten(target)
+  local out = {}
+  for i = 1, #fx do
+    if opts.log_target then out[i] = math.exp(ft[i]) * (ft[i] - fx[i])
+    elseif ft[i] == 0 then out[i] = 0
+    else out[i] = ft[i] * (math.log(ft[i]) - fx[i]) end
+  end
+  local red = opts.reduction or "mean"
+  if red == "none" then return M.nest(out, M.shape(input)) end
+  if red == "batchmean" then
+    local s = 0
+    for i = 1, #out do s = s + out[i] end
+    return { s / #input }
+  end
+  return reduce_loss("kl_div", out, #out, red)
 end
 
 --- binary_cross_entropy_with_logits(input, target [, {reduction = "mean", pos_weight =}]):
