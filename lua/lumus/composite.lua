@@ -599,7 +599,11 @@ function M.attach(lumus)
 
   -- max(a, b) + log1p(e^-|a - b|), exact where a = b (infinities included).
   add("logaddexp", function(a, b)
-    if getmetatable(a) ~= Tensor then check_tensor("logaddexp", 2, b) else check_tensor("logaddexp", 1, a) end
+    if type(a) ~= "number" then check_tensor("logaddexp", 1, a) end
+    if type(b) ~= "number" then check_tensor("logaddexp", 2, b) end
+    if type(a) == "number" and type(b) == "number" then
+      argerror("logaddexp", 1, "expects a tensor operand, got two numbers")
+    end
     local m = lumus.maximum(a, b)
     local d = lumus.where(lumus.eq(a, b), 0, lumus.neg(lumus.abs(lumus.sub(a, b))))
     return lumus.add(m, lumus.log1p(lumus.exp(d)))
