@@ -193,6 +193,8 @@ if lumus.sin then
     { "exp2", mid, function(x) return ref.exp2(x) end, 2 }, { "log2", ref.map(wide, math.abs), function(x) return ref.log2(x) end, 2 },
     { "log10", ref.map(wide, math.abs), function(x) return ref.log10(x) end, 2 },
     { "tan", small, math.tan, 4 }, { "tan", wide, math.tan, 4 },
+    { "atan", wide, math.atan, 3 }, { "asin", ref.map(mid, function(v) return ref.f32(v / 30) end), math.asin, 4 },
+    { "acos", ref.map(mid, function(v) return ref.f32(v / 30) end), math.acos, 4 },
   }
   for _, on in ipairs(lumus.tune.elementwise and { true, false } or { saved }) do
     if lumus.tune.elementwise then lumus.tune.elementwise({ fused_fma = on }) end

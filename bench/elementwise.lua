@@ -16,7 +16,7 @@
 -- patterns, e.g. --ops 'pow,log,tanh,column,n - 3'; the copy ceilings always run.
 --
 -- Then exp, log, tanh, sigmoid, silu, pow, maximum, clamp, gt, where, a column broadcast,
--- sin, cos, expm1, log1p, exp2, log2, log10, tan, floor, round, sign, square, reciprocal
+-- sin, cos, expm1, log1p, exp2, log2, log10, tan, atan, atan2, floor, round, sign, square, reciprocal
 -- and a length that is not a multiple of 4, in float32 and float16, each against the
 -- copy of its own dtype, with PyTorch's GB/s from --baseline (bench/torch_elementwise.py's
 -- CSV of the same run) beside them.
@@ -192,6 +192,8 @@ do
       { "log2", 2, function() lumus.log2(xd, { out = od }) end },
       { "log10", 2, function() lumus.log10(xd, { out = od }) end },
       { "tan", 2, function() lumus.tan(xd, { out = od }) end },
+      { "atan", 2, function() lumus.atan(xd, { out = od }) end },
+      { "atan2", 3, function() lumus.atan2(xd, yd, { out = od }) end },
       { "floor", 2, function() lumus.floor(xd, { out = od }) end },
       { "round", 2, function() lumus.round(xd, { out = od }) end },
       { "sign", 2, function() lumus.sign(xd, { out = od }) end },

@@ -48,6 +48,8 @@ def cases(x, y, out, mask, bout, col):
         ("log2", 2, lambda: torch.log2(x, out=out)),
         ("log10", 2, lambda: torch.log10(x, out=out)),
         ("tan", 2, lambda: torch.tan(x, out=out)),
+        ("atan", 2, lambda: torch.atan(x, out=out)),
+        ("atan2", 3, lambda: torch.atan2(x, y, out=out)),
         ("floor", 2, lambda: torch.floor(x, out=out)),
         ("round", 2, lambda: torch.round(x, out=out)),
         ("sign", 2, lambda: torch.sign(x, out=out)),

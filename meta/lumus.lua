@@ -932,6 +932,31 @@ function lumus.log10(t, opts) end
 ---@return lumus.Tensor
 function lumus.tan(t, opts) end
 
+---atan(t), within 3 ulp.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.atan(t, opts) end
+
+---asin(t), within 4 ulp; NaN outside [-1, 1].
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.asin(t, opts) end
+
+---acos(t), within 4 ulp; NaN outside [-1, 1].
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.acos(t, opts) end
+
+---atan2(a, b): the angle of the point (b, a), within 3 ulp; tensors or numbers, broadcast.
+---@param a lumus.Tensor|number
+---@param b lumus.Tensor|number
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.atan2(a, b, opts) end
+
 ---sin(t), within 2 ulp.
 ---@param t lumus.Tensor
 ---@param opts? lumus.OutOpts
@@ -1812,6 +1837,27 @@ function Tensor:log10(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:tan(opts) end
+
+---atan(t), within 3 ulp.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:atan(opts) end
+
+---asin(t), within 4 ulp; NaN outside [-1, 1].
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:asin(opts) end
+
+---acos(t), within 4 ulp; NaN outside [-1, 1].
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:acos(opts) end
+
+---atan2(self, b): the angle of the point (b, self).
+---@param b lumus.Tensor|number
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:atan2(b, opts) end
 
 ---sin(t), within 2 ulp.
 ---@param opts? lumus.OutOpts

@@ -212,6 +212,23 @@ function reference.tan(t) end
 
 ---@param t lumus.reference.Nested
 ---@return lumus.reference.Nested
+function reference.atan(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.asin(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.acos(t) end
+
+---@param y lumus.reference.Nested|number
+---@param x lumus.reference.Nested|number
+---@return lumus.reference.Nested
+function reference.atan2(y, x) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
 function reference.sin(t) end
 
 ---@param t lumus.reference.Nested

@@ -101,9 +101,9 @@ local function inputs(kind, n, seed)
 end
 
 local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2, expm1 = 2, log1p = 3,
-                exp2 = 2, log2 = 2, log10 = 2, tan = 4 }
+                exp2 = 2, log2 = 2, log10 = 2, tan = 4, atan = 3, asin = 4, acos = 4 }
 local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "expm1", "log1p",
-                      "exp2", "log2", "log10", "tan" }
+                      "exp2", "log2", "log10", "tan", "atan", "asin", "acos" }
 
 describe("elementwise math", function()
   for _, name in ipairs(UNARY_NAMES) do
@@ -122,6 +122,31 @@ describe("elementwise math", function()
     assert.are.same(k2, lumus.log2(lumus.tensor(p2)):to_table())
     assert.are.same(p2, lumus.exp2(lumus.tensor(k2)):to_table())
     assert.are.same(k10, lumus.log10(lumus.tensor(p10)):to_table())
+  end)
+
+  it("atan2 is within 3 ulp over every quadrant and follows C's special cases", function()
+    local g = ref.rng(77)
+    local ys, xs = {}, {}
+    for i = 1, 4001 do
+      ys[i] = ref.f32((g.uniform() < 0.5 and -1 or 1) * 2 ^ (g.uniform() * 80 - 40))
+      xs[i] = ref.f32((g.uniform() < 0.5 and -1 or 1) * 2 ^ (g.uniform() * 80 - 40))
+    end
+    within_ulps(lumus.atan2(lumus.tensor(ys), lumus.tensor(xs)), ref.atan2(ys, xs), 3, "atan2", ys)
+    local nz, pi = compat.negative_zero, ref.f32(math.pi)
+    local cases = { -- y, x, want
+      { 0, 0, 0 }, { nz, 0, nz }, { 0, nz, pi }, { nz, nz, -pi }, { inf, inf, ref.f32(math.pi / 4) },
+      { inf, -inf, ref.f32(3 * math.pi / 4) }, { -inf, inf, -ref.f32(math.pi / 4) }, { 1, inf, 0 }, { 1, -inf, pi },
+      { -1, -inf, -pi }, { inf, 1, ref.f32(math.pi / 2) }, { 0, -1, pi }, { nan, 1, nan }, { 1, nan, nan },
+    }
+    local cy, cx, want = {}, {}, {}
+    for i, c in ipairs(cases) do cy[i], cx[i], want[i] = c[1], c[2], c[3] end
+    checks.close(lumus.atan2(lumus.tensor(cy), lumus.tensor(cx)), want, { what = "atan2 special" })
+    checks.close(ref.atan2(cy, cx), want, { rel = 1e-7, what = "reference.atan2 special" })
+    -- numbers on either side, and broadcasting
+    checks.close(lumus.atan2(1, lumus.tensor({ 2, -2 })), ref.atan2({ 1, 1 }, { 2, -2 }), { rel = 2 ^ -22, what = "atan2(number, t)" })
+    checks.close(lumus.tensor({ 2, -2 }):atan2(1), ref.atan2({ 2, -2 }, { 1, 1 }), { rel = 2 ^ -22, what = "t:atan2(number)" })
+    checks.close(lumus.atan2(lumus.tensor({ { 1 }, { -1 } }), lumus.tensor({ 1, 2, -3 })), ref.atan2({ { 1 }, { -1 } }, { 1, 2, -3 }),
+      { rel = 2 ^ -22, what = "atan2 broadcast" })
   end)
 
   it("tan stays within 4 ulp next to multiples of pi/2 and at huge arguments", function()
@@ -179,6 +204,12 @@ describe("elementwise math", function()
               { 1, 0 }, { 1000, 3 }, { 1e10, 10 }, { 0.5, ref.f32(math.log(0.5) / math.log(10)) } },
     tan = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
             { ref.f32(1e-30), ref.f32(1e-30) } },
+    atan = { { nan, nan }, { inf, ref.f32(math.pi / 2) }, { -inf, -ref.f32(math.pi / 2) }, { 0, 0 },
+             { compat.negative_zero, compat.negative_zero }, { 1, ref.f32(math.pi / 4) }, { ref.f32(1e-30), ref.f32(1e-30) } },
+    asin = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+             { 1, ref.f32(math.pi / 2) }, { -1, -ref.f32(math.pi / 2) }, { 1.5, nan }, { ref.f32(1e-30), ref.f32(1e-30) } },
+    acos = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, ref.f32(math.pi / 2) }, { 1, 0 }, { -1, ref.f32(math.pi) },
+             { -1.5, nan } },
   }
 
   it("give PyTorch's results for NaN, infinities, zeros and the ends of the range (reference too)", function()

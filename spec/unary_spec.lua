@@ -40,6 +40,9 @@ local OPS = {
   { "log2", function(t) return ref.log2(ref.map(t, math.abs)) end, { rel = 2 * 2 ^ -23 }, 100, nil, true },
   { "log10", function(t) return ref.log10(ref.map(t, math.abs)) end, { rel = 2 * 2 ^ -23 }, 100, nil, true },
   { "tan", ref.tan, { rel = 4 * 2 ^ -23, abs = 1e-45 }, 1e4 },
+  { "atan", ref.atan, { rel = 3 * 2 ^ -23, abs = 1e-45 }, 1e4 },
+  { "asin", ref.asin, { rel = 4 * 2 ^ -23, abs = 1e-45 }, 1 },
+  { "acos", ref.acos, { rel = 4 * 2 ^ -23, abs = 1e-45 }, 1 },
 }
 
 -- Seeded inputs in [-range, range], float32-rounded, with zeros and both signs.

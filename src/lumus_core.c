@@ -161,7 +161,7 @@ static const luaL_Reg tensor_ops[] = {
     {"add", lm_op_add}, {"sub", lm_op_sub}, {"mul", lm_op_mul}, {"div", lm_op_div},
     {"scale", lm_op_scale},
     {"multinomial", lm_op_multinomial}, {"uniform_", lm_op_uniform_}, {"normal_", lm_op_normal_},
-    {"pow", lm_op_pow}, {"maximum", lm_op_maximum}, {"minimum", lm_op_minimum},
+    {"pow", lm_op_pow}, {"maximum", lm_op_maximum}, {"minimum", lm_op_minimum}, {"atan2", lm_op_atan2},
     {"eq", lm_op_eq}, {"ne", lm_op_ne}, {"lt", lm_op_lt}, {"le", lm_op_le}, {"gt", lm_op_gt}, {"ge", lm_op_ge},
     {"where", lm_op_where},
     {"softmax", lm_op_softmax}, {"sum", lm_op_sum}, {"mean", lm_op_mean},

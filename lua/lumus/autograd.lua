@@ -227,6 +227,18 @@ ops.div = {
     return need[1] and reduce_to(ga, s.sa) or nil, gb
   end,
 }
+-- atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) (either may be a number)
+ops.atan2 = {
+  inputs = { 1, 2 },
+  save = binary_save,
+  backward = function(g, s, need)
+    local function sq(v) return type(v) == "number" and v * v or raw.mul(v, v) end
+    local q = raw.div(g, raw.add(sq(s.a), sq(s.b)))
+    local ga = need[1] and reduce_to(raw.mul(q, s.b), s.sa) or nil
+    local gb = need[2] and reduce_to(raw.neg(raw.mul(q, s.a)), s.sb) or nil
+    return ga, gb
+  end,
+}
 ops.scale = {
   inputs = { 1 },
   save = function(a) return { s = a[2] } end,
@@ -285,6 +297,23 @@ ops.exp2 = {   -- 2^x ln 2
   inputs = { 1 },
   save = function(_, r) return { y = r[1] } end,
   backward = function(g, s) return raw.mul(g, raw.mul(s.y, math.log(2))) end,
+}
+ops.atan = {   -- 1 / (1 + x^2)
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.div(g, raw.add(raw.mul(s.x, s.x), 1)) end,
+}
+-- asin, acos: +-1 / sqrt(1 - x^2), as (1 - x)(1 + x) (no cancellation near +-1)
+local function asin_slope(x) return raw.rsqrt(raw.mul(raw.sub(1, x), raw.add(x, 1))) end
+ops.asin = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.mul(g, asin_slope(s.x)) end,
+}
+ops.acos = {
+  inputs = { 1 },
+  save = function(a) return { x = a[1] } end,
+  backward = function(g, s) return raw.neg(raw.mul(g, asin_slope(s.x))) end,
 }
 ops.expm1 = {   -- e^x = y + 1
   inputs = { 1 },

@@ -508,6 +508,13 @@ function M.log1p(t) return M.map(t, log1p1) end
 -- tan of the float64 value; log2, log10 exact at powers of their base (log2(8) = 3);
 -- 2^x past float32's range inf (or 0).
 function M.tan(t) return M.map(t, math.tan) end
+-- atan, asin, acos (NaN outside [-1, 1]); atan2(y, x) with C's special cases (Lua 5.1
+-- has math.atan2, later versions math.atan(y, x)).
+local atan2_1 = math.atan2 or math.atan
+function M.atan(t) return M.map(t, math.atan) end
+function M.asin(t) return M.map(t, function(x) if math.abs(x) > 1 then return 0 / 0 end return math.asin(x) end) end
+function M.acos(t) return M.map(t, function(x) if math.abs(x) > 1 then return 0 / 0 end return math.acos(x) end) end
+function M.atan2(y, x) return broadcast("atan2", y, x, function(a, b) return atan2_1(a, b) end) end
 local function log_base1(x, base)
   if x ~= x or x < 0 then return 0 / 0 end
   if x == 0 then return -math.huge end

@@ -53,6 +53,11 @@
 #define LM_EW_LOG10 46
 #define LM_EW_EXP2 47       /* exact at integers */
 #define LM_EW_TAN 48
+#define LM_EW_ATAN 49
+#define LM_EW_ASIN 50
+#define LM_EW_ACOS 51
+#define LM_EW_ATAN2 52      /* atan2(a, b): the angle of (b, a), C's special cases */
+#define LM_EW_RATAN2 53     /* atan2(b, a) (a number first) */
 
 /* Operand and result types, specialization constant 3 (the float dtype of the data;
  * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */

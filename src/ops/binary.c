@@ -1,4 +1,4 @@
-/* The binary elementwise ops: add, sub, mul, div, pow, maximum, minimum (and the
+/* The binary elementwise ops: add, sub, mul, div, pow, maximum, minimum, atan2 (and the
  * comparisons of compare.c through lm_ew_binary), and scale.
  *
  * Operands are tensors or numbers (at least one a tensor). Tensors broadcast by
@@ -15,6 +15,7 @@ static const lm_binary_op DIV = { "div", LM_EW_DIV, LM_EW_RDIV, 0 };
 static const lm_binary_op POW = { "pow", LM_EW_POW, LM_EW_RPOW, 0 };
 static const lm_binary_op MAXIMUM = { "maximum", LM_EW_MAXIMUM, LM_EW_MAXIMUM, 0 };
 static const lm_binary_op MINIMUM = { "minimum", LM_EW_MINIMUM, LM_EW_MINIMUM, 0 };
+static const lm_binary_op ATAN2 = { "atan2", LM_EW_ATAN2, LM_EW_RATAN2, 0 };
 
 /* The tensor at idx, or NULL for a number; anything else raises. */
 static lm_tensor *tensor_or_number(lua_State *L, int idx) {
@@ -76,6 +77,7 @@ int lm_op_div(lua_State *L) { return lm_ew_binary(L, &DIV); }
 int lm_op_pow(lua_State *L) { return lm_ew_binary(L, &POW); }
 int lm_op_maximum(lua_State *L) { return lm_ew_binary(L, &MAXIMUM); }
 int lm_op_minimum(lua_State *L) { return lm_ew_binary(L, &MINIMUM); }
+int lm_op_atan2(lua_State *L) { return lm_ew_binary(L, &ATAN2); }
 
 /* lumus.scale(t, s [, opts]): t * s for a number s. */
 int lm_op_scale(lua_State *L) {

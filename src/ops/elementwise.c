@@ -112,6 +112,7 @@ static int op_arity(lm_ew_op op) {
     case LM_EW_WHERE: case LM_EW_CLAMP: return 3;
     case LM_EW_ADD: case LM_EW_SUB: case LM_EW_MUL: case LM_EW_DIV: case LM_EW_RSUB: case LM_EW_RDIV:
     case LM_EW_POW: case LM_EW_RPOW: case LM_EW_MAXIMUM: case LM_EW_MINIMUM:
+    case LM_EW_ATAN2: case LM_EW_RATAN2:
     case LM_EW_EQ: case LM_EW_NE: case LM_EW_LT: case LM_EW_LE: case LM_EW_GT: case LM_EW_GE:
     case LM_EW_GELU_TANH_GRAD: case LM_EW_GELU_ERF_GRAD:
         return 2;

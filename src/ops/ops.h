@@ -131,6 +131,7 @@ int lm_op_linear_config(lua_State *L);       /* tune.linear (linear_small.c) */
 int lm_op_add(lua_State *L); int lm_op_sub(lua_State *L); int lm_op_mul(lua_State *L);
 int lm_op_div(lua_State *L); int lm_op_scale(lua_State *L);
 int lm_op_pow(lua_State *L); int lm_op_maximum(lua_State *L); int lm_op_minimum(lua_State *L);
+int lm_op_atan2(lua_State *L);
 int lm_op_eq(lua_State *L); int lm_op_ne(lua_State *L); int lm_op_lt(lua_State *L);   /* compare.c */
 int lm_op_le(lua_State *L); int lm_op_gt(lua_State *L); int lm_op_ge(lua_State *L);
 int lm_op_where(lua_State *L);         /* lumus.where(mask, a, b [, opts]) */

@@ -37,7 +37,10 @@
     X(log2,      LM_EW_LOG2,      0.0f)           \
     X(log10,     LM_EW_LOG10,     0.0f)           \
     X(exp2,      LM_EW_EXP2,      0.0f)           \
-    X(tan,       LM_EW_TAN,       0.0f)
+    X(tan,       LM_EW_TAN,       0.0f)           \
+    X(atan,      LM_EW_ATAN,      0.0f)           \
+    X(asin,      LM_EW_ASIN,      0.0f)           \
+    X(acos,      LM_EW_ACOS,      0.0f)
 
 /* Records f(t) (with the numbers b, c) into opts.out (argument argn, options already
  * checked) or a new tensor, and returns it. */
