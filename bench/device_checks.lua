@@ -195,6 +195,10 @@ if lumus.sin then
     { "tan", small, math.tan, 4 }, { "tan", wide, math.tan, 4 },
     { "atan", wide, math.atan, 3 }, { "asin", ref.map(mid, function(v) return ref.f32(v / 30) end), math.asin, 4 },
     { "acos", ref.map(mid, function(v) return ref.f32(v / 30) end), math.acos, 4 },
+    { "sinh", mid, function(x) return ref.sinh(x) end, 3 }, { "cosh", mid, function(x) return ref.cosh(x) end, 3 },
+    { "asinh", wide, function(x) return ref.asinh(x) end, 3 },
+    { "acosh", ref.map(wide, function(v) return ref.f32(math.abs(v) + 1) end), function(x) return ref.acosh(x) end, 3 },
+    { "atanh", ref.map(mid, function(v) return ref.f32(v / 30) end), function(x) return ref.atanh(x) end, 3 },
   }
   for _, on in ipairs(lumus.tune.elementwise and { true, false } or { saved }) do
     if lumus.tune.elementwise then lumus.tune.elementwise({ fused_fma = on }) end

@@ -957,6 +957,36 @@ function lumus.acos(t, opts) end
 ---@return lumus.Tensor
 function lumus.atan2(a, b, opts) end
 
+---sinh(t), within 3 ulp (finite up to the float32 end).
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.sinh(t, opts) end
+
+---cosh(t), within 3 ulp.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.cosh(t, opts) end
+
+---asinh(t), within 3 ulp.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.asinh(t, opts) end
+
+---acosh(t), within 3 ulp; NaN below 1.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.acosh(t, opts) end
+
+---atanh(t), within 3 ulp; +-inf at +-1, NaN beyond.
+---@param t lumus.Tensor
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function lumus.atanh(t, opts) end
+
 ---sin(t), within 2 ulp.
 ---@param t lumus.Tensor
 ---@param opts? lumus.OutOpts
@@ -1858,6 +1888,31 @@ function Tensor:acos(opts) end
 ---@param opts? lumus.OutOpts
 ---@return lumus.Tensor
 function Tensor:atan2(b, opts) end
+
+---sinh(t), within 3 ulp (finite up to the float32 end).
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:sinh(opts) end
+
+---cosh(t), within 3 ulp.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:cosh(opts) end
+
+---asinh(t), within 3 ulp.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:asinh(opts) end
+
+---acosh(t), within 3 ulp; NaN below 1.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:acosh(opts) end
+
+---atanh(t), within 3 ulp; +-inf at +-1, NaN beyond.
+---@param opts? lumus.OutOpts
+---@return lumus.Tensor
+function Tensor:atanh(opts) end
 
 ---sin(t), within 2 ulp.
 ---@param opts? lumus.OutOpts

@@ -229,6 +229,26 @@ function reference.atan2(y, x) end
 
 ---@param t lumus.reference.Nested
 ---@return lumus.reference.Nested
+function reference.sinh(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.cosh(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.asinh(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.acosh(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
+function reference.atanh(t) end
+
+---@param t lumus.reference.Nested
+---@return lumus.reference.Nested
 function reference.sin(t) end
 
 ---@param t lumus.reference.Nested

@@ -887,6 +887,54 @@ VT asin_acos_(VT x, bool want_acos) {
     return SELECT(LESS(VT(1.0), abs(x)), VT(NAN), r);
 }
 
+// sinh and cosh of |x|: below 20 from expm1 (sinh = (E + E / (E + 1)) / 2, E = e^|x| - 1:
+// no cancellation near 0) and exp (cosh = (e + 1/e) / 2); from 20 (where e^-|x| is
+// below a 2^-57 of e^|x|) as (t / 2) t with t = e^(|x|/2), finite up to the float32 end.
+VT sinh_cosh_(VT x, bool want_cosh) {
+    VT ax = abs(x);
+    VT t = exp_(0.5 * min(ax, VT(90.0)));
+    VT far = (0.5 * t) * t;
+    VT near;
+    if (want_cosh) {
+        VT e = exp_(min(ax, VT(20.0)));
+        near = 0.5 * (e + VT(1.0) / e);
+    } else {
+        VT em = expm1_(min(ax, VT(20.0)));
+        near = 0.5 * (em + em / (em + VT(1.0)));
+    }
+    VT y = SELECT(LESS(ax, VT(20.0)), near, far);
+    if (!want_cosh) y = SELECT(sign_bit(x), -y, y);   // odd: sinh(-0) = -0
+    return SELECT(is_nan(x), x, y);
+}
+// asinh(x) = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) (no cancellation), acosh(x) =
+// log1p((x - 1) + sqrt((x - 1)(x + 1))) (x - 1 exact near 1); past 2^12 both are
+// log|x| + ln 2 (what they drop is below 2^-25 relative). atanh(x) = log1p(2|x| / (1 -
+// |x|)) / 2 (1 - |x| exact from 1/2). Signs and domains as C's.
+const float LN2_F = 0.693147180559945309;
+VT asinh_(VT x) {
+    VT ax = abs(x);
+    VT xc = min(ax, VT(4096.0));
+    VT q = xc * xc;
+    VT near = log1p_(xc + q / (VT(1.0) + sqrt_(VT(1.0) + q)));
+    VT y = SELECT(LESS(VT(4096.0), ax), log_(ax) + LN2_F, near);
+    y = SELECT(sign_bit(x), -y, y);
+    return SELECT(is_nan(x), x, y);
+}
+VT acosh_(VT x) {
+    VT xc = clamp(x, VT(1.0), VT(4096.0));
+    VT d = xc - VT(1.0);
+    VT near = log1p_(d + sqrt_(d * (xc + VT(1.0))));
+    VT y = SELECT(LESS(VT(4096.0), x), log_(x) + LN2_F, near);
+    return SELECT(OR(LESS(x, VT(1.0)), is_nan(x)), VT(NAN), y);
+}
+VT atanh_(VT x) {
+    VT ax = abs(x);
+    VT y = 0.5 * log1p_((2.0 * ax) / (VT(1.0) - ax));
+    y = SELECT(EQUAL(ax, VT(1.0)), VT(INF), y);
+    y = SELECT(sign_bit(x), -y, y);
+    return SELECT(OR(LESS(VT(1.0), ax), is_nan(x)), VT(NAN), y);
+}
+
 VT maximum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, max(a, b)); }
 VT minimum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, min(a, b)); }
 
@@ -944,6 +992,11 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_ACOS) return asin_acos_(a, true);
     if (OP == LM_EW_ATAN2) return atan2_(a, b);
     if (OP == LM_EW_RATAN2) return atan2_(b, a);
+    if (OP == LM_EW_SINH) return sinh_cosh_(a, false);
+    if (OP == LM_EW_COSH) return sinh_cosh_(a, true);
+    if (OP == LM_EW_ASINH) return asinh_(a);
+    if (OP == LM_EW_ACOSH) return acosh_(a);
+    if (OP == LM_EW_ATANH) return atanh_(a);
     return erf_(a);
 }
 

@@ -101,9 +101,11 @@ local function inputs(kind, n, seed)
 end
 
 local UNARY = { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2, expm1 = 2, log1p = 3,
-                exp2 = 2, log2 = 2, log10 = 2, tan = 4, atan = 3, asin = 4, acos = 4 }
+                exp2 = 2, log2 = 2, log10 = 2, tan = 4, atan = 3, asin = 4, acos = 4,
+                sinh = 3, cosh = 3, asinh = 3, acosh = 3, atanh = 3 }
 local UNARY_NAMES = { "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "expm1", "log1p",
-                      "exp2", "log2", "log10", "tan", "atan", "asin", "acos" }
+                      "exp2", "log2", "log10", "tan", "atan", "asin", "acos",
+                      "sinh", "cosh", "asinh", "acosh", "atanh" }
 
 describe("elementwise math", function()
   for _, name in ipairs(UNARY_NAMES) do
@@ -210,6 +212,14 @@ describe("elementwise math", function()
              { 1, ref.f32(math.pi / 2) }, { -1, -ref.f32(math.pi / 2) }, { 1.5, nan }, { ref.f32(1e-30), ref.f32(1e-30) } },
     acos = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, ref.f32(math.pi / 2) }, { 1, 0 }, { -1, ref.f32(math.pi) },
              { -1.5, nan } },
+    sinh = { { nan, nan }, { inf, inf }, { -inf, -inf }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+             { 90, inf }, { ref.f32(1e-30), ref.f32(1e-30) } },
+    cosh = { { nan, nan }, { inf, inf }, { -inf, inf }, { 0, 1 }, { compat.negative_zero, 1 }, { -90, inf } },
+    asinh = { { nan, nan }, { inf, inf }, { -inf, -inf }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+              { ref.f32(1e-30), ref.f32(1e-30) }, { 3e38, ref.f32(math.log(ref.f32(3e38)) + math.log(2)) } },
+    acosh = { { nan, nan }, { inf, inf }, { -inf, nan }, { 1, 0 }, { 0, nan }, { 0.5, nan } },
+    atanh = { { nan, nan }, { inf, nan }, { -inf, nan }, { 0, 0 }, { compat.negative_zero, compat.negative_zero },
+              { 1, inf }, { -1, -inf }, { 1.5, nan }, { ref.f32(1e-30), ref.f32(1e-30) } },
   }
 
   it("give PyTorch's results for NaN, infinities, zeros and the ends of the range (reference too)", function()

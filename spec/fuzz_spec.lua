@@ -437,7 +437,7 @@ end
 --   (divisors beyond 2^+-126, where Vulkan does not bound div, are not checked);
 --   erf, gelu*: 1e-6 max(1, |want|);  softmax: 1e-5 |want| + 1e-6;
 --   exp, log, sqrt, rsqrt, sin, cos, expm1, exp2, log2, log10: 2 ulp; tanh, sigmoid,
---   log1p, reciprocal, atan, atan2: 3; square: 1; silu, pow, tan, asin, acos: 4; floor, ceil, round, trunc, sign, maximum, minimum, clamp,
+--   log1p, reciprocal, atan, atan2, sinh, cosh, asinh, acosh, atanh: 3; square: 1; silu, pow, tan, asin, acos: 4; floor, ceil, round, trunc, sign, maximum, minimum, clamp,
 --   where, comparisons (0/1): exact; float16/bfloat16 results: the reference rounded to
 --   the format, within one of its ulps;
 --   sum, mean: 1e-6 sum|x| (/ D) over the row's finite entries;  matmul, linear:
@@ -656,7 +656,8 @@ ORACLES.minimum = binary("minimum", 0)
 for _, op in ipairs { "eq", "ne", "lt", "le", "gt", "ge" } do ORACLES[op] = binary(op, 0, true) end
 for op, ulps in pairs { exp = 2, log = 2, sqrt = 2, rsqrt = 2, tanh = 3, sigmoid = 3, silu = 4, sin = 2, cos = 2,
                         expm1 = 2, log1p = 3, square = 1, reciprocal = 3, exp2 = 2, log2 = 2, log10 = 2,
-                        tan = 4, atan = 3, asin = 4, acos = 4 } do
+                        tan = 4, atan = 3, asin = 4, acos = 4, sinh = 3, cosh = 3, asinh = 3, acosh = 3,
+                        atanh = 3 } do
   ORACLES[op] = unary(function(t) return ref[op](t) end, function(w) return elementwise_bounds(w, ulps * ULP, FLT_MIN) end)
 end
 for _, op in ipairs { "floor", "ceil", "round", "trunc", "sign" } do

@@ -9,6 +9,7 @@ local checks = dofile("spec/support/check.lua")
 
 -- name, reference (a flat list -> a flat list), bound (checks.close options), input range,
 -- the result for NaN where it is not NaN, and true where the inputs are taken as |x|
+-- ("plus1": |x| + 1)
 local OPS = {
   { "neg", ref.neg, {}, 100 },                                   -- exact
   { "relu", ref.relu, {}, 100 },                                 -- exact
@@ -43,6 +44,11 @@ local OPS = {
   { "atan", ref.atan, { rel = 3 * 2 ^ -23, abs = 1e-45 }, 1e4 },
   { "asin", ref.asin, { rel = 4 * 2 ^ -23, abs = 1e-45 }, 1 },
   { "acos", ref.acos, { rel = 4 * 2 ^ -23, abs = 1e-45 }, 1 },
+  { "sinh", ref.sinh, { rel = 3 * 2 ^ -23, abs = 1e-45 }, 90 },
+  { "cosh", ref.cosh, { rel = 3 * 2 ^ -23 }, 90 },
+  { "asinh", ref.asinh, { rel = 3 * 2 ^ -23, abs = 1e-45 }, 1e6 },
+  { "acosh", ref.acosh, { rel = 3 * 2 ^ -23 }, 1e3, nil, "plus1" },
+  { "atanh", ref.atanh, { rel = 3 * 2 ^ -23, abs = 1e-45 }, 1 },
 }
 
 -- Seeded inputs in [-range, range], float32-rounded, with zeros and both signs.
@@ -61,7 +67,8 @@ describe("unary ops", function()
     it(name .. " matches the float64 reference (function, method, out=, in place)", function()
       for _, n in ipairs { 1, 3, 4, 12, 15, 1027 } do
         local xs = inputs(n, range, 1000 * k + n)
-        if nonneg then xs = ref.map(xs, math.abs) end
+        if nonneg == "plus1" then xs = ref.map(xs, function(v) return ref.f32(math.abs(v) + 1) end)
+        elseif nonneg then xs = ref.map(xs, math.abs) end
         local want = want_of(xs)
         local what = ("%s over %d"):format(name, n)
         local x = lumus.tensor(xs)

@@ -315,6 +315,16 @@ ops.acos = {
   save = function(a) return { x = a[1] } end,
   backward = function(g, s) return raw.neg(raw.mul(g, asin_slope(s.x))) end,
 }
+ops.sinh = { inputs = { 1 }, save = function(a) return { x = a[1] } end,
+             backward = function(g, s) return raw.mul(g, raw.cosh(s.x)) end }
+ops.cosh = { inputs = { 1 }, save = function(a) return { x = a[1] } end,
+             backward = function(g, s) return raw.mul(g, raw.sinh(s.x)) end }
+ops.asinh = { inputs = { 1 }, save = function(a) return { x = a[1] } end,   -- 1 / sqrt(x^2 + 1)
+              backward = function(g, s) return raw.mul(g, raw.rsqrt(raw.add(raw.mul(s.x, s.x), 1))) end }
+ops.acosh = { inputs = { 1 }, save = function(a) return { x = a[1] } end,   -- 1 / sqrt((x - 1)(x + 1))
+              backward = function(g, s) return raw.mul(g, raw.rsqrt(raw.mul(raw.sub(s.x, 1), raw.add(s.x, 1)))) end }
+ops.atanh = { inputs = { 1 }, save = function(a) return { x = a[1] } end,   -- 1 / ((1 - x)(1 + x))
+              backward = function(g, s) return raw.div(g, raw.mul(raw.sub(1, s.x), raw.add(s.x, 1))) end }
 ops.expm1 = {   -- e^x = y + 1
   inputs = { 1 },
   save = function(_, r) return { y = r[1] } end,

@@ -515,6 +515,43 @@ function M.atan(t) return M.map(t, math.atan) end
 function M.asin(t) return M.map(t, function(x) if math.abs(x) > 1 then return 0 / 0 end return math.asin(x) end) end
 function M.acos(t) return M.map(t, function(x) if math.abs(x) > 1 then return 0 / 0 end return math.acos(x) end) end
 function M.atan2(y, x) return broadcast("atan2", y, x, function(a, b) return atan2_1(a, b) end) end
+-- sinh, cosh (inf past float32's range), asinh, acosh, atanh in float64 without
+-- cancellation (log1p1 and expm1 forms).
+local function sinh1(x)
+  if x ~= x or x == 0 then return x end
+  local ax = math.abs(x)
+  local v
+  if ax < 1 then local e = M.expm1(ax); v = 0.5 * (e + e / (e + 1)) else v = 0.5 * (math.exp(ax) - math.exp(-ax)) end
+  v = f32_range(v)
+  return x < 0 and -v or v
+end
+function M.sinh(t) return M.map(t, sinh1) end
+function M.cosh(t) return M.map(t, function(x) return f32_range(0.5 * (math.exp(x) + math.exp(-x))) end) end
+function M.asinh(t)
+  return M.map(t, function(x)
+    if x ~= x or x == 0 or math.abs(x) == huge then return x end
+    local ax = math.abs(x)
+    local v = ax < 2 ^ 26 and log1p1(ax + ax * ax / (1 + math.sqrt(1 + ax * ax))) or math.log(ax) + math.log(2)
+    return x < 0 and -v or v
+  end)
+end
+function M.acosh(t)
+  return M.map(t, function(x)
+    if x ~= x or x < 1 then return 0 / 0 end
+    if x == huge then return x end
+    if x > 2 ^ 26 then return math.log(x) + math.log(2) end
+    return log1p1((x - 1) + math.sqrt((x - 1) * (x + 1)))
+  end)
+end
+function M.atanh(t)
+  return M.map(t, function(x)
+    if x ~= x or math.abs(x) > 1 then return 0 / 0 end
+    if x == 0 then return x end
+    if math.abs(x) == 1 then return x * huge end
+    local v = 0.5 * log1p1(2 * math.abs(x) / (1 - math.abs(x)))
+    return x < 0 and -v or v
+  end)
+end
 local function log_base1(x, base)
   if x ~= x or x < 0 then return 0 / 0 end
   if x == 0 then return -math.huge end

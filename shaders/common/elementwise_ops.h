@@ -58,6 +58,11 @@
 #define LM_EW_ACOS 51
 #define LM_EW_ATAN2 52      /* atan2(a, b): the angle of (b, a), C's special cases */
 #define LM_EW_RATAN2 53     /* atan2(b, a) (a number first) */
+#define LM_EW_SINH 54
+#define LM_EW_COSH 55
+#define LM_EW_ASINH 56
+#define LM_EW_ACOSH 57
+#define LM_EW_ATANH 58
 
 /* Operand and result types, specialization constant 3 (the float dtype of the data;
  * comparisons write bool, where reads a bool mask). The values are lm_dtype's. */

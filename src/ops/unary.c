@@ -40,7 +40,12 @@
     X(tan,       LM_EW_TAN,       0.0f)           \
     X(atan,      LM_EW_ATAN,      0.0f)           \
     X(asin,      LM_EW_ASIN,      0.0f)           \
-    X(acos,      LM_EW_ACOS,      0.0f)
+    X(acos,      LM_EW_ACOS,      0.0f)           \
+    X(sinh,      LM_EW_SINH,      0.0f)           \
+    X(cosh,      LM_EW_COSH,      0.0f)           \
+    X(asinh,     LM_EW_ASINH,     0.0f)           \
+    X(acosh,     LM_EW_ACOSH,     0.0f)           \
+    X(atanh,     LM_EW_ATANH,     0.0f)
 
 /* Records f(t) (with the numbers b, c) into opts.out (argument argn, options already
  * checked) or a new tensor, and returns it. */
