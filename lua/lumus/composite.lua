@@ -597,7 +597,8 @@ function M.attach(lumus)
     return lumus.sum(lumus.mul(lumus.div(a, na), lumus.div(b, nb)), { dim = dim })
   end, true)
 
-  -- max(a, b) + log1p(e^-|a - b|), exact where a = b (infinities included).
+  -- max(a, b) + log1p(e^-|a - b|), the difference taken as 0 where a = b (so a = b = +-inf
+  -- gives +-inf, not NaN).
   add("logaddexp", function(a, b)
     if type(a) ~= "number" then check_tensor("logaddexp", 1, a) end
     if type(b) ~= "number" then check_tensor("logaddexp", 2, b) end
