@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Elementwise ops, one shader for all: out[k] = f(a[k], b, c) over n elements. The op
 // (OP), where b comes from (MODE) and the element type (DT) are specialization
 // constants, so each pipeline is one straight-line kernel. Two forms:
@@ -16,7 +17,9 @@
 // see EPV) and leaves the tail to the first thread; VEC =
 // 1 moves floats, for float32 broadcasts whose period is not a multiple of 4 (a's rows
 // then start unaligned). Each thread handles UNROLL vectors a workgroup apart (loads
-// first, then stores), as copy.comp does. The broadcast index k mod period takes one
+// first, then stores), as copy.comp does; those loops (and sin's per-component one) are
+// marked [[unroll]]: NVIDIA's compiler otherwise kept the vectors of ops with long bodies
+// (pow, atan2, sin) in local memory. The broadcast index k mod period takes one
 // division per thread (32-bit when both fit), then adds and compares.
 //
 // ND = 1 (any operands): the result is contiguous; each operand is read through its own
@@ -530,7 +533,7 @@ VT sincos_(VT x, bool want_cos) {
         q = UT(SELECT(skip, VT(0.0), k)) & UT(3u);
     } else if (!all_(OR(small, skip))) {
         VT th, tl;
-        for (int i = 0; i < NCOMP; ++i) {
+        [[unroll]] for (int i = 0; i < NCOMP; ++i) {
             uint qi = 0u;
             float hi = 0.0, lo = 0.0;
             if (!COMP(small, i) && COMP(ax, i) < INF) reduce_quadrant(COMP(ax, i), qi, hi, lo);
@@ -1286,7 +1289,7 @@ void where8(uint64_t group) {
     uint64_t first = group * uint64_t(WG * UNROLL) + gl_LocalInvocationID.x;
     uvec2 m[UNROLL];
     uvec4 b[UNROLL], c[UNROLL];
-    for (uint i = 0; i < UNROLL; ++i) {
+    [[unroll]] for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < n8) {
             m[i] = Uvec2Array(p.a + k * 8ul).v[0];
@@ -1294,7 +1297,7 @@ void where8(uint64_t group) {
             c[i] = Uvec4Array(p.c + k * 16ul).v[0];
         }
     }
-    for (uint i = 0; i < UNROLL; ++i) {
+    [[unroll]] for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < n8) {
             uvec4 sel = uvec4(half_mask(m[i].x), half_mask(m[i].x >> 16), half_mask(m[i].y), half_mask(m[i].y >> 16));
@@ -1323,7 +1326,7 @@ void main8(uint64_t group) {
     vec4 a0[UNROLL], a1[UNROLL], b0[UNROLL], b1[UNROLL], c0[UNROLL], c1[UNROLL];
     uint64_t j = 0ul, r = 0ul;
     if (MODE == LM_EW_COLUMN) col_start(first, j, r);
-    for (uint i = 0; i < UNROLL; ++i) {
+    [[unroll]] for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < n8) {
             load8(p.a, k, DT_A, a0[i], a1[i]);
@@ -1335,7 +1338,7 @@ void main8(uint64_t group) {
         }
         if (MODE == LM_EW_COLUMN) col_step(j, r);
     }
-    for (uint i = 0; i < UNROLL; ++i) {
+    [[unroll]] for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < n8) store8(p.dst, k, apply(a0[i], b0[i], c0[i]), apply(a1[i], b1[i], c1[i]), DT_OUT);
     }
@@ -1356,7 +1359,7 @@ void main() {
     uint64_t j = MODE == LM_EW_BCAST ? mod_period(first) : 0ul, r = 0ul;
     if (MODE == LM_EW_COLUMN) col_start(first, j, r);
     VT va[UNROLL], vb[UNROLL], vc[UNROLL];
-    for (uint i = 0; i < UNROLL; ++i) {
+    [[unroll]] for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
         if (k < nv) {
             va[i] = load(p.a, k, DT_A);
@@ -1369,7 +1372,7 @@ void main() {
         if (MODE == LM_EW_BCAST) j = wrap(j + p.wg_mod);
         if (MODE == LM_EW_COLUMN) col_step(j, r);
     }
-    for (uint i = 0; i < UNROLL; ++i) {
+    [[unroll]] for (uint i = 0; i < UNROLL; ++i) {
         uint64_t k = first + i * WG;
 #if VEC == 4
         if (k < nv) store4(p.dst, k, apply(va[i], vb[i], vc[i]), 4u, DT_OUT);
