@@ -315,6 +315,10 @@ ASAN_CFLAGS  := -O1 -g -fPIC -fsanitize=address,undefined -fno-omit-frame-pointe
                 -fno-sanitize-recover=undefined
 ASAN_OBJ     := $(patsubst src/%.c,$(ASAN_BUILD)/obj/%.o,$(SRC))
 SANITIZE_FUZZ_CALLS ?= 50000
+# The fuzz spec's bound on one call (a hang detector, 10 s by default) doubled: under ASan
+# lavapipe compiles a new pipeline in about 0.7 s, and an op written with other ops
+# compiles up to ten of them at its first call (mish: 7.8 s on a 2-core machine).
+SANITIZE_FUZZ_MAX_CALL_S ?= 20
 # core.so is preloaded too so that it stays mapped (Lua unloads it at lua_close) and the
 # leak report at exit can name its functions; so is lavapipe's driver, which the Vulkan
 # loader unloads when a state that closes destroys its instance (its leaks would then be
@@ -324,7 +328,7 @@ SANITIZE_ENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(AS
   ASAN_OPTIONS=detect_leaks=1:malloc_context_size=8:quarantine_size_mb=16:detect_stack_use_after_return=0:abort_on_error=1 \
   LSAN_OPTIONS=suppressions=$(CURDIR)/sanitize/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  LUMUS_FUZZ_CALLS=$(SANITIZE_FUZZ_CALLS)
+  LUMUS_FUZZ_CALLS=$(SANITIZE_FUZZ_CALLS) LUMUS_FUZZ_MAX_CALL_S=$(SANITIZE_FUZZ_MAX_CALL_S)
 
 $(ASAN_BUILD)/obj/%.o: src/%.c $(HDR) $(SHADER_INC) | $(BUILD)/.deps
 	@mkdir -p $(dir $@)

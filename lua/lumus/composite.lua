@@ -653,9 +653,14 @@ function M.attach(lumus)
     check_tensor("hardswish", 1, x)
     return lumus.div(lumus.mul(x, lumus.clamp(lumus.add(x, 3), 0, 6)), 6)
   end, true)
-  add("mish", function(x)          -- x tanh(softplus(x))
+  -- x tanh(softplus(x)) = x n / (n + 2) with n = u (u + 2), u = e^x: no cancellation, and
+  -- past x = 20 (u clamped there) n / (n + 2) is 1 in float32, as tanh is. Five kinds of
+  -- op (a composite's first call compiles a pipeline for each).
+  add("mish", function(x)
     check_tensor("mish", 1, x)
-    return lumus.mul(x, lumus.tanh(lumus.softplus(x)))
+    local u = lumus.exp(lumus.clamp(x, nil, 20))
+    local n = lumus.mul(u, lumus.add(u, 2))
+    return lumus.mul(x, lumus.div(n, lumus.add(n, 2)))
   end, true)
   add("logsigmoid", function(x)    -- -softplus(-x) = min(x, 0) - log1p(e^-|x|)
     check_tensor("logsigmoid", 1, x)
