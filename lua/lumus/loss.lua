@@ -57,6 +57,13 @@ local function same_shapes(a, b)
   return true
 end
 
+-- target's shape must be input's (argument 2 of the loss `name`).
+local function check_same_shape(name, xs, ts)
+  if not same_shapes(xs, ts) then
+    argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
+  end
+end
+
 local function reduce(L, loss, reduction)
   if reduction == "sum" then return L.sum(loss) end
   if reduction == "mean" then return L.mean(loss) end
@@ -112,9 +119,7 @@ function M.attach(L)
     local xs = check_tensor("mse_loss", 1, input, "input", "float32")
     local ts = check_tensor("mse_loss", 2, target, "target", "float32")
     local o = check_options("mse_loss", 3, opts, { reduction = true })
-    if not same_shapes(xs, ts) then
-      argerror("mse_loss", 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
-    end
+    check_same_shape("mse_loss", xs, ts)
     local d = L.sub(input, target)
     return reduce(L, L.mul(d, d), o.reduction)
   end
@@ -147,9 +152,7 @@ function M.attach(L)
     local known = { reduction = true }
     if param then known[param] = true end
     local o = check_options(name, 3, opts, known)
-    if not same_shapes(xs, ts) then
-      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
-    end
+    check_same_shape(name, xs, ts)
     local v = default
     if param and o[param] ~= nil then
       v = o[param]
@@ -219,9 +222,7 @@ function M.attach(L)
     local xs = check_tensor(name, 1, input, "input", "float32")
     local ts = check_tensor(name, 2, target, "target", "float32")
     local o = check_options(name, 3, opts, { reduction = true, weight = true })
-    if not same_shapes(xs, ts) then
-      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
-    end
+    check_same_shape(name, xs, ts)
     if raw.numel(input) > 0 then
       local lo, hi = raw.min(input):to_table()[1], raw.max(input):to_table()[1]
       if not (lo >= 0 and hi <= 1) then
@@ -255,9 +256,7 @@ function M.attach(L)
     if o.log_target ~= nil and type(o.log_target) ~= "boolean" then
       argerror(name, 3, ("log_target must be a boolean, got %s"):format(type(o.log_target)))
     end
-    if not same_shapes(xs, ts) then
-      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
-    end
+    check_same_shape(name, xs, ts)
     local loss
     if o.log_target then
       loss = L.mul(L.exp(target), L.sub(target, input))
@@ -279,9 +278,7 @@ function M.attach(L)
     local xs = check_tensor(name, 1, input, "input", "float32")
     local ts = check_tensor(name, 2, target, "target", "float32")
     local o = check_options(name, 3, opts, { reduction = true, pos_weight = true })
-    if not same_shapes(xs, ts) then
-      argerror(name, 2, ("target must have input's shape %s, got %s"):format(shape_string(xs), shape_string(ts)))
-    end
+    check_same_shape(name, xs, ts)
     local pw = o.pos_weight
     if pw ~= nil then
       if getmetatable(pw) ~= Tensor then argerror(name, 3, ("pos_weight must be a tensor, got %s"):format(type(pw))) end
