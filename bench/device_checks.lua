@@ -226,6 +226,22 @@ if lumus.sin then
   end
 end
 
+-- float16 and bfloat16 log, sin, cos, tan, expm1 and log1p over every input of each
+-- format (their 16-bit paths lean on the driver's log2 and exp2 and on products kept
+-- exact), as spec/support/narrow_exhaustive.lua checks them on lavapipe.
+if lumus.sin and lumus.device().narrow_storage ~= false then
+  local exhaustive = dofile("spec/support/narrow_exhaustive.lua")
+  for _, dtype in ipairs { "float16", "bfloat16" } do
+    local x = exhaustive.every_pattern(dtype)
+    local xv = x:to_table()
+    for _, name in ipairs { "log", "sin", "cos", "tan", "expm1", "log1p" } do
+      local bad, first = exhaustive.count_bad(name, dtype, xv, lumus[name](x):to_table())
+      check(bad == 0, ("%s %s of every input within one ulp (%d not%s)"):format(dtype, name, bad, first and "; " .. first or ""))
+    end
+    x:free()
+  end
+end
+
 -- matmul / linear on every kernel path and dtype against float64 (bench/matmul.lua checks
 -- sampled entries of large products; these check every entry of odd-sized ones). Bound
 -- per element: 2*K*2^-24*sum|a||b| for the accumulation plus half an ulp of the output

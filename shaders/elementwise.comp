@@ -334,6 +334,40 @@ VT log1p_(VT x) {
     return SELECT(OR(LESS(x, VT(-1.0)), is_nan(x)), VT(NAN), y);
 }
 
+// expm1 for 16-bit results: below |x| = 1/16 its series to x^4/24 (truncation under
+// 2^-22 relative); elsewhere GLSL's exp2 less 1, whose error (3 + 2|t| ulp of e^x, |t| <=
+// 129) stays under 2^-16 of |e^x - 1| >= 0.06. Both far inside one ulp of either format.
+// bfloat16's float32 subnormals are returned as they are (below 2^-12, expm1 x rounds
+// to x), for devices that flush them.
+VT expm1_narrow(VT x) {
+    VT q = fma(x, VT(1.0 / 24.0), VT(1.0 / 6.0));
+    q = fma(q, x, VT(0.5));
+    VT near = x * fma(x, q, VT(1.0));                 // not x + x^2 q, which gives +0 at -0
+    VT far = exp2(clamp(x * 1.44269504088896341, VT(-160.0), VT(129.0))) - VT(1.0);
+    VT y = SELECT(LESS(abs(x), VT(0.0625)), near, far);
+    if (DT != LM_EW_F16) y = SELECT(LESS(abs(x), VT(2.44140625e-4)), x, y);
+    return SELECT(is_nan(x), x, y);
+}
+
+// log1p for 16-bit results: below |x| = 1/16 its series to x^4/4 (truncation under
+// 2^-18 relative); elsewhere GLSL's log2 of u = 1 + x rounded: u's rounding (2^-24
+// relative) and log2's error (2^-21 absolutely on [0.5, 2], 3 ulp outside) stay under
+// 2^-17 of |log1p x| >= 0.06. bfloat16's subnormals as in expm1_narrow.
+VT log1p_narrow(VT x) {
+    VT q = fma(x, VT(-0.25), VT(1.0 / 3.0));
+    q = fma(q, x, VT(-0.5));
+    VT near = fma(x * x, q, x);
+    VT u = VT(1.0) + x;
+    VT y = SELECT(LESS(abs(x), VT(0.0625)), near, log2(u) * 0.693147180559945309);
+    if (DT != LM_EW_F16) y = SELECT(LESS(abs(x), VT(2.44140625e-4)), x, y);
+    // Finite positive u as in log_narrow: y is the result; the special values below only
+    // where some element of the vector needs them.
+    if (all_(LESS(floatBitsToUint(u) - UT(1u), UT(0x7f7fffffu)))) return y;
+    y = SELECT(EQUAL(x, VT(-1.0)), VT(-INF), y);
+    y = SELECT(EQUAL(x, VT(INF)), x, y);
+    return SELECT(OR(LESS(x, VT(-1.0)), is_nan(x)), VT(NAN), y);
+}
+
 // log for 16-bit results (float16, bfloat16): within 1/16 of 1, log1p's series in the
 // exact f = x - 1 to f^4/4 (truncation under 2^-18 relative); elsewhere GLSL's log2
 // (Vulkan: within 2^-21 absolutely on [0.5, 2], 3 ulp outside), whose error there is
@@ -513,8 +547,43 @@ const float CW2 = 4.837512969970703e-4;
 const float CW3 = 7.549533620476723e-8;
 const float CW4 = 2.5633440682570896e-12;
 
+// For 16-bit data, |x| <= 65536 (every finite float16): k = x 2/pi rounded (|k| < 2^16)
+// and y = x - k pi/2 with pi/2 = CH1 + CH2 + CH3 + CH4, the first three with 8 significant
+// bits or fewer, so each k CHi is exact (x - k CH1 too, by Sterbenz). y is then within
+// 2^-37 + 2^-22 |y| of the true value, while the smallest |y| of a float16 is 2^-16
+// (177.5) and of a bfloat16 2^-11: errors far below one ulp of either format, at a
+// quarter of the float32 path's work (no float pairs, no sign handling: q = k mod 4
+// holds for negative k too). precise keeps the steps as written (a compiler may fold
+// k CH1 + k CH2 into k (CH1 + CH2), which rounds). Below 2^-12, sin x and tan x are x to
+// float32's precision (which keeps -0 and subnormals as they are). bfloat16 vectors with
+// a larger element take the float32 path as a whole.
+const float CH1 = 1.5703125;
+const float CH2 = 4.825592041015625e-4;
+const float CH3 = 1.2665987014770508e-6;
+const float CH4 = 9.92093629470503e-10;
+
+VT sincos_narrow(VT x, bool want_cos) {
+    VT k = roundEven(x * 0.636619772);
+    precise VT y1 = x - k * CH1;
+    precise VT y2 = y1 - k * CH2;
+    precise VT y3 = y2 - k * CH3;
+    precise VT y = y3 - k * CH4;
+    UT q = UT(ivec_t(k)) & UT(3u);
+    VT s = sin_poly(y), c = cos_poly(y);
+    BT even = EQUAL(q & UT(1u), UT(0u));
+    BT tiny = LESS(abs(x), VT(2.44140625e-4));
+    if (OP == LM_EW_TAN) return SELECT(tiny, x, SELECT(even, s, -c) / SELECT(even, c, s));
+    // sin: q 0..3 gives s, c, -s, -c; cos: c, -s, -c, s. NaN and inf give NaN through y.
+    UT kk = want_cos ? q + UT(1u) : q;
+    VT r = SELECT(even, want_cos ? c : s, want_cos ? s : c);
+    r = SELECT(EQUAL(kk & UT(2u), UT(2u)), -r, r);
+    return want_cos ? r : SELECT(tiny, x, r);
+}
+
 // sin(x) (want_cos false) or cos(x).
 VT sincos_(VT x, bool want_cos) {
+    if (NARROW && (DT == LM_EW_F16 || all_(OR(LESS_EQ(abs(x), VT(65536.0)), NOT(is_finite(x))))))
+        return sincos_narrow(x, want_cos);
     VT ax = abs(x);
     BT small = LESS_EQ(ax, VT(0.785398163));
     VT yh = ax, yl = VT(0.0);
@@ -984,8 +1053,8 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_SIGN) return VT(LESS(VT(0.0), a)) - VT(LESS(a, VT(0.0)));
     if (OP == LM_EW_SIN) return sincos_(a, false);
     if (OP == LM_EW_COS) return sincos_(a, true);
-    if (OP == LM_EW_EXPM1) return expm1_(a);
-    if (OP == LM_EW_LOG1P) return log1p_(a);
+    if (OP == LM_EW_EXPM1) return NARROW ? expm1_narrow(a) : expm1_(a);
+    if (OP == LM_EW_LOG1P) return NARROW ? log1p_narrow(a) : log1p_(a);
     if (OP == LM_EW_LOG2) return log_base_(a, false);
     if (OP == LM_EW_LOG10) return log_base_(a, true);
     if (OP == LM_EW_EXP2) return exp2_(a);
