@@ -44,6 +44,9 @@
 #extension GL_KHR_shader_subgroup_vote : require
 #endif
 #include "common/elementwise_ops.h"   // LM_EW_*: the op, mode and type codes, shared with C
+#ifndef EW_FAMILY
+#error "EW_FAMILY (LM_EW_FAM_*) picks the ops this variant holds"
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OP = LM_EW_ADD;
@@ -1010,7 +1013,10 @@ VT atanh_(VT x) {
 VT maximum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, max(a, b)); }
 VT minimum_(VT a, VT b) { return SELECT(OR(is_nan(a), is_nan(b)), a + b, min(a, b)); }
 
+// The op's result; ops outside this variant's family (which the host never asks of it)
+// give NaN.
 VT apply(VT a, VT b, VT c) {
+#if EW_FAMILY == LM_EW_FAM_BASIC
     if (OP == LM_EW_ADD) return a + b;
     if (OP == LM_EW_SUB) return a - b;
     if (OP == LM_EW_MUL) return a * b;
@@ -1018,18 +1024,9 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_RSUB) return b - a;
     if (OP == LM_EW_RDIV) return b / a;
     if (OP == LM_EW_RELU) return relu(a);
-    if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
-    if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
     if (OP == LM_EW_ABS) return abs(a);
-    if (OP == LM_EW_EXP) return NARROW ? exp_narrow(a) : exp_(a);
-    if (OP == LM_EW_LOG) return NARROW ? log_narrow(a) : log_(a);
     if (OP == LM_EW_SQRT) return sqrt_(a);
     if (OP == LM_EW_RSQRT) return rsqrt_(a);
-    if (OP == LM_EW_TANH) return tanh_(a);
-    if (OP == LM_EW_SIGMOID) return sigmoid_(a);
-    if (OP == LM_EW_SILU) return silu_(a);
-    if (OP == LM_EW_POW) return pow_(a, b);
-    if (OP == LM_EW_RPOW) return pow_(b, a);
     if (OP == LM_EW_SQUARE) return a * a;
     if (OP == LM_EW_CUBE) return a * a * a;
     if (OP == LM_EW_RSQUARE) return VT(1.0) / (a * a);
@@ -1044,21 +1041,30 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_GE) return VT(LESS_EQ(b, a));
     if (OP == LM_EW_WHERE) return SELECT(EQUAL(a, VT(0.0)), c, b);
     if (OP == LM_EW_COPY) return a;
-    if (OP == LM_EW_GELU_TANH_GRAD) return gelu_tanh_grad(a, b);
-    if (OP == LM_EW_GELU_ERF_GRAD) return gelu_erf_grad(a, b);
     if (OP == LM_EW_FLOOR) return floor(a);
     if (OP == LM_EW_CEIL) return ceil(a);
     if (OP == LM_EW_ROUND) return roundEven(a);
     if (OP == LM_EW_TRUNC) return trunc(a);
     if (OP == LM_EW_SIGN) return VT(LESS(VT(0.0), a)) - VT(LESS(a, VT(0.0)));
-    if (OP == LM_EW_SIN) return sincos_(a, false);
-    if (OP == LM_EW_COS) return sincos_(a, true);
+#elif EW_FAMILY == LM_EW_FAM_EXPLOG
+    if (OP == LM_EW_EXP) return NARROW ? exp_narrow(a) : exp_(a);
+    if (OP == LM_EW_LOG) return NARROW ? log_narrow(a) : log_(a);
     if (OP == LM_EW_EXPM1) return NARROW ? expm1_narrow(a) : expm1_(a);
     if (OP == LM_EW_LOG1P) return NARROW ? log1p_narrow(a) : log1p_(a);
     if (OP == LM_EW_LOG2) return log_base_(a, false);
     if (OP == LM_EW_LOG10) return log_base_(a, true);
     if (OP == LM_EW_EXP2) return exp2_(a);
+    if (OP == LM_EW_TANH) return tanh_(a);
+    if (OP == LM_EW_SIGMOID) return sigmoid_(a);
+    if (OP == LM_EW_SILU) return silu_(a);
+#elif EW_FAMILY == LM_EW_FAM_POW
+    if (OP == LM_EW_POW) return pow_(a, b);
+    if (OP == LM_EW_RPOW) return pow_(b, a);
+#elif EW_FAMILY == LM_EW_FAM_TRIG
+    if (OP == LM_EW_SIN) return sincos_(a, false);
+    if (OP == LM_EW_COS) return sincos_(a, true);
     if (OP == LM_EW_TAN) return sincos_(a, false);
+#elif EW_FAMILY == LM_EW_FAM_ARC
     if (OP == LM_EW_ATAN) return atan_(a);
     if (OP == LM_EW_ASIN) return asin_acos_(a, false);
     if (OP == LM_EW_ACOS) return asin_acos_(a, true);
@@ -1069,7 +1075,14 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_ASINH) return asinh_(a);
     if (OP == LM_EW_ACOSH) return acosh_(a);
     if (OP == LM_EW_ATANH) return atanh_(a);
-    return erf_(a);
+#elif EW_FAMILY == LM_EW_FAM_ERF
+    if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
+    if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
+    if (OP == LM_EW_GELU_TANH_GRAD) return gelu_tanh_grad(a, b);
+    if (OP == LM_EW_GELU_ERF_GRAD) return gelu_erf_grad(a, b);
+    if (OP == LM_EW_ERF) return erf_(a);
+#endif
+    return VT(NAN);
 }
 
 // ---- Loads and stores by element type.

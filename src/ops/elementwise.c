@@ -106,6 +106,45 @@ static int pow_vote(const lm_context *ctx, lm_ew_op op, uint32_t dtype) {
     return (op == LM_EW_POW || op == LM_EW_RPOW) && dtype == LM_EW_F32 && ctx->subgroup_vote;
 }
 
+/* The op's family (LM_EW_FAM_*): which of the shader's variants holds its code; the
+ * shader's apply() lists the same ops under each family. */
+static int ew_family(lm_ew_op op) {
+    switch (op) {
+    case LM_EW_EXP: case LM_EW_LOG: case LM_EW_EXPM1: case LM_EW_LOG1P: case LM_EW_LOG2:
+    case LM_EW_LOG10: case LM_EW_EXP2: case LM_EW_TANH: case LM_EW_SIGMOID: case LM_EW_SILU:
+        return LM_EW_FAM_EXPLOG;
+    case LM_EW_POW: case LM_EW_RPOW:
+        return LM_EW_FAM_POW;
+    case LM_EW_SIN: case LM_EW_COS: case LM_EW_TAN:
+        return LM_EW_FAM_TRIG;
+    case LM_EW_ATAN: case LM_EW_ASIN: case LM_EW_ACOS: case LM_EW_ATAN2: case LM_EW_RATAN2:
+    case LM_EW_SINH: case LM_EW_COSH: case LM_EW_ASINH: case LM_EW_ACOSH: case LM_EW_ATANH:
+        return LM_EW_FAM_ARC;
+    case LM_EW_GELU_TANH: case LM_EW_GELU_ERF: case LM_EW_GELU_TANH_GRAD: case LM_EW_GELU_ERF_GRAD:
+    case LM_EW_ERF:
+        return LM_EW_FAM_ERF;
+    default:
+        return LM_EW_FAM_BASIC;
+    }
+}
+
+/* The shader variant for an op: the form (contiguous vec4s, floats, or strided) of its
+ * family; float32 pow's vote variants where pow_vote holds. */
+enum { EW_FORM_VEC4, EW_FORM_VEC1, EW_FORM_ND };
+static lm_shader_id ew_shader(const lm_context *ctx, lm_ew_op op, uint32_t dtype, int form) {
+    static const lm_shader_id variants[LM_EW_FAMILIES][3] = {
+        [LM_EW_FAM_BASIC] = { LM_SH_EW_VEC4_BASIC, LM_SH_EW_VEC1_BASIC, LM_SH_EW_ND_BASIC },
+        [LM_EW_FAM_EXPLOG] = { LM_SH_EW_VEC4_EXPLOG, LM_SH_EW_VEC1_EXPLOG, LM_SH_EW_ND_EXPLOG },
+        [LM_EW_FAM_POW] = { LM_SH_EW_VEC4_POW, LM_SH_EW_VEC1_POW, LM_SH_EW_ND_POW },
+        [LM_EW_FAM_TRIG] = { LM_SH_EW_VEC4_TRIG, LM_SH_EW_VEC1_TRIG, LM_SH_EW_ND_TRIG },
+        [LM_EW_FAM_ARC] = { LM_SH_EW_VEC4_ARC, LM_SH_EW_VEC1_ARC, LM_SH_EW_ND_ARC },
+        [LM_EW_FAM_ERF] = { LM_SH_EW_VEC4_ERF, LM_SH_EW_VEC1_ERF, LM_SH_EW_ND_ERF },
+    };
+    if (form != EW_FORM_VEC1 && pow_vote(ctx, op, dtype))
+        return form == EW_FORM_VEC4 ? LM_SH_EW_VEC4_VOTE_POW : LM_SH_EW_ND_VOTE_POW;
+    return variants[ew_family(op)][form];
+}
+
 /* The operands an op reads: 1, 2 or 3 (the shader's ARITY, the same rule). */
 static int op_arity(lm_ew_op op) {
     switch (op) {
@@ -158,7 +197,7 @@ static void record_vec(lua_State *L, const lm_ew_call *c, lm_ew_op op, lm_tensor
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (nv + per_group - 1) / per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = c->name, .any_dtype = 1, .shader = vec == 1 ? LM_SH_EW_VEC1 : pow_vote(ctx, op, (uint32_t)c->dtype) ? LM_SH_EW_VEC4_VOTE : LM_SH_EW_VEC4,
+        .op = c->name, .any_dtype = 1, .shader = ew_shader(ctx, op, (uint32_t)c->dtype, vec == 1 ? EW_FORM_VEC1 : EW_FORM_VEC4),
         .spec = { EW_WG, op, mode, (uint32_t)c->dtype, unroll, third != NULL, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { a, b, third }, .writes = { c->out },
@@ -242,7 +281,7 @@ static void record_nd(lua_State *L, const char *name, lm_ew_op op, uint32_t dtyp
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, (quads + EW_WG - 1) / EW_WG, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = pow_vote(ctx, op, dtype) ? LM_SH_EW_ND_VOTE : LM_SH_EW_ND, .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx), fused_fma(ctx) },
+        .op = name, .any_dtype = 1, .shader = ew_shader(ctx, op, dtype, EW_FORM_ND), .spec = { EW_WG, op, 0, dtype, 1, 0, hw_half(ctx), fused_fma(ctx) },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { t[0], arity > 1 ? t[1] : NULL, arity > 2 ? t[2] : NULL }, .writes = { out },
     });
