@@ -215,6 +215,22 @@ if lumus.sin then
       check(worst <= c[4], ("float32 %s (%d inputs up to %.3g), fused_fma = %s: worst %.2f ulp (x = %.9g)"):format(
         c[1], #c[2], math.abs(c[2][#c[2]]), tostring(on), worst, c[2][at]))
     end
+    -- atan2 over every quadrant: y from the wide sweep against x from the mid one and
+    -- against y's neighbours (ratios near 1 and near tan(pi/8)).
+    local ys, xs = {}, {}
+    for i = 1, #mid do
+      ys[#ys + 1], xs[#xs + 1] = wide[i], mid[i]
+      ys[#ys + 1], xs[#xs + 1] = mid[i], ref.f32(mid[(i % #mid) + 1] * (0.3 + 1.2 * (i % 97) / 97))
+    end
+    local got = lumus.atan2(lumus.tensor(ys), lumus.tensor(xs)):to_table()
+    local want = ref.atan2(ys, xs)
+    local worst, at = 0, 1
+    for i = 1, #ys do
+      local err = math.abs(got[i] - want[i]) / ulp(want[i])
+      if not (err <= worst) then worst, at = err, i end
+    end
+    check(worst <= 3, ("float32 atan2 (%d pairs), fused_fma = %s: worst %.2f ulp (atan2(%.9g, %.9g))"):format(
+      #ys, tostring(on), worst, ys[at], xs[at]))
   end
   if lumus.tune.elementwise then lumus.tune.elementwise({ fused_fma = saved }) end
   local xs = { -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.3, 8388609, 0 / 0 }
@@ -226,15 +242,15 @@ if lumus.sin then
   end
 end
 
--- float16 and bfloat16 log, sin, cos, tan, expm1 and log1p over every input of each
--- format (their 16-bit paths lean on the driver's log2 and exp2 and on products kept
--- exact), as spec/support/narrow_exhaustive.lua checks them on lavapipe.
+-- float16 and bfloat16 log, sin, cos, tan, expm1, log1p, atan, asin and acos over every
+-- input of each format (the 16-bit paths lean on the driver's log2 and exp2 and on
+-- products kept exact), as spec/support/narrow_exhaustive.lua checks them on lavapipe.
 if lumus.sin and lumus.device().narrow_storage ~= false then
   local exhaustive = dofile("spec/support/narrow_exhaustive.lua")
   for _, dtype in ipairs { "float16", "bfloat16" } do
     local x = exhaustive.every_pattern(dtype)
     local xv = x:to_table()
-    for _, name in ipairs { "log", "sin", "cos", "tan", "expm1", "log1p" } do
+    for _, name in ipairs { "log", "sin", "cos", "tan", "expm1", "log1p", "atan", "asin", "acos" } do
       local bad, first = exhaustive.count_bad(name, dtype, xv, lumus[name](x):to_table())
       check(bad == 0, ("%s %s of every input within one ulp (%d not%s)"):format(dtype, name, bad, first and "; " .. first or ""))
     end

@@ -914,22 +914,26 @@ VT exp2_(VT x) {
 // atan(t) for t >= 0: t reduced to |r| <= tan(pi/8) with atan t = c + atan r (c = 0,
 // r = t; c = pi/4, r = (t - 1) / (t + 1); c = pi/2, r = -1/t), atan r = r + r z P(z),
 // z = r^2, P of degree 4 fitted to (atan r - r) / r^3 (mpmath chebyfit: 1.6e-8, under
-// 0.05 ulp of atan r); c in two parts, added last.
+// 0.05 ulp of atan r); c in two parts, added last. One division picks its operands by
+// case (t / 1 is t: a reciprocal of 1 is exact).
 const float PIO4_HI = 0.78539818525314331, PIO4_LO = -2.1855694143368964e-08;
 const float PI_HI = 3.1415927410125732, PI_LO = -8.742277657347586e-08;
-VT atan_pos(VT t) {
-    BT big = LESS(VT(2.41421356), t);
-    BT mid = AND(LESS(VT(0.41421356), t), NOT(big));
-    VT r = SELECT(big, VT(-1.0) / t, SELECT(mid, (t - VT(1.0)) / (t + VT(1.0)), t));
+VT atan_reduced(VT r, VT c_hi, VT c_lo) {
     VT z = r * r;
     VT q = fma(z, VT(-0.06451928208121749), VT(0.10743731490791084));
     q = fma(q, z, VT(-0.1426395559798464));
     q = fma(q, z, VT(0.19999540483648964));
     q = fma(q, z, VT(-0.3333333176116852));
-    VT c_hi = SELECT(big, VT(PIO2_HI), SELECT(mid, VT(PIO4_HI), VT(0.0)));
-    VT c_lo = SELECT(big, VT(PIO2_LO), SELECT(mid, VT(PIO4_LO), VT(0.0)));
     precise VT y = c_hi + (fma(r * z, q, r) + c_lo);
     return y;
+}
+VT atan_pos(VT t) {
+    BT big = LESS(VT(2.41421356), t);
+    BT mid = AND(LESS(VT(0.41421356), t), NOT(big));
+    VT r = SELECT(big, VT(-1.0), SELECT(mid, t - VT(1.0), t)) / SELECT(big, t, SELECT(mid, t + VT(1.0), VT(1.0)));
+    VT c_hi = SELECT(big, VT(PIO2_HI), SELECT(mid, VT(PIO4_HI), VT(0.0)));
+    VT c_lo = SELECT(big, VT(PIO2_LO), SELECT(mid, VT(PIO4_LO), VT(0.0)));
+    return atan_reduced(r, c_hi, c_lo);
 }
 BT sign_bit(VT x) { return LESS(UT(0x7fffffffu), floatBitsToUint(x)); }
 VT atan_(VT x) {
@@ -937,16 +941,25 @@ VT atan_(VT x) {
     y = SELECT(sign_bit(x), -y, y);                // odd: atan(-0) = -0
     return SELECT(is_nan(x), x, y);
 }
-// atan2(y, x): atan of the smaller of |y|, |x| over the larger (in [0, 1]; both
-// infinite: 1, both zero: 0), then pi/2 - a where |y| is the larger, pi - a where x is
-// negative (-0 included), and y's sign: C's special cases (atan2(+-0, -0) = +-pi).
+// atan2(y, x): atan of the smaller of |y|, |x| over the larger (t in [0, 1]), reduced as
+// atan_pos reduces it but in one division: num / den, or (t - 1) / (t + 1) = (num - den) /
+// (num + den) past tan(pi/8) (num - den exact from num >= den / 2; both scaled by 1/4, exactly,
+// past 2^125 so that the sum stays finite); equal ones (both infinite too) are pi/4, both
+// zero 0. Then pi/2 - a where |y| is the larger, pi - a where x is negative (-0
+// included), and y's sign: C's special cases (atan2(+-0, -0) = +-pi).
 VT atan2_(VT y, VT x) {
     VT ay = abs(y), ax = abs(x);
     BT swap = LESS(ax, ay);
     VT num = SELECT(swap, ax, ay), den = SELECT(swap, ay, ax);
-    VT t = SELECT(EQUAL(num, den), VT(1.0), num / den);
-    t = SELECT(EQUAL(den, VT(0.0)), VT(0.0), t);
-    VT a = atan_pos(t);
+    VT s = SELECT(LESS(VT(4.2535295865117308e37), den), VT(0.25), VT(1.0));
+    VT n = num * s, d = den * s;
+    BT mid = LESS(d * 0.41421356, n);
+    VT r = SELECT(mid, n - d, n) / SELECT(mid, n + d, d);
+    BT eq = EQUAL(num, den);
+    BT zero = EQUAL(den, VT(0.0));
+    r = SELECT(OR(eq, zero), VT(0.0), r);
+    mid = AND(OR(mid, eq), NOT(zero));
+    VT a = atan_reduced(r, SELECT(mid, VT(PIO4_HI), VT(0.0)), SELECT(mid, VT(PIO4_LO), VT(0.0)));
     precise VT comp = VT(PIO2_HI) + (VT(PIO2_LO) - a);
     a = SELECT(swap, comp, a);
     precise VT back = VT(PI_HI) + (VT(PI_LO) - a);

@@ -1,5 +1,6 @@
--- float16 and bfloat16 log, sin, cos, tan, expm1 and log1p (shaders/elementwise.comp's
--- log_narrow, sincos_narrow, expm1_narrow and log1p_narrow) over every input of each
+-- float16 and bfloat16 log, sin, cos, tan, expm1, log1p, atan, asin and acos
+-- (shaders/elementwise.comp's log_narrow, sincos_narrow, expm1_narrow and log1p_narrow;
+-- the inverse functions' float32 paths rounded once) over every input of each
 -- format, as spec/support/narrow_exhaustive.lua checks them: within one ulp of the
 -- float64 reference rounded to the format, special inputs exact. bfloat16 values past
 -- 65536 take sin's float32 path, which the same check covers. So does a transposed view
@@ -8,9 +9,9 @@
 local lumus = require("lumus")
 local exhaustive = dofile("spec/support/narrow_exhaustive.lua")
 
-local NAMES = { "log", "sin", "cos", "tan", "expm1", "log1p" }
+local NAMES = { "log", "sin", "cos", "tan", "expm1", "log1p", "atan", "asin", "acos" }
 
-describe("16-bit log, sin, cos, tan, expm1 and log1p", function()
+describe("16-bit log, sin, cos, tan, expm1, log1p, atan, asin and acos", function()
   for _, dtype in ipairs { "float16", "bfloat16" } do
     local x, xv
     local function inputs()

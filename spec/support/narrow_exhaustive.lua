@@ -45,6 +45,9 @@ M.OPS = {
     if v ~= v or v < -1 then return nan elseif v == -1 then return -inf elseif v == inf then return inf
     elseif v == 0 then return v end
   end },
+  atan = { math.atan, function(v) if v ~= v then return nan elseif v == 0 then return v end end },
+  asin = { math.asin, function(v) if v ~= v or abs(v) > 1 then return nan elseif v == 0 then return v end end },
+  acos = { math.acos, function(v) if v ~= v or abs(v) > 1 then return nan end end },
   log = { math.log, function(v)
     if v ~= v or v < 0 then return nan elseif v == 0 then return -inf elseif v == inf then return inf end
   end },
