@@ -14,18 +14,7 @@ local FORMATS = {
   bfloat16 = { round = ref.round_bfloat16, frac = 7, emin = -126, lo = -105, hi = 90 },
 }
 
--- The e with 2^e <= a < 2^(e+1) (5.1's math.log has no base argument).
-local function floor_log2(a)
-  local e = math.floor(math.log(a) / math.log(2))
-  while 2.0 ^ e > a do e = e - 1 end
-  while 2.0 ^ (e + 1) <= a do e = e + 1 end
-  return e
-end
-
-local function spacing(w, fmt)
-  local e = w == 0 and fmt.emin or math.max(floor_log2(abs(w)), fmt.emin)
-  return 2.0 ^ (e - fmt.frac)
-end
+local spacing = dofile("spec/support/narrow_exhaustive.lua").spacing   -- (w, fmt)
 
 local function within_one_ulp(got, want, fmt, what, xs)
   local g = got:to_table()

@@ -25,10 +25,13 @@ local function floor_log2(a)
   return e
 end
 
-local function spacing(w, fmt)
+-- The spacing of a format's values at w (fmt: frac fraction bits, emin the least normal
+-- exponent; the subnormal spacing below it).
+function M.spacing(w, fmt)
   local e = w == 0 and fmt.emin or math.max(floor_log2(abs(w)), fmt.emin)
   return 2.0 ^ (e - fmt.frac)
 end
+local spacing = M.spacing
 
 local function nonfinite(v) return v ~= v or abs(v) == inf end
 
