@@ -1,7 +1,8 @@
 -- Interrupted scripts: an error in the middle of a chain of ops leaves the earlier
 -- results and the module intact; a state closed (or a process ending) with work in
 -- flight waits for that work and does not hang or crash.
-local LUA = dofile("spec/support/shell.lua").LUA   -- the interpreter running the specs
+local shell = dofile("spec/support/shell.lua")
+local LUA = shell.LUA   -- the interpreter running the specs
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
@@ -77,3 +78,43 @@ describe("leaving with work in flight", function()
     end)
   end
 end)
+
+describe("os.exit after require 'lumus'", function()
+  -- A stand-in os.exit set before lumus loads records what the wrapper hands it.
+  it("waits for the state's work in flight, then calls the os.exit it wrapped with its arguments", function()
+    local out, rc = shell.run_lua([[
+      os.exit = function(...)
+        local code, close = ...
+        print("exit", select("#", ...), code, close, require("lumus").pending())
+      end
+      local lumus = require "lumus"
+      local wrapped = os.exit
+      package.loaded.lumus, package.loaded["lumus.core"] = nil, nil
+      require "lumus"
+      print("wrapped once", os.exit == wrapped)
+      local x = lumus.full({ 256, 1024 }, 1.5)
+      for _ = 1, 200 do x = lumus.layer_norm_forward(x) end
+      print("queued", lumus.pending())
+      os.exit(3, false)
+      print("after", x:to_table()[1][1] == x:to_table()[1][1])
+    ]])
+    assert.are.equal(0, rc, out)
+    assert.matches("wrapped once\ttrue", out)
+    assert.matches("queued\ttrue", out)
+    assert.matches("exit\t2\t3\tfalse\tfalse\n", out)   -- two arguments passed on; nothing pending
+    assert.matches("after\ttrue", out)
+  end)
+
+  it("makes no device context in a state that never made one", function()
+    local out, rc = shell.run_lua([[
+      os.exit = function(code) print("exit", code) end
+      local lumus = require "lumus"
+      os.exit(5)
+      print("context", debug.getregistry()["lumus.context"])   -- src/context.c's LM_CONTEXT_KEY
+    ]])
+    assert.are.equal(0, rc, out)
+    assert.matches("exit\t5", out)
+    assert.matches("context\tnil", out)
+  end)
+end)
+

@@ -215,6 +215,41 @@ static void copy_tensor_ops(lua_State *L, int from) {
         }
 }
 
+/* os.exit, waiting first for this state's work in flight. A process that exits without
+ * closing its state (os.exit without `close`; Lua 5.1's never closes it) would otherwise
+ * end with the device still running that work, and lavapipe's threads then race the exit
+ * handlers of the driver's libraries (LLVM's destructors) and may crash. A failed wait (a
+ * lost device) does not stop the exit; a state that never made its context makes none. */
+static int sync_if_made(lua_State *L) {
+    lm_context *ctx = lm_context_peek(L);
+    if (ctx) lm_stream_sync(L, ctx);
+    return 0;
+}
+static int l_exit_after_work(lua_State *L) {
+    lua_pushcfunction(L, sync_if_made);
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK) lua_pop(L, 1);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* os.exit becomes l_exit_after_work over the function it was (once: a module loaded
+ * again leaves the wrapper as it is). Nothing where the state has no os.exit. */
+static void wrap_os_exit(lua_State *L) {
+    lua_getglobal(L, "os");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "exit");
+        if (lua_isfunction(L, -1) && lua_tocfunction(L, -1) != l_exit_after_work) {
+            lua_pushcclosure(L, l_exit_after_work, 1);
+            lua_setfield(L, -2, "exit");
+        } else {
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+}
+
 /* Keeps this module mapped once loaded. lua_close may unload it (package's handle is
  * finalized) before finalizers that still call into it, or before userdata whose __gc
  * is here: LuaJIT finalizes in an order where that happens (a crash at exit with a
@@ -227,6 +262,7 @@ static void pin_module(void) {
 
 LUMUS_API int luaopen_lumus_core(lua_State *L) {
     pin_module();
+    wrap_os_exit(L);
     luaL_newlib(L, functions);
     lm_register_names(L, functions, "lumus");
     lm_safetensors_register_names(L);
