@@ -12,9 +12,12 @@
 -- The list goes to --write-shapes (CSV: seed,rows,D), which bench/torch_sweep.py reads,
 -- so PyTorch runs the same shapes; --shapes FILE reads such a list instead of drawing.
 --
--- Kernels are the entries of KERNELS below, each a set of columns (µs, GB/s, % of copy,
--- the form the planner chose); --kernels picks some by name. Adding softmax or sum is
--- one entry: its bytes, and how to prepare a call for a shape.
+-- Kernels (KERNELS below; --kernels picks some by name): LayerNorm forward, softmax,
+-- log_softmax, sum and max with indices over the last dim, gelu over every element, in
+-- float32, and LayerNorm, softmax, sum, max and gelu on x converted to float16. Each is
+-- measured against the copy of x in its own dtype (same process), and gets a table and,
+-- with --svg, a chart of its own. Adding one is an entry: its dtype, its bytes, and how to
+-- prepare a call for a shape.
 --
 --   lua5.4 bench/sweep.lua [--seed N] [--count N] [--few N] [--sms N] [--min-mib N]
 --       [--max-mib N] [--max-d N] [--kernels layer_norm,...] [--iters N] [--warmup N]
@@ -155,51 +158,186 @@ end
 
 local config_fn = lumus.tune and lumus.tune.layer_norm
 
-local KERNELS = {
-  {
-    name = "layer_norm",
-    title = "LayerNorm forward",
-    -- x read, y written, weight and bias read, mean and invstd written.
-    bytes = function(R, D) return 4 * (2 * R * D + 2 * D + 2 * R) end,
+-- Row i (0-based) of x's values as Lua numbers: float32 rows from the random block, others
+-- read back through a float32 conversion (the values the kernel saw).
+local function input_row(data, dtype, row)
+  if dtype == "float32" then return common.unpack_floats(data.block, (row % data.k) * data.D, data.D) end
+  return common.unpack_floats(data.x_of(dtype):narrow(1, row + 1, 1):to("float32"):to_bytes())
+end
+
+local function output_row(t, row)
+  return common.unpack_floats(t:narrow(1, row + 1, 1):to("float32"):to_bytes())
+end
+
+-- Rows spread from the first to the last, --check-rows of them.
+local function check_rows_of(R)
+  local rows, nc = {}, math.min(check_rows, R)
+  for j = 0, nc - 1 do rows[#rows + 1] = nc > 1 and (j * (R - 1)) // (nc - 1) or 0 end
+  return rows
+end
+
+-- The largest |got - want| over the checked rows (inf for a NaN where a number was due).
+local function max_error(R, rowfn)
+  local e = 0
+  for _, row in ipairs(check_rows_of(R)) do
+    local got, want = rowfn(row)
+    for i = 1, #want do
+      local d = math.abs(got[i] - want[i])
+      if d ~= d then return math.huge end
+      if d > e then e = d end
+    end
+  end
+  return e
+end
+
+local SIZE = { float32 = 4, float16 = 2 }
+
+local function layer_norm_kernel(dtype)
+  local es = SIZE[dtype]
+  return {
+    name = dtype == "float32" and "layer_norm" or "layer_norm_" .. dtype,
+    title = "LayerNorm forward, " .. dtype,
+    dtype = dtype,
+    -- x read, y written, weight and bias read, float32 mean and invstd written.
+    bytes = function(R, D) return es * (2 * R * D + 2 * D) + 8 * R end,
     prepare = function(s, x, data)
       local R, D = s.rows, s.D
       local wbytes = common.random_bytes(data.gen, D, 0.1, 1.0)
       local bbytes = common.random_bytes(data.gen, D, 0.1, 0.0)
-      local w, b = lumus.from_bytes(wbytes, { D }), lumus.from_bytes(bbytes, { D })
-      local y, m, r = lumus.empty({ R, D }), lumus.empty({ R }), lumus.empty({ R })
+      local w, b = lumus.from_bytes(wbytes, { D }):to(dtype), lumus.from_bytes(bbytes, { D }):to(dtype)
+      local y, m, r = data.out(dtype), data.vec("float32", 1), data.vec("float32", 2)
       local opts = { out = y, mean = m, invstd = r }
       local form = "-"
-      if config_fn then
+      if config_fn and dtype == "float32" then
         local c = config_fn(D, nil, R)
         form = c.variant .. "/" .. c.workgroup .. "x" .. c.items .. (c.parts and ("/p" .. c.parts) or "")
           .. (c.masked and "/masked" or (c.vec == 1 and "/scalar" or ""))
       end
-      local k = {}
-      k.form = form
+      local k = { form = form }
       function k.run() lumus.layer_norm_forward(x, w, b, EPS, opts) end
       function k.check()
         if not ref then return nil end
-        local wv, bv = common.unpack_floats(wbytes), common.unpack_floats(bbytes)
-        local e = 0
-        local rows = {}
-        local nc = math.min(check_rows, R)   -- rows spread from the first to the last
-        for j = 0, nc - 1 do rows[#rows + 1] = nc > 1 and (j * (R - 1)) // (nc - 1) or 0 end
-        for _, row in ipairs(rows) do
-          local xrow = common.unpack_floats(data.block, (row % data.k) * D, D)
-          local want = ref.layer_norm_forward(xrow, wv, bv, EPS)
-          local got = common.unpack_floats(y:to_bytes(row * D + 1, D))
-          for i = 1, D do
-            local d = math.abs(got[i] - want[i])
-            if d ~= d then return math.huge end
-            if d > e then e = d end
-          end
-        end
-        return e
+        local wv = common.unpack_floats(w:to("float32"):to_bytes())
+        local bv = common.unpack_floats(b:to("float32"):to_bytes())
+        return max_error(R, function(row)
+          return output_row(y, row), ref.layer_norm_forward(input_row(data, dtype, row), wv, bv, EPS)
+        end)
       end
-      function k.close() for _, t in ipairs { w, b, y, m, r } do t:free() end end
+      function k.close() w:free(); b:free() end
       return k
     end,
-  },
+  }
+end
+
+-- softmax / log_softmax over the last dim: x read, y written.
+local function softmax_kernel(fname, dtype)
+  local es = SIZE[dtype]
+  return {
+    name = fname .. (dtype == "float32" and "" or "_" .. dtype),
+    title = fname .. " over the last dim, " .. dtype,
+    dtype = dtype,
+    bytes = function(R, D) return 2 * es * R * D end,
+    prepare = function(s, x, data)
+      local y = data.out(dtype)
+      local opts = { dim = 2, out = y }
+      local k = { form = "-" }
+      function k.run() lumus[fname](x, opts) end
+      function k.check()
+        if not ref then return nil end
+        return max_error(s.rows, function(row) return output_row(y, row), ref[fname](input_row(data, dtype, row)) end)
+      end
+      function k.close() end
+      return k
+    end,
+  }
+end
+
+-- sum over the last dim (x read, R sums written); checked against the float64 sum, error
+-- relative to the sum of |x| (the bound compensated summation keeps).
+local function sum_kernel(dtype)
+  local es = SIZE[dtype]
+  return {
+    name = dtype == "float32" and "sum" or "sum_" .. dtype,
+    title = "sum over the last dim, " .. dtype,
+    dtype = dtype,
+    bytes = function(R, D) return es * (R * D + R) end,
+    prepare = function(s, x, data)
+      local y = data.vec(dtype, 1)
+      local opts = { dim = 2, out = y }
+      local k = { form = "-" }
+      function k.run() lumus.sum(x, opts) end
+      function k.check()
+        return max_error(s.rows, function(row)
+          local v, t, a = input_row(data, dtype, row), 0, 0
+          for i = 1, #v do t, a = t + v[i], a + math.abs(v[i]) end
+          local got = common.unpack_floats(y:narrow(1, row + 1, 1):to("float32"):to_bytes())[1]
+          return { (got - t) / math.max(a, 1e-30) }, { 0 }
+        end)
+      end
+      function k.close() end
+      return k
+    end,
+  }
+end
+
+-- max over the last dim with indices: x read, R values and R int32 indices written;
+-- the check counts a wrong index as error 1.
+local function max_kernel(dtype)
+  local es = SIZE[dtype]
+  return {
+    name = dtype == "float32" and "max" or "max_" .. dtype,
+    title = "max with indices over the last dim, " .. dtype,
+    dtype = dtype,
+    bytes = function(R, D) return es * (R * D + R) + 4 * R end,
+    prepare = function(s, x, data)
+      local v, ix = data.vec(dtype, 1), data.vec("int32", 1)
+      local opts = { dim = 2, out = v, indices = ix }
+      local k = { form = "-" }
+      function k.run() lumus.max(x, opts) end
+      function k.check()
+        return max_error(s.rows, function(row)
+          local xs = input_row(data, dtype, row)
+          local best = 1
+          for i = 2, #xs do if xs[i] > xs[best] then best = i end end
+          local got_v = common.unpack_floats(v:narrow(1, row + 1, 1):to("float32"):to_bytes())[1]
+          local got_i = string.unpack("<i4", ix:to_bytes(row + 1, 1))
+          return { got_v, got_i == best and 0 or 1 }, { xs[best], 0 }
+        end)
+      end
+      function k.close() end
+      return k
+    end,
+  }
+end
+
+-- gelu (erf form) over all R x D elements, a count that need not be a multiple of 4.
+local function gelu_kernel(dtype)
+  local es = SIZE[dtype]
+  return {
+    name = dtype == "float32" and "gelu" or "gelu_" .. dtype,
+    title = "gelu over every element, " .. dtype,
+    dtype = dtype,
+    bytes = function(R, D) return 2 * es * R * D end,
+    prepare = function(s, x, data)
+      local y = data.out(dtype)
+      local opts = { out = y }
+      local k = { form = "-" }
+      function k.run() lumus.gelu(x, opts) end
+      function k.check()
+        if not ref then return nil end
+        return max_error(s.rows, function(row) return output_row(y, row), ref.gelu(input_row(data, dtype, row)) end)
+      end
+      function k.close() end
+      return k
+    end,
+  }
+end
+
+local KERNELS = {
+  layer_norm_kernel("float32"), softmax_kernel("softmax", "float32"), softmax_kernel("log_softmax", "float32"),
+  sum_kernel("float32"), max_kernel("float32"), gelu_kernel("float32"),
+  layer_norm_kernel("float16"), softmax_kernel("softmax", "float16"), sum_kernel("float16"),
+  max_kernel("float16"), gelu_kernel("float16"),
 }
 
 local selected = {}
@@ -236,29 +374,52 @@ local function measure(s)
   local x = lumus.from_bytes(xbytes, { R, D })
   xbytes = nil                                                -- luacheck: ignore
   collectgarbage()
-  local c = lumus.empty({ R, D })
-  local data = { gen = gen, block = block, k = k }
-  local prepared = {}
-  for i, kern in ipairs(selected) do prepared[i] = kern.prepare(s, x, data) end
-  local function cp() lumus.copy(x, { out = c }) end
-  -- Alternating rounds of the copy and each kernel, each keeping its best median: a
+  -- x in each dtype the selected kernels take, and outputs shared by the kernels of a shape
+  -- (one [R, D] tensor per dtype, [R] vectors per dtype and slot), made on first use.
+  local xs, pool = { float32 = x }, {}
+  local data = { gen = gen, block = block, k = k, D = D }
+  function data.x_of(dtype)
+    xs[dtype] = xs[dtype] or x:to(dtype)
+    return xs[dtype]
+  end
+  local function pooled(key, shape, dtype)
+    pool[key] = pool[key] or lumus.empty(shape, { dtype = dtype })
+    return pool[key]
+  end
+  function data.out(dtype) return pooled("out " .. dtype, { R, D }, dtype) end
+  function data.vec(dtype, slot) return pooled(("vec %s %d"):format(dtype, slot), { R }, dtype) end
+  -- The copy ceiling of each dtype: lumus.copy of x in that dtype, 2 x its bytes moved.
+  local copies, prepared = {}, {}
+  for i, kern in ipairs(selected) do
+    local xd = data.x_of(kern.dtype)
+    if not copies[kern.dtype] then
+      local c = pooled("copy " .. kern.dtype, { R, D }, kern.dtype)
+      copies[kern.dtype] = { run = function() lumus.copy(xd, { out = c }) end, t = math.huge,
+                             bytes = 2 * SIZE[kern.dtype] * R * D }
+    end
+    prepared[i] = kern.prepare(s, xd, data)
+  end
+  -- Alternating rounds of the copies and each kernel, each keeping its best median: a
   -- phase that slows one round alone cannot skew the ratios.
-  local t_cp, t = math.huge, {}
+  local t = {}
   for _ = 1, rounds do
-    t_cp = math.min(t_cp, (common.device_time(lumus, cp, iters, warmup)))
+    for _, c in pairs(copies) do c.t = math.min(c.t, (common.device_time(lumus, c.run, iters, warmup))) end
     for i, p in ipairs(prepared) do
       t[i] = math.min(t[i] or math.huge, (common.device_time(lumus, p.run, iters, warmup)))
     end
   end
-  s.copy_us = t_cp * 1e6
-  s.copy_gbs = 2 * 4 * R * D / t_cp / 1e9
+  s.copy_us, s.copy_gbs = {}, {}
+  for dtype, c in pairs(copies) do
+    s.copy_us[dtype] = c.t * 1e6
+    s.copy_gbs[dtype] = c.bytes / c.t / 1e9
+  end
   s.results = {}
   for i, kern in ipairs(selected) do
     local p = prepared[i]
     p.run()
     local res = { form = p.form, us = t[i] * 1e6 }
     res.gbs = kern.bytes(R, D) / t[i] / 1e9
-    res.pct = 100 * res.gbs / s.copy_gbs
+    res.pct = 100 * res.gbs / s.copy_gbs[kern.dtype]
     res.err = p.check and p.check() or nil
     local bl = baseline[s.name]
     if bl and type(bl[kern.name .. "_us"]) == "number" then
@@ -269,7 +430,8 @@ local function measure(s)
     s.results[kern.name] = res
     p.close()
   end
-  x:free(); c:free()
+  for _, tensor in pairs(pool) do tensor:free() end
+  for _, tensor in pairs(xs) do tensor:free() end
   collectgarbage()
 end
 
@@ -283,13 +445,6 @@ print("% of copy: the kernel's GB/s (bytes it must move) over the copy's (x read
   .. "PyTorch's % is of its own same-run copy (bench/torch_sweep.py).")
 print()
 
-local header = { "#", "rows", "D", "MiB", "copy GB/s" }
-for _, kern in ipairs(selected) do
-  for _, h in ipairs { "µs", "GB/s", "% of copy", "form", "max err", "torch µs", "torch % of copy", "speedup" } do
-    header[#header + 1] = kern.name .. " " .. h
-  end
-end
-local lines = {}
 for i, s in ipairs(shapes) do
   local ok, err = pcall(measure, s)
   if not ok then
@@ -297,26 +452,35 @@ for i, s in ipairs(shapes) do
     io.stderr:write(("sweep: %s failed: %s\n"):format(s.name, s.error))
     collectgarbage()
   end
-  local row = { i, s.rows, s.D, fmt(s.mib, 1), fmt(s.copy_gbs) }
-  for _, kern in ipairs(selected) do
-    local r = s.results and s.results[kern.name] or {}
-    for _, v in ipairs { fmt(r.us), fmt(r.gbs), fmt(r.pct, 1), r.form or (s.error and "error") or "-",
-                         r.err and string.format("%.2g", r.err) or "-", fmt(r.torch_us),
-                         fmt(r.torch_pct, 1), r.speedup and string.format("%.2fx", r.speedup) or "-" } do
-      row[#row + 1] = v
-    end
-  end
-  lines[#lines + 1] = row
   io.stderr:write(("sweep: %d/%d %s done\n"):format(i, #shapes, s.name))
 end
-print(common.markdown_table(header, lines))
-print()
+
+-- x's MiB in a kernel's dtype (the buckets below are by the bytes the kernel reads).
+local function kernel_mib(kern, s) return s.mib * SIZE[kern.dtype] / 4 end
+
+-- One table per kernel, rows the shapes.
+local header = { "#", "rows", "D", "x MiB", "copy GB/s", "µs", "GB/s", "% of copy", "form", "max err",
+                 "torch µs", "torch % of copy", "speedup" }
+for _, kern in ipairs(selected) do
+  print(("## %s"):format(kern.title))
+  print()
+  local lines = {}
+  for i, s in ipairs(shapes) do
+    local r = s.results and s.results[kern.name] or {}
+    lines[#lines + 1] = { i, s.rows, s.D, fmt(kernel_mib(kern, s), 1), fmt(s.copy_gbs and s.copy_gbs[kern.dtype]),
+      fmt(r.us), fmt(r.gbs), fmt(r.pct, 1), r.form or (s.error and "error") or "-",
+      r.err and string.format("%.2g", r.err) or "-", fmt(r.torch_us), fmt(r.torch_pct, 1),
+      r.speedup and string.format("%.2fx", r.speedup) or "-" }
+  end
+  print(common.markdown_table(header, lines))
+  print()
+end
 
 -- Per kernel: the targets' buckets (x >= 64 MiB, 4-64 MiB, fewer rows than SMs).
 for _, kern in ipairs(selected) do
   local buckets = {
-    { "x >= 64 MiB", function(s) return not s.few_rows and s.mib >= 64 end },
-    { "4 MiB <= x < 64 MiB", function(s) return not s.few_rows and s.mib >= 4 and s.mib < 64 end },
+    { "x >= 64 MiB", function(s) return not s.few_rows and kernel_mib(kern, s) >= 64 end },
+    { "4 MiB <= x < 64 MiB", function(s) local m = kernel_mib(kern, s) return not s.few_rows and m >= 4 and m < 64 end },
     { ("rows < %d SMs"):format(sms), function(s) return s.few_rows end },
   }
   print(("%s:"):format(kern.title))
@@ -344,7 +508,14 @@ for _, kern in ipairs(selected) do
 end
 
 if opt.csv then
-  local cols = { "rows", "D", "mib", "copy_us", "copy_gbs" }
+  local cols, dtypes = { "rows", "D", "mib" }, {}
+  for _, kern in ipairs(selected) do
+    if not dtypes[kern.dtype] then
+      dtypes[kern.dtype] = true
+      cols[#cols + 1] = "copy_" .. kern.dtype .. "_us"
+      cols[#cols + 1] = "copy_" .. kern.dtype .. "_gbs"
+    end
+  end
   for _, kern in ipairs(selected) do
     for _, h in ipairs { "us", "gbs", "pct", "form", "max_err", "torch_us", "torch_pct", "speedup" } do
       cols[#cols + 1] = kern.name .. "_" .. h
@@ -352,7 +523,11 @@ if opt.csv then
   end
   local out = {}
   for i, s in ipairs(shapes) do
-    local row = { rows = s.rows, D = s.D, mib = s.mib, copy_us = s.copy_us, copy_gbs = s.copy_gbs }
+    local row = { rows = s.rows, D = s.D, mib = s.mib }
+    for dtype in pairs(dtypes) do
+      row["copy_" .. dtype .. "_us"] = s.copy_us and s.copy_us[dtype]
+      row["copy_" .. dtype .. "_gbs"] = s.copy_gbs and s.copy_gbs[dtype]
+    end
     for _, kern in ipairs(selected) do
       local r = s.results and s.results[kern.name] or {}
       local p = kern.name .. "_"
@@ -364,13 +539,17 @@ if opt.csv then
   chart.write_csv(opt.csv, cols, out)
 end
 
--- lumus and PyTorch colours per kernel (as in bench/layer_norm.lua's chart).
-local COLORS = { { "#2f6db5", "#e07b39" }, { "#4a9c5d", "#c44e52" }, { "#8e5bb5", "#b5a02f" } }
+-- One chart per kernel: --svg FILE itself when one kernel is selected, else FILE with
+-- "-<kernel>" before its extension for each.
+local function svg_path(kern)
+  if #selected == 1 then return opt.svg end
+  local stem, ext = opt.svg:match("^(.*)(%.[^./]*)$")
+  return (stem or opt.svg) .. "-" .. kern.name .. (ext or ".svg")
+end
 
 if opt.svg then
   local cats = {}
   for i, s in ipairs(shapes) do cats[i] = s.name end
-  local series = {}
   for _, kern in ipairs(selected) do
     local lum, tor, any = {}, {}, false
     for i, s in ipairs(shapes) do
@@ -379,16 +558,15 @@ if opt.svg then
       tor[i] = type(r.torch_pct) == "number" and r.torch_pct or nil
       any = any or tor[i] ~= nil
     end
-    local pair = COLORS[(#series // 2) % #COLORS + 1]
-    series[#series + 1] = { name = "lumus " .. kern.name, values = lum, color = pair[1] }
-    if any then series[#series + 1] = { name = "PyTorch " .. kern.name, values = tor, color = pair[2] } end
+    local series = { { name = "lumus " .. kern.name, values = lum, color = "#2f6db5" } }
+    if any then series[2] = { name = "PyTorch " .. kern.name, values = tor, color = "#e07b39" } end
+    chart.write_svg(svg_path(kern), {
+      title = "Shape sweep, " .. kern.title .. " — " .. tostring(dev.name or "unknown device"),
+      subtitle = ("%s · seed %d · median device time of %d calls"):format(os.date("!%Y-%m-%d %H:%M UTC"), seed, iters),
+      categories = cats, series = series,
+      y_label = "% of same-run copy", x_label = ("shape (rows x D), by size; the last %d have fewer rows than SMs"):format(n_few),
+      note = "Each bar: the kernel's GB/s (bytes it must move) over the copy's GB/s (x read + x written, x in the "
+        .. "kernel's dtype) measured in the same process; PyTorch against its own copy (y.copy_(x)).",
+    })
   end
-  chart.write_svg(opt.svg, {
-    title = "Shape sweep, float32 — " .. tostring(dev.name or "unknown device"),
-    subtitle = ("%s · seed %d · median device time of %d calls"):format(os.date("!%Y-%m-%d %H:%M UTC"), seed, iters),
-    categories = cats, series = series,
-    y_label = "% of same-run copy", x_label = ("shape (rows x D), by size; the last %d have fewer rows than SMs"):format(n_few),
-    note = "Each bar: the kernel's GB/s (bytes it must move) over the copy's GB/s (x read + x written) "
-      .. "measured in the same process; PyTorch against its own copy (y.copy_(x)).",
-  })
 end
