@@ -18,9 +18,10 @@
 #   torch_matmul.md / .csv, matmul.md / .csv   bench/torch_matmul.py, bench/matmul.lua
 #   torch_random.md / .csv, random.md / .csv   bench/torch_random.py, bench/random.lua
 #   torch_index.md / .csv, index.md / .csv     bench/torch_index.py, bench/index.lua
-#   sweep_shapes.csv, torch_sweep.md / .csv, sweep.md / .csv / .svg   the random shape
-#                               sweep (bench/sweep.lua, bench/torch_sweep.py; SWEEP_SEED=N
-#                               repeats a run's shapes)
+#   sweep_shapes.csv, torch_sweep.md / .csv, sweep.md / .csv, sweep-<kernel>.svg   the random
+#                               shape sweep (bench/sweep.lua, bench/torch_sweep.py: LayerNorm,
+#                               softmax, log_softmax, sum, max, gelu in float32 and float16;
+#                               SWEEP_SEED=N repeats a run's shapes)
 #   frame_torch.md / .csv, frame.md / .csv     bench/frame_torch.py, bench/frame.lua (frame times)
 #   summary.md                  the Markdown of all steps, in order
 #   torch_lnb.md / .csv, layer_norm_backward.md / .csv   bench/torch_layer_norm_backward.py,
