@@ -23,6 +23,7 @@
 --       [--max-mib N] [--max-d N] [--kernels layer_norm,...] [--iters N] [--warmup N]
 --       [--rounds N] [--write-shapes FILE] [--shapes FILE] [--shapes-only]
 --       [--baseline torch_sweep.csv] [--csv FILE] [--svg FILE] [--check-rows N]
+--       [--warm-seconds S]
 --
 -- LUA_PATH/LUA_CPATH as in bench/run_h200.sh; without them the checkout's lua/ and
 -- build/ are used.
@@ -38,11 +39,11 @@ local USAGE = [==[
 usage: lua5.4 bench/sweep.lua [--seed N] [--count N] [--few N] [--sms N] [--min-mib N]
   [--max-mib N] [--max-d N] [--kernels NAME,...] [--iters N] [--warmup N] [--rounds N]
   [--write-shapes FILE] [--shapes FILE] [--shapes-only] [--baseline torch_sweep.csv]
-  [--csv FILE] [--svg FILE] [--check-rows N]]==]
+  [--csv FILE] [--svg FILE] [--check-rows N] [--warm-seconds S]]==]
 
 local known = {}
 for name in ([[seed count few sms min-mib max-mib max-d kernels iters warmup rounds
-  write-shapes shapes shapes-only baseline csv svg check-rows]]):gmatch("%S+") do known[name] = true end
+  write-shapes shapes shapes-only baseline csv svg check-rows warm-seconds]]):gmatch("%S+") do known[name] = true end
 local opt = common.parse_args(arg, known, { ["shapes-only"] = true }, USAGE)
 
 local lumus = common.load_lumus()
@@ -62,6 +63,10 @@ local iters = common.int_opt(opt.iters, cpu and 3 or 30)
 local warmup = common.int_opt(opt.warmup, cpu and 1 or 5)
 local rounds = common.int_opt(opt.rounds, cpu and 1 or 2)
 local check_rows = common.int_opt(opt.check_rows, 2)
+-- Back-to-back calls before each measurement: the rounds alternate kernels without a
+-- pause, so the clocks stay up and a short warm phase does (the default 0.25 s per call
+-- made a 38-shape sweep of 13 kernel and copy timings take over 5 minutes).
+common.WARM_SECONDS = tonumber(opt.warm_seconds or 0.05)
 local EPS = 1e-5
 
 ---------------------------------------------------------------------------------------
@@ -452,7 +457,13 @@ for i, s in ipairs(shapes) do
     io.stderr:write(("sweep: %s failed: %s\n"):format(s.name, s.error))
     collectgarbage()
   end
-  io.stderr:write(("sweep: %d/%d %s done\n"):format(i, #shapes, s.name))
+  -- Each shape's figures as it finishes, so a run cut short still reports them.
+  local parts = {}
+  for _, kern in ipairs(selected) do
+    local r = s.results and s.results[kern.name]
+    parts[#parts + 1] = ("%s %s%%"):format(kern.name, r and fmt(r.pct, 1) or "-")
+  end
+  io.stderr:write(("sweep: %d/%d %s: %s\n"):format(i, #shapes, s.name, table.concat(parts, ", ")))
 end
 
 -- x's MiB in a kernel's dtype (the buckets below are by the bytes the kernel reads).
