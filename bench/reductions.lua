@@ -9,12 +9,14 @@
 --
 --   lua5.4 bench/reductions.lua [--n ELEMENTS] [--reps N] [--csv FILE] [--torch FILE]
 --                               [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0]
+--                               [--rows lanes|subgroup]
 --
 -- --ops sum,max,... / --dtypes float32,float16 / --shapes 16384x4096,64x1048576 (names as
 -- printed) run only those cases (the copy ceiling is timed for every shape run); --topk 0
 -- leaves out topk.
 -- n defaults to 64M on a GPU (256 MiB float32, past every cache), 4M on a CPU device.
 -- --torch FILE: bench/torch_reductions.py's CSV from the same run, shown beside lumus.
+-- --rows: the form of reductions over rows (lumus.tune.reduce; docs/tuning.md), printed.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 
@@ -24,7 +26,7 @@ do
   while arg and arg[i] do
     local k = arg[i]:match("^%-%-(.+)$")
     if not k or not arg[i + 1] then
-      io.stderr:write("usage: lua5.4 bench/reductions.lua [--n N] [--reps N] [--csv FILE] [--torch FILE] [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0]\n")
+      io.stderr:write("usage: lua5.4 bench/reductions.lua [--n N] [--reps N] [--csv FILE] [--torch FILE] [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0] [--rows lanes|subgroup]\n")
       os.exit(2)
     end
     args[k] = arg[i + 1]
@@ -34,6 +36,11 @@ end
 
 local dev = lumus.device()
 local cpu = dev.kind == "cpu"
+if args.rows and lumus.tune.reduce then
+  local c = lumus.tune.reduce({ rows = args.rows })
+  print(("reductions over rows: %s form%s"):format(c.rows,
+    c.rows == "subgroup" and not c.subgroup and " (not allowed on this device: the lanes' tree runs)" or ""))
+end
 local n = math.tointeger(tonumber(args.n or "")) or (cpu and 4 << 20 or 64 << 20)
 local reps = math.tointeger(tonumber(args.reps or "")) or (cpu and 3 or 30)
 local size_of = { float32 = 4, float16 = 2 }

@@ -51,6 +51,13 @@ function tune.rows(d, opts) end
 ---@return table
 function tune.softmax_cols(opts) end
 
+---Reductions over rows (sum, mean, var, max, min and their indices over the last dim): rows
+---"lanes" (the default: a shared-memory tree) or "subgroup" (shuffles within full subgroups,
+---where the device allows it); {} restores "lanes". Returns {rows =, subgroup = allowed here}.
+---@param opts? {rows?: "lanes"|"subgroup"}
+---@return {rows: string, subgroup: boolean}
+function tune.reduce(opts) end
+
 ---The elementwise kernels' grid (workgroups per dispatch).
 ---@param opts? table
 ---@return table

@@ -1,5 +1,9 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : require
+#ifdef ROWS_SG
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 // Reductions over one dimension of a tensor read as [outer, r, inner] (row-major): sum
 // (and mean), var, max and min with their indices (OP). The reduced dimension is the
 // middle one; inner == 1 is a reduction over the last dimension (or over everything).
@@ -16,6 +20,11 @@
 // writes each chunk's state (STATE_OUT), the second reduces those states over the splits
 // (STATE_IN) into the result. Every order is fixed by the shape: results are
 // deterministic.
+//
+// ROWS_SG (inner == 1, full subgroups): a column's LANES lanes are instead consecutive
+// positions of the workgroup's subgroups, so each load of a subgroup reads one stretch of
+// a row, and the lanes within a subgroup meet by shuffles (a fixed butterfly) before the
+// subgroups' states meet in shared memory.
 //
 // States: sum  a = compensated sum (b its negated low part while a thread adds);
 //         var  a = mean, b = sum of squared deviations, i = count (Welford; lanes and
@@ -272,9 +281,16 @@ void main() {
     if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
     uint split = uint(g % p.splits);
     uint cg = uint(g / p.splits);
+#ifdef ROWS_SG
+    // (full subgroups tile the workgroup: t runs over 0..WG-1)
+    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    uint64_t q = uint64_t(cg) * COLS + t / LANES;   // the column: (o, c) flattened
+    uint lane = t % LANES;
+#else
     uint t = gl_LocalInvocationID.x;
     uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
     uint lane = t / COLS;
+#endif
     bool valid = q < uint64_t(p.outer) * p.inner;
     uint o = valid ? uint(q / p.inner) : 0u;
     uint c = valid ? uint(q % p.inner) : 0u;
@@ -369,6 +385,27 @@ void main() {
     }
 #endif
 
+#ifdef ROWS_SG
+    // Every invocation takes part (all are active here: the early return is per workgroup).
+    uint span = min(LANES, gl_SubgroupSize);   // a column's lanes in one subgroup
+    for (uint m = 1u; m < span; m <<= 1) {
+        St o = St(subgroupShuffleXor(s[0].a, m), 0.0, 0u);
+#if OP == OP_VAR
+        o.b = subgroupShuffleXor(s[0].b, m);
+#endif
+#if OP != OP_SUM
+        o.i = subgroupShuffleXor(s[0].i, m);
+#endif
+        merge(s[0], o);
+    }
+    if (LANES > span) {   // the subgroups' states of a column, in order, by its lane 0
+        if (lane % span == 0u) { uint k = t / span; sh_a[k] = s[0].a; sh_b[k] = s[0].b; sh_i[k] = s[0].i; }
+        barrier();
+        if (lane == 0u) {
+            for (uint k = t / span + 1u; k < (t + LANES) / span; ++k) merge(s[0], St(sh_a[k], sh_b[k], sh_i[k]));
+        }
+    }
+#else
     for (uint j = 0; j < NS; ++j) { sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i; }
     for (uint step = LANES / 2; step > 0; step >>= 1) {
         barrier();
@@ -380,6 +417,7 @@ void main() {
             }
         }
     }
+#endif
     if (lane != 0 || !valid) return;
 
     for (uint j = 0; j < NS; ++j) {

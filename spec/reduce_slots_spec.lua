@@ -5,6 +5,7 @@
 -- var takes the values without NaN, infinities and the +-500 (float16's range).
 -- A seeded sweep of shapes that select every load width (rows a multiple of 8, of 4,
 -- odd and prime; columns a multiple of 4 or not), float32 and float16.
+-- Rows run in both row forms (the lanes' tree and the subgroup form, tune.reduce).
 -- Tolerances: max/min/argmax/argmin exact (values and 1-based indices); var rel 1e-5 +
 -- 1e-6 * sum(x^2)/count (float32), plus one rounding of the result in float16; var of
 -- values offset by 1000 (a mean far from zero): rel 1e-4.
@@ -73,8 +74,36 @@ local function transpose(t)
   return c
 end
 
+-- sum over rows within 1e-6 of the sum of |x| (plus one float16 rounding of the result).
+local function check_sum(x, xt, what)
+  local want = ref.flatten(ref.sum(xt, { dim = 2 }))
+  local mags = ref.flatten(ref.sum(ref.map(xt, math.abs), { dim = 2 }))
+  local narrow = x:dtype() == "float16" and 2 ^ -11 or 0
+  local bound = {}
+  for i, w in ipairs(want) do bound[i] = 1e-6 * mags[i] + narrow * math.abs(w) end
+  checks.close(lumus.sum(x, { dim = 2 }):to("float32"), want, { abs = bound, what = "sum " .. what })
+end
+
+-- Rows reduce in the lanes' shared-memory tree (tune.reduce rows "lanes", the default)
+-- or in the subgroup form where the device allows it ("subgroup"): the sweep runs both.
+local ROW_FORMS = { "lanes", "subgroup" }
+
 describe("reductions with per-slot states", function()
-  it("match the reference on a seeded sweep of row and column shapes", function()
+  after_each(function() lumus.tune.reduce({}) end)
+
+  it("tune.reduce reports and forces the row form, and refuses what it does not know", function()
+    local c = lumus.tune.reduce()
+    assert.are.equal("lanes", c.rows)
+    assert.are.equal("boolean", type(c.subgroup))
+    assert.are.equal("subgroup", lumus.tune.reduce({ rows = "subgroup" }).rows)
+    assert.are.equal("lanes", lumus.tune.reduce({}).rows)
+    checks.errors(function() lumus.tune.reduce({ rows = "fast" }) end, "rows must be \"lanes\" or \"subgroup\"")
+    checks.errors(function() lumus.tune.reduce({ form = "auto" }) end, "form")
+  end)
+
+  for _, form in ipairs(ROW_FORMS) do
+  it("match the reference on a seeded sweep of row and column shapes (rows: " .. form .. ")", function()
+    lumus.tune.reduce({ rows = form })
     local g = ref.rng(1515)
     local dtypes = { "float32" }
     if lumus.device().narrow_storage then dtypes[2] = "float16" end
@@ -103,10 +132,12 @@ describe("reductions with per-slot states", function()
         check_var(xv, cleant, 2, what)
         local xvc = lumus.tensor(transpose(cleant), { dtype = dt })
         check_var(xvc, transpose(cleant), 1, what .. " as columns")
+        check_sum(xv, cleant, what)
         x:free(); xc:free(); xv:free(); xvc:free()
       end
     end
   end)
+  end
 
   it("keep var accurate when the mean is far from zero", function()
     local g = ref.rng(1516)

@@ -78,7 +78,7 @@ typedef struct device_facts {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceDriverProperties driver;
     uint32_t subgroup_size, min_subgroup, max_subgroup;
-    int subgroup_arith, subgroup_vote, size_control, full_subgroups, bda, int64, timeline, int64_atomics;
+    int subgroup_arith, subgroup_vote, subgroup_shuffle, size_control, full_subgroups, bda, int64, timeline, int64_atomics;
     int narrow_storage;     /* storageBuffer16BitAccess and storageBuffer8BitAccess */
     int executable_stats;   /* VK_KHR_pipeline_executable_properties and its feature */
     uint32_t sm_count;      /* VK_NV_shader_sm_builtins: multiprocessors (0: no SM ids) */
@@ -123,6 +123,8 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
                         (sp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
     f->subgroup_vote = (sp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                        (sp.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
+    f->subgroup_shuffle = (sp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                          (sp.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
     f->min_subgroup = v13 && scp.minSubgroupSize ? scp.minSubgroupSize : sp.subgroupSize;
     f->max_subgroup = v13 && scp.maxSubgroupSize ? scp.maxSubgroupSize : sp.subgroupSize;
     f->max_allocation = m3.maxMemoryAllocationSize;
@@ -553,6 +555,7 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->max_subgroup = f->max_subgroup;
     ctx->full_subgroups = f->full_subgroups;
     ctx->subgroup_vote = f->subgroup_vote;
+    ctx->subgroup_shuffle = f->subgroup_shuffle;
     ctx->int64_atomics = f->int64_atomics;
     ctx->narrow_storage = f->narrow_storage;
     ctx->sm_count = f->sm_count;

@@ -47,6 +47,7 @@ struct lm_context {
     uint32_t subgroup_size, min_subgroup, max_subgroup;
     int full_subgroups;                 /* computeFullSubgroups enabled */
     int subgroup_vote;                  /* subgroup vote operations in compute shaders */
+    int subgroup_shuffle;               /* subgroup shuffle operations in compute shaders */
     int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
     int narrow_storage;                 /* 8- and 16-bit storage buffer access enabled */
     uint32_t sm_count;                  /* VK_NV_shader_sm_builtins enabled: its SM count, else 0 */
@@ -94,6 +95,7 @@ struct lm_context {
     int softmax_cols_form;        /* softmax over a non-last dim: an lm_softmax_cols_form (tune.softmax_cols) */
     int softmax_long_rows;        /* softmax over few long rows: LM_SOFTMAX_LONG_ROWS_* (tune.softmax_cols) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
+    int reduce_rows_subgroup;     /* reductions over rows in the subgroup form where allowed (tune.reduce; off by default) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
     int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
     int linear_path;              /* linear: 0 automatic, 1 the small-model kernel, 2 matmul's (tune.linear) */

@@ -191,7 +191,7 @@ static const luaL_Reg tune_functions[] = {
     {"pipeline_cache", lm_pipeline_cache_stats},
     {"attention", lm_op_attention_config},
     {"transpose", lm_op_transpose_config}, {"elementwise", lm_op_elementwise_config},
-    {"linear", lm_op_linear_config},
+    {"linear", lm_op_linear_config}, {"reduce", lm_op_reduce_config},
     {NULL, NULL}
 };
 

@@ -150,6 +150,7 @@ enum { LM_SOFTMAX_COLS_AUTO, LM_SOFTMAX_COLS_STREAM, LM_SOFTMAX_COLS_HELD };
 enum { LM_SOFTMAX_LONG_ROWS_AUTO, LM_SOFTMAX_LONG_ROWS_ROW, LM_SOFTMAX_LONG_ROWS_COLS };
 int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
 int lm_op_transpose_config(lua_State *L);   /* tune.transpose (strided.c) */
+int lm_op_reduce_config(lua_State *L);   /* tune.reduce (reduce.c) */
 int lm_op_elementwise_config(lua_State *L); /* tune.elementwise (elementwise.c) */
 
 /* The options of ops whose only option is out: {"out", NULL}; of ops with none: {NULL}. */

@@ -34,6 +34,30 @@ static const lm_shader_id shaders[4][3][4] = {
       { LM_SH_REDUCE_MIN_BF16, LM_SH_REDUCE_MIN_BF16_VEC4, LM_SH_REDUCE_MIN_BF16_VEC8, LM_SH_REDUCE_MIN_BF16_COLS4 } },
 };
 
+/* The same for rows (inner == 1) with a column's lanes consecutive in full subgroups,
+ * meeting by shuffles (ROWS_SG in shaders/reduce.comp): [kind][dtype][LOAD_1/4/8]. */
+static const lm_shader_id rows_sg[4][3][3] = {
+    { { LM_SH_REDUCE_SUM_F32_SG, LM_SH_REDUCE_SUM_F32_VEC4_SG, 0 },
+      { LM_SH_REDUCE_SUM_F16_SG, LM_SH_REDUCE_SUM_F16_VEC4_SG, LM_SH_REDUCE_SUM_F16_VEC8_SG },
+      { LM_SH_REDUCE_SUM_BF16_SG, LM_SH_REDUCE_SUM_BF16_VEC4_SG, LM_SH_REDUCE_SUM_BF16_VEC8_SG } },
+    { { LM_SH_REDUCE_VAR_F32_SG, LM_SH_REDUCE_VAR_F32_VEC4_SG, 0 },
+      { LM_SH_REDUCE_VAR_F16_SG, LM_SH_REDUCE_VAR_F16_VEC4_SG, LM_SH_REDUCE_VAR_F16_VEC8_SG },
+      { LM_SH_REDUCE_VAR_BF16_SG, LM_SH_REDUCE_VAR_BF16_VEC4_SG, LM_SH_REDUCE_VAR_BF16_VEC8_SG } },
+    { { LM_SH_REDUCE_MAX_F32_SG, LM_SH_REDUCE_MAX_F32_VEC4_SG, 0 },
+      { LM_SH_REDUCE_MAX_F16_SG, LM_SH_REDUCE_MAX_F16_VEC4_SG, LM_SH_REDUCE_MAX_F16_VEC8_SG },
+      { LM_SH_REDUCE_MAX_BF16_SG, LM_SH_REDUCE_MAX_BF16_VEC4_SG, LM_SH_REDUCE_MAX_BF16_VEC8_SG } },
+    { { LM_SH_REDUCE_MIN_F32_SG, LM_SH_REDUCE_MIN_F32_VEC4_SG, 0 },
+      { LM_SH_REDUCE_MIN_F16_SG, LM_SH_REDUCE_MIN_F16_VEC4_SG, LM_SH_REDUCE_MIN_F16_VEC8_SG },
+      { LM_SH_REDUCE_MIN_BF16_SG, LM_SH_REDUCE_MIN_BF16_VEC4_SG, LM_SH_REDUCE_MIN_BF16_VEC8_SG } },
+};
+
+/* Whether the device allows the rows_sg forms with workgroups of wg: shuffles, and full
+ * subgroups of one size that tile the workgroup. */
+static int rows_sg_allowed(const lm_context *ctx, uint32_t wg) {
+    return ctx->subgroup_shuffle && ctx->full_subgroups && ctx->min_subgroup == ctx->max_subgroup &&
+           ctx->max_subgroup > 0 && wg % ctx->max_subgroup == 0;
+}
+
 /* Units per lane of max and min over rows, as a multiple of the usual (lm_plan_cols). */
 #define MAX_LANE_SCALE 4
 /* Rows of r (in loaded units) each thread should at least take before r is split. */
@@ -120,8 +144,12 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, c.groups * splits, &gy);
+    /* The subgroup form only when asked for (tune.reduce): not yet timed against the
+     * lanes' tree on a GPU. */
+    int sg = ctx->reduce_rows_subgroup && v.inner == 1 && load != LOAD_COLS4 && rows_sg_allowed(ctx, c.wg);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = shaders[kind][form][load], .spec = { c.wg, c.cols },
+        .op = op, .any_dtype = 1, .shader = sg ? rows_sg[kind][form][load] : shaders[kind][form][load],
+        .spec = { c.wg, c.cols }, .full_subgroups = sg,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x }, .writes = { states ? states : y, states ? NULL : idx },
     });
@@ -212,3 +240,32 @@ int lm_op_max(lua_State *L) { return reduce_extreme(L, "max", OP_MAX, 0); }
 int lm_op_min(lua_State *L) { return reduce_extreme(L, "min", OP_MIN, 0); }
 int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); }
 int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
+
+/* tune.reduce([{rows = "lanes" | "subgroup"}]) -> {rows =, subgroup = bool} ({} restores
+ * "lanes"): reductions over rows take the lanes' shared-memory tree (the default), or the
+ * subgroup form where the device allows it ("subgroup"; elsewhere the lanes' tree);
+ * `subgroup` says whether this device allows that form. */
+int lm_op_reduce_config(lua_State *L) {
+    static const char *const known[] = { "rows", NULL };
+    static const char *const forms[] = { "lanes", "subgroup" };
+    lm_context *ctx = lm_context_get(L);
+    if (lm_check_options(L, 1, known)) {
+        lm_push_option(L, 1, "rows");
+        ctx->reduce_rows_subgroup = 0;   /* {} restores "lanes" */
+        if (!lua_isnil(L, -1)) {
+            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            int found = -1;
+            for (int i = 0; i < 2; i++)
+                if (f && strcmp(f, forms[i]) == 0) found = i;
+            if (found < 0) lm_argerror(L, 1, "rows must be \"lanes\" or \"subgroup\"");
+            ctx->reduce_rows_subgroup = found;
+        }
+        lua_pop(L, 1);
+    }
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, forms[ctx->reduce_rows_subgroup]);
+    lua_setfield(L, -2, "rows");
+    lua_pushboolean(L, rows_sg_allowed(ctx, 256));
+    lua_setfield(L, -2, "subgroup");
+    return 1;
+}
