@@ -197,10 +197,13 @@ end
 
 local SIZE = { float32 = 4, float16 = 2 }
 
+-- A kernel's name: the op's for float32, with the dtype after it otherwise.
+local function kernel_name(base, dtype) return dtype == "float32" and base or base .. "_" .. dtype end
+
 local function layer_norm_kernel(dtype)
   local es = SIZE[dtype]
   return {
-    name = dtype == "float32" and "layer_norm" or "layer_norm_" .. dtype,
+    name = kernel_name("layer_norm", dtype),
     title = "LayerNorm forward, " .. dtype,
     dtype = dtype,
     -- x read, y written, weight and bias read, float32 mean and invstd written.
@@ -234,17 +237,20 @@ local function layer_norm_kernel(dtype)
   }
 end
 
--- softmax / log_softmax over the last dim: x read, y written.
-local function softmax_kernel(fname, dtype)
+-- An op whose output has x's shape (x read, y written), checked row by row against
+-- ref[fname]: softmax and log_softmax over the last dim, gelu over every element (a count
+-- that need not be a multiple of 4).
+local function map_kernel(fname, title, extra, dtype)
   local es = SIZE[dtype]
   return {
-    name = fname .. (dtype == "float32" and "" or "_" .. dtype),
-    title = fname .. " over the last dim, " .. dtype,
+    name = kernel_name(fname, dtype),
+    title = title .. ", " .. dtype,
     dtype = dtype,
     bytes = function(R, D) return 2 * es * R * D end,
     prepare = function(s, x, data)
       local y = data.out(dtype)
-      local opts = { dim = 2, out = y }
+      local opts = { out = y }
+      for key, v in pairs(extra) do opts[key] = v end
       local k = { form = "-" }
       function k.run() lumus[fname](x, opts) end
       function k.check()
@@ -262,7 +268,7 @@ end
 local function sum_kernel(dtype)
   local es = SIZE[dtype]
   return {
-    name = dtype == "float32" and "sum" or "sum_" .. dtype,
+    name = kernel_name("sum", dtype),
     title = "sum over the last dim, " .. dtype,
     dtype = dtype,
     bytes = function(R, D) return es * (R * D + R) end,
@@ -275,8 +281,7 @@ local function sum_kernel(dtype)
         return max_error(s.rows, function(row)
           local v, t, a = input_row(data, dtype, row), 0, 0
           for i = 1, #v do t, a = t + v[i], a + math.abs(v[i]) end
-          local got = common.unpack_floats(y:narrow(1, row + 1, 1):to("float32"):to_bytes())[1]
-          return { (got - t) / math.max(a, 1e-30) }, { 0 }
+          return { (output_row(y, row)[1] - t) / math.max(a, 1e-30) }, { 0 }
         end)
       end
       function k.close() end
@@ -290,7 +295,7 @@ end
 local function max_kernel(dtype)
   local es = SIZE[dtype]
   return {
-    name = dtype == "float32" and "max" or "max_" .. dtype,
+    name = kernel_name("max", dtype),
     title = "max with indices over the last dim, " .. dtype,
     dtype = dtype,
     bytes = function(R, D) return es * (R * D + R) + 4 * R end,
@@ -304,9 +309,8 @@ local function max_kernel(dtype)
           local xs = input_row(data, dtype, row)
           local best = 1
           for i = 2, #xs do if xs[i] > xs[best] then best = i end end
-          local got_v = common.unpack_floats(v:narrow(1, row + 1, 1):to("float32"):to_bytes())[1]
           local got_i = string.unpack("<i4", ix:to_bytes(row + 1, 1))
-          return { got_v, got_i == best and 0 or 1 }, { xs[best], 0 }
+          return { output_row(v, row)[1], got_i == best and 0 or 1 }, { xs[best], 0 }
         end)
       end
       function k.close() end
@@ -315,33 +319,16 @@ local function max_kernel(dtype)
   }
 end
 
--- gelu (erf form) over all R x D elements, a count that need not be a multiple of 4.
-local function gelu_kernel(dtype)
-  local es = SIZE[dtype]
-  return {
-    name = dtype == "float32" and "gelu" or "gelu_" .. dtype,
-    title = "gelu over every element, " .. dtype,
-    dtype = dtype,
-    bytes = function(R, D) return 2 * es * R * D end,
-    prepare = function(s, x, data)
-      local y = data.out(dtype)
-      local opts = { out = y }
-      local k = { form = "-" }
-      function k.run() lumus.gelu(x, opts) end
-      function k.check()
-        if not ref then return nil end
-        return max_error(s.rows, function(row) return output_row(y, row), ref.gelu(input_row(data, dtype, row)) end)
-      end
-      function k.close() end
-      return k
-    end,
-  }
+local function softmax_kernel(dtype) return map_kernel("softmax", "softmax over the last dim", { dim = 2 }, dtype) end
+local function log_softmax_kernel(dtype)
+  return map_kernel("log_softmax", "log_softmax over the last dim", { dim = 2 }, dtype)
 end
+local function gelu_kernel(dtype) return map_kernel("gelu", "gelu (erf) over every element", {}, dtype) end
 
 local KERNELS = {
-  layer_norm_kernel("float32"), softmax_kernel("softmax", "float32"), softmax_kernel("log_softmax", "float32"),
+  layer_norm_kernel("float32"), softmax_kernel("float32"), log_softmax_kernel("float32"),
   sum_kernel("float32"), max_kernel("float32"), gelu_kernel("float32"),
-  layer_norm_kernel("float16"), softmax_kernel("softmax", "float16"), sum_kernel("float16"),
+  layer_norm_kernel("float16"), softmax_kernel("float16"), sum_kernel("float16"),
   max_kernel("float16"), gelu_kernel("float16"),
 }
 

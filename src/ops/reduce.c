@@ -247,21 +247,9 @@ int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); 
  * `subgroup` says whether this device allows that form. */
 int lm_op_reduce_config(lua_State *L) {
     static const char *const known[] = { "rows", NULL };
-    static const char *const forms[] = { "lanes", "subgroup" };
+    static const char *const forms[] = { "lanes", "subgroup", NULL };
     lm_context *ctx = lm_context_get(L);
-    if (lm_check_options(L, 1, known)) {
-        lm_push_option(L, 1, "rows");
-        ctx->reduce_rows_subgroup = 0;   /* {} restores "lanes" */
-        if (!lua_isnil(L, -1)) {
-            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-            int found = -1;
-            for (int i = 0; i < 2; i++)
-                if (f && strcmp(f, forms[i]) == 0) found = i;
-            if (found < 0) lm_argerror(L, 1, "rows must be \"lanes\" or \"subgroup\"");
-            ctx->reduce_rows_subgroup = found;
-        }
-        lua_pop(L, 1);
-    }
+    if (lm_check_options(L, 1, known)) ctx->reduce_rows_subgroup = lm_option_choice(L, 1, "rows", forms, 0);
     lua_createtable(L, 0, 2);
     lua_pushstring(L, forms[ctx->reduce_rows_subgroup]);
     lua_setfield(L, -2, "rows");
