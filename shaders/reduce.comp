@@ -158,10 +158,24 @@ vec4 halves(uint a, uint b) {
     return uintBitsToFloat(uvec4(a << 16, a & 0xffff0000u, b << 16, b & 0xffff0000u));
 }
 #endif
-VT load_unit(uint64_t at) {
-    uvec4 w = Word4Array(p.x + at * 16ul).v[0];
-    return VT(halves(w.x, w.y), halves(w.z, w.w));
+uvec4 load_words(uint64_t at) { return Word4Array(p.x + at * 16ul).v[0]; }
+VT words_unit(uvec4 w) { return VT(halves(w.x, w.y), halves(w.z, w.w)); }
+VT load_unit(uint64_t at) { return words_unit(load_words(at)); }
+#if OP == OP_MAX || OP == OP_MIN
+// Whether any of the 8 values in w is a NaN, on the bits: a 16-bit value's magnitude
+// bits plus NAN_ADD carry into its top bit exactly when they exceed inf's (float16 0x7c00,
+// bfloat16 0x7f80); no carry crosses into the other half. Cheaper than testing the
+// converted floats (4 adds and ors against 8 ands and 8 maxes).
+#if DT == 1
+const uint NAN_ADD = 0x03ff03ffu;
+#else
+const uint NAN_ADD = 0x007f007fu;
+#endif
+bool words_have_nan(uvec4 w) {
+    uvec4 t = (w & uvec4(0x7fff7fffu)) + uvec4(NAN_ADD);
+    return (((t.x | t.y) | (t.z | t.w)) & 0x80008000u) != 0u;
 }
+#endif
 void take_unit(inout St s, VT u, uint r) {
     take_vec4(s, u[0], r * 2);
     take_vec4(s, u[1], r * 2 + 1);
@@ -233,16 +247,31 @@ vec4 unit_vec(VT u, uint g) {
     return u;
 #endif
 }
-void take_slots(inout vec4 m[SV], inout uvec4 ix[SV], inout uvec4 nx[SV], VT u, uint r) {
+// The unit's elements (u) into the slots; VEC == 8 passes the unit's bits too (words),
+// for the NaN test.
+#if VEC == 8
+#define UNIT_IN VT u, uvec4 words
+#else
+#define UNIT_IN VT u
+#endif
+void take_slots(inout vec4 m[SV], inout uvec4 ix[SV], inout uvec4 nx[SV], UNIT_IN, uint r) {
+#if VEC != 8
     uvec4 most = uvec4(0u);
+#endif
     [[unroll]] for (uint g = 0; g < SV; ++g) {
         vec4 v = unit_vec(u, g);
         bvec4 w = BEYOND4(v, m[g]);
         m[g] = mix(m[g], v, w);
         ix[g] = mix(ix[g], uvec4(r), w);
+#if VEC != 8
         most = max(most, floatBitsToUint(v) & 0x7fffffffu);
+#endif
     }
+#if VEC == 8
+    if (words_have_nan(words)) {
+#else
     if (max(max(most.x, most.y), max(most.z, most.w)) > 0x7f800000u) {
+#endif
         // Units arrive in growing r, so the first NaN is the smallest r seen with one.
         [[unroll]] for (uint g = 0; g < SV; ++g) {
             bvec4 nan = greaterThan(floatBitsToUint(unit_vec(u, g)) & 0x7fffffffu, uvec4(0x7f800000u));
@@ -341,6 +370,17 @@ void main() {
         m[0] = START; ix[0] = first < r1 ? first : EMPTY; nx[0] = EMPTY;
 #endif
         for (uint r = first; r < r1; r += LANES * UNROLL) {
+#if VEC == 8
+            uvec4 u[UNROLL];   // the units' bits, converted as they are taken
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                u[k] = rk < r1 ? load_words(col + uint64_t(rk) * p.inner) : uvec4(0u);
+            }
+            for (uint k = 0; k < UNROLL; ++k) {
+                uint rk = r + k * LANES;
+                if (rk < r1) take_slots(m, ix, nx, words_unit(u[k]), u[k], rk);
+            }
+#else
             VT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
@@ -350,6 +390,7 @@ void main() {
                 uint rk = r + k * LANES;
                 if (rk < r1) take_slots(m, ix, nx, u[k], rk);
             }
+#endif
         }
         // The slots' states: one per column (CVEC == 4), or merged into the thread's.
         [[unroll]] for (uint k = 0; k < SLOTS; ++k) {
