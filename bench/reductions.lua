@@ -9,7 +9,7 @@
 --
 --   lua5.4 bench/reductions.lua [--n ELEMENTS] [--reps N] [--csv FILE] [--torch FILE]
 --                               [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0]
---                               [--rows lanes|subgroup]
+--                               [--rows auto|lanes|subgroup]
 --
 -- --ops sum,max,... / --dtypes float32,float16 / --shapes 16384x4096,64x1048576 (names as
 -- printed) run only those cases (the copy ceiling is timed for every shape run); --topk 0
@@ -26,7 +26,7 @@ do
   while arg and arg[i] do
     local k = arg[i]:match("^%-%-(.+)$")
     if not k or not arg[i + 1] then
-      io.stderr:write("usage: lua5.4 bench/reductions.lua [--n N] [--reps N] [--csv FILE] [--torch FILE] [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0] [--rows lanes|subgroup]\n")
+      io.stderr:write("usage: lua5.4 bench/reductions.lua [--n N] [--reps N] [--csv FILE] [--torch FILE] [--ops LIST] [--dtypes LIST] [--shapes LIST] [--topk 0] [--rows auto|lanes|subgroup]\n")
       os.exit(2)
     end
     args[k] = arg[i + 1]

@@ -52,9 +52,10 @@ function tune.rows(d, opts) end
 function tune.softmax_cols(opts) end
 
 ---Reductions over rows (sum, mean, var, max, min and their indices over the last dim): rows
----"lanes" (the default: a shared-memory tree) or "subgroup" (shuffles within full subgroups,
----where the device allows it); {} restores "lanes". Returns {rows =, subgroup = allowed here}.
----@param opts? {rows?: "lanes"|"subgroup"}
+---"auto" (the default: shuffles within full subgroups for sum, mean, max and min where the
+---device allows it, a shared-memory tree for var), "lanes" (the tree for all) or "subgroup"
+---(shuffles for all, where allowed); {} restores "auto". Returns {rows =, subgroup = allowed here}.
+---@param opts? {rows?: "auto"|"lanes"|"subgroup"}
 ---@return {rows: string, subgroup: boolean}
 function tune.reduce(opts) end
 

@@ -84,20 +84,22 @@ local function check_sum(x, xt, what)
   checks.close(lumus.sum(x, { dim = 2 }):to("float32"), want, { abs = bound, what = "sum " .. what })
 end
 
--- Rows reduce in the lanes' shared-memory tree (tune.reduce rows "lanes", the default)
--- or in the subgroup form where the device allows it ("subgroup"): the sweep runs both.
-local ROW_FORMS = { "lanes", "subgroup" }
+-- Rows reduce in the lanes' shared-memory tree (tune.reduce rows "lanes"), in the subgroup
+-- form where the device allows it ("subgroup"), or per op ("auto", the default): the sweep
+-- runs each.
+local ROW_FORMS = { "auto", "lanes", "subgroup" }
 
 describe("reductions with per-slot states", function()
   after_each(function() lumus.tune.reduce({}) end)
 
   it("tune.reduce reports and forces the row form, and refuses what it does not know", function()
     local c = lumus.tune.reduce()
-    assert.are.equal("lanes", c.rows)
+    assert.are.equal("auto", c.rows)
     assert.are.equal("boolean", type(c.subgroup))
     assert.are.equal("subgroup", lumus.tune.reduce({ rows = "subgroup" }).rows)
-    assert.are.equal("lanes", lumus.tune.reduce({}).rows)
-    checks.errors(function() lumus.tune.reduce({ rows = "fast" }) end, "rows must be \"lanes\" or \"subgroup\"")
+    assert.are.equal("lanes", lumus.tune.reduce({ rows = "lanes" }).rows)
+    assert.are.equal("auto", lumus.tune.reduce({}).rows)
+    checks.errors(function() lumus.tune.reduce({ rows = "fast" }) end, "rows must be \"auto\", \"lanes\" or \"subgroup\"")
     checks.errors(function() lumus.tune.reduce({ form = "auto" }) end, "form")
   end)
 

@@ -20,6 +20,10 @@
 /* layer_norm_forward's kernel forms, for forcing one (0 = chosen per D and device). */
 enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_SPLIT, LM_LN_ROW };
 
+/* Reductions over rows: the form per op where the device allows both (0), or one for all
+ * (tune.reduce's "lanes" and "subgroup", in that order). */
+enum lm_reduce_rows { LM_REDUCE_ROWS_AUTO, LM_REDUCE_ROWS_LANES, LM_REDUCE_ROWS_SUBGROUP };
+
 /* Storages the context keeps for ops from call to call, one per slot: anchored by the
  * context's registry handle, released by the context (at teardown and by
  * lumus.empty_cache) and counted as lumus.memory().internal. */
@@ -95,7 +99,7 @@ struct lm_context {
     int softmax_cols_form;        /* softmax over a non-last dim: an lm_softmax_cols_form (tune.softmax_cols) */
     int softmax_long_rows;        /* softmax over few long rows: LM_SOFTMAX_LONG_ROWS_* (tune.softmax_cols) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
-    int reduce_rows_subgroup;     /* reductions over rows in the subgroup form where allowed (tune.reduce; off by default) */
+    int reduce_rows_form;         /* reductions over rows: an LM_REDUCE_ROWS_* (tune.reduce) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
     int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
     int linear_path;              /* linear: 0 automatic, 1 the small-model kernel, 2 matmul's (tune.linear) */
