@@ -522,19 +522,6 @@ void reduce_quadrant(float ax, out uint q, out float th, out float tl) {
     if (up) { th = -th; tl = -tl; }
 }
 
-// t rounded to an integer, to nearest even, for |t| < 2^22, as a float k and as the bits
-// kb of t + 1.5 * 2^23, whose low bits hold k in two's complement (kb & 3 is k mod 4):
-// two adds instead of a rounding and a conversion instruction (both quarter-rate on
-// NVIDIA GPUs). The product rounds first, as roundEven(x * c) would (precise: no fma).
-// Infinities and NaN give themselves as k (kb's bits are then meaningless).
-void round_quadrant(VT x, float c, out VT k, out UT kb) {
-    precise VT t = x * c;
-    precise VT b = t + VT(12582912.0);
-    precise VT kk = b - VT(12582912.0);
-    k = kk;
-    kb = floatBitsToUint(b);
-}
-
 VT sin_poly(VT y) {
     VT y2 = y * y;
     return fma(y * y2, fma(y2, fma(y2, VT(-1.9515295891e-4), VT(8.3321608736e-3)), VT(-1.6666654611e-1)), y);
@@ -579,14 +566,12 @@ const float CH3 = 1.2665987014770508e-6;
 const float CH4 = 9.92093629470503e-10;
 
 VT sincos_narrow(VT x, bool want_cos) {
-    VT k;
-    UT kb;
-    round_quadrant(x, 0.636619772, k, kb);
+    VT k = roundEven(x * 0.636619772);
     precise VT y1 = x - k * CH1;
     precise VT y2 = y1 - k * CH2;
     precise VT y3 = y2 - k * CH3;
     precise VT y = y3 - k * CH4;
-    UT q = kb & UT(3u);
+    UT q = UT(ivec_t(k)) & UT(3u);
     VT s = sin_poly(y), c = cos_poly(y);
     BT even = EQUAL(q & UT(1u), UT(0u));
     BT tiny = LESS(abs(x), VT(2.44140625e-4));
@@ -608,9 +593,7 @@ VT sincos_(VT x, bool want_cos) {
     UT q = UT(0u);
     BT skip = NOT(is_finite(x));   // NaN at the end whatever is computed for them
     if (all_(OR(LESS_EQ(ax, VT(4096.0)), skip)) && !all_(OR(small, skip))) {
-        VT k;
-        UT kb;
-        round_quadrant(ax, 0.636619772, k, kb);
+        VT k = roundEven(ax * 0.636619772);
         precise VT r = ax - k * CW1;
         precise VT p2 = k * CW2;
         precise VT p3 = k * CW3;
@@ -619,7 +602,7 @@ VT sincos_(VT x, bool want_cos) {
         two_sum(s1, -p3, s2, e2);
         precise VT lo = (e1 + e2) - k * CW4;
         two_sum(s2, lo, yh, yl);
-        q = kb & UT(3u);   // meaningless where skip: those give NaN at the end
+        q = UT(SELECT(skip, VT(0.0), k)) & UT(3u);
     } else if (!all_(OR(small, skip))) {
         VT th, tl;
         [[unroll]] for (int i = 0; i < NCOMP; ++i) {
