@@ -201,6 +201,15 @@ void take_unit(inout St s, VT u, uint r) { take(s, u, r); }
 float unit_sum(VT u) { return u; }
 #endif
 
+// max/min load units as RT: the bits of 16-bit units (VEC == 8), converted as they are taken.
+#if VEC == 8
+#define RT uvec4
+RT load_raw(uint64_t at) { return load_words(at); }
+#else
+#define RT VT
+RT load_raw(uint64_t at) { return load_unit(at); }
+#endif
+
 #ifndef CVEC
 #define CVEC 1
 #endif
@@ -247,15 +256,13 @@ vec4 unit_vec(VT u, uint g) {
     return u;
 #endif
 }
-// The unit's elements (u) into the slots; VEC == 8 passes the unit's bits too (words),
-// for the NaN test.
+// A loaded unit (RT: its 16-bit values' bits when VEC == 8, converted here, so the NaN test
+// can read the bits; else the unit itself) into the slots.
+void take_slots(inout vec4 m[SV], inout uvec4 ix[SV], inout uvec4 nx[SV], RT raw, uint r) {
 #if VEC == 8
-#define UNIT_IN VT u, uvec4 words
+    VT u = words_unit(raw);
 #else
-#define UNIT_IN VT u
-#endif
-void take_slots(inout vec4 m[SV], inout uvec4 ix[SV], inout uvec4 nx[SV], UNIT_IN, uint r) {
-#if VEC != 8
+    VT u = raw;
     uvec4 most = uvec4(0u);
 #endif
     [[unroll]] for (uint g = 0; g < SV; ++g) {
@@ -268,7 +275,7 @@ void take_slots(inout vec4 m[SV], inout uvec4 ix[SV], inout uvec4 nx[SV], UNIT_I
 #endif
     }
 #if VEC == 8
-    if (words_have_nan(words)) {
+    if (words_have_nan(raw)) {
 #else
     if (max(max(most.x, most.y), max(most.z, most.w)) > 0x7f800000u) {
 #endif
@@ -370,27 +377,15 @@ void main() {
         m[0] = START; ix[0] = first < r1 ? first : EMPTY; nx[0] = EMPTY;
 #endif
         for (uint r = first; r < r1; r += LANES * UNROLL) {
-#if VEC == 8
-            uvec4 u[UNROLL];   // the units' bits, converted as they are taken
+            RT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
-                u[k] = rk < r1 ? load_words(col + uint64_t(rk) * p.inner) : uvec4(0u);
-            }
-            for (uint k = 0; k < UNROLL; ++k) {
-                uint rk = r + k * LANES;
-                if (rk < r1) take_slots(m, ix, nx, words_unit(u[k]), u[k], rk);
-            }
-#else
-            VT u[UNROLL];
-            for (uint k = 0; k < UNROLL; ++k) {
-                uint rk = r + k * LANES;
-                u[k] = rk < r1 ? load_unit(col + uint64_t(rk) * p.inner) : VT(0.0);
+                u[k] = rk < r1 ? load_raw(col + uint64_t(rk) * p.inner) : RT(0);
             }
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
                 if (rk < r1) take_slots(m, ix, nx, u[k], rk);
             }
-#endif
         }
         // The slots' states: one per column (CVEC == 4), or merged into the thread's.
         [[unroll]] for (uint k = 0; k < SLOTS; ++k) {
