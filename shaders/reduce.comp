@@ -315,8 +315,8 @@ shared uint sh_i[WG * NS];
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
     if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
-    uint split = uint(g % p.splits);
-    uint cg = uint(g / p.splits);
+    uvec2 cs = div_mod(g, p.splits);
+    uint cg = cs.x, split = cs.y;
 #ifdef ROWS_SG
     // (full subgroups tile the workgroup: t runs over 0..WG-1)
     uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
@@ -328,8 +328,8 @@ void main() {
     uint lane = t / COLS;
 #endif
     bool valid = q < uint64_t(p.outer) * p.inner;
-    uint o = valid ? uint(q / p.inner) : 0u;
-    uint c = valid ? uint(q % p.inner) : 0u;
+    uvec2 oc = valid ? div_mod(q, p.inner) : uvec2(0u);
+    uint o = oc.x, c = oc.y;
     uint r0 = split * p.chunk;
     uint r1 = min(r0 + p.chunk, p.r);
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0

@@ -105,14 +105,14 @@ void main() {
     // roughly in grid order, so its first ones re-read what the first dispatch read last,
     // still in L2 (the tail of x that fits), instead of what left L2 first.
     if ((p.flags & STATE_IN) != 0u) g = total - 1ul - g;
-    uint split = uint(g % p.splits);
-    uint cg = uint(g / p.splits);
+    uvec2 cs = div_mod(g, p.splits);
+    uint cg = cs.x, split = cs.y;
     uint t = gl_LocalInvocationID.x;
     uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
     uint lane = t / COLS;
     bool valid = q < uint64_t(p.outer) * p.inner;
-    uint o = valid ? uint(q / p.inner) : 0u;
-    uint c = valid ? uint(q % p.inner) : 0u;
+    uvec2 oc = valid ? div_mod(q, p.inner) : uvec2(0u);
+    uint o = oc.x, c = oc.y;
     uint64_t col = uint64_t(o) * p.r * p.inner + c;
     uint r0 = split * p.chunk;
     uint r1 = min(r0 + p.chunk, p.r);

@@ -26,3 +26,12 @@ float load_elem(uint64_t base, uint64_t i) { return FloatArray(base + i * 4ul).v
 void store_elem(uint64_t base, uint64_t i, float v) { FloatArray(base + i * 4ul).v[0] = v; }
 const uint ELEM_BYTES = 4;
 #endif
+
+// (q / n, q % n) for q < n * 2^32: a 32-bit division where q fits and none where n == 1,
+// as a 64-bit one is a long software routine on GPUs (per thread, it bounded reductions
+// over rows of a few elements).
+uvec2 div_mod(uint64_t q, uint n) {
+    if (n == 1u) return uvec2(uint(q), 0u);
+    if ((q >> 32) == 0ul) { uint q32 = uint(q); return uvec2(q32 / n, q32 % n); }
+    return uvec2(uint(q / n), uint(q % n));
+}

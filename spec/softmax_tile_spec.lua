@@ -1,0 +1,129 @@
+-- softmax and log_softmax over short rows of the last dimension by the tile form (runs
+-- of whole rows through shared memory, forced with lumus.tune.softmax_cols{short_rows =
+-- "tile"}), against the float64 reference, in every float dtype, in place, across the
+-- runs' edges and with PyTorch's special values. Tolerances: float32 as the other
+-- softmax specs (softmax 1e-5 |want| + 1e-6; log_softmax 2e-6 max(1, |want|)); float16
+-- and bfloat16 outputs are checked against the reference of the rounded inputs with one
+-- rounding of the output allowed on top (2^-11 and 2^-8 relative, log_softmax against
+-- max(1, |want|)).
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
+local NAN, INF = 0 / 0, math.huge
+
+local columns = dofile("spec/support/softmax_columns.lua")
+
+-- The 16-bit tolerance: one rounding of the output plus float32's.
+local half_rel = { float16 = 2 ^ -11 + 1e-5, bfloat16 = 2 ^ -8 + 1e-5 }
+
+local function check_dtype(x, dtype, what)
+  if dtype == "float32" then
+    columns.check_both(x, x:to_table(), {}, what)
+    return
+  end
+  local h = x:to(dtype)
+  local xt = h:float():to_table()   -- the rounded inputs
+  local rel = half_rel[dtype]
+  checks.close(lumus.softmax(h):float(), ref.softmax(xt), { rel = rel, abs = 1e-7, what = dtype .. " softmax " .. what })
+  checks.close(lumus.log_softmax(h):float(), ref.log_softmax(xt), { mixed = rel, what = dtype .. " log_softmax " .. what })
+  h:free()
+end
+
+describe("softmax over short rows (tile form)", function()
+  after_each(function() lumus.tune.softmax_cols({ short_rows = "auto" }) end)
+
+  it("reports and checks its short_rows setting", function()
+    assert.are.equal("auto", lumus.tune.softmax_cols().short_rows)
+    assert.are.equal("tile", lumus.tune.softmax_cols({ short_rows = "tile" }).short_rows)
+    assert.are.equal("row", lumus.tune.softmax_cols({ short_rows = "row" }).short_rows)
+    assert.has_error(function() lumus.tune.softmax_cols({ short_rows = "fast" }) end,
+      'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row")')
+    assert.has_error(function() lumus.tune.softmax_cols({ short_rows = 1 }) end,
+      'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row")')
+  end)
+
+  for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+    it("matches the reference on a seeded sweep of row lengths (" .. dtype .. ")", function()
+      lumus.tune.softmax_cols({ short_rows = "tile" })
+      local g = ref.rng(dtype == "float32" and 2601 or dtype == "float16" and 2602 or 2603)
+      local function int(lo, hi) return lo + math.floor(g.uniform() * (hi - lo + 1)) end
+      -- Rows of 1 over several runs (a run holds about 4096 elements), lengths about a
+      -- 16-byte unit and a lane's 16 held elements, then random ones; odd element counts
+      -- leave a partial unit at the tensor's end.
+      local cases = { { 9001, 1 }, { 1, 1 }, { 2051, 2 }, { 3, 3 }, { 777, 4 }, { 613, 7 }, { 301, 8 },
+                      { 257, 13 }, { 129, 16 }, { 97, 17 }, { 45, 33 }, { 33, 64 }, { 21, 100 }, { 9, 129 } }
+      for _ = 1, 6 do
+        local d = int(1, 140)
+        cases[#cases + 1] = { int(1, 3000 // d + 2), d }
+      end
+      for _, c in ipairs(cases) do
+        local xt = ref.random_table(c, function() return (g.uniform() - 0.5) * 30 end)
+        local x = lumus.tensor(xt)
+        check_dtype(x, dtype, table.concat(c, "x"))
+        x:free()
+      end
+    end)
+  end
+
+  it("writes in place what it writes out of place, bit for bit", function()
+    lumus.tune.softmax_cols({ short_rows = "tile" })
+    local g = ref.rng(2604)
+    for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+      for _, c in ipairs { { 5003, 1 }, { 1234, 3 }, { 401, 11 }, { 37, 90 } } do
+        local x = lumus.tensor(ref.random_table(c, function() return g.normal() * 4 end)):to(dtype)
+        for _, op in ipairs { "softmax", "log_softmax" } do
+          local want = lumus[op](x):float():to_table()
+          local y = x:clone()
+          assert.are.equal(y, lumus[op](y, { out = y }))
+          checks.close(y:float(), want, { what = dtype .. " " .. op .. " in place " .. table.concat(c, "x") })
+          y:free()
+        end
+        x:free()
+      end
+    end
+  end)
+
+  it("follows PyTorch on NaN and infinities and is deterministic", function()
+    lumus.tune.softmax_cols({ short_rows = "tile" })
+    -- spec/support/softmax_columns.lua's special cases, along short rows
+    for _, d in ipairs { 6, 7, 40 } do
+      local rows = 300
+      local xt = {}
+      for i = 1, rows do
+        xt[i] = {}
+        for k = 1, d do xt[i][k] = math.sin(i * 0.37 + k) * 3 end
+      end
+      xt[2][d] = NAN                          -- all NaN
+      xt[3][1] = INF                          -- all NaN
+      for k = 1, d do xt[4][k] = -INF end     -- all NaN
+      for k = 1, d, 2 do xt[5][k] = -INF end  -- 0; log: -inf
+      xt[6][d] = 80                           -- one dominant entry
+      local x = lumus.tensor(xt)
+      columns.check_both(x, xt, {}, "special rows of " .. d)
+      local a, b = lumus.softmax(x):to_table(), lumus.softmax(x):to_table()
+      for i = 1, rows do
+        for k = 1, d do
+          if a[i][k] == a[i][k] then assert.are.equal(a[i][k], b[i][k]) end
+        end
+      end
+      assert.is_true(a[2][1] ~= a[2][1] and a[3][d] ~= a[3][d] and a[4][1] ~= a[4][1])
+      assert.are.equal(0, a[5][1])
+      assert.are.equal(-INF, lumus.log_softmax(x):to_table()[5][1])
+      x:free()
+    end
+  end)
+
+  it("takes views and higher-dimensional tensors over their last dimension", function()
+    lumus.tune.softmax_cols({ short_rows = "tile" })
+    local g = ref.rng(2605)
+    local xt = ref.random_table({ 7, 9, 5 }, function() return g.normal() * 2 end)
+    local x = lumus.tensor(xt)
+    columns.check_both(x, xt, {}, "7x9x5")
+    -- an offset view (copied to a plain tensor first) and a transposed one
+    local n = x:narrow(2, 2, 7)
+    columns.check_both(n, n:to_table(), {}, "narrow")
+    local t = x:transpose(1, 2)
+    columns.check_both(t, t:to_table(), {}, "transpose")
+    x:free()
+  end)
+end)
