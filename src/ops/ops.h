@@ -148,6 +148,8 @@ int lm_op_softmax_cols_config(lua_State *L);   /* tune.softmax_cols */
 enum { LM_SOFTMAX_COLS_AUTO, LM_SOFTMAX_COLS_STREAM, LM_SOFTMAX_COLS_HELD };
 /* ctx->softmax_long_rows */
 enum { LM_SOFTMAX_LONG_ROWS_AUTO, LM_SOFTMAX_LONG_ROWS_ROW, LM_SOFTMAX_LONG_ROWS_COLS };
+/* ctx->softmax_short_rows */
+enum { LM_SOFTMAX_SHORT_ROWS_AUTO, LM_SOFTMAX_SHORT_ROWS_TILE, LM_SOFTMAX_SHORT_ROWS_ROW };
 int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */
 int lm_op_transpose_config(lua_State *L);   /* tune.transpose (strided.c) */
 int lm_op_reduce_config(lua_State *L);   /* tune.reduce (reduce.c) */

@@ -39,6 +39,77 @@ static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *
     lm_record_rows(L, name, row_shaders[log][form][c.vec == 4], &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
 }
 
+/* [log][dtype] */
+static const lm_shader_id tile_shaders[2][3] = {
+    { LM_SH_SOFTMAX_TILE_F32, LM_SH_SOFTMAX_TILE_F16, LM_SH_SOFTMAX_TILE_BF16 },
+    { LM_SH_LOG_SOFTMAX_TILE_F32, LM_SH_LOG_SOFTMAX_TILE_F16, LM_SH_LOG_SOFTMAX_TILE_BF16 },
+};
+
+/* Tile form (shaders/softmax_tile.comp): runs of whole rows through shared memory in
+ * 16-byte units, TILE_ELEMS elements over TILE_WG threads whatever the dtype, a row per
+ * segment of lanes holding at most TILE_HOLD elements each. The automatic choice takes
+ * it on a GPU for rows of at most TILE_AUTO_MAX_D. */
+#define TILE_WG 512u
+#define TILE_ELEMS 4096u
+#define TILE_HOLD 16u
+#define TILE_AUTO_MAX_D 64
+
+typedef struct tile_plan { uint32_t wg, items, seg, hold, rows_per_group; } tile_plan;
+
+/* The tile form's plan for rows of d, or 0 where the device or d does not allow it: a
+ * segment wider than one lane needs whole subgroups of one size that tile the workgroup,
+ * and every form needs shuffles (the shader declares them). */
+static int plan_tile(const lm_context *ctx, lm_dtype dtype, int64_t d, tile_plan *out) {
+    tile_plan c;
+    uint32_t unit = dtype == LM_FLOAT32 ? 4u : 8u;
+    uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    c.wg = TILE_WG;
+    while (c.wg > max_wg) c.wg /= 2;
+    c.items = TILE_ELEMS / (c.wg * unit);
+    if (c.items < 1) c.items = 1;
+    while (c.items > 1 && (uint64_t)c.wg * c.items * unit * 33 / 32 * 4 > ctx->props.limits.maxComputeSharedMemorySize)
+        c.items--;
+    if ((uint64_t)c.wg * c.items * unit * 33 / 32 * 4 > ctx->props.limits.maxComputeSharedMemorySize) return 0;
+    c.seg = 1;
+    while ((uint64_t)c.seg * TILE_HOLD < (uint64_t)d) c.seg *= 2;
+    c.hold = 1;
+    while ((uint64_t)c.seg * c.hold < (uint64_t)d) c.hold *= 2;
+    uint64_t elems = (uint64_t)c.wg * c.items * unit;
+    if (!ctx->subgroup_shuffle || elems < (uint64_t)d + unit - 1) return 0;
+    if (c.seg > 1 && !(ctx->full_subgroups && ctx->min_subgroup == ctx->max_subgroup && ctx->min_subgroup >= c.seg &&
+                       c.wg % ctx->max_subgroup == 0))
+        return 0;
+    c.rows_per_group = (uint32_t)((elems - (unit - 1)) / (uint64_t)d);
+    *out = c;
+    return 1;
+}
+
+/* Whether softmax over rows of d (the last dimension) takes the tile form. */
+static int tile_wanted(const lm_context *ctx, int64_t d) {
+    if (ctx->softmax_short_rows == LM_SOFTMAX_SHORT_ROWS_ROW) return 0;
+    if (ctx->softmax_short_rows == LM_SOFTMAX_SHORT_ROWS_TILE) return 1;
+    return ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && d <= TILE_AUTO_MAX_D;
+}
+
+static void record_tile_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y,
+                             const tile_plan *c) {
+    lm_context *ctx = x->storage->ctx;
+    struct { uint64_t x, y; uint32_t rows, d, rows_per_group, groups_x; } pc = {
+        .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = v.outer, .d = v.r,
+        .rows_per_group = c->rows_per_group,
+    };
+    int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, ((uint64_t)v.outer + c->rows_per_group - 1) / c->rows_per_group, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = name, .any_dtype = 1, .shader = tile_shaders[log][form], .spec = { c->wg, c->items, c->seg, c->hold },
+        .full_subgroups = c->seg > 1,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x }, .writes = { y },
+    });
+}
+
 /* Rows of r each thread should at least take before r is split over workgroups. */
 #define COL_MIN_ROWS_PER_THREAD 16
 #define STATE_IN 1u
@@ -165,7 +236,10 @@ static int softmax(lua_State *L, const char *name, int log) {
     lua_settop(L, 2);
     lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, x->ndim, x->shape, x, 1);
     x = lm_check_tensor(L, 1);
-    if (v.inner == 1 && !long_rows_as_columns(ctx, v)) record_row_form(L, name, log, x, v, y);
+    tile_plan tp;
+    if (v.inner == 1 && tile_wanted(ctx, v.r) && plan_tile(ctx, x->dtype, v.r, &tp))
+        record_tile_form(L, name, log, x, v, y, &tp);
+    else if (v.inner == 1 && !long_rows_as_columns(ctx, v)) record_row_form(L, name, log, x, v, y);
     else record_cols_form(L, name, log, x, v, y);
     return 1;
 }
@@ -175,10 +249,13 @@ static int softmax(lua_State *L, const char *name, int log) {
  * held form (so specs cover the streaming and split forms on shapes where held would be
  * chosen); "held" and "auto" both take the held form wherever r fits it. long_rows: rows
  * of at least LONG_ROW_MIN elements always by the row kernel ("row"), always by the column
- * kernel ("cols"), or by the column kernel when fewer than the multiprocessors ("auto"). */
+ * kernel ("cols"), or by the column kernel when fewer than the multiprocessors ("auto").
+ * short_rows: rows of the last dimension by the tile form wherever it fits ("tile"),
+ * never ("row"), or on a GPU for rows of at most TILE_AUTO_MAX_D ("auto"). */
 int lm_op_softmax_cols_config(lua_State *L) {
-    static const char *const known[] = { "form", "long_rows", NULL };
+    static const char *const known[] = { "form", "long_rows", "short_rows", NULL };
     static const char *const long_forms[] = { "auto", "row", "cols" };
+    static const char *const short_forms[] = { "auto", "tile", "row" };
     static const char *const forms[] = { "auto", "stream", "held" };
     lm_context *ctx = lm_context_get(L);
     if (lm_check_options(L, 1, known)) {
@@ -202,12 +279,24 @@ int lm_op_softmax_cols_config(lua_State *L) {
             ctx->softmax_long_rows = found;
         }
         lua_pop(L, 1);
+        lm_push_option(L, 1, "short_rows");
+        if (!lua_isnil(L, -1)) {
+            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            int found = -1;
+            for (int i = 0; i < 3; i++)
+                if (f && strcmp(f, short_forms[i]) == 0) found = i;
+            if (found < 0) lm_argerror(L, 1, "short_rows must be \"auto\", \"tile\" or \"row\"");
+            ctx->softmax_short_rows = found;
+        }
+        lua_pop(L, 1);
     }
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     lua_pushstring(L, forms[ctx->softmax_cols_form]);
     lua_setfield(L, -2, "form");
     lua_pushstring(L, long_forms[ctx->softmax_long_rows]);
     lua_setfield(L, -2, "long_rows");
+    lua_pushstring(L, short_forms[ctx->softmax_short_rows]);
+    lua_setfield(L, -2, "short_rows");
     return 1;
 }
 
