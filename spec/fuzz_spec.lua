@@ -1261,6 +1261,7 @@ local ROW_TUNING = { { "wg", { 0, 1, 2, 4, 8, 16, 32, 64, 128 } }, { "items", { 
 local function reset_tunings()
   lumus.tune.layer_norm(1, {})
   lumus.tune.rows(1, {})
+  lumus.tune.softmax_cols({ short_rows = "auto" })
 end
 
 local function tuning_string(name, t)
@@ -1281,6 +1282,10 @@ local function random_tunings()
     if pcall(lumus.tune[hook[1]], 8, t) then said[#said + 1] = tuning_string(hook[1], t)
     else lumus.tune[hook[1]](1, {}) end
   end
+  -- softmax's forms for short rows (the tile form is automatic only on GPUs)
+  local short_rows = pick { "auto", "tile", "row" }
+  lumus.tune.softmax_cols({ short_rows = short_rows })
+  said[#said + 1] = tuning_string("softmax_cols", { short_rows = short_rows })
   return table.concat(said, " ")
 end
 
