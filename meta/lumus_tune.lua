@@ -55,8 +55,9 @@ function tune.softmax_cols(opts) end
 ---Reductions over rows (sum, mean, var, max, min and their indices over the last dim): rows
 ---"auto" (the default: shuffles within full subgroups for sum, mean, max and min where the
 ---device allows it, a shared-memory tree for var), "lanes" (the tree for all) or "subgroup"
----(shuffles for all, where allowed); {} restores "auto". Returns {rows =, subgroup = allowed here}.
----@param opts? {rows?: "auto"|"lanes"|"subgroup"}
+---(shuffles for all, where allowed) or "tile" (short rows staged in shared memory wherever they
+---fit; auto takes it for short rows on a GPU); {} restores "auto". Returns {rows =, subgroup = allowed here}.
+---@param opts? {rows?: "auto"|"lanes"|"subgroup"|"tile"}
 ---@return {rows: string, subgroup: boolean}
 function tune.reduce(opts) end
 

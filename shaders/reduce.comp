@@ -49,6 +49,7 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint COLS = 1;   // columns per workgroup, a power of two dividing WG
+layout(constant_id = 2) const uint TILE_ITEMS = 1;   // TILE: 16-byte units per thread staged
 const uint WG = gl_WorkGroupSize.x;
 const uint LANES = WG / COLS;
 const uint EMPTY = 0xffffffffu;
@@ -62,13 +63,20 @@ layout(push_constant) uniform Params {
     uint64_t y;          // values out (0: none), or the states (STATE_OUT)
     uint64_t idx;        // int32 1-based indices out (max/min; 0: none)
     uint outer, r, inner;
-    uint chunk;          // rows of r per split (in units of VEC elements, as r is)
+    uint chunk;          // rows of r per split (in units of VEC elements, as r is); TILE:
+                         // rows (of x's outer) per workgroup, r being one chunk
     uint splits;
     uint flags;
     float divisor;       // sum: 1; mean: the count; var: max(0, count - correction)
     uint col_groups;     // ceil(outer * inner / COLS)
     uint groups_x;       // width of the grid, for 2-D folding
 } p;
+
+#ifdef TILE
+#define CHUNK p.r
+#else
+#define CHUNK p.chunk
+#endif
 
 struct St { float a; float b; uint i; };
 
@@ -194,6 +202,25 @@ VT load_unit(uint64_t at) { return Vec4Array(p.x + at * 16ul).v[0]; }
 #endif
 void take_unit(inout St s, VT u, uint r) { take_vec4(s, u, r); }
 float unit_sum(VT u) { return (u.x + u.y) + (u.z + u.w); }
+#elif defined(TILE)
+// The tile form: elements from the run staged in shared memory (see main_tile).
+#define VT float
+const uint UNIT = DT == 0 ? 4u : 8u;             // elements per 16-byte unit
+const uint TILE_ELEMS = gl_WorkGroupSize.x * TILE_ITEMS * UNIT;
+shared float tile[TILE_ELEMS + TILE_ELEMS / 32u];
+// Skewed by a word per 32: a lane per row of any length reads with at most two-way bank
+// conflicts, and the unit-wide stores of the staging have none.
+uint slot(uint e) { return e + (e >> 5); }
+uint64_t tile_base;                              // the element in tile[0]
+VT load_unit(uint64_t at) { return tile[slot(uint(at - tile_base))]; }
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Word4TileArray { uvec4 v[]; };
+#if DT == 1
+vec2 halves2(uint w) { return unpackHalf2x16(w); }
+#else
+vec2 halves2(uint w) { return uintBitsToFloat(uvec2(w << 16, w & 0xffff0000u)); }
+#endif
+void take_unit(inout St s, VT u, uint r) { take(s, u, r); }
+float unit_sum(VT u) { return u; }
 #else
 #define VT float
 VT load_unit(uint64_t at) { return load_elem(p.x, at); }
@@ -312,26 +339,14 @@ shared float sh_a[WG * NS];
 shared float sh_b[WG * NS];
 shared uint sh_i[WG * NS];
 
-void main() {
-    uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
-    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
-    uvec2 cs = div_mod(g, p.splits);
-    uint cg = cs.x, split = cs.y;
-#ifdef ROWS_SG
-    // (full subgroups tile the workgroup: t runs over 0..WG-1)
-    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
-    uint64_t q = uint64_t(cg) * COLS + t / LANES;   // the column: (o, c) flattened
-    uint lane = t % LANES;
-#else
-    uint t = gl_LocalInvocationID.x;
-    uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
-    uint lane = t / COLS;
-#endif
-    bool valid = q < uint64_t(p.outer) * p.inner;
+// Column q (valid: it is one of this workgroup's) by thread t, its lane `lane`, over
+// chunk `split` of r: the lanes' states, their meeting, and the result. Called by every
+// thread of the workgroup alike.
+void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
     uvec2 oc = valid ? div_mod(q, p.inner) : uvec2(0u);
     uint o = oc.x, c = oc.y;
-    uint r0 = split * p.chunk;
-    uint r1 = min(r0 + p.chunk, p.r);
+    uint r0 = split * CHUNK;
+    uint r1 = min(r0 + CHUNK, p.r);
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
 
     St s[NS];
@@ -476,3 +491,71 @@ void main() {
 #endif
     }
 }
+
+#ifdef TILE
+// Tile form (inner == 1, one chunk, ROWS_SG and VEC == 1 builds): the workgroup takes
+// p.chunk consecutive rows, one contiguous run of x, and stages it in shared memory as
+// whole 16-byte units (every thread TILE_ITEMS of them, adjacent threads adjacent units;
+// a unit past x's last element element by element), then reduces COLS rows at a time
+// from there, LANES lanes per row, as the subgroup form does from memory. So loads stay
+// 16 bytes wide however short or oddly sized the rows, where the other forms give a row
+// of 3 elements a lane reading 3 scattered floats.
+void main() {
+    uint g = gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x;
+    uint row0 = g * p.chunk;
+    if (g >= p.col_groups) return;   // whole workgroup
+    uint nrows = min(p.chunk, p.outer - row0);
+    uint64_t e0 = uint64_t(row0) * p.r;
+    uint64_t e1 = e0 + uint64_t(nrows) * p.r;
+    uint64_t total = uint64_t(p.outer) * p.r;
+    uint64_t u0 = e0 / UNIT;
+    uint nu = uint((e1 - 1ul) / UNIT - u0) + 1u;   // <= WG * TILE_ITEMS (the host's p.chunk)
+    tile_base = u0 * UNIT;
+    for (uint i = 0u; i < TILE_ITEMS; ++i) {
+        uint u = gl_LocalInvocationID.x + i * WG;
+        if (u >= nu) continue;
+        uint64_t first = (u0 + u) * UNIT;
+        if (first + UNIT <= total) {
+#if DT == 0
+            vec4 v = Vec4Array(p.x + first * 4ul).v[0];
+            for (uint k = 0u; k < 4u; ++k) tile[slot(u * 4u + k)] = v[k];
+#else
+            uvec4 w = Word4TileArray(p.x + first * 2ul).v[0];
+            for (uint k = 0u; k < 4u; ++k) {
+                vec2 h = halves2(w[k]);
+                tile[slot(u * 8u + 2u * k)] = h.x;
+                tile[slot(u * 8u + 2u * k + 1u)] = h.y;
+            }
+#endif
+        } else {
+            for (uint k = 0u; k < UNIT; ++k)
+                if (first + k < total) tile[slot(u * UNIT + k)] = load_elem(p.x, first + k);
+        }
+    }
+    barrier();
+    // (full subgroups tile the workgroup: t runs over 0..WG-1)
+    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    for (uint base = 0u; base < nrows; base += COLS) {   // uniform
+        uint j = base + t / LANES;
+        reduce_column(uint64_t(row0 + j), t, t % LANES, 0u, j < nrows);
+    }
+}
+#else
+void main() {
+    uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
+    if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
+    uvec2 cs = div_mod(g, p.splits);
+    uint cg = cs.x, split = cs.y;
+#ifdef ROWS_SG
+    // (full subgroups tile the workgroup: t runs over 0..WG-1)
+    uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    uint64_t q = uint64_t(cg) * COLS + t / LANES;   // the column: (o, c) flattened
+    uint lane = t % LANES;
+#else
+    uint t = gl_LocalInvocationID.x;
+    uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
+    uint lane = t / COLS;
+#endif
+    reduce_column(q, t, lane, split, q < uint64_t(p.outer) * p.inner);
+}
+#endif

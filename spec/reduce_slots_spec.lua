@@ -85,9 +85,9 @@ local function check_sum(x, xt, what)
 end
 
 -- Rows reduce in the lanes' shared-memory tree (tune.reduce rows "lanes"), in the subgroup
--- form where the device allows it ("subgroup"), or per op ("auto", the default): the sweep
--- runs each.
-local ROW_FORMS = { "auto", "lanes", "subgroup" }
+-- form where the device allows it ("subgroup"), staged through shared memory where they
+-- fit ("tile"), or per op and length ("auto", the default): the sweep runs each.
+local ROW_FORMS = { "auto", "lanes", "subgroup", "tile" }
 
 describe("reductions with per-slot states", function()
   after_each(function() lumus.tune.reduce({}) end)
@@ -99,7 +99,9 @@ describe("reductions with per-slot states", function()
     assert.are.equal("subgroup", lumus.tune.reduce({ rows = "subgroup" }).rows)
     assert.are.equal("lanes", lumus.tune.reduce({ rows = "lanes" }).rows)
     assert.are.equal("auto", lumus.tune.reduce({}).rows)
-    checks.errors(function() lumus.tune.reduce({ rows = "fast" }) end, "rows must be \"auto\", \"lanes\" or \"subgroup\"")
+    assert.are.equal("tile", lumus.tune.reduce({ rows = "tile" }).rows)
+    checks.errors(function() lumus.tune.reduce({ rows = "fast" }) end,
+      "rows must be \"auto\", \"lanes\", \"subgroup\" or \"tile\"")
     checks.errors(function() lumus.tune.reduce({ form = "auto" }) end, "form")
   end)
 
@@ -140,6 +142,40 @@ describe("reductions with per-slot states", function()
     end
   end)
   end
+
+  it("reduce many short rows in the tile form across its runs, in every float dtype", function()
+    lumus.tune.reduce({ rows = "tile" })
+    local g = ref.rng(1517)
+    local dtypes = { "float32" }
+    if lumus.device().narrow_storage then dtypes[2], dtypes[3] = "float16", "bfloat16" end
+    -- runs hold about 4096 elements: rows of 1 over several runs; odd counts leave a
+    -- partial 16-byte unit at the tensor's end
+    for _, c in ipairs { { 9001, 1 }, { 2731, 3 }, { 1024, 4 }, { 613, 7 }, { 333, 13 }, { 129, 17 }, { 97, 61 }, { 21, 130 } } do
+      local rows, d = c[1], c[2]
+      local t = make(g, rows, d, false)
+      for _, dt in ipairs(dtypes) do
+        local x = lumus.tensor(t, { dtype = dt })
+        local xt = x:to("float32"):to_table()
+        local what = ("%s %dx%d tile"):format(dt, rows, d)
+        check_extremes(x, xt, 2, what)
+        local clean = ref.map(xt, function(v) return (v ~= v or math.abs(v) > 100) and 1 or v end)
+        local xv = lumus.tensor(clean, { dtype = dt })
+        local cleant = xv:to("float32"):to_table()
+        if dt ~= "bfloat16" then
+          check_var(xv, cleant, 2, what)
+          check_sum(xv, cleant, what)
+        end
+        -- mean: the sum's bound over the count (bfloat16: one rounding of 2^-8)
+        local want = ref.flatten(ref.mean(cleant, { dim = 2 }))
+        local mags = ref.flatten(ref.mean(ref.map(cleant, math.abs), { dim = 2 }))
+        local narrow = dt == "float32" and 0 or dt == "float16" and 2 ^ -11 or 2 ^ -8
+        local bound = {}
+        for i, w in ipairs(want) do bound[i] = 1e-6 * mags[i] + narrow * math.abs(w) end
+        checks.close(lumus.mean(xv, { dim = 2 }):to("float32"), want, { abs = bound, what = "mean " .. what })
+        x:free(); xv:free()
+      end
+    end
+  end)
 
   it("keep var accurate when the mean is far from zero", function()
     local g = ref.rng(1516)

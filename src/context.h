@@ -20,9 +20,9 @@
 /* layer_norm_forward's kernel forms, for forcing one (0 = chosen per D and device). */
 enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_SPLIT, LM_LN_ROW };
 
-/* Reductions over rows: the form per op where the device allows both (0), or one for all
- * (tune.reduce's "lanes" and "subgroup", in that order). */
-enum lm_reduce_rows { LM_REDUCE_ROWS_AUTO, LM_REDUCE_ROWS_LANES, LM_REDUCE_ROWS_SUBGROUP };
+/* Reductions over rows: the form per op and row length where the device allows it (0), or
+ * one for all (tune.reduce's "lanes", "subgroup" and "tile", in that order). */
+enum lm_reduce_rows { LM_REDUCE_ROWS_AUTO, LM_REDUCE_ROWS_LANES, LM_REDUCE_ROWS_SUBGROUP, LM_REDUCE_ROWS_TILE };
 
 /* Storages the context keeps for ops from call to call, one per slot: anchored by the
  * context's registry handle, released by the context (at teardown and by

@@ -58,6 +58,23 @@ static int rows_sg_allowed(const lm_context *ctx, uint32_t wg) {
            ctx->max_subgroup > 0 && wg % ctx->max_subgroup == 0;
 }
 
+/* The tile form over short rows (TILE in shaders/reduce.comp): [kind][dtype]. */
+static const lm_shader_id rows_tile[4][3] = {
+    { LM_SH_REDUCE_SUM_F32_TILE, LM_SH_REDUCE_SUM_F16_TILE, LM_SH_REDUCE_SUM_BF16_TILE },
+    { LM_SH_REDUCE_VAR_F32_TILE, LM_SH_REDUCE_VAR_F16_TILE, LM_SH_REDUCE_VAR_BF16_TILE },
+    { LM_SH_REDUCE_MAX_F32_TILE, LM_SH_REDUCE_MAX_F16_TILE, LM_SH_REDUCE_MAX_BF16_TILE },
+    { LM_SH_REDUCE_MIN_F32_TILE, LM_SH_REDUCE_MIN_F16_TILE, LM_SH_REDUCE_MIN_BF16_TILE },
+};
+
+/* Tile form: runs of whole rows of about TILE_ELEMS elements staged in shared memory by
+ * TILE_WG threads, a row per LANES lanes taking at most TILE_PER_LANE elements each
+ * (LANES at most a subgroup). The automatic choice takes it on a GPU for rows of at most
+ * TILE_AUTO_MAX_D elements. */
+#define TILE_WG 512u
+#define TILE_ELEMS 4096u
+#define TILE_PER_LANE 16u
+#define TILE_AUTO_MAX_D 64u
+
 /* Units per lane of max and min over rows, as a multiple of the usual (lm_plan_cols). */
 #define MAX_LANE_SCALE 4
 /* Rows of r (in loaded units) each thread should at least take before r is split. */
@@ -92,12 +109,52 @@ static int result_shape(const lm_tensor *x, int dim, int keepdim, int64_t *shape
     return n;
 }
 
+/* Records the tile form over rows of v (inner == 1) where the device and the row length
+ * allow it; returns 0 (nothing recorded) otherwise. */
+static int record_tile(lua_State *L, const char *op, int kind, int form, lm_tensor *x, lm_dim_view v,
+                       float divisor, lm_tensor *y, lm_tensor *idx) {
+    lm_context *ctx = x->storage->ctx;
+    uint32_t unit = form == FORM_F32 ? 4u : 8u;
+    uint32_t wg = TILE_WG, max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    while (wg > max_wg) wg /= 2;
+    uint32_t items = TILE_ELEMS / (wg * unit);
+    if (items < 1) items = 1;
+    uint64_t elems = (uint64_t)wg * items * unit;
+    /* the tile (skewed by a word per 32) and the subgroup form's state arrays */
+    if (elems * 33 / 32 * 4 + (uint64_t)wg * 12 > ctx->props.limits.maxComputeSharedMemorySize) return 0;
+    if (!rows_sg_allowed(ctx, wg) || v.inner != 1 || elems < (uint64_t)v.r + unit - 1) return 0;
+    uint32_t lanes = 1;
+    while ((uint64_t)lanes * TILE_PER_LANE < v.r) lanes *= 2;
+    if (lanes > ctx->min_subgroup) return 0;
+    uint32_t rows_per_group = (uint32_t)((elems - (unit - 1)) / v.r);
+    uint64_t groups = ((uint64_t)v.outer + rows_per_group - 1) / rows_per_group;
+    reduce_push pc = {
+        .x = lm_tensor_address(x), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
+        .outer = v.outer, .r = v.r, .inner = 1, .chunk = rows_per_group, .splits = 1, .divisor = divisor,
+        .col_groups = (uint32_t)groups,
+    };
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, groups, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = op, .any_dtype = 1, .shader = rows_tile[kind][form], .spec = { wg, wg / lanes, items },
+        .full_subgroups = 1,
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x }, .writes = { y, idx },
+    });
+    return 1;
+}
+
 /* Records the reduction of x (read as v) into values y and/or indices idx (NULL: not
  * written): one dispatch, or two through per-split states when the grid would be small. */
 static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, lm_dim_view v,
                           float divisor, lm_tensor *y, lm_tensor *idx) {
     lm_context *ctx = x->storage->ctx;
     int form = x->dtype == LM_FLOAT16 ? FORM_F16 : x->dtype == LM_BFLOAT16 ? FORM_BF16 : FORM_F32;
+    int tile = ctx->reduce_rows_form == LM_REDUCE_ROWS_TILE ||
+               (ctx->reduce_rows_form == LM_REDUCE_ROWS_AUTO && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
+                v.r <= TILE_AUTO_MAX_D);
+    if (v.inner == 1 && tile && record_tile(L, op, kind, form, x, v, divisor, y, idx)) return;
     int load = LOAD_1;
     if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
     else if (v.inner == 1 && v.r % 4 == 0) load = LOAD_4;
@@ -147,8 +204,8 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     /* The subgroup form by default for sum, mean, max and min (on the H100: float32 max over
      * rows of 4096 86 -> 94% of copy, rows of 64 83 -> 89%, float16 74 -> 79%); var keeps the
      * lanes' tree, 1 point faster there. tune.reduce forces either. */
-    int want_sg = ctx->reduce_rows_form == LM_REDUCE_ROWS_AUTO ? kind != OP_VAR
-                : ctx->reduce_rows_form == LM_REDUCE_ROWS_SUBGROUP;
+    int rows_form = ctx->reduce_rows_form == LM_REDUCE_ROWS_TILE ? LM_REDUCE_ROWS_AUTO : ctx->reduce_rows_form;
+    int want_sg = rows_form == LM_REDUCE_ROWS_AUTO ? kind != OP_VAR : rows_form == LM_REDUCE_ROWS_SUBGROUP;
     int sg = want_sg && v.inner == 1 && load != LOAD_COLS4 && rows_sg_allowed(ctx, c.wg);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1, .shader = sg ? rows_sg[kind][form][load] : shaders[kind][form][load],
@@ -244,14 +301,16 @@ int lm_op_min(lua_State *L) { return reduce_extreme(L, "min", OP_MIN, 0); }
 int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); }
 int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
 
-/* tune.reduce([{rows = "auto" | "lanes" | "subgroup"}]) -> {rows =, subgroup = bool} ({}
- * restores "auto"): reductions over rows take the subgroup form where the device allows it
- * for sum, mean, max and min and the lanes' shared-memory tree for var ("auto", the
- * default), or one form for all ("lanes"; "subgroup", where allowed, elsewhere the lanes'
- * tree); `subgroup` says whether this device allows that form. */
+/* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile"}]) -> {rows =, subgroup =
+ * bool} ({} restores "auto"): reductions over rows take, on a GPU, the tile form for rows
+ * of at most TILE_AUTO_MAX_D, else the subgroup form where the device allows it for sum,
+ * mean, max and min and the lanes' shared-memory tree for var ("auto", the default), or
+ * one form for all ("lanes"; "subgroup", where allowed, elsewhere the lanes' tree; "tile"
+ * wherever it fits, elsewhere as "auto"); `subgroup` says whether this device allows the
+ * subgroup form (and so the tile form). */
 int lm_op_reduce_config(lua_State *L) {
     static const char *const known[] = { "rows", NULL };
-    static const char *const forms[] = { "auto", "lanes", "subgroup", NULL };
+    static const char *const forms[] = { "auto", "lanes", "subgroup", "tile", NULL };
     lm_context *ctx = lm_context_get(L);
     if (lm_check_options(L, 1, known)) ctx->reduce_rows_form = lm_option_choice(L, 1, "rows", forms, LM_REDUCE_ROWS_AUTO);
     lua_createtable(L, 0, 2);
