@@ -63,6 +63,79 @@ for _, n in ipairs { 3, 4, 8, 37, 1024 } do
   check(all, ("softmax of a row of %d with a NaN is all NaN"):format(n))
 end
 
+-- The tile forms over short rows (runs of whole rows staged in shared memory), forced
+-- for every row length that fits: softmax, log_softmax, sum, max and argmax against
+-- float64 sums in Lua, with a NaN row, a +inf row, an all -inf row and a row with some
+-- -inf; float32, and float16 / bfloat16 from their rounded inputs (softmax relative
+-- error 1e-5 + one output rounding; sum 1e-6 of the sum of |x| + one rounding; max and
+-- argmax exact).
+do
+  local eps = { float32 = 0, float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
+  for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+    for _, d in ipairs { 1, 2, 3, 7, 13, 32, 61, 130, 500 } do
+      local rows = math.max(7, 40000 // d)
+      local xt = {}
+      for r = 1, rows do
+        local row = {}
+        for k = 1, d do row[k] = math.sin(r * 1.37 + k * 0.71) * 6 end
+        xt[r] = row
+      end
+      xt[1][d] = 0 / 0
+      xt[2][1] = inf
+      for k = 1, d do xt[3][k] = -inf end
+      for k = 1, d, 2 do xt[4][k] = -inf end
+      local x = lumus.tensor(xt, { dtype = dtype })
+      xt = x:float():to_table()   -- the rounded inputs
+      lumus.tune.softmax_cols({ short_rows = "tile" })
+      lumus.tune.reduce({ rows = "tile" })
+      local sm, lsm = lumus.softmax(x):float():to_table(), lumus.log_softmax(x):float():to_table()
+      local sum = lumus.sum(x, { dim = 2 }):float():to_table()
+      local mx, mi = lumus.max(x, { dim = 2 })
+      mx, mi = mx:float():to_table(), mi:to_table()
+      local am = lumus.argmax(x, { dim = 2 }):to_table()
+      lumus.tune.softmax_cols({ short_rows = "auto" })
+      lumus.tune.reduce({})
+      local bad = {}
+      for r = 1, rows do
+        local row = xt[r]
+        local m, nan, mpos = -inf, nil, 1
+        local s, mag = 0, 0
+        for k = 1, d do
+          local v = row[k]
+          if isnan(v) then nan = nan or k elseif v > m then m, mpos = v, k end
+          s = s + v
+          mag = mag + math.abs(v)
+        end
+        local want_pos = nan or mpos
+        local want_max = nan and 0 / 0 or m
+        if not (mi[r] == want_pos and am[r] == want_pos and (mx[r] == want_max or (isnan(mx[r]) and isnan(want_max)))) then
+          bad[#bad + 1] = ("max/argmax row %d"):format(r)
+        end
+        if not ((isnan(s) and isnan(sum[r])) or s == sum[r] or math.abs(sum[r] - s) <= 1e-6 * mag + eps[dtype] * math.abs(s)) then
+          bad[#bad + 1] = ("sum row %d: %.9g, want %.9g"):format(r, sum[r], s)
+        end
+        local all_nan = nan or m == inf or m == -inf
+        local e = 0
+        if not all_nan then for k = 1, d do e = e + math.exp(row[k] - m) end end
+        for k = 1, d do
+          local want = all_nan and 0 / 0 or math.exp(row[k] - m) / e
+          local lwant = all_nan and 0 / 0 or (row[k] - m) - math.log(e)
+          local got, lgot = sm[r][k], lsm[r][k]
+          local ok = (isnan(want) and isnan(got)) or math.abs(got - want) <= (1e-5 + eps[dtype]) * math.abs(want) + 1e-7
+          local lok = (isnan(lwant) and isnan(lgot)) or lgot == lwant or
+                      math.abs(lgot - lwant) <= (2e-6 + eps[dtype]) * math.max(1, math.abs(lwant))
+          if not (ok and lok) then bad[#bad + 1] = ("softmax row %d col %d: %.9g / %.9g, want %.9g / %.9g"):format(r, k, got, lgot, want, lwant) end
+          if #bad > 3 then break end
+        end
+        if #bad > 3 then break end
+      end
+      check(#bad == 0, ("tile forms, %s %dx%d: softmax, log_softmax, sum, max, argmax%s"):format(dtype, rows, d,
+        #bad > 0 and (": " .. table.concat(bad, "; ")) or ""))
+      x:free()
+    end
+  end
+end
+
 -- layer_norm_forward: NaN rows, infinities, huge finite rows (every D class).
 for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   local function ln(fill)

@@ -69,11 +69,14 @@ static const lm_shader_id rows_tile[4][3] = {
 /* Tile form: runs of whole rows of about TILE_ELEMS elements staged in shared memory by
  * TILE_WG threads, a row per LANES lanes taking at most TILE_PER_LANE elements each
  * (LANES at most a subgroup). The automatic choice takes it on a GPU for rows of at most
- * TILE_AUTO_MAX_D elements. */
+ * TILE_AUTO_MAX_D elements: on the H100 (bench/short_rows.lua, 64M elements) it took
+ * max over rows of 1 from 66 to 75% of copy (float16 46 -> 58, sum 28 -> 31) but lost to
+ * the subgroup form on every longer row (float32 sum over rows of 2 78 -> 60, of 13
+ * 98 -> 59). */
 #define TILE_WG 512u
 #define TILE_ELEMS 4096u
 #define TILE_PER_LANE 16u
-#define TILE_AUTO_MAX_D 64u
+#define TILE_AUTO_MAX_D 1u
 
 /* Units per lane of max and min over rows, as a multiple of the usual (lm_plan_cols). */
 #define MAX_LANE_SCALE 4
