@@ -6,7 +6,10 @@
 -- with the same-run copy of the same tensor as the ceiling; "auto" names the automatic
 -- pick (the form whose time it is nearer).
 --
---   lua5.4 bench/short_rows.lua [--n ELEMENTS] [--reps N] [--sweep K] [--seed S]
+--   lua5.4 bench/short_rows.lua [--n ELEMENTS] [--reps N] [--sweep K] [--seed S] [--items LIST]
+--
+-- --items 1,2,4 instead times softmax's tile form alone with each count of 16-byte units
+-- per thread (tune.softmax_cols tile_items) against the row kernel.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 
@@ -16,7 +19,7 @@ do
   while arg and arg[i] do
     local k = arg[i]:match("^%-%-(.+)$")
     if not k or not arg[i + 1] then
-      io.stderr:write("usage: lua5.4 bench/short_rows.lua [--n N] [--reps N] [--sweep K] [--seed S]\n")
+      io.stderr:write("usage: lua5.4 bench/short_rows.lua [--n N] [--reps N] [--sweep K] [--seed S] [--items LIST]\n")
       os.exit(2)
     end
     args[k] = arg[i + 1]
@@ -45,6 +48,37 @@ local block = {}
 for i = 1, 4096 do block[i] = ref.f32(g.normal() * 3) end
 local bytes = string.pack("<" .. ("f"):rep(4096), table.unpack(block))
 local all = lumus.from_bytes(bytes:rep(n0 // 4096 + 1), { (n0 // 4096 + 1) * 4096 })
+
+if args.items then
+  local items = {}
+  for k in args.items:gmatch("%d+") do items[#items + 1] = math.tointeger(tonumber(k)) end
+  print(("# softmax over short rows: the tile form's units per thread, %s (seed %d)"):format(lumus.device().name or "?", seed))
+  print(("median of %d device-time samples; %% of copy against lumus.copy of the same tensor in this run."):format(reps))
+  print()
+  local head = "| dtype | rows x d | row % of copy |"
+  for _, k in ipairs(items) do head = head .. (" tile %d %% |"):format(k) end
+  print(head)
+  print("|---|---|--:|" .. ("--:|"):rep(#items))
+  for _, dt in ipairs { "float32", "float16" } do
+    for _, d in ipairs(ds) do
+      local rows = n0 // d
+      local flat = all:narrow(1, 1, rows * d)
+      local x = (dt == "float32" and flat:contiguous() or flat:half()):view({ rows, d })
+      local y = lumus.empty({ rows, d }, { dtype = dt })
+      local tcopy = time(function() lumus.copy(x, { out = y }) end)
+      lumus.tune.softmax_cols({ short_rows = "row" })
+      local line = ("| %s | %dx%d | %.1f |"):format(dt, rows, d, 100 * tcopy / time(function() lumus.softmax(x, { out = y }) end))
+      for _, k in ipairs(items) do
+        lumus.tune.softmax_cols({ short_rows = "tile", tile_items = k })
+        line = line .. (" %.1f |"):format(100 * tcopy / time(function() lumus.softmax(x, { out = y }) end))
+      end
+      lumus.tune.softmax_cols({ short_rows = "auto", tile_items = 0 })
+      print(line)
+      x:free(); y:free()
+    end
+  end
+  os.exit(0)
+end
 
 print(("# short rows: the row kernels against the tile forms, %s (seed %d)"):format(lumus.device().name or "?", seed))
 print(("median of %d device-time samples; %% of copy: bytes moved (x read, the result written) per second against"):format(reps))

@@ -47,8 +47,9 @@ function tune.rows(d, opts) end
 ---Softmax over a non-last dim: "auto" (default; the held form where r fits), "stream"
 ---(never held), "held" (same as auto); long_rows (rows of >= 65536): "auto" (the column
 ---kernel's split form when fewer rows than multiprocessors), "row", "cols"; short_rows (of the
----last dim): "auto" (the tile form for short rows on a GPU), "tile", "row". Returns the settings.
----@param opts? {form?: "auto"|"stream"|"held", long_rows?: "auto"|"row"|"cols", short_rows?: "auto"|"tile"|"row"}
+---last dim): "auto" (the tile form for short rows on a GPU), "tile", "row"; tile_items: the tile
+---form's 16-byte units per thread, 0..8 (0: automatic). Returns the settings.
+---@param opts? {form?: "auto"|"stream"|"held", long_rows?: "auto"|"row"|"cols", short_rows?: "auto"|"tile"|"row", tile_items?: integer}
 ---@return table
 function tune.softmax_cols(opts) end
 

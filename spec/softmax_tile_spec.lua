@@ -30,7 +30,7 @@ local function check_dtype(x, dtype, what)
 end
 
 describe("softmax over short rows (tile form)", function()
-  after_each(function() lumus.tune.softmax_cols({ short_rows = "auto" }) end)
+  after_each(function() lumus.tune.softmax_cols({ short_rows = "auto", tile_items = 0 }) end)
 
   it("reports and checks its short_rows setting", function()
     assert.are.equal("auto", lumus.tune.softmax_cols().short_rows)
@@ -40,7 +40,25 @@ describe("softmax over short rows (tile form)", function()
       'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row")')
     assert.has_error(function() lumus.tune.softmax_cols({ short_rows = 1 }) end,
       'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row")')
+    assert.are.equal(0, lumus.tune.softmax_cols().tile_items)
+    assert.are.equal(4, lumus.tune.softmax_cols({ tile_items = 4 }).tile_items)
+    assert.has_error(function() lumus.tune.softmax_cols({ tile_items = 9 }) end,
+      "bad argument #1 to 'softmax_cols' (tile_items must be in 0..8 (0: automatic))")
   end)
+
+  for _, items in ipairs { 1, 3, 8 } do
+    it("matches the reference with " .. items .. " units per thread", function()
+      lumus.tune.softmax_cols({ short_rows = "tile", tile_items = items })
+      local g = ref.rng(2610 + items)
+      for _, c in ipairs { { 5001, 1 }, { 1201, 5 }, { 150, 31 }, { 40, 100 } } do
+        local xt = ref.random_table(c, function() return (g.uniform() - 0.5) * 30 end)
+        local x = lumus.tensor(xt)
+        check_dtype(x, "float32", table.concat(c, "x") .. " items " .. items)
+        check_dtype(x, "float16", table.concat(c, "x") .. " items " .. items)
+        x:free()
+      end
+    end)
+  end
 
   for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
     it("matches the reference on a seeded sweep of row lengths (" .. dtype .. ")", function()

@@ -99,6 +99,7 @@ struct lm_context {
     int softmax_cols_form;        /* softmax over a non-last dim: an lm_softmax_cols_form (tune.softmax_cols) */
     int softmax_long_rows;        /* softmax over few long rows: LM_SOFTMAX_LONG_ROWS_* (tune.softmax_cols) */
     int softmax_short_rows;       /* softmax over short rows: LM_SOFTMAX_SHORT_ROWS_* (tune.softmax_cols) */
+    uint32_t softmax_tile_items;  /* softmax tile form: 16-byte units per thread (0 = auto; tune.softmax_cols) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
     int reduce_rows_form;         /* reductions over rows: an LM_REDUCE_ROWS_* (tune.reduce) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */

@@ -75,6 +75,7 @@ static const lm_shader_id rows_tile[4][3] = {
  * 98 -> 59). */
 #define TILE_WG 512u
 #define TILE_ELEMS 4096u
+#define TILE_ELEMS_LANE_ROWS 2048u   /* a lane per row: as softmax's tile form (softmax.c) */
 #define TILE_PER_LANE 16u
 #define TILE_AUTO_MAX_D 1u
 
@@ -121,14 +122,14 @@ static int record_tile(lua_State *L, const char *op, int kind, int form, lm_tens
     uint32_t wg = TILE_WG, max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
     if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     while (wg > max_wg) wg /= 2;
-    uint32_t items = TILE_ELEMS / (wg * unit);
+    uint32_t lanes = 1;
+    while ((uint64_t)lanes * TILE_PER_LANE < v.r) lanes *= 2;
+    uint32_t items = (lanes == 1 ? TILE_ELEMS_LANE_ROWS : TILE_ELEMS) / (wg * unit);
     if (items < 1) items = 1;
     uint64_t elems = (uint64_t)wg * items * unit;
     /* the tile (skewed by a word per 32) and the subgroup form's state arrays */
     if (elems * 33 / 32 * 4 + (uint64_t)wg * 12 > ctx->props.limits.maxComputeSharedMemorySize) return 0;
     if (!rows_sg_allowed(ctx, wg) || v.inner != 1 || elems < (uint64_t)v.r + unit - 1) return 0;
-    uint32_t lanes = 1;
-    while ((uint64_t)lanes * TILE_PER_LANE < v.r) lanes *= 2;
     if (lanes > ctx->min_subgroup) return 0;
     uint32_t rows_per_group = (uint32_t)((elems - (unit - 1)) / v.r);
     uint64_t groups = ((uint64_t)v.outer + rows_per_group - 1) / rows_per_group;

@@ -46,14 +46,19 @@ static const lm_shader_id tile_shaders[2][3] = {
 };
 
 /* Tile form (shaders/softmax_tile.comp): runs of whole rows through shared memory in
- * 16-byte units, TILE_ELEMS elements over TILE_WG threads whatever the dtype, a row per
- * segment of lanes holding at most TILE_HOLD elements each. The automatic choice takes
- * it on a GPU for rows of at most TILE_AUTO_MAX_D: on the H100 (bench/short_rows.lua,
- * 64M elements) it took float32 rows of 1 from 2.2 to 68% of copy, of 13 from 26 to 65,
- * of 32 from 54 to 62 (float16: 1.1 -> 49, 14 -> 49, 29 -> 46), and lost from 48 on
- * (float32 74 -> 62, float16 at 64 54 -> 46). */
+ * 16-byte units over TILE_WG threads, TILE_ELEMS elements (TILE_ELEMS_LANE_ROWS where a
+ * lane takes a row) whatever the dtype, a row per segment of lanes holding at most
+ * TILE_HOLD elements each. On the H100 (bench/short_rows.lua, 64M elements, % of copy):
+ * float32 rows of 1-8 took 88-95 with runs of 2048 elements against 67-72 with 4096 and
+ * 49-56 with 8192 or more, rows of 11-16 72-73 against 64-65; rows of 23 and longer, whose
+ * segments are wider, 61-62 with 4096 against 50 with 2048; float16 runs of 4096 elements
+ * (one unit per thread) 44-57 against 33-43 with 8192. The automatic choice takes the
+ * tile form on a GPU for rows of at most TILE_AUTO_MAX_D: the row kernel gave float32
+ * rows of 1 2.2%, of 13 26, of 32 53 (float16 1.1, 14, 28), and won from 48 on (float32
+ * 74 against 62, float16 at 64 54 against 46). */
 #define TILE_WG 512u
 #define TILE_ELEMS 4096u
+#define TILE_ELEMS_LANE_ROWS 2048u
 #define TILE_HOLD 16u
 #define TILE_AUTO_MAX_D 32
 
@@ -69,13 +74,18 @@ static int plan_tile(const lm_context *ctx, lm_dtype dtype, int64_t d, tile_plan
     if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     c.wg = TILE_WG;
     while (c.wg > max_wg) c.wg /= 2;
-    c.items = TILE_ELEMS / (c.wg * unit);
+    c.seg = 1;
+    while ((uint64_t)c.seg * TILE_HOLD < (uint64_t)d) c.seg *= 2;
+    if (c.seg == 1 && !ctx->softmax_tile_items) {   /* one unit per thread, TILE_ELEMS_LANE_ROWS per run */
+        while (c.wg > 32 && c.wg * unit > TILE_ELEMS_LANE_ROWS) c.wg /= 2;
+        c.items = 1;
+    } else {
+        c.items = ctx->softmax_tile_items ? ctx->softmax_tile_items : TILE_ELEMS / (c.wg * unit);
+    }
     if (c.items < 1) c.items = 1;
     while (c.items > 1 && (uint64_t)c.wg * c.items * unit * 33 / 32 * 4 > ctx->props.limits.maxComputeSharedMemorySize)
         c.items--;
     if ((uint64_t)c.wg * c.items * unit * 33 / 32 * 4 > ctx->props.limits.maxComputeSharedMemorySize) return 0;
-    c.seg = 1;
-    while ((uint64_t)c.seg * TILE_HOLD < (uint64_t)d) c.seg *= 2;
     c.hold = 1;
     while ((uint64_t)c.seg * c.hold < (uint64_t)d) c.hold *= 2;
     uint64_t elems = (uint64_t)c.wg * c.items * unit;
@@ -254,9 +264,10 @@ static int softmax(lua_State *L, const char *name, int log) {
  * of at least LONG_ROW_MIN elements always by the row kernel ("row"), always by the column
  * kernel ("cols"), or by the column kernel when fewer than the multiprocessors ("auto").
  * short_rows: rows of the last dimension by the tile form wherever it fits ("tile"),
- * never ("row"), or on a GPU for rows of at most TILE_AUTO_MAX_D ("auto"). */
+ * never ("row"), or on a GPU for rows of at most TILE_AUTO_MAX_D ("auto"); tile_items: the
+ * tile form's 16-byte units per thread (0: automatic), fewer where shared memory is short. */
 int lm_op_softmax_cols_config(lua_State *L) {
-    static const char *const known[] = { "form", "long_rows", "short_rows", NULL };
+    static const char *const known[] = { "form", "long_rows", "short_rows", "tile_items", NULL };
     static const char *const long_forms[] = { "auto", "row", "cols" };
     static const char *const short_forms[] = { "auto", "tile", "row" };
     static const char *const forms[] = { "auto", "stream", "held" };
@@ -292,14 +303,21 @@ int lm_op_softmax_cols_config(lua_State *L) {
             ctx->softmax_short_rows = found;
         }
         lua_pop(L, 1);
+        lua_Integer items = lm_option_integer(L, 1, "tile_items", -1);
+        if (items != -1) {
+            if (items < 0 || items > 8) lm_argerror(L, 1, "tile_items must be in 0..8 (0: automatic)");
+            ctx->softmax_tile_items = (uint32_t)items;
+        }
     }
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     lua_pushstring(L, forms[ctx->softmax_cols_form]);
     lua_setfield(L, -2, "form");
     lua_pushstring(L, long_forms[ctx->softmax_long_rows]);
     lua_setfield(L, -2, "long_rows");
     lua_pushstring(L, short_forms[ctx->softmax_short_rows]);
     lua_setfield(L, -2, "short_rows");
+    lua_pushinteger(L, ctx->softmax_tile_items);
+    lua_setfield(L, -2, "tile_items");
     return 1;
 }
 
