@@ -4,7 +4,8 @@
 -- rows) against the tile forms (runs of whole rows through shared memory), on listed and
 -- seeded random row lengths d of 1..512 with about n elements each, float32 and float16,
 -- with the same-run copy of the same tensor as the ceiling; "auto" names the automatic
--- pick (the form whose time it is nearer).
+-- pick (the form whose time it is nearer). layer_norm_forward (rows of up to 64): its other
+-- forms (tune.layer_norm tile = false) against its tile form.
 --
 --   lua5.4 bench/short_rows.lua [--n ELEMENTS] [--reps N] [--sweep K] [--seed S] [--items LIST]
 --
@@ -96,6 +97,10 @@ local ops = {
   { name = "max", f = function(x) return lumus.max(x, { dim = 2 }) end, row = reduce_setter("subgroup"), tile = reduce_setter("tile"), auto = reduce_setter("auto"), idx = true },
   { name = "argmax", f = function(x) return lumus.argmax(x, { dim = 2 }) end, row = reduce_setter("subgroup"), tile = reduce_setter("tile"), auto = reduce_setter("auto"), int = true, every = 3 },
   { name = "var", f = function(x) return lumus.var(x, { dim = 2 }) end, row = reduce_setter("lanes"), tile = reduce_setter("tile"), auto = reduce_setter("auto"), every = 3 },
+  -- (its mean and invstd, 8 bytes a row, are left out of the bytes moved)
+  { name = "layer_norm", f = function(x) return lumus.layer_norm_forward(x) end, full = true, upto = 64,
+    row = function(d) lumus.tune.layer_norm(d, { tile = false }) end, tile = function(d) lumus.tune.layer_norm(d, { form = "tile" }) end,
+    auto = function(d) lumus.tune.layer_norm(d, {}) end },
 }
 for _, dt in ipairs { "float32", "float16" } do
   local esize = dt == "float32" and 4 or 2
@@ -107,17 +112,17 @@ for _, dt in ipairs { "float32", "float16" } do
     local tcopy = time(function() lumus.copy(x, { out = y }) end)
     local copy_rate = 2 * rows * d * esize / tcopy
     for _, op in ipairs(ops) do
-      if not op.every or i % op.every == 0 then
+      if (not op.every or i % op.every == 0) and (not op.upto or d <= op.upto) then
         local moved = rows * d * esize + (op.full and rows * d * esize or rows * ((op.int and 0 or esize) + ((op.idx or op.int) and 4 or 0)))
         local function pct(t) return 100 * (moved / t) / copy_rate end
         local f = op.f
-        op.row()
+        op.row(d)
         local tr = time(function() f(x) end)
         local yr = f(x):float()
-        op.tile()
+        op.tile(d)
         local tt = time(function() f(x) end)
         local yt = f(x):float()
-        op.auto()
+        op.auto(d)
         local ta = time(function() f(x) end)
         local picks = math.abs(ta - tt) < math.abs(ta - tr) and "tile" or "row"
         local diff = lumus.sub(yr, yt):abs():max():item()

@@ -1,15 +1,16 @@
 #version 450
 // LayerNorm forward, tile form (see common/layer_norm.glsl), for many short rows of any
 // D: a workgroup takes ROWS consecutive rows, which are one contiguous run of the
-// flattened tensor, and moves it through shared memory. It reads the aligned vec4s that
-// cover the run (every thread ITEMS of them, all in flight, adjacent threads adjacent
-// vec4s), normalizes each row there with a segment of SEG lanes (SEG = 1: a lane per
-// row), and writes the run back as whole vec4s, per element only in the two vec4s it
-// shares with the neighbouring runs. So memory sees full-width accesses however short
-// or oddly aligned the rows, where forms that give each row its own lanes read a vec4
-// per lane for a row of 2 elements and store partial vectors element by element.
+// flattened tensor, and moves it through shared memory. It reads the aligned 16-byte
+// units (vec4s; with DT, 8 float16 or bfloat16 elements) that cover the run (every
+// thread ITEMS of them, all in flight, adjacent threads adjacent units), normalizes each
+// row there with a segment of SEG lanes (SEG = 1: a lane per row), and writes the run
+// back as whole units, per element only in the two units it shares with the
+// neighbouring runs. So memory sees full-width accesses however short or oddly aligned
+// the rows, where forms that give each row its own lanes read a vector per lane for a
+// row of 2 elements and store partial vectors element by element.
 //
-// The covering vec4s at the run's ends hold elements of the neighbouring runs: read,
+// The covering units at the run's ends hold elements of the neighbouring runs: read,
 // never used, never written (in place, their workgroups may be rewriting them). The
 // statistics are the other forms' (corrected two-pass; a non-finite row takes the
 // scaled statistics, here from shared memory), each row's sums in one segment's lanes
@@ -17,13 +18,41 @@
 #include "common/layer_norm.glsl"
 
 layout(constant_id = 3) const uint SEG = 1;   // lanes per row: a power of two <= WG
-const uint TILE = WG * ITEMS;                 // vec4s the run may cover
+const uint UNIT = DT == 0 ? 4u : 8u;          // elements per 16-byte unit of memory
+const uint TILE = WG * ITEMS * (UNIT / 4u);   // vec4s the run may cover
 const uint SEGS = WG / SEG;                   // rows normalized at once
 shared vec4 tile[TILE];
 shared uint any_bad;
 
 float tile_at(uint e) { return tile[e >> 2][e & 3u]; }
 void tile_set(uint e, float v) { tile[e >> 2][e & 3u] = v; }
+
+// Unit u of x into the tile, from the tile to unit u of y, one element k of y; a
+// parameter element (weight, bias: x's dtype).
+#if DT == 0
+void load_unit(uint64_t u0, uint u) { tile[u] = Vec4Array(p.x + u0 * 16ul).v[u]; }
+void store_unit(uint64_t u0, uint u) { Vec4Array(p.y + u0 * 16ul).v[u] = tile[u]; }
+void store_one(uint64_t e, float v) { FloatArray(p.y + e * 4ul).v[0] = v; }
+float param_at(uint64_t addr, float absent, uint k) { return addr != 0ul ? ParamFloat(addr).v[k] : absent; }
+#else
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer HalfUnit { f16vec4 a, b; };
+#else
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer HalfUnit { u16vec4 a, b; };
+#endif
+void load_unit(uint64_t u0, uint u) {
+    HalfUnit h = HalfUnit(p.x + (u0 + u) * 16ul);
+    tile[2u * u] = half_to_float(h.a);
+    tile[2u * u + 1u] = half_to_float(h.b);
+}
+void store_unit(uint64_t u0, uint u) {
+    HalfUnit h = HalfUnit(p.y + (u0 + u) * 16ul);
+    h.a = float_to_half(tile[2u * u]);
+    h.b = float_to_half(tile[2u * u + 1u]);
+}
+void store_one(uint64_t e, float v) { HalfArray1(p.y + e * 2ul).v[0] = float_to_half(v); }
+float param_at(uint64_t addr, float absent, uint k) { return addr != 0ul ? half_to_float(HalfArray1(addr).v[k]) : absent; }
+#endif
 
 // Sums (and maxima) over a segment through `partials`: every lane adds its segment's
 // values in the same order, so all of them see the identical result. Called by every
@@ -51,8 +80,6 @@ float seg_max(float v) {
 
 float exponent_of(float v) { return float((floatBitsToUint(v) >> 23) & 0xffu); }
 
-float param_at(uint64_t addr, float absent, uint k) { return addr != 0ul ? ParamFloat(addr).v[k] : absent; }
-
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint r0 = group_index() * ROWS;
@@ -60,13 +87,13 @@ void main() {
     uint nrows = min(ROWS, p.rows - r0);
     uint64_t e0 = uint64_t(r0) * uint64_t(p.d);
     uint64_t e1 = e0 + uint64_t(nrows) * uint64_t(p.d);
-    uint64_t v0 = e0 >> 2;
-    uint nv = uint(((e1 - 1ul) >> 2) - v0) + 1u;   // <= TILE (the host's ROWS)
-    uint o = uint(e0 & 3ul);                         // the run's first element in tile[0]
+    uint64_t v0 = e0 / UNIT;
+    uint nv = uint((e1 - 1ul) / UNIT - v0) + 1u;    // units, <= WG * ITEMS (the host's ROWS)
+    uint o = uint(e0 - v0 * UNIT);                   // the run's first element in the tile
 
     for (uint i = 0u; i < ITEMS; ++i) {
         uint v = tid + i * WG;
-        if (v < nv) tile[v] = Vec4Array(p.x + v0 * 16ul).v[v];
+        if (v < nv) load_unit(v0, v);
     }
     if (tid == 0u) any_bad = 0u;
     barrier();
@@ -143,12 +170,12 @@ void main() {
     for (uint i = 0u; i < ITEMS; ++i) {
         uint v = tid + i * WG;
         if (v >= nv) continue;
-        uint64_t first = (v0 + uint64_t(v)) * 4ul;   // the vec4's first element
-        if (first >= e0 && first + 4ul <= e1) {
-            Vec4Array(p.y + v0 * 16ul).v[v] = tile[v];
+        uint64_t first = (v0 + uint64_t(v)) * UNIT;   // the unit's first element
+        if (first >= e0 && first + UNIT <= e1) {
+            store_unit(v0, v);
         } else {
-            for (uint k = 0u; k < 4u; ++k)
-                if (first + k >= e0 && first + k < e1) FloatArray(p.y + v0 * 16ul).v[4u * v + k] = tile[v][k];
+            for (uint k = 0u; k < UNIT; ++k)
+                if (first + k >= e0 && first + k < e1) store_one(first + k, tile_at(v * UNIT + k));
         }
     }
 }

@@ -60,6 +60,19 @@ describe("layer_norm_forward on float16 and bfloat16", function()
       end
     end)
 
+    it(dt .. ": the tile form (forced; automatic on GPUs for short rows) over runs of many rows", function()
+      finally(function() lumus.tune.layer_norm(1, {}) end)
+      -- rows of 1-15 over several runs of 4096 elements, rows of 5 and 13 across a run's
+      -- 16-byte units, a last partial unit; a row of 40 (segments of lanes)
+      for _, shape in ipairs({ { 5000, 1 }, { 1700, 5 }, { 900, 7 }, { 641, 13 }, { 333, 15 }, { 9, 6 }, { 300, 40 } }) do
+        lumus.tune.layer_norm(shape[2], { form = "tile" })
+        assert.equal("tile", lumus.tune.layer_norm(shape[2]).variant)
+        check(dt, shape[1], shape[2], { affine = true })
+        check(dt, shape[1], shape[2], {})
+        check(dt, shape[1], shape[2], { affine = true, in_place = true })
+      end
+    end)
+
     it(dt .. ": in place (out = x)", function()
       check(dt, 4, 768, { affine = true, in_place = true })
       check(dt, 3, 6, { affine = true, in_place = true })

@@ -83,6 +83,13 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_TILE_MAX_D 15u
 #define LN_TILE_WG 512u
 #define LN_TILE_ITEMS 2u
+/* float16/bfloat16 x: runs of LN_TILE_WG x LN_TILE_ITEMS_HALF units of 8 elements (4096,
+ * as float32's 512 x 2 units of 4), for rows of D % 4 != 0 from LN_TILE_HALF_MIN_D to
+ * LN_TILE_HALF_MAX_D: the subgroup form read rows of 1-3 at 81-109% of the copy ceiling on
+ * the H100 and rows of 5-13 at 33-60. */
+#define LN_TILE_ITEMS_HALF 1u
+#define LN_TILE_HALF_MIN_D 5u
+#define LN_TILE_HALF_MAX_D 15u
 #define LN_TILE_SEG_ELEMS 8u
 #define LN_TILE_MAX_SEG 32u
 /* Two-stage split form (layer_norm_split2.comp): few rows too long for a workgroup
@@ -265,16 +272,19 @@ static int choose_form(const lm_context *ctx, const ln_tune *t, const ln_shape *
 
 /* Tile form: rows_per_group whole rows per run of at most wg x items vec4s (the
  * shared memory the device has bounds items); 0 rows_per_group where a row does not fit. */
-static ln_plan plan_tile(const lm_context *ctx, const ln_shape *s) {
-    ln_plan c = { .form = LN_FORM_TILE, .vec = 4, .n = s->n, .variant = "tile", .shader = LM_SH_LN_TILE };
+static ln_plan plan_tile(const lm_context *ctx, const ln_shape *s, lm_dtype dt) {
+    /* 16-byte units of 4 float32 or 8 float16/bfloat16 elements; a float32 tile in shared memory */
+    uint32_t unit = dt == LM_FLOAT32 ? 4u : 8u;
+    ln_plan c = { .form = LN_FORM_TILE, .vec = 4, .n = s->n, .variant = "tile",
+                  .shader = dt == LM_FLOAT16 ? LM_SH_LN_TILE_F16 : dt == LM_BFLOAT16 ? LM_SH_LN_TILE_BF16 : LM_SH_LN_TILE };
     uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_TILE_WG;
     if (wg > s->max_wg) wg = s->max_wg;
-    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_TILE_ITEMS;
+    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : dt == LM_FLOAT32 ? LN_TILE_ITEMS : LN_TILE_ITEMS_HALF;
     uint64_t limit = ctx->props.limits.maxComputeSharedMemorySize;
-    while (items > 1 && 16ull * wg * items + 8ull * wg + 16 > limit) items--;
+    while (items > 1 && 4ull * unit * wg * items + 8ull * wg + 16 > limit) items--;
     c.wg = wg;
     c.items = items;
-    c.rows_per_group = (4 * wg * items - 3) / s->d;
+    c.rows_per_group = (unit * wg * items - (unit - 1)) / s->d;
     uint32_t seg = 1, most = wg < LN_TILE_MAX_SEG ? wg : LN_TILE_MAX_SEG;
     while (seg * 2 <= most && seg * 2 * LN_TILE_SEG_ELEMS <= s->d) seg *= 2;
     c.seg = seg;
@@ -317,6 +327,11 @@ static int split2_fits(const ln_tune *t, const ln_shape *s, int in_place) {
 /* Whether the automatic plan takes the tile form: short masked rows on a GPU. */
 static int tile_fits(const ln_tune *t, const ln_shape *s) {
     return !t->no_tile && !s->cpu && s->masked && s->d <= LN_TILE_MAX_D;
+}
+
+/* The same for float16/bfloat16 x (their other forms read such rows an element per lane). */
+static int half_tile_fits(const ln_tune *t, const ln_shape *s) {
+    return !t->no_tile && !s->cpu && s->d % 4 != 0 && s->d >= LN_TILE_HALF_MIN_D && s->d <= LN_TILE_HALF_MAX_D;
 }
 
 /* Row form: one invocation per row, wg rows per workgroup. */
@@ -471,6 +486,11 @@ static lm_shader_id half_build(lm_shader_id f32, lm_dtype dt) {
 }
 
 static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, lm_dtype dt) {
+    ln_shape m = shape_of(ctx, t, d, rows, 1);
+    if (t->form == LN_FORM_TILE || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && half_tile_fits(t, &m))) {
+        ln_plan c = plan_tile(ctx, &m, dt);
+        if (c.rows_per_group > 0) return c;
+    }
     ln_shape s = shape_of(ctx, t, d, rows, 0);   /* never masked: vec 4 or 1 */
     ln_plan c = subgroup_fits(ctx, &s) ? plan_subgroup(ctx, &s)
               : s.n <= s.max_wg * LN_MAX_ITEMS ? plan_group(ctx, &s) : plan_stream(ctx, &s);
@@ -484,7 +504,7 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
     ln_shape s = shape_of(ctx, t, d, rows, 1);
     ln_shape row_shape = shape_of(ctx, t, d, rows, 0);
     if (t->form == LN_FORM_TILE || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && tile_fits(t, &s))) {
-        ln_plan c = plan_tile(ctx, &s);
+        ln_plan c = plan_tile(ctx, &s, LM_FLOAT32);
         if (c.rows_per_group > 0) return c;
     }
     if (!in_place && (t->form == LN_FORM_SPLIT2 || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && split2_fits(t, &s, in_place)))) {
