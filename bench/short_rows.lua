@@ -10,7 +10,8 @@
 --   lua5.4 bench/short_rows.lua [--n ELEMENTS] [--reps N] [--sweep K] [--seed S] [--items LIST]
 --
 -- --items 1,2,4 instead times softmax's tile form alone with each count of 16-byte units
--- per thread (tune.softmax_cols tile_items) against the row kernel.
+-- per thread (tune.softmax_cols tile_items) against the row kernel, and on rows of up to
+-- 16 layer_norm's (tune.layer_norm items_target) against its other forms.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 
@@ -75,6 +76,16 @@ if args.items then
       end
       lumus.tune.softmax_cols({ short_rows = "auto", tile_items = 0 })
       print(line)
+      if d <= 16 then   -- layer_norm's tile form with the same unit counts (tune.layer_norm items_target)
+        lumus.tune.layer_norm(d, { tile = false })
+        line = ("| %s layer_norm | %dx%d | %.1f |"):format(dt, rows, d, 100 * tcopy / time(function() lumus.layer_norm_forward(x, nil, nil, 1e-5, { out = y }) end))
+        for _, k in ipairs(items) do
+          lumus.tune.layer_norm(d, { form = "tile", items_target = k })
+          line = line .. (" %.1f |"):format(100 * tcopy / time(function() lumus.layer_norm_forward(x, nil, nil, 1e-5, { out = y }) end))
+        end
+        lumus.tune.layer_norm(d, {})
+        print(line)
+      end
       x:free(); y:free()
     end
   end
