@@ -37,13 +37,17 @@ describe("softmax over short rows (tile form)", function()
     assert.are.equal("tile", lumus.tune.softmax_cols({ short_rows = "tile" }).short_rows)
     assert.are.equal("row", lumus.tune.softmax_cols({ short_rows = "row" }).short_rows)
     assert.has_error(function() lumus.tune.softmax_cols({ short_rows = "fast" }) end,
-      'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row")')
+      'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row", got "fast")')
     assert.has_error(function() lumus.tune.softmax_cols({ short_rows = 1 }) end,
-      'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row")')
+      'bad argument #1 to \'softmax_cols\' (short_rows must be "auto", "tile" or "row", got number)')
     assert.are.equal(0, lumus.tune.softmax_cols().tile_items)
     assert.are.equal(4, lumus.tune.softmax_cols({ tile_items = 4 }).tile_items)
     assert.has_error(function() lumus.tune.softmax_cols({ tile_items = 9 }) end,
-      "bad argument #1 to 'softmax_cols' (tile_items must be in 0..8 (0: automatic))")
+      "bad argument #1 to 'softmax_cols' (tile_items must be in 0..8 (0: automatic), got 9)")
+    assert.has_error(function() lumus.tune.softmax_cols({ tile_items = -1 }) end,
+      "bad argument #1 to 'softmax_cols' (tile_items must be in 0..8 (0: automatic), got -1)")
+    -- a bad value changes nothing
+    assert.are.equal(4, lumus.tune.softmax_cols().tile_items)
   end)
 
   for _, items in ipairs { 1, 3, 8 } do

@@ -269,7 +269,7 @@ static int softmax(lua_State *L, const char *name, int log) {
 int lm_op_softmax_cols_config(lua_State *L) {
     static const char *const known[] = { "form", "long_rows", "short_rows", "tile_items", NULL };
     static const char *const long_forms[] = { "auto", "row", "cols" };
-    static const char *const short_forms[] = { "auto", "tile", "row" };
+    static const char *const short_forms[] = { "auto", "tile", "row", NULL };
     static const char *const forms[] = { "auto", "stream", "held" };
     lm_context *ctx = lm_context_get(L);
     if (lm_check_options(L, 1, known)) {
@@ -293,21 +293,11 @@ int lm_op_softmax_cols_config(lua_State *L) {
             ctx->softmax_long_rows = found;
         }
         lua_pop(L, 1);
-        lm_push_option(L, 1, "short_rows");
-        if (!lua_isnil(L, -1)) {
-            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-            int found = -1;
-            for (int i = 0; i < 3; i++)
-                if (f && strcmp(f, short_forms[i]) == 0) found = i;
-            if (found < 0) lm_argerror(L, 1, "short_rows must be \"auto\", \"tile\" or \"row\"");
-            ctx->softmax_short_rows = found;
-        }
-        lua_pop(L, 1);
-        lua_Integer items = lm_option_integer(L, 1, "tile_items", -1);
-        if (items != -1) {
-            if (items < 0 || items > 8) lm_argerror(L, 1, "tile_items must be in 0..8 (0: automatic)");
-            ctx->softmax_tile_items = (uint32_t)items;
-        }
+        int short_rows = lm_option_choice(L, 1, "short_rows", short_forms, ctx->softmax_short_rows);
+        lua_Integer items = lm_option_integer(L, 1, "tile_items", ctx->softmax_tile_items);
+        if (items < 0 || items > 8) lm_argerror(L, 1, "tile_items must be in 0..8 (0: automatic), got %I", (LUAI_UACINT)items);
+        ctx->softmax_short_rows = short_rows;
+        ctx->softmax_tile_items = (uint32_t)items;
     }
     lua_createtable(L, 0, 4);
     lua_pushstring(L, forms[ctx->softmax_cols_form]);
