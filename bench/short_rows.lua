@@ -12,35 +12,27 @@
 -- --items 1,2,4 instead times softmax's tile form alone with each count of 16-byte units
 -- per thread (tune.softmax_cols tile_items) against the row kernel, and on rows of up to
 -- 16 layer_norm's (tune.layer_norm items_target) against its other forms.
-local lumus = require "lumus"
-local ref = require "lumus.reference"
+local here = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local common = require "common"
 
-local args = {}
-do
-  local i = 1
-  while arg and arg[i] do
-    local k = arg[i]:match("^%-%-(.+)$")
-    if not k or not arg[i + 1] then
-      io.stderr:write("usage: lua5.4 bench/short_rows.lua [--n N] [--reps N] [--sweep K] [--seed S] [--items LIST]\n")
-      os.exit(2)
-    end
-    args[k] = arg[i + 1]
-    i = i + 2
-  end
-end
+local USAGE = "usage: lua5.4 bench/short_rows.lua [--n N] [--reps N] [--sweep K] [--seed S] [--items LIST]"
+local args = common.parse_args(arg, { n = true, reps = true, sweep = true, seed = true, items = true }, {}, USAGE)
+local lumus = common.load_lumus()
+local ref = common.load_reference()
 local cpu = lumus.device().kind == "cpu"
-local n0 = math.tointeger(tonumber(args.n or "")) or (cpu and 1 << 18 or 64 << 20)
-local reps = math.tointeger(tonumber(args.reps or "")) or (cpu and 3 or 20)
-local sweep = math.tointeger(tonumber(args.sweep or "")) or 8
-local seed = math.tointeger(tonumber(args.seed or "")) or 2026
+local n0 = common.int_opt(args.n, cpu and 1 << 18 or 64 << 20)
+local reps = common.int_opt(args.reps, cpu and 3 or 20)
+local sweep = common.int_opt(args.sweep, 8)
+local seed = common.int_opt(args.seed, 2026)
 local g = ref.rng(seed)
 
-local function median(xs) table.sort(xs) return xs[(#xs + 1) // 2] end
+-- Two untimed calls, then the median of `reps` device times (what the recorded runs used).
 local function time(fn)
   fn(); fn(); lumus.synchronize()
   local ts = {}
   for i = 1, reps do ts[i] = lumus.gpu_time(fn) end
-  return median(ts)
+  return common.median(ts)
 end
 
 local ds = { 1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 23, 32, 48, 64, 100, 128, 200, 256, 273, 512 }
@@ -50,6 +42,15 @@ local block = {}
 for i = 1, 4096 do block[i] = ref.f32(g.normal() * 3) end
 local bytes = string.pack("<" .. ("f"):rep(4096), table.unpack(block))
 local all = lumus.from_bytes(bytes:rep(n0 // 4096 + 1), { (n0 // 4096 + 1) * 4096 })
+
+-- Rows of d (about n0 elements) in dtype dt: rows, x, an output y like x, and the copy's time.
+local function case(dt, d)
+  local rows = n0 // d
+  local flat = all:narrow(1, 1, rows * d)
+  local x = (dt == "float32" and flat:contiguous() or flat:half()):view({ rows, d })
+  local y = lumus.empty({ rows, d }, { dtype = dt })
+  return rows, x, y, time(function() lumus.copy(x, { out = y }) end)
+end
 
 if args.items then
   local items = {}
@@ -63,11 +64,7 @@ if args.items then
   print("|---|---|--:|" .. ("--:|"):rep(#items))
   for _, dt in ipairs { "float32", "float16" } do
     for _, d in ipairs(ds) do
-      local rows = n0 // d
-      local flat = all:narrow(1, 1, rows * d)
-      local x = (dt == "float32" and flat:contiguous() or flat:half()):view({ rows, d })
-      local y = lumus.empty({ rows, d }, { dtype = dt })
-      local tcopy = time(function() lumus.copy(x, { out = y }) end)
+      local rows, x, y, tcopy = case(dt, d)
       lumus.tune.softmax_cols({ short_rows = "row" })
       local line = ("| %s | %dx%d | %.1f |"):format(dt, rows, d, 100 * tcopy / time(function() lumus.softmax(x, { out = y }) end))
       for _, k in ipairs(items) do
@@ -116,11 +113,7 @@ local ops = {
 for _, dt in ipairs { "float32", "float16" } do
   local esize = dt == "float32" and 4 or 2
   for i, d in ipairs(ds) do
-    local rows = n0 // d
-    local flat = all:narrow(1, 1, rows * d)
-    local x = (dt == "float32" and flat:contiguous() or flat:half()):view({ rows, d })
-    local y = lumus.empty({ rows, d }, { dtype = dt })
-    local tcopy = time(function() lumus.copy(x, { out = y }) end)
+    local rows, x, y, tcopy = case(dt, d)
     local copy_rate = 2 * rows * d * esize / tcopy
     for _, op in ipairs(ops) do
       if (not op.every or i % op.every == 0) and (not op.upto or d <= op.upto) then
