@@ -158,6 +158,45 @@ for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   check(ok, ("layer_norm D=%d: |x| ~ 1e20 gives finite y (y[1] %.6g)"):format(d, y[1]))
 end
 
+-- layer_norm_forward on float16/bfloat16 rows as the device plans them (masked 4-element
+-- vectors for odd D, the two-stage split for few long rows): y within one unit of the
+-- dtype's last place of the float64 reference on the rounded inputs; a row with +inf NaN.
+do
+  local ref = require "lumus.reference"
+  local unit = { float16 = 2 ^ -10, bfloat16 = 2 ^ -7 }
+  for _, dtype in ipairs { "float16", "bfloat16" } do
+    for _, shape in ipairs { { 3000, 5 }, { 900, 17 }, { 517, 191 }, { 64, 771 }, { 9, 6867 }, { 3, 50001 }, { 2, 131071 }, { 5, 262144 } } do
+      local rows, d = shape[1], shape[2]
+      local xt = {}
+      for r = 1, rows do
+        local row = {}
+        for j = 1, d do row[j] = 3 + math.sin(r * 1.7 + j * 0.61) * (1 + j % 7) end
+        xt[r] = row
+      end
+      xt[rows][1 + (rows * 7) % d] = inf
+      local wt, bt = {}, {}
+      for j = 1, d do wt[j] = 1 + 0.25 * math.cos(j); bt[j] = 0.5 * math.sin(j) end
+      local x = lumus.tensor(xt):to(dtype)
+      local w, b = lumus.tensor(wt):to(dtype), lumus.tensor(bt):to(dtype)
+      local y = lumus.layer_norm_forward(x, w, b, 1e-5):to("float32"):to_table()
+      local want = ref.layer_norm_forward(x:to("float32"):to_table(), w:to("float32"):to_table(),
+        b:to("float32"):to_table(), 1e-5)
+      local plan = lumus.tune.layer_norm(d, nil, rows, dtype)
+      local bad
+      for r = 1, rows - 1 do
+        for j = 1, d do
+          if not (math.abs(y[r][j] - want[r][j]) <= unit[dtype] * math.abs(want[r][j]) + 1e-5) then
+            bad = bad or ("y[%d][%d] = %.8g, want %.8g"):format(r, j, y[r][j], want[r][j])
+          end
+        end
+      end
+      for j = 1, d do if not isnan(y[rows][j]) then bad = bad or ("y[%d][%d] = %.8g, want NaN"):format(rows, j, y[rows][j]) end end
+      check(not bad, ("layer_norm %s %dx%d (%s%s): y within a unit of the last place%s"):format(dtype, rows, d,
+        plan.variant, plan.masked and ", masked" or "", bad and ": " .. bad or ""))
+    end
+  end
+end
+
 -- float16 results packed by the device's conversion (lumus.tune.elementwise{hw_half=true})
 -- against the shader's software rounding to nearest even: the same bits for every one of
 -- the 65536 float16 inputs (NaN payloads may differ), through ops whose results tie,

@@ -2,29 +2,39 @@
 -- same-run copy of the same bytes (issue 18: >= 90% of copy for x >= 64 MiB).
 --
 --   lua5.4 bench/layer_norm_half.lua [--iters 50] [--csv out.csv] [--quick]
+--       [--shapes 36782x6867,124x157741] [--forms auto,stream,split2] [--dtypes float16]
 --
--- For each dtype and row length D (rows chosen so x is 128 MiB; --quick: 8 MiB), the
--- median device time (lumus.gpu_time) of layer_norm_forward(x, w, b) out of place, and
--- of x:copy() into a preallocated tensor of x's size (reads and writes the bytes that
--- LayerNorm reads and writes, less weight, bias and the statistics). Also float32 at the
--- same element count, for reference. Prints a Markdown table: GB/s of each (bytes read +
--- written / time) and LayerNorm's share of copy.
+-- For each dtype, shape and form, the median device time (lumus.gpu_time) of
+-- layer_norm_forward(x, w, b) out of place, and of x:copy() into a preallocated tensor of
+-- x's size (reads and writes the bytes that LayerNorm reads and writes, less weight,
+-- bias and the statistics). Without --shapes: rows of D = 768, 1024, 4096, 16384 with x
+-- of 128 MiB (--quick: 8 MiB). A form other than auto is forced through
+-- lumus.tune.layer_norm (where it cannot run, the plan falls back; the plan column says
+-- what ran). Prints a Markdown table: GB/s of each (bytes read + written / time) and
+-- LayerNorm's share of copy.
 local script_dir = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
 package.path = script_dir .. "/?.lua;" .. package.path
 local common = require "common"
 local lumus = common.load_lumus()
 
-local iters, csv_path, quick = 50, nil, false
-local i = 1
-while i <= #arg do
-  local a = arg[i]
-  if a == "--iters" then iters = tonumber(arg[i + 1]); i = i + 1
-  elseif a == "--csv" then csv_path = arg[i + 1]; i = i + 1
-  elseif a == "--quick" then quick = true
-  else io.stderr:write("bench/layer_norm_half.lua: unknown argument " .. a .. "\n"); os.exit(2) end
-  i = i + 1
-end
+local USAGE = "usage: lua5.4 bench/layer_norm_half.lua [--iters N] [--csv FILE] [--quick] [--shapes RxD,...] "
+  .. "[--forms auto,group,subgroup,stream,split2,tile] [--dtypes float16,bfloat16,float32]"
+local args = common.parse_args(arg, { iters = true, csv = true, quick = true, shapes = true, forms = true, dtypes = true },
+  { quick = true }, USAGE)
+local quick = args.quick
+local iters = common.int_opt(args.iters, 50)
 if quick then iters = math.min(iters, 5) end
+local function list(s, default)
+  local t = {}
+  for item in (s or default):gmatch("[^,%s]+") do t[#t + 1] = item end
+  return t
+end
+local forms = list(args.forms, "auto")
+local dtypes = list(args.dtypes, "float16,bfloat16,float32")
+local known_forms = { auto = true, group = true, subgroup = true, stream = true, split2 = true, tile = true }
+for _, f in ipairs(forms) do
+  if not known_forms[f] then io.stderr:write("unknown form ", f, "\n", USAGE, "\n"); os.exit(2) end
+end
 
 local function median(fn)
   fn(); fn()
@@ -35,34 +45,47 @@ local function median(fn)
 end
 
 local BYTES = (quick and 8 or 128) * 2 ^ 20
+local function shapes_for(size)
+  if args.shapes then return common.parse_shapes(args.shapes) end
+  local t = {}
+  for _, d in ipairs({ 768, 1024, 4096, 16384 }) do t[#t + 1] = { math.floor(BYTES / (size * d)), d } end
+  return t
+end
+
 local rows_out = {}
-print(("## layer_norm_forward in float16/bfloat16 vs copy, x of %d MiB, on %s\n"):format(BYTES / 2 ^ 20,
-  lumus.device().name))
-print("| dtype | D | rows | plan | LayerNorm GB/s | copy GB/s | LN / copy |")
-print("|:---|---:|---:|:---|---:|---:|---:|")
-for _, dt in ipairs({ "float16", "bfloat16", "float32" }) do
+print(("## layer_norm_forward in float16/bfloat16 vs copy on %s\n"):format(lumus.device().name))
+print("| dtype | D | rows | MiB | form | plan | LayerNorm GB/s | copy GB/s | LN / copy |")
+print("|:---|---:|---:|---:|:---|:---|---:|---:|---:|")
+for _, dt in ipairs(dtypes) do
   local size = dt == "float32" and 4 or 2
-  for _, d in ipairs({ 768, 1024, 4096, 16384 }) do
-    local rows = math.floor(BYTES / (size * d))
+  for _, shape in ipairs(shapes_for(size)) do
+    local rows, d = shape[1], shape[2]
     local x = lumus.randn({ rows, d }):to(dt)
     local w, b = lumus.ones({ d }, { dtype = dt }), lumus.zeros({ d }, { dtype = dt })
     local y = lumus.empty({ rows, d }, { dtype = dt })
     local m, r = lumus.empty({ rows }), lumus.empty({ rows })
     local c = lumus.empty({ rows, d }, { dtype = dt })
     local opts = { out = y, mean = m, invstd = r }
-    local t_ln = median(function() lumus.layer_norm_forward(x, w, b, 1e-5, opts) end)
     local t_cp = median(function() c:copy(x) end)
     local moved = 2 * rows * d * size
-    local plan = dt == "float32" and lumus.tune.layer_norm(d, nil, rows).variant or "half: subgroup/group/stream"
-    print(("| %s | %d | %d | %s | %.0f | %.0f | %.1f%% |"):format(dt, d, rows, plan, moved / t_ln / 1e9,
-      moved / t_cp / 1e9, 100 * t_cp / t_ln))
-    rows_out[#rows_out + 1] = { dt, d, rows, t_ln, t_cp }
+    for _, form in ipairs(forms) do
+      lumus.tune.layer_norm(1, form == "auto" and {} or { form = form })
+      local t_ln = median(function() lumus.layer_norm_forward(x, w, b, 1e-5, opts) end)
+      local p = lumus.tune.layer_norm(d, nil, rows, dt)
+      local plan = p.variant .. (p.masked and "/masked" or "") .. (p.parts and ("/" .. p.parts .. " parts") or "")
+      print(("| %s | %d | %d | %.1f | %s | %s | %.0f | %.0f | %.1f%% |"):format(dt, d, rows, rows * d * size / 2 ^ 20,
+        form, plan, moved / t_ln / 1e9, moved / t_cp / 1e9, 100 * t_cp / t_ln))
+      rows_out[#rows_out + 1] = { dt, d, rows, form, plan, t_ln, t_cp }
+    end
+    lumus.tune.layer_norm(1, {})
     for _, t in ipairs({ x, w, b, y, m, r, c }) do t:free() end
   end
 end
-if csv_path then
-  local f = assert(io.open(csv_path, "w"))
-  f:write("dtype,d,rows,ln_s,copy_s\n")
-  for _, r in ipairs(rows_out) do f:write(("%s,%d,%d,%.9f,%.9f\n"):format(r[1], r[2], r[3], r[4], r[5])) end
+if args.csv then
+  local f = assert(io.open(args.csv, "w"))
+  f:write("dtype,d,rows,form,plan,ln_s,copy_s\n")
+  for _, r in ipairs(rows_out) do
+    f:write(("%s,%d,%d,%s,%s,%.9f,%.9f\n"):format(r[1], r[2], r[3], r[4], r[5], r[6], r[7]))
+  end
   f:close()
 end

@@ -73,6 +73,43 @@ describe("layer_norm_forward on float16 and bfloat16", function()
       end
     end)
 
+    it(dt .. ": masked 4-element vectors over D % 4 ~= 0 (automatic on GPUs) in every form", function()
+      finally(function() lumus.tune.layer_norm(1, {}) end)
+      -- rows starting at every offset within a vector, slices (split2 with 3 parts) ending
+      -- inside vectors, a row longer than one workgroup's registers (stream)
+      local shapes = { { 9, 5 }, { 13, 7 }, { 7, 17 }, { 5, 37 }, { 3, 771 }, { 2, 6867 } }
+      for _, form in ipairs({ "subgroup", "group", "stream", "split2" }) do
+        lumus.tune.layer_norm(1, { scalar = false, form = form, parts = form == "split2" and 3 or 0 })
+        for _, shape in ipairs(shapes) do
+          local c = lumus.tune.layer_norm(shape[2], nil, shape[1], dt)
+          assert.is_true(c.masked, form .. " masked")
+          assert.equal("clamped", c.loads)
+          -- the subgroup form only where a row fits a subgroup's lanes (else automatic)
+          if form ~= "subgroup" or c.variant == "subgroup" then assert.equal(form, c.variant) end
+          check(dt, shape[1], shape[2], { affine = true })
+          check(dt, shape[1], shape[2], {})
+          check(dt, shape[1], shape[2], { affine = true, in_place = true })
+        end
+        local x = lumus.tensor({ { 1, 2, 3, 4, 5 }, { 1, math.huge, 3, 4, 5 }, { 5, 4, 3, 2, 1 } }):to(dt)
+        local y = lumus.layer_norm_forward(x):to("float32"):to_table()
+        for j = 1, 5 do assert.is_true(y[2][j] ~= y[2][j], form .. ": row 2 element " .. j) end
+        local want = ref.layer_norm_forward({ { 1, 2, 3, 4, 5 }, { 5, 4, 3, 2, 1 } }, nil, nil, 1e-5)
+        for j = 1, 5 do
+          assert.is_true(math.abs(y[1][j] - want[1][j]) <= ULP[dt] * math.abs(want[1][j]) + 1e-5)
+          assert.is_true(math.abs(y[3][j] - want[2][j]) <= ULP[dt] * math.abs(want[2][j]) + 1e-5)
+        end
+      end
+    end)
+
+    it(dt .. ": the plan reads rows of 1-3 an element per lane and longer odd rows masked on GPUs", function()
+      local c = lumus.tune.layer_norm(3, nil, 1000, dt)
+      assert.is_false(c.masked)
+      assert.equal(1, c.vec)
+      c = lumus.tune.layer_norm(4, nil, 1000, dt)
+      assert.equal(4, c.vec)
+      assert.equal(1, c.vectors)
+    end)
+
     it(dt .. ": in place (out = x)", function()
       check(dt, 4, 768, { affine = true, in_place = true })
       check(dt, 3, 6, { affine = true, in_place = true })

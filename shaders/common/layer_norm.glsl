@@ -26,9 +26,10 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 // DT: the dtype of x, y, weight and bias: 0 float32; 1 float16, 2 bfloat16 (the group,
-// subgroup and stream forms, VEC 4 or 1, no ANY_D: a vector is 4 elements of 2 bytes;
-// values are float32 in registers, so the statistics are float32 as for float32 x;
-// y rounds once, to nearest even, on store). mean and invstd stay float32.
+// subgroup, stream and two-stage split forms, VEC 4 or 1 or clamped ANY_D, and the tile
+// form: a vector is 4 elements of 2 bytes; values are float32 in registers, so the
+// statistics are float32 as for float32 x; y rounds once, to nearest even, on store).
+// mean and invstd stay float32.
 #ifndef DT
 #define DT 0
 #endif
@@ -105,23 +106,69 @@ uint group_index() { return gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x; }
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer ParamVec4 { vec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer ParamFloat { float v[]; };
 
+// Elements of x, y, weight and bias (DT): element i, or 4-element vector i, at an
+// address, as float32 values. A vector is 16 bytes of float32 or 8 of float16/bfloat16.
+#if DT != 0
+#if DT == 1
+#define HALF4 f16vec4
+#define HALF1 float16_t
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer HalfArray4 { HALF4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer HalfArray1 { HALF1 v[]; };
+vec4 half_to_float(f16vec4 h) { return vec4(h); }
+float half_to_float(float16_t h) { return float(h); }
+f16vec4 float_to_half(vec4 v) { return f16vec4(v); }
+float16_t float_to_half(float v) { return float16_t(v); }
+#else
+#define HALF4 u16vec4
+#define HALF1 uint16_t
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer HalfArray4 { HALF4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer HalfArray1 { HALF1 v[]; };
+vec4 half_to_float(u16vec4 h) { return uintBitsToFloat(uvec4(h) << 16); }
+float half_to_float(uint16_t h) { return uintBitsToFloat(uint(h) << 16); }
+// bfloat16: round to nearest even; a NaN stays a quiet NaN.
+uint bf16_bits(float x) {
+    uint b = floatBitsToUint(x);
+    return (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+}
+u16vec4 float_to_half(vec4 v) { return u16vec4(bf16_bits(v.x), bf16_bits(v.y), bf16_bits(v.z), bf16_bits(v.w)); }
+uint16_t float_to_half(float v) { return uint16_t(bf16_bits(v)); }
+#endif
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly restrict buffer ParamHalf4 { HALF4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) readonly restrict buffer ParamHalf1 { HALF1 v[]; };
+const uint64_t VEC_BYTES = 8ul;
+vec4 x_vec(uint64_t at, uint i) { return half_to_float(HalfArray4(at).v[i]); }
+float x_elem(uint64_t at, uint i) { return half_to_float(HalfArray1(at).v[i]); }
+void y_vec(uint64_t at, uint i, vec4 v) { HalfArray4(at).v[i] = float_to_half(v); }
+void y_elem(uint64_t at, uint i, float v) { HalfArray1(at).v[i] = float_to_half(v); }
+vec4 param_vec(uint64_t at, uint i) { return half_to_float(ParamHalf4(at).v[i]); }
+float param_elem(uint64_t at, uint i) { return half_to_float(ParamHalf1(at).v[i]); }
+#else
+const uint64_t VEC_BYTES = 16ul;
+vec4 x_vec(uint64_t at, uint i) { return Vec4Array(at).v[i]; }
+float x_elem(uint64_t at, uint i) { return FloatArray(at).v[i]; }
+void y_vec(uint64_t at, uint i, vec4 v) { Vec4Array(at).v[i] = v; }
+void y_elem(uint64_t at, uint i, float v) { FloatArray(at).v[i] = v; }
+vec4 param_vec(uint64_t at, uint i) { return ParamVec4(at).v[i]; }
+float param_elem(uint64_t at, uint i) { return ParamFloat(at).v[i]; }
+#endif
+
 // Row access: ln_load(base, row, idx) reads vector idx of a row of x (base p.x),
 // ln_store(row, idx, v) writes it to y, ln_keep(row, idx, v) zeroes v's lanes outside
 // the row, load_weight/load_bias(row, idx) give the matching weight and bias lanes.
 // Callers keep idx < p.n.
 #if ANY_D
-// Rows of any D read as the 16-byte aligned vec4s of the flattened tensor that cover
-// them: vector idx of a row is vec4 number floor(row*D / 4) + idx of the buffer, and its
+// Rows of any D read as the aligned 4-element vectors of the flattened tensor that
+// cover them: vector idx of a row is vector number floor(row*D / 4) + idx of the buffer, and its
 // lane k holds element 4*idx + k - o of the row, o = (row*D) mod 4 (the row's skew).
 // Lanes outside the row read as 0 and are never written. A vector wholly inside the row
-// is one vec4 access; the partial ones (at most two per row) take one float access per
+// is one vector access; the partial ones (at most two per row) take one element access per
 // lane inside the row, so no access touches a neighbouring row's elements (in place,
 // adjacent rows' workgroups run at once and share those vec4s) nor bytes past the
 // tensor's end. Element indices are unsigned: 4*idx - o wraps to a huge value below the
 // row's start, which every "< p.d" test then rejects (p.d < 2^31).
 uint row_skew(uint row) { return uint((uint64_t(row) * uint64_t(p.d)) & 3ul); }
-// The address of the vec4 holding the row's first element.
-uint64_t row_base(uint64_t base, uint row) { return base + ((uint64_t(row) * uint64_t(p.d)) >> 2) * 16ul; }
+// The address of the vector holding the row's first element.
+uint64_t row_base(uint64_t base, uint row) { return base + ((uint64_t(row) * uint64_t(p.d)) >> 2) * VEC_BYTES; }
 uint first_elem(uint row, uint idx) { return 4u * idx - row_skew(row); }
 bool whole_vector(uint e0) { return e0 < p.d && p.d - e0 >= 4u; }
 
@@ -140,25 +187,25 @@ vec4 ln_keep(uint row, uint idx, vec4 v) {
 // select drops. Stores stay exact, as below.
 vec4 ln_load(uint64_t base, uint row, uint idx) {
     uint last = (row_skew(row) + p.d - 1u) >> 2;
-    return ln_keep(row, idx, Vec4Array(row_base(base, row)).v[min(idx, last)]);
+    return ln_keep(row, idx, x_vec(row_base(base, row), min(idx, last)));
 }
 #else
 vec4 ln_load(uint64_t base, uint row, uint idx) {
     uint e0 = first_elem(row, idx);
     uint64_t at = row_base(base, row);
-    if (whole_vector(e0)) return Vec4Array(at).v[idx];
+    if (whole_vector(e0)) return x_vec(at, idx);
     vec4 r = vec4(0.0);
     for (uint k = 0u; k < 4u; ++k)
-        if (e0 + k < p.d) r[k] = FloatArray(at).v[4u * idx + k];
+        if (e0 + k < p.d) r[k] = x_elem(at, 4u * idx + k);
     return r;
 }
 #endif
 void ln_store(uint row, uint idx, vec4 v) {
     uint e0 = first_elem(row, idx);
     uint64_t at = row_base(p.y, row);
-    if (whole_vector(e0)) { Vec4Array(at).v[idx] = v; return; }
+    if (whole_vector(e0)) { y_vec(at, idx, v); return; }
     for (uint k = 0u; k < 4u; ++k)
-        if (e0 + k < p.d) FloatArray(at).v[4u * idx + k] = v[k];
+        if (e0 + k < p.d) y_elem(at, 4u * idx + k, v[k]);
 }
 // Lanes of weight or bias for vector idx: elements 4*idx - o .. 4*idx - o + 3, from the
 // aligned vec4s idx - 1 and idx of the parameter (o is uniform over the row), or per
@@ -171,9 +218,9 @@ vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
     if (addr == 0ul) return vec4(absent);
     uint o = row_skew(row);
     uint last = (p.d - 1u) >> 2;
-    vec4 b = ParamVec4(addr).v[min(idx, last)];
+    vec4 b = param_vec(addr, min(idx, last));
     if (o == 0u) return b;
-    vec4 a = ParamVec4(addr).v[min(idx - 1u, last)];
+    vec4 a = param_vec(addr, min(idx - 1u, last));
     vec4 r = mix(vec4(a.yzw, b.x), vec4(a.zw, b.xy), bvec4(o == 2u));
     return mix(r, vec4(a.w, b.xyz), bvec4(o == 1u));
 }
@@ -182,17 +229,17 @@ vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
     if (addr == 0ul) return vec4(absent);
     uint o = row_skew(row);
     if (4u * idx + 4u <= p.d) {
-        vec4 b = ParamVec4(addr).v[idx];
+        vec4 b = param_vec(addr, idx);
         if (o == 0u) return b;
         if (idx > 0u) {
-            vec4 a = ParamVec4(addr).v[idx - 1u];
+            vec4 a = param_vec(addr, idx - 1u);
             return o == 1u ? vec4(a.w, b.xyz) : o == 2u ? vec4(a.zw, b.xy) : vec4(a.yzw, b.x);
         }
     }
     vec4 r = vec4(absent);
     uint e0 = 4u * idx - o;
     for (uint k = 0u; k < 4u; ++k)
-        if (e0 + k < p.d) r[k] = ParamFloat(addr).v[e0 + k];
+        if (e0 + k < p.d) r[k] = param_elem(addr, e0 + k);
     return r;
 }
 #endif
@@ -207,26 +254,6 @@ float slice_count(uint row, uint a, uint b) {
 #elif DT != 0
 // 2-byte elements: a row of x or y starts at base + row * D * 2; VEC 4 reads 4 elements
 // (8 bytes, D % 4 == 0 keeps them aligned), VEC 1 one.
-#if DT == 1
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer HalfArray4 { f16vec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 2) buffer HalfArray1 { float16_t v[]; };
-vec4 half_to_float(f16vec4 h) { return vec4(h); }
-float half_to_float(float16_t h) { return float(h); }
-f16vec4 float_to_half(vec4 v) { return f16vec4(v); }
-float16_t float_to_half(float v) { return float16_t(v); }
-#else
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer HalfArray4 { u16vec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 2) buffer HalfArray1 { uint16_t v[]; };
-vec4 half_to_float(u16vec4 h) { return uintBitsToFloat(uvec4(h) << 16); }
-float half_to_float(uint16_t h) { return uintBitsToFloat(uint(h) << 16); }
-// bfloat16: round to nearest even; a NaN stays a quiet NaN.
-uint bf16_bits(float x) {
-    uint b = floatBitsToUint(x);
-    return (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
-}
-u16vec4 float_to_half(vec4 v) { return u16vec4(bf16_bits(v.x), bf16_bits(v.y), bf16_bits(v.z), bf16_bits(v.w)); }
-uint16_t float_to_half(float v) { return uint16_t(bf16_bits(v)); }
-#endif
 #if VEC == 4
 #define HALF_ARRAY HalfArray4
 #else

@@ -314,8 +314,19 @@ static ln_plan plan_split2(const lm_context *ctx, const ln_shape *s) {
 
 /* Stage 2's build of stage 1's shader. */
 static lm_shader_id split2_apply(lm_shader_id stats) {
-    return stats == LM_SH_LN_SPLIT2_STATS_CLAMP ? LM_SH_LN_SPLIT2_APPLY_CLAMP
-         : stats == LM_SH_LN_SPLIT2_STATS_VEC4 ? LM_SH_LN_SPLIT2_APPLY_VEC4 : LM_SH_LN_SPLIT2_APPLY_VEC1;
+    static const lm_shader_id pairs[][2] = {
+        { LM_SH_LN_SPLIT2_STATS_VEC4, LM_SH_LN_SPLIT2_APPLY_VEC4 },
+        { LM_SH_LN_SPLIT2_STATS_CLAMP, LM_SH_LN_SPLIT2_APPLY_CLAMP },
+        { LM_SH_LN_SPLIT2_STATS_F16_VEC4, LM_SH_LN_SPLIT2_APPLY_F16_VEC4 },
+        { LM_SH_LN_SPLIT2_STATS_F16_CLAMP, LM_SH_LN_SPLIT2_APPLY_F16_CLAMP },
+        { LM_SH_LN_SPLIT2_STATS_F16_VEC1, LM_SH_LN_SPLIT2_APPLY_F16_VEC1 },
+        { LM_SH_LN_SPLIT2_STATS_BF16_VEC4, LM_SH_LN_SPLIT2_APPLY_BF16_VEC4 },
+        { LM_SH_LN_SPLIT2_STATS_BF16_CLAMP, LM_SH_LN_SPLIT2_APPLY_BF16_CLAMP },
+        { LM_SH_LN_SPLIT2_STATS_BF16_VEC1, LM_SH_LN_SPLIT2_APPLY_BF16_VEC1 },
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        if (pairs[i][0] == stats) return pairs[i][1];
+    return LM_SH_LN_SPLIT2_APPLY_VEC1;
 }
 
 /* Whether the automatic plan takes the two-stage split: where the split form would
@@ -470,30 +481,59 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     return c;
 }
 
-/* float16/bfloat16 x: the subgroup, group or stream form (their DT builds), read as 4
- * elements (D % 4 == 0) or one; as the automatic float32 choice among those three,
- * without the tuning hook's forms and the split, tile and row forms. */
+/* float16/bfloat16 x: the DT build of a float32 plan's shader (clamped masked builds only:
+ * the guarded ones are float32's), by form and reading width. */
 static lm_shader_id half_build(lm_shader_id f32, lm_dtype dt) {
-    int bf = dt == LM_BFLOAT16;
-    switch (f32) {
-    case LM_SH_LN_SUBGROUP_VEC4: return bf ? LM_SH_LN_SUBGROUP_BF16_VEC4 : LM_SH_LN_SUBGROUP_F16_VEC4;
-    case LM_SH_LN_SUBGROUP_VEC1: return bf ? LM_SH_LN_SUBGROUP_BF16_VEC1 : LM_SH_LN_SUBGROUP_F16_VEC1;
-    case LM_SH_LN_GROUP_VEC4: return bf ? LM_SH_LN_GROUP_BF16_VEC4 : LM_SH_LN_GROUP_F16_VEC4;
-    case LM_SH_LN_GROUP_VEC1: return bf ? LM_SH_LN_GROUP_BF16_VEC1 : LM_SH_LN_GROUP_F16_VEC1;
-    case LM_SH_LN_STREAM_VEC4: return bf ? LM_SH_LN_STREAM_BF16_VEC4 : LM_SH_LN_STREAM_F16_VEC4;
-    default: return bf ? LM_SH_LN_STREAM_BF16_VEC1 : LM_SH_LN_STREAM_F16_VEC1;
-    }
+    static const lm_shader_id builds[][3] = {
+        { LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_F16_VEC4, LM_SH_LN_SUBGROUP_BF16_VEC4 },
+        { LM_SH_LN_SUBGROUP_VEC1, LM_SH_LN_SUBGROUP_F16_VEC1, LM_SH_LN_SUBGROUP_BF16_VEC1 },
+        { LM_SH_LN_SUBGROUP_CLAMP, LM_SH_LN_SUBGROUP_F16_CLAMP, LM_SH_LN_SUBGROUP_BF16_CLAMP },
+        { LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_F16_VEC4, LM_SH_LN_GROUP_BF16_VEC4 },
+        { LM_SH_LN_GROUP_VEC1, LM_SH_LN_GROUP_F16_VEC1, LM_SH_LN_GROUP_BF16_VEC1 },
+        { LM_SH_LN_GROUP_CLAMP, LM_SH_LN_GROUP_F16_CLAMP, LM_SH_LN_GROUP_BF16_CLAMP },
+        { LM_SH_LN_STREAM_VEC4, LM_SH_LN_STREAM_F16_VEC4, LM_SH_LN_STREAM_BF16_VEC4 },
+        { LM_SH_LN_STREAM_VEC1, LM_SH_LN_STREAM_F16_VEC1, LM_SH_LN_STREAM_BF16_VEC1 },
+        { LM_SH_LN_STREAM_CLAMP, LM_SH_LN_STREAM_F16_CLAMP, LM_SH_LN_STREAM_BF16_CLAMP },
+        { LM_SH_LN_SPLIT2_STATS_VEC4, LM_SH_LN_SPLIT2_STATS_F16_VEC4, LM_SH_LN_SPLIT2_STATS_BF16_VEC4 },
+        { LM_SH_LN_SPLIT2_STATS_VEC1, LM_SH_LN_SPLIT2_STATS_F16_VEC1, LM_SH_LN_SPLIT2_STATS_BF16_VEC1 },
+        { LM_SH_LN_SPLIT2_STATS_CLAMP, LM_SH_LN_SPLIT2_STATS_F16_CLAMP, LM_SH_LN_SPLIT2_STATS_BF16_CLAMP },
+        { LM_SH_LN_SPLIT2_APPLY_VEC4, LM_SH_LN_SPLIT2_APPLY_F16_VEC4, LM_SH_LN_SPLIT2_APPLY_BF16_VEC4 },
+        { LM_SH_LN_SPLIT2_APPLY_VEC1, LM_SH_LN_SPLIT2_APPLY_F16_VEC1, LM_SH_LN_SPLIT2_APPLY_BF16_VEC1 },
+        { LM_SH_LN_SPLIT2_APPLY_CLAMP, LM_SH_LN_SPLIT2_APPLY_F16_CLAMP, LM_SH_LN_SPLIT2_APPLY_BF16_CLAMP },
+    };
+    int col = dt == LM_FLOAT16 ? 1 : dt == LM_BFLOAT16 ? 2 : 0;
+    for (size_t i = 0; col && i < sizeof builds / sizeof builds[0]; i++)
+        if (builds[i][0] == f32) return builds[i][col];
+    return f32;
 }
 
-static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, lm_dtype dt) {
+/* float16/bfloat16 x: the subgroup, group, stream, two-stage split or tile form (the
+ * one-dispatch split and row forms have no DT builds), chosen as for float32 among them.
+ * D % 4 != 0 from 5 on reads masked 4-element vectors (8 bytes, clamped loads); rows of
+ * 1-3 an element per lane, which read them at 81-109% of the copy ceiling on the H100. */
+static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, lm_dtype dt, int in_place) {
     ln_shape m = shape_of(ctx, t, d, rows, 1);
-    if (t->form == LN_FORM_TILE || (ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts && half_tile_fits(t, &m))) {
+    int automatic = ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts;
+    if (t->form == LN_FORM_TILE || (automatic && half_tile_fits(t, &m))) {
         ln_plan c = plan_tile(ctx, &m, dt);
         if (c.rows_per_group > 0) return c;
     }
-    ln_shape s = shape_of(ctx, t, d, rows, 0);   /* never masked: vec 4 or 1 */
-    ln_plan c = subgroup_fits(ctx, &s) ? plan_subgroup(ctx, &s)
-              : s.n <= s.max_wg * LN_MAX_ITEMS ? plan_group(ctx, &s) : plan_stream(ctx, &s);
+    ln_shape s = shape_of(ctx, t, d, rows, d > 4);
+    s.clamped = s.masked;
+    ln_plan c;
+    int form = ctx->ln_form;
+    if (form == LM_LN_SPLIT || (form == LM_LN_AUTO && ctx->ln_parts)) form = in_place ? LM_LN_STREAM : LN_FORM_SPLIT2;
+    if (t->form == LN_FORM_SPLIT2 && !in_place) form = LN_FORM_SPLIT2;
+    if (form == LM_LN_AUTO && !in_place && split2_fits(t, &s, in_place)) form = LN_FORM_SPLIT2;
+    if (form == LM_LN_SUBGROUP && !subgroup_fits(ctx, &s)) form = LM_LN_AUTO;
+    if (form == LM_LN_AUTO || form == LM_LN_ROW)
+        form = subgroup_fits(ctx, &s) ? LM_LN_SUBGROUP : s.n <= s.max_wg * LN_MAX_ITEMS ? LM_LN_GROUP : LM_LN_STREAM;
+    switch (form) {
+    case LN_FORM_SPLIT2: c = plan_split2(ctx, &s); break;
+    case LM_LN_SUBGROUP: c = plan_subgroup(ctx, &s); break;
+    case LM_LN_GROUP: c = plan_group(ctx, &s); break;
+    default: c = plan_stream(ctx, &s); break;
+    }
     c.shader = half_build(c.shader, dt);
     return c;
 }
@@ -633,7 +673,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 
     int in_place = lm_tensors_overlap(x, y);
     ln_tune tune = get_tune(L);
-    ln_plan c = half ? plan_half(ctx, &tune, d, (uint32_t)rows, dt) : plan(ctx, &tune, d, (uint32_t)rows, in_place, w || b);
+    ln_plan c = half ? plan_half(ctx, &tune, d, (uint32_t)rows, dt, in_place) : plan(ctx, &tune, d, (uint32_t)rows, in_place, w || b);
     int split = c.form == LM_LN_SPLIT;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
@@ -650,7 +690,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
     };
     _Static_assert(sizeof pc <= LM_PUSH_BYTES, "layer_norm's push constants outgrew the layout");
     if (c.form == LN_FORM_SPLIT2 && (uint64_t)rows * c.parts > 0xffffffffu)
-        c = plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);   /* jobs are counted in 32 bits */
+        c = half ? plan_half(ctx, &tune, d, (uint32_t)rows, dt, 1)   /* jobs are counted in 32 bits */
+                 : plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);
     if (c.form == LN_FORM_SPLIT2) {
         /* Stage 1's records (4 floats per slice) in a scratch of this call (slot 9). */
         int64_t words = (int64_t)(4u * (uint64_t)rows * c.parts);
@@ -669,12 +710,12 @@ int lm_op_layer_norm_forward(lua_State *L) {
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-            .reads = { x }, .writes = { records },
+            .reads = { x }, .writes = { records }, .any_dtype = half,
         });
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-            .reads = { x, w, b, records }, .writes = { y, mean, invstd },
+            .reads = { x, w, b, records }, .writes = { y, mean, invstd }, .any_dtype = half,
         });
         /* The records go back once the recorded work is done (a deferred free). */
         lm_tensor_release(records);
@@ -731,8 +772,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
     return 3;
 }
 
-/* tune.layer_norm(D [, tune [, rows]]) -> the plan for `rows` rows of D (default: many;
- * for a call with weight or bias, not in place): {variant, workgroup, items, vec, masked,
+/* tune.layer_norm(D [, tune [, rows [, dtype]]]) -> the plan for `rows` rows of D of
+ * dtype (default: many, float32; for a call with weight or bias, not in place): {variant, workgroup, items, vec, masked,
  * vectors, epoch} and rows_per_group, or for the split form parts, records and classes.
  * `tune` ({items_target=, wg=, scalar=, ...}) changes the plan of later calls (for
  * bench/ sweeps and specs); the planners keep whatever it forces valid (a whole number
@@ -745,6 +786,9 @@ int lm_op_layer_norm_config(lua_State *L) {
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
     if (rows < 1 || rows > 0xffffffffLL) lm_argerror(L, 3, "rows must be in 1..2^32-1, got %I", (LUAI_UACINT)rows);
+    lm_dtype dt = lua_isnoneornil(L, 4) ? LM_FLOAT32 : lm_check_dtype(L, 4);
+    if (dt != LM_FLOAT32 && dt != LM_FLOAT16 && dt != LM_BFLOAT16)
+        lm_argerror(L, 4, "dtype must be float32, float16 or bfloat16, got %s", lm_dtype_name(dt));
     lm_context *ctx = lm_context_get(L);
     ln_tune tune = get_tune(L);
     if (lm_check_options(L, 2, known)) {
@@ -806,7 +850,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.no_long_split = !long_split_ok;
         set_tune(L, &tune);
     }
-    ln_plan c = plan(ctx, &tune, d, (uint32_t)rows, 0, 1);   /* as for a call with weight or bias */
+    ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
+                                 : plan_half(ctx, &tune, d, (uint32_t)rows, dt, 0);
     lua_createtable(L, 0, 5);
     lua_pushstring(L, c.variant); lua_setfield(L, -2, "variant");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
