@@ -14,6 +14,10 @@
 #define LN_ITEMS_SHORT 2
 #define LN_ITEMS_LONG 4
 #define LN_SHORT_ROW 256
+/* float16/bfloat16 rows of D % 4 == 0 past LN_SHORT_ROW vectors: 8 vectors (64 bytes, as
+ * float32's 4) per thread; on an H100 12543 rows of 11884 went from 82% of the copy
+ * ceiling at 4 to 94%, while masked rows fell from 59% to 28% at 8 and keep 4. */
+#define LN_ITEMS_LONG_HALF 8
 /* On a CPU device (lavapipe) a workgroup runs on one thread and each barrier costs a
  * context switch, so a forced group form takes fewer, wider threads per row there; by
  * default CPUs get the row form. */
@@ -154,6 +158,7 @@ typedef struct ln_shape {
     uint32_t max_wg;    /* largest workgroup: the device's limits, at most 1024 */
     uint32_t sg;        /* smallest subgroup size (1 where unknown) */
     int cpu;            /* a CPU device (lavapipe) */
+    uint32_t long_items;   /* group form's vectors per thread for long rows (0: LN_ITEMS_LONG) */
 } ln_shape;
 
 /* The kernel for one call. spec[0..2] of the pipeline are wg, items, and rows_per_group
@@ -200,6 +205,7 @@ static ln_shape shape_of(const lm_context *ctx, const ln_tune *t, int64_t d, uin
     if (s.max_wg > 1024) s.max_wg = 1024;
     s.sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
     s.cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    s.long_items = 0;
     return s;
 }
 
@@ -391,7 +397,8 @@ static ln_plan plan_group(const lm_context *ctx, const ln_shape *s) {
     ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "group", .rows_per_group = 1 };
     c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_ANY, LM_SH_LN_GROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
-                    : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
+                    : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT
+                    : s->long_items ? s->long_items : LN_ITEMS_LONG;
     /* A GPU takes any whole number of its largest subgroups, so a row of n vectors idles
      * fewer than a subgroup's lanes in each of its `items` loads (a power of two idled
      * up to half of them, e.g. 1280 vectors on 512 x 3); a CPU, powers of two. */
@@ -508,9 +515,12 @@ static lm_shader_id half_build(lm_shader_id f32, lm_dtype dt) {
 }
 
 /* float16/bfloat16 x: the subgroup, group, stream, two-stage split or tile form (the
- * one-dispatch split and row forms have no DT builds), chosen as for float32 among them.
- * D % 4 != 0 from 5 on reads masked 4-element vectors (8 bytes, clamped loads); rows of
- * 1-3 an element per lane, which read them at 81-109% of the copy ceiling on the H100. */
+ * one-dispatch split and row forms have no DT builds), chosen as for float32 among them,
+ * but rows past the group form's registers take the two-stage split where float32 takes
+ * the one-dispatch split (on an H100 it read 1378 rows of 62748 at 62% of the copy
+ * ceiling, the stream form 52%). D % 4 != 0 from 5 on reads masked 4-element vectors
+ * (8 bytes, clamped loads); rows of 1-3 an element per lane, which read them at 81-109%
+ * of the copy ceiling on the H100. */
 static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, lm_dtype dt, int in_place) {
     ln_shape m = shape_of(ctx, t, d, rows, 1);
     int automatic = ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts;
@@ -520,6 +530,7 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
     }
     ln_shape s = shape_of(ctx, t, d, rows, d > 4);
     s.clamped = s.masked;
+    if (!s.masked && s.vec == 4) s.long_items = LN_ITEMS_LONG_HALF;
     ln_plan c;
     int form = ctx->ln_form;
     if (form == LM_LN_SPLIT || (form == LM_LN_AUTO && ctx->ln_parts)) form = in_place ? LM_LN_STREAM : LN_FORM_SPLIT2;
@@ -527,7 +538,8 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
     if (form == LM_LN_AUTO && !in_place && split2_fits(t, &s, in_place)) form = LN_FORM_SPLIT2;
     if (form == LM_LN_SUBGROUP && !subgroup_fits(ctx, &s)) form = LM_LN_AUTO;
     if (form == LM_LN_AUTO || form == LM_LN_ROW)
-        form = subgroup_fits(ctx, &s) ? LM_LN_SUBGROUP : s.n <= s.max_wg * LN_MAX_ITEMS ? LM_LN_GROUP : LM_LN_STREAM;
+        form = subgroup_fits(ctx, &s) ? LM_LN_SUBGROUP : s.n <= s.max_wg * LN_MAX_ITEMS ? LM_LN_GROUP
+             : !in_place && !s.cpu && !t->no_split2 ? LN_FORM_SPLIT2 : LM_LN_STREAM;
     switch (form) {
     case LN_FORM_SPLIT2: c = plan_split2(ctx, &s); break;
     case LM_LN_SUBGROUP: c = plan_subgroup(ctx, &s); break;
