@@ -354,7 +354,7 @@ if lumus.sin then
   end
 end
 
--- float16 and bfloat16 log, sin, cos, tan, expm1, log1p, atan, asin and acos over every
+-- float16 and bfloat16 log, sin, cos, tan, expm1, log1p, atan, asin, acos and gelu over every
 -- input of each format (the 16-bit paths lean on the driver's log2 and exp2 and on
 -- products kept exact), as spec/support/narrow_exhaustive.lua checks them on lavapipe.
 if lumus.sin and lumus.device().narrow_storage ~= false then
@@ -368,7 +368,7 @@ if lumus.sin and lumus.device().narrow_storage ~= false then
   for _, dtype in ipairs { "float16", "bfloat16" } do
     local x = exhaustive.every_pattern(dtype)
     local xv = x:to_table()
-    for _, name in ipairs { "log", "sin", "cos", "tan", "expm1", "log1p", "atan", "asin", "acos" } do
+    for _, name in ipairs { "log", "sin", "cos", "tan", "expm1", "log1p", "atan", "asin", "acos", "gelu" } do
       local bad, first = exhaustive.count_bad(name, dtype, xv, lumus[name](x):to_table(), flushes)
       check(bad == 0, ("%s %s of every input within one ulp (%d not%s)"):format(dtype, name, bad, first and "; " .. first or ""))
     end

@@ -286,6 +286,29 @@ VT exp_narrow(VT x) {
     return SELECT(is_nan(x), x, exp2(t + sh) * pow2(-sh));
 }
 
+// gelu, erf form, for 16-bit results: 0.5 x erfc(-t), t = x / sqrt 2, with erfc(z) for
+// z >= 0 as u exp(-z^2 + P(u)), u = 1 / (1 + z/2), P of degree 9 (the classic Chebyshev
+// fit common/activation.glsl's act_erfc_pos uses, relative error under 1.2e-7), and
+// erfc(-z) = 2 - erfc(z). One polynomial where gelu_erf evaluates three: the 16-bit
+// kernel was bound by these operations, not by memory. Within one ulp of either format
+// over every input (spec/elementwise_narrow_more_spec.lua); NaN, +-inf and -0 as gelu_erf.
+VT gelu_erf_narrow(VT x) {
+    VT t = x * 0.70710678118654752;
+    VT a = min(abs(t), VT(30.0));          // NaN x stays NaN through the last product
+    VT u = VT(1.0) / fma(VT(0.5), a, VT(1.0));
+    VT p = fma(u, VT(0.17087277), VT(-0.82215223));
+    p = fma(u, p, VT(1.48851587));
+    p = fma(u, p, VT(-1.13520398));
+    p = fma(u, p, VT(0.27886807));
+    p = fma(u, p, VT(-0.18628806));
+    p = fma(u, p, VT(0.09678418));
+    p = fma(u, p, VT(0.37409196));
+    p = fma(u, p, VT(1.00002368));
+    p = fma(u, p, VT(-1.26551223));
+    VT c = u * exp_narrow(p - a * a);
+    return 0.5 * x * SELECT(LESS(t, VT(0.0)), c, VT(2.0) - c);
+}
+
 // log(1 + f) pieces for m = 1 + f in [sqrt(1/2), sqrt(2)): s = f / (2 + f) and
 // log(1 + f) = 2 atanh(s) = 2s + s R(s^2); R below.
 VT atanh_tail(VT z) {          // R(z) = 2/3 z + 2/5 z^2 + ..., z = s^2 <= 0.0295
@@ -1090,7 +1113,7 @@ VT apply(VT a, VT b, VT c) {
     if (OP == LM_EW_ATANH) return atanh_(a);
 #elif EW_FAMILY == LM_EW_FAM_ERF
     if (OP == LM_EW_GELU_TANH) return gelu_tanh(a);
-    if (OP == LM_EW_GELU_ERF) return gelu_erf(a);
+    if (OP == LM_EW_GELU_ERF) return NARROW ? gelu_erf_narrow(a) : gelu_erf(a);
     if (OP == LM_EW_GELU_TANH_GRAD) return gelu_tanh_grad(a, b);
     if (OP == LM_EW_GELU_ERF_GRAD) return gelu_erf_grad(a, b);
     if (OP == LM_EW_ERF) return erf_(a);

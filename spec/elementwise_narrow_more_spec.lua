@@ -1,5 +1,6 @@
--- float16 and bfloat16 log, sin, cos, tan, expm1, log1p, atan, asin and acos
--- (shaders/elementwise.comp's log_narrow, sincos_narrow, expm1_narrow and log1p_narrow;
+-- float16 and bfloat16 log, sin, cos, tan, expm1, log1p, atan, asin, acos and gelu
+-- (shaders/elementwise.comp's log_narrow, sincos_narrow, expm1_narrow, log1p_narrow and
+-- gelu_erf_narrow;
 -- the inverse functions' float32 paths rounded once) over every input of each
 -- format, as spec/support/narrow_exhaustive.lua checks them: within one ulp of the
 -- float64 reference rounded to the format, special inputs exact. bfloat16 values past
@@ -9,9 +10,9 @@
 local lumus = require("lumus")
 local exhaustive = dofile("spec/support/narrow_exhaustive.lua")
 
-local NAMES = { "log", "sin", "cos", "tan", "expm1", "log1p", "atan", "asin", "acos" }
+local NAMES = { "log", "sin", "cos", "tan", "expm1", "log1p", "atan", "asin", "acos", "gelu" }
 
-describe("16-bit log, sin, cos, tan, expm1, log1p, atan, asin and acos", function()
+describe("16-bit log, sin, cos, tan, expm1, log1p, atan, asin, acos and gelu", function()
   for _, dtype in ipairs { "float16", "bfloat16" } do
     local x, xv
     local function inputs()

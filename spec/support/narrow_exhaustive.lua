@@ -51,6 +51,10 @@ M.OPS = {
   atan = { math.atan, function(v) if v ~= v then return nan elseif v == 0 then return v end end },
   asin = { math.asin, function(v) if v ~= v or abs(v) > 1 then return nan elseif v == 0 then return v end end },
   acos = { math.acos, function(v) if v ~= v or abs(v) > 1 then return nan end end },
+  -- gelu, erf form: -inf gives NaN (-inf * 0) as the float32 kernel and PyTorch
+  gelu = { function(v) return 0.5 * v * ref.erfc(-v / math.sqrt(2)) end, function(v)
+    if v ~= v or v == -inf then return nan elseif v == inf then return inf elseif v == 0 then return v end
+  end },
   log = { math.log, function(v)
     if v ~= v or v < 0 then return nan elseif v == 0 then return -inf elseif v == inf then return inf end
   end },
