@@ -14,10 +14,6 @@
 #define LN_ITEMS_SHORT 2
 #define LN_ITEMS_LONG 4
 #define LN_SHORT_ROW 256
-/* float16/bfloat16 rows of D % 4 == 0 past LN_SHORT_ROW vectors: 8 vectors (64 bytes, as
- * float32's 4) per thread; on an H100 12543 rows of 11884 went from 82% of the copy
- * ceiling at 4 to 94%, while masked rows fell from 59% to 28% at 8 and keep 4. */
-#define LN_ITEMS_LONG_HALF 8
 /* On a CPU device (lavapipe) a workgroup runs on one thread and each barrier costs a
  * context switch, so a forced group form takes fewer, wider threads per row there; by
  * default CPUs get the row form. */
@@ -33,6 +29,10 @@
 /* Subgroup form: vectors per lane it aims for (2: two loads in flight per lane, and a
  * segment of 8+ lanes reads whole 128-byte lines, as the group form's short rows). */
 #define LN_SEGMENT_ITEMS 2
+/* The same for masked float16/bfloat16 rows (8-byte vectors): on an H100, 3 read rows of
+ * 79 at 52% of the copy ceiling where 2 read 38%, and no row of 23-389 slower; 4 lost
+ * 4-5 points on rows of 23 and 59. */
+#define LN_SEGMENT_ITEMS_HALF 3
 /* Row form (one invocation per row, for CPU devices): 8 rows per workgroup fill one
  * 256-bit SIMD group on lavapipe. Its three loops run once per vector, and llvmpipe
  * cuts an invocation's loops short past 65535 iterations in all (3 x 32768 failed,
@@ -158,7 +158,9 @@ typedef struct ln_shape {
     uint32_t max_wg;    /* largest workgroup: the device's limits, at most 1024 */
     uint32_t sg;        /* smallest subgroup size (1 where unknown) */
     int cpu;            /* a CPU device (lavapipe) */
-    uint32_t long_items;   /* group form's vectors per thread for long rows (0: LN_ITEMS_LONG) */
+    uint32_t segment_items;   /* subgroup form's vectors per lane (0: LN_SEGMENT_ITEMS) */
+    int narrow_width;   /* group form: long rows take more vectors per thread (up to
+                         * LN_MAX_ITEMS) rather than workgroups wider than LN_GROUP_WIDE */
 } ln_shape;
 
 /* The kernel for one call. spec[0..2] of the pipeline are wg, items, and rows_per_group
@@ -205,7 +207,8 @@ static ln_shape shape_of(const lm_context *ctx, const ln_tune *t, int64_t d, uin
     if (s.max_wg > 1024) s.max_wg = 1024;
     s.sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
     s.cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    s.long_items = 0;
+    s.narrow_width = 0;
+    s.segment_items = 0;
     return s;
 }
 
@@ -366,7 +369,7 @@ static ln_plan plan_row(const lm_context *ctx, const ln_shape *s) {
 static ln_plan plan_subgroup(const lm_context *ctx, const ln_shape *s) {
     ln_plan c = { .form = LM_LN_SUBGROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "subgroup", .full_subgroups = 1 };
     c.shader = by_vec(s, LM_SH_LN_SUBGROUP_VEC4, LM_SH_LN_SUBGROUP_ANY, LM_SH_LN_SUBGROUP_VEC1);
-    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : LN_SEGMENT_ITEMS;
+    uint32_t target = ctx->ln_items_target ? ctx->ln_items_target : s->segment_items ? s->segment_items : LN_SEGMENT_ITEMS;
     uint32_t seg = pow2_at_least(ceil_div(s->n, target));
     if (seg > s->sg) seg = s->sg;
     c.wg = LN_SUBGROUP_WG;
@@ -397,8 +400,11 @@ static ln_plan plan_group(const lm_context *ctx, const ln_shape *s) {
     ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "group", .rows_per_group = 1 };
     c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_ANY, LM_SH_LN_GROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
-                    : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT
-                    : s->long_items ? s->long_items : LN_ITEMS_LONG;
+                    : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
+    if (!ctx->ln_items_target && s->narrow_width && s->n > target * LN_GROUP_WIDE) {
+        target = ceil_div(s->n, LN_GROUP_WIDE);
+        if (target > LN_MAX_ITEMS) target = LN_MAX_ITEMS;
+    }
     /* A GPU takes any whole number of its largest subgroups, so a row of n vectors idles
      * fewer than a subgroup's lanes in each of its `items` loads (a power of two idled
      * up to half of them, e.g. 1280 vectors on 512 x 3); a CPU, powers of two. */
@@ -530,7 +536,12 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
     }
     ln_shape s = shape_of(ctx, t, d, rows, d > 4);
     s.clamped = s.masked;
-    if (!s.masked && s.vec == 4) s.long_items = LN_ITEMS_LONG_HALF;
+    /* Unmasked rows past LN_GROUP_WIDE x 4 vectors: on an H100, float16 rows of 11884 and
+     * 16384 ran at 81% and 84% of the copy ceiling on workgroups of 768 and 1024 x 4
+     * vectors, 93% and 90% on 384 and 512 x 8 (rows of 2048-8192 on 128-512 x 4 ran 4-10
+     * points faster than at 8 vectors; masked rows of 6867 fell from 59% to 28% at 8). */
+    s.narrow_width = !s.masked && s.vec == 4;
+    if (s.masked) s.segment_items = LN_SEGMENT_ITEMS_HALF;
     ln_plan c;
     int form = ctx->ln_form;
     if (form == LM_LN_SPLIT || (form == LM_LN_AUTO && ctx->ln_parts)) form = in_place ? LM_LN_STREAM : LN_FORM_SPLIT2;
