@@ -35,11 +35,7 @@ void store_unit(uint64_t u0, uint u) { Vec4Array(p.y + u0 * 16ul).v[u] = tile[u]
 void store_one(uint64_t e, float v) { FloatArray(p.y + e * 4ul).v[0] = v; }
 float param_at(uint64_t addr, float absent, uint k) { return addr != 0ul ? ParamFloat(addr).v[k] : absent; }
 #else
-#if DT == 1
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer HalfUnit { f16vec4 a, b; };
-#else
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer HalfUnit { u16vec4 a, b; };
-#endif
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer HalfUnit { HALF4 a, b; };
 void load_unit(uint64_t u0, uint u) {
     HalfUnit h = HalfUnit(p.x + (u0 + u) * 16ul);
     tile[2u * u] = half_to_float(h.a);

@@ -124,6 +124,13 @@ describe("layer_norm_forward on float16 and bfloat16", function()
     end)
   end
 
+  it("tune.layer_norm shows a dtype's plan and refuses other dtypes", function()
+    assert.equal("table", type(lumus.tune.layer_norm(768, nil, 64, "bfloat16")))
+    assert.error_matches(function() lumus.tune.layer_norm(768, nil, 64, "int32") end,
+      "bad argument #4 to 'layer_norm' %(dtype must be float32, float16 or bfloat16, got int32%)")
+    assert.error_matches(function() lumus.tune.layer_norm(768, nil, 64, "float8") end, "float8")
+  end)
+
   it("raises for mixed dtypes", function()
     local x = lumus.zeros({ 2, 8 }, { dtype = "float16" })
     assert.error_matches(function() lumus.layer_norm_forward(x, lumus.ones({ 8 })) end,

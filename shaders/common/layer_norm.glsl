@@ -119,18 +119,24 @@ float half_to_float(float16_t h) { return float(h); }
 f16vec4 float_to_half(vec4 v) { return f16vec4(v); }
 float16_t float_to_half(float v) { return float16_t(v); }
 #else
-#define HALF4 u16vec4
+// 4 bfloat16 as two 32-bit words (element 2k in the low half of word k): bit operations
+// on words, no 16-bit registers
+#define HALF4 uvec2
 #define HALF1 uint16_t
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer HalfArray4 { HALF4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer HalfArray1 { HALF1 v[]; };
-vec4 half_to_float(u16vec4 h) { return uintBitsToFloat(uvec4(h) << 16); }
+vec4 half_to_float(uvec2 h) {
+    return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
+}
 float half_to_float(uint16_t h) { return uintBitsToFloat(uint(h) << 16); }
 // bfloat16: round to nearest even; a NaN stays a quiet NaN.
 uint bf16_bits(float x) {
     uint b = floatBitsToUint(x);
     return (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
 }
-u16vec4 float_to_half(vec4 v) { return u16vec4(bf16_bits(v.x), bf16_bits(v.y), bf16_bits(v.z), bf16_bits(v.w)); }
+uvec2 float_to_half(vec4 v) {
+    return uvec2(bf16_bits(v.x) | (bf16_bits(v.y) << 16), bf16_bits(v.z) | (bf16_bits(v.w) << 16));
+}
 uint16_t float_to_half(float v) { return uint16_t(bf16_bits(v)); }
 #endif
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly restrict buffer ParamHalf4 { HALF4 v[]; };
