@@ -1251,7 +1251,8 @@ end
 -- tunings.)
 local TUNED = 200
 local TUNE_EVERY = math.max(2 * TUNED, CALLS < 10000 and math.floor(CALLS / 2) or 1000)
-local LN_TUNING = { { "form", { "auto", "group", "subgroup", "stream", "split", "row" } },
+local LN_TUNING = { { "form", { "auto", "group", "subgroup", "stream", "split", "row", "split2", "tile" } },
+                    { "scalar", { true, false } },
                     { "wg", { 1, 2, 4, 8, 32, 64, 128 } }, { "items_target", { 0, 1, 2, 4, 8 } },
                     { "parts", { 0, 1, 2, 3, 4, 8, 16 } }, { "classes", { 0, 1, 2, 3 } },
                     { "records", { "tagged", "fenced" } }, { "tickets", { true, false } },
