@@ -11,8 +11,9 @@ local tune = {}
 ---@param d integer
 ---@param opts? table {form =, wg =, items_target =, parts =, ...}
 ---@param rows? integer
+---@param dtype? string "float32" (default), "float16" or "bfloat16": that dtype's plan
 ---@return table
-function tune.layer_norm(d, opts, rows) end
+function tune.layer_norm(d, opts, rows, dtype) end
 
 ---LayerNorm backward's kernel form (docs/layer_norm_backward.md).
 ---@param d integer
