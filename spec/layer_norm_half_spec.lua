@@ -101,11 +101,17 @@ describe("layer_norm_forward on float16 and bfloat16", function()
       end
     end)
 
-    it(dt .. ": the plan reads rows of 1-3 an element per lane and longer odd rows masked on GPUs", function()
+    it(dt .. ": where masked reads are on, rows of 1-3 still read an element per lane", function()
+      finally(function() lumus.tune.layer_norm(1, {}) end)
+      lumus.tune.layer_norm(1, { scalar = false, tile = false })   -- masked reads, as on GPUs
       local c = lumus.tune.layer_norm(3, nil, 1000, dt)
       assert.is_false(c.masked)
       assert.equal(1, c.vec)
+      c = lumus.tune.layer_norm(7, nil, 1000, dt)
+      assert.is_true(c.masked)
+      assert.equal(3, c.vectors)   -- (7 + 6) / 4 vectors cover a row at any offset
       c = lumus.tune.layer_norm(4, nil, 1000, dt)
+      assert.is_false(c.masked)
       assert.equal(4, c.vec)
       assert.equal(1, c.vectors)
     end)

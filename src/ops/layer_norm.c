@@ -546,7 +546,7 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
     int form = ctx->ln_form;
     if (form == LM_LN_SPLIT || (form == LM_LN_AUTO && ctx->ln_parts)) form = in_place ? LM_LN_STREAM : LN_FORM_SPLIT2;
     if (t->form == LN_FORM_SPLIT2 && !in_place) form = LN_FORM_SPLIT2;
-    if (form == LM_LN_AUTO && !in_place && split2_fits(t, &s, in_place)) form = LN_FORM_SPLIT2;
+    if (form == LM_LN_AUTO && split2_fits(t, &s, in_place)) form = LN_FORM_SPLIT2;
     if (form == LM_LN_SUBGROUP && !subgroup_fits(ctx, &s)) form = LM_LN_AUTO;
     if (form == LM_LN_AUTO || form == LM_LN_ROW)
         form = subgroup_fits(ctx, &s) ? LM_LN_SUBGROUP : s.n <= s.max_wg * LN_MAX_ITEMS ? LM_LN_GROUP
@@ -796,8 +796,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
 }
 
 /* tune.layer_norm(D [, tune [, rows [, dtype]]]) -> the plan for `rows` rows of D of
- * dtype (default: many, float32; for a call with weight or bias, not in place): {variant, workgroup, items, vec, masked,
- * vectors, epoch} and rows_per_group, or for the split form parts, records and classes.
+ * dtype (default: many, float32; for a call with weight or bias, not in place):
+ * {variant, workgroup, items, vec, masked, vectors, epoch} and rows_per_group, or for the split form parts, records and classes.
  * `tune` ({items_target=, wg=, scalar=, ...}) changes the plan of later calls (for
  * bench/ sweeps and specs); the planners keep whatever it forces valid (a whole number
  * of subgroups per workgroup, no empty part). */
