@@ -39,7 +39,8 @@ function tune.matmul(m, n, k, opts) end
 ---@return table
 function tune.attention(bh, tq, tk, hd, opts) end
 
----The row kernels' workgroup choice for rows of d.
+---The row kernels' workgroup choice for rows of d; opts {wg =, items =, scalar =} (scalar: rows
+---whose d is not a multiple of 4 read an element at a time instead of as masked vectors).
 ---@param d integer
 ---@param opts? table
 ---@return table

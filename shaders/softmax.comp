@@ -16,15 +16,22 @@
 // sum, hence every output, NaN. A +inf entry does the same through exp(inf - inf).
 // In place (y == x) is safe: a row is read in full before any of it is written, except the
 // streamed part, where each element is read again and written by the same thread.
+// Rows whose d is not a multiple of 4 take VEC = 4 with ANY_D = 1 (common/rows.glsl): the
+// aligned vectors that cover the row, lanes outside it -inf on the way in and unwritten on
+// the way out. The streamed part goes STREAM vectors per thread per step, their loads all
+// issued before any is used (indices clamped to the row's last vector instead of a branch
+// per load) and one rescale of the running sum per step.
+#extension GL_EXT_control_flow_attributes : require
 #include "common/buffers.glsl"
 #include "common/rows.glsl"
 
 layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
+const uint STREAM = 4u;                         // vectors per thread per streamed step
 
 layout(push_constant) uniform Params {
     uint64_t x, y;
     uint64_t rows;
-    uint n;          // vectors per row (d / VEC)
+    uint n;          // vectors per row (d / VEC; with ANY_D unused: each row counts its own)
     uint d;          // elements per row
     uint groups_x;   // width of the grid, for 2-D folding
 } p;
@@ -34,15 +41,57 @@ layout(push_constant) uniform Params {
 VT exp_from(VT v, float m) { return exp(v - VT(m == NEG_INF ? 0.0 : m)); }
 float scale_from(float m, float to) { return m == NEG_INF ? 0.0 : exp(m - to); }
 
+// One row's vectors: vector idx (< count, or clamped to the last and read as -inf
+// beyond), and the store of vector idx < count.
+struct RowView { uint64_t x, y; uint skew, count; };
+
+RowView row_view(uint64_t row) {
+    RowView r;
+#if ANY_D
+    r.x = row_vec_base(p.x, row, p.d);
+    r.y = row_vec_base(p.y, row, p.d);
+    r.skew = row_skew(row, p.d);
+    r.count = row_vectors(r.skew, p.d);
+#else
+    r.x = uint64_t(row_ptr(p.x, row, p.d));
+    r.y = uint64_t(row_ptr(p.y, row, p.d));
+    r.skew = 0u;
+    r.count = p.n;
+#endif
+    return r;
+}
+
+VT view_load(RowView r, uint idx) {
+    VT v = row_load(ROW_ARRAY(r.x), min(idx, r.count - 1u));
+#if ANY_D
+    return row_mask(r.skew, p.d, idx, v, NEG_INF);
+#else
+    return idx < r.count ? v : VT(NEG_INF);
+#endif
+}
+
+void view_store(RowView r, uint idx, VT v) {
+#if ANY_D
+    row_store_masked(r.y, r.skew, p.d, idx, v);
+#else
+    row_store(ROW_ARRAY(r.y), idx, v);
+#endif
+}
+
+#if LOG == 1
+VT result(VT x, float row_m, float log_s, float inv) { return (x - row_m) - log_s; }
+#else
+VT result(VT x, float row_m, float log_s, float inv) { return exp_from(x, row_m) * inv; }
+#endif
+
 void process_row(uint64_t row, uint lane, uint width) {
-    ROW_ARRAY xr = row_ptr(p.x, row, p.d);
+    RowView r = row_view(row);
     uint held = width * ITEMS;
 
     VT v[ITEMS];
     float m_held = NEG_INF;
     for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = lane + i * width;
-        v[i] = idx < p.n ? row_load(xr, idx) : VT(NEG_INF);
+        v[i] = view_load(r, lane + i * width);
         m_held = max(m_held, hmax(v[i]));
     }
     float s = 0.0;
@@ -55,33 +104,45 @@ void process_row(uint64_t row, uint lane, uint width) {
 #endif
     }
     float m = m_held;
-    for (uint idx = held + lane; idx < p.n; idx += width) {
-        VT u = row_load(xr, idx);
-        float grown = max(m, hmax(u));
-        s = s * scale_from(m, grown) + hsum(exp_from(u, grown));
-        m = grown;
+    for (uint first = held + lane; first < r.count; first += width * STREAM) {
+        VT u[STREAM];
+        float step_m = m;
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) {
+            u[k] = view_load(r, first + k * width);
+            step_m = max(step_m, hmax(u[k]));
+        }
+        float add = 0.0;
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) add += hsum(exp_from(u[k], step_m));
+        s = s * scale_from(m, step_m) + add;
+        m = step_m;
     }
 
     float row_m = row_max(m);
     float row_s = row_add(s * scale_from(m, row_m));
 
-    ROW_ARRAY yr = row_ptr(p.y, row, p.d);
+    float log_s = log(row_s), inv = 1.0 / row_s;
 #if LOG == 1
-    float log_s = log(row_s);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
-        if (idx < p.n) row_store(yr, idx, (v[i] - row_m) - log_s);
+        if (idx < r.count) view_store(r, idx, (v[i] - row_m) - log_s);
     }
-    for (uint idx = held + lane; idx < p.n; idx += width) row_store(yr, idx, (row_load(xr, idx) - row_m) - log_s);
 #else
-    float inv = 1.0 / row_s;
     float held_scale = scale_from(m_held, row_m) * inv;
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
-        if (idx < p.n) row_store(yr, idx, v[i] * held_scale);
+        if (idx < r.count) view_store(r, idx, v[i] * held_scale);
     }
-    for (uint idx = held + lane; idx < p.n; idx += width) row_store(yr, idx, exp_from(row_load(xr, idx), row_m) * inv);
 #endif
+    // The streamed part again, STREAM vectors read before any is written (in place each
+    // element is read and written by this thread alone).
+    for (uint first = held + lane; first < r.count; first += width * STREAM) {
+        VT u[STREAM];
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) u[k] = view_load(r, first + k * width);
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) {
+            uint idx = first + k * width;
+            if (idx < r.count) view_store(r, idx, result(u[k], row_m, log_s, inv));
+        }
+    }
 }
 
 void main() { for_each_row(p.groups_x, p.rows); }

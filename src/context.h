@@ -96,6 +96,7 @@ struct lm_context {
     uint32_t mm_coop_form;        /* matmul tensor-core block form, 1-based (0 = automatic) */
     uint32_t grid_max_x;          /* lm_grid width cap, for specs (0 = the device limit) */
     uint32_t row_wg, row_items;   /* softmax/sum workgroup and register items (0 = auto) */
+    int row_scalar;               /* softmax rows of d % 4 != 0 an element at a time (tune.rows) */
     int softmax_cols_form;        /* softmax over a non-last dim: an lm_softmax_cols_form (tune.softmax_cols) */
     int softmax_long_rows;        /* softmax over few long rows: LM_SOFTMAX_LONG_ROWS_* (tune.softmax_cols) */
     int softmax_short_rows;       /* softmax over short rows: LM_SOFTMAX_SHORT_ROWS_* (tune.softmax_cols) */

@@ -75,6 +75,59 @@ void row_store(ROW_ARRAY a, uint i, VT v) { a.v[i] = v; }
 #endif
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
+
+#ifndef ANY_D
+#define ANY_D 0
+#endif
+#if ANY_D
+#if VEC != 4
+#error "ANY_D needs VEC = 4"
+#endif
+// Rows of any d (ANY_D = 1, row kernels that take it) as the aligned 4-element vectors of
+// the flattened tensor that cover them: vector idx of a row is vector floor(row*d / 4) + idx
+// of the buffer, and its lane k holds element 4*idx + k - o of the row, o = (row*d) mod 4
+// (the row's skew). Element indices are unsigned: below the row's start they wrap to
+// values >= d, so one "< d" test finds every lane outside the row. Plain tensors start
+// aligned to a whole vector, and allocations hold whole 16-byte blocks, so the vectors
+// that cover a row never leave the tensor's memory.
+#if DT == 1
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RowElems { float16_t v[]; };
+void row_store_elem(uint64_t at, uint i, float v) { RowElems(at).v[i] = float16_t(v); }
+#elif DT == 2
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RowElems { uint16_t v[]; };
+void row_store_elem(uint64_t at, uint i, float v) {
+    uint b = floatBitsToUint(v);
+    uint r = (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    RowElems(at).v[i] = uint16_t(r);   // as row_store: nearest even, NaN stays quiet
+}
+#else
+void row_store_elem(uint64_t at, uint i, float v) { FloatArray(at).v[i] = v; }
+#endif
+uint row_skew(uint64_t row, uint d) { return uint((row * uint64_t(d)) & 3ul); }
+// The address of the vector holding the row's first element.
+uint64_t row_vec_base(uint64_t base, uint64_t row, uint d) {
+    return base + ((row * uint64_t(d)) >> 2) * uint64_t(4u * ROW_ELEM_BYTES);
+}
+// Vectors that cover a row of skew o.
+uint row_vectors(uint o, uint d) { return (o + d + 3u) >> 2; }
+// v's lanes outside the row (elements 4*idx - o + k >= d) replaced by `outside`.
+VT row_mask(uint o, uint d, uint idx, VT v, float outside) {
+    uvec4 e = uvec4(4u * idx - o) + uvec4(0u, 1u, 2u, 3u);
+    return mix(VT(outside), v, lessThan(e, uvec4(d)));
+}
+// Writes the lanes of v inside the row: one vector store where all four are, else one
+// element store per lane inside (a partial vector shares its other lanes with the
+// neighbouring rows, whose workgroups may be writing them at the same time).
+void row_store_masked(uint64_t at, uint o, uint d, uint idx, VT v) {
+    uint e0 = 4u * idx - o;
+    if (e0 < d && d - e0 >= 4u) {
+        row_store(ROW_ARRAY(at), idx, v);
+        return;
+    }
+    for (uint k = 0u; k < 4u; ++k)
+        if (e0 + k < d) row_store_elem(at, 4u * idx + k, v[k]);
+}
+#endif
 // The workgroup size is specialization constant 0; declared here, before WG reads it.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 2) const uint ROWS = 1;

@@ -48,7 +48,7 @@ int lm_op_rms_norm(lua_State *L) {
     if (w && lm_tensors_overlap(y, w)) lm_argerror(L, 3, "out overlaps weight (an input of this op)");
     uint64_t rows = x->numel / (uint64_t)d;
     if (rows == 0) return 1;
-    lm_row_plan c = lm_plan_softmax(ctx, d);
+    lm_row_plan c = lm_plan_softmax(ctx, d, 0);
     struct { uint64_t x, y, w, rows; uint32_t n, d, groups_x; float eps; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .w = w ? lm_tensor_address(w) : 0,
         .rows = rows, .n = c.n, .d = (uint32_t)d, .eps = (float)eps,

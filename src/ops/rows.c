@@ -119,10 +119,12 @@ lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_byt
 
 /* Threads per row aiming at `target` vectors each, at most `max_items` held; rows of at
  * most 4 vectors per lane of the smallest subgroup take a subgroup each. */
-static lm_row_plan plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint32_t max_items) {
+static lm_row_plan plan_rows(const lm_context *ctx, int64_t d, uint32_t target, uint32_t max_items, int any_d_ok) {
     lm_row_plan c;
-    c.vec = d % 4 == 0 ? 4 : 1;
-    c.n = (uint32_t)(d / c.vec);
+    c.any_d = d % 4 != 0 && any_d_ok && !ctx->row_scalar;
+    c.vec = d % 4 == 0 || c.any_d ? 4 : 1;
+    /* any_d: a row of skew 3 spans (d + 6) / 4 vectors */
+    c.n = (uint32_t)(c.any_d ? (d + 6) / 4 : d / c.vec);
     uint32_t max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
     if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     if (max_wg > 1024) max_wg = 1024;
@@ -148,9 +150,10 @@ static lm_row_plan plan_rows(const lm_context *ctx, int64_t d, uint32_t target, 
     return c;
 }
 
-lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d) {
+lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d, int any_d_ok) {
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    return plan_rows(ctx, d, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_ITEMS, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_MAX_ITEMS);
+    return plan_rows(ctx, d, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_ITEMS, cpu ? SOFTMAX_ITEMS_CPU : SOFTMAX_MAX_ITEMS,
+                     any_d_ok);
 }
 
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,
@@ -167,12 +170,13 @@ void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_
     });
 }
 
-/* tune.rows(d [, {wg =, items =}]) -> {workgroup =, items =, vec =, rows_per_group =}
- * for softmax rows of d; the overrides (0 or absent: automatic; a wg also turns the
- * subgroup form off) hold for later softmax and sum calls, so specs can run the
- * workgroup and streaming paths on short rows. */
+/* tune.rows(d [, {wg =, items =, scalar =}]) -> {workgroup =, items =, vec =, masked =,
+ * rows_per_group =} for softmax rows of d; the overrides (0 or absent: automatic; a wg also
+ * turns the subgroup form off; scalar = true reads rows whose d is not a multiple of 4 an
+ * element at a time instead of as masked vectors) hold for later softmax and sum calls, so
+ * specs can run the workgroup, streaming and element-wise paths on short rows. */
 int lm_op_row_config(lua_State *L) {
-    static const char *const known[] = { "wg", "items", NULL };
+    static const char *const known[] = { "wg", "items", "scalar", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "d must be in 1..2^31-1");
     lm_context *ctx = lm_context_get(L);
@@ -181,14 +185,16 @@ int lm_op_row_config(lua_State *L) {
         if (!(wg == 0 || (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0))) lm_argerror(L, 2, "wg must be a power of two up to 1024");
         lua_Integer items = lm_option_integer(L, 2, "items", 0);
         if (items < 0 || items > 64) lm_argerror(L, 2, "items must be in 0..64");
+        ctx->row_scalar = lm_option_boolean(L, 2, "scalar", 0);
         ctx->row_wg = (uint32_t)wg;
         ctx->row_items = (uint32_t)items;
     }
-    lm_row_plan c = lm_plan_softmax(ctx, d);
-    lua_createtable(L, 0, 4);
+    lm_row_plan c = lm_plan_softmax(ctx, d, 1);
+    lua_createtable(L, 0, 5);
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
+    lua_pushboolean(L, c.any_d); lua_setfield(L, -2, "masked");
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     return 1;
 }

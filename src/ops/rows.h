@@ -8,8 +8,9 @@
 #include "ops.h"
 
 typedef struct lm_row_plan {
-    int vec;            /* 4: vec4 loads (d a multiple of 4), else 1 */
-    uint32_t n;         /* vectors per row */
+    int vec;            /* 4: vec4 loads (d a multiple of 4, or any_d), else 1 */
+    int any_d;          /* the aligned vectors covering a row of any d (common/rows.glsl's ANY_D) */
+    uint32_t n;         /* vectors per row (any_d: the most that cover one) */
     uint32_t wg;        /* threads per workgroup */
     uint32_t items;     /* vectors per thread a kernel may hold in registers */
     uint32_t rows_per_group;   /* 1: a workgroup per row; more: a subgroup per row */
@@ -53,8 +54,9 @@ void lm_check_float_input(lua_State *L, const lm_tensor *x, const lm_context *ct
 lm_tensor *lm_push_result(lua_State *L, int argn, const char *key, lm_context *ctx, lm_dtype dtype,
                           int ndim, const int64_t *shape, const lm_tensor *x, int in_place);
 
-/* The plan of softmax for rows of d on this device. */
-lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d);
+/* The plan of softmax for rows of d on this device; any_d_ok: the kernel takes ANY_D, used
+ * for d not a multiple of 4 unless tune.rows{scalar = true}. */
+lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d, int any_d_ok);
 
 /* Records a row kernel over x (rows of d) into y with the plan and push constants (x's
  * dtype checked by the caller: lm_check_float_input). */

@@ -18,25 +18,27 @@ static const lm_shader_id cols_shaders[2][3][2] = {
       { LM_SH_LOG_SOFTMAX_COLS_BF16, LM_SH_LOG_SOFTMAX_COLS_BF16_VEC4 } },
 };
 
-/* [log][dtype: float32, float16, bfloat16][vec4] */
-static const lm_shader_id row_shaders[2][3][2] = {
-    { { LM_SH_SOFTMAX_VEC1, LM_SH_SOFTMAX_VEC4 }, { LM_SH_SOFTMAX_F16_VEC1, LM_SH_SOFTMAX_F16_VEC4 },
-      { LM_SH_SOFTMAX_BF16_VEC1, LM_SH_SOFTMAX_BF16_VEC4 } },
-    { { LM_SH_LOG_SOFTMAX_VEC1, LM_SH_LOG_SOFTMAX_VEC4 }, { LM_SH_LOG_SOFTMAX_F16_VEC1, LM_SH_LOG_SOFTMAX_F16_VEC4 },
-      { LM_SH_LOG_SOFTMAX_BF16_VEC1, LM_SH_LOG_SOFTMAX_BF16_VEC4 } },
+/* [log][dtype: float32, float16, bfloat16][element, vec4, masked vec4 (any d)] */
+static const lm_shader_id row_shaders[2][3][3] = {
+    { { LM_SH_SOFTMAX_VEC1, LM_SH_SOFTMAX_VEC4, LM_SH_SOFTMAX_ANY_D },
+      { LM_SH_SOFTMAX_F16_VEC1, LM_SH_SOFTMAX_F16_VEC4, LM_SH_SOFTMAX_F16_ANY_D },
+      { LM_SH_SOFTMAX_BF16_VEC1, LM_SH_SOFTMAX_BF16_VEC4, LM_SH_SOFTMAX_BF16_ANY_D } },
+    { { LM_SH_LOG_SOFTMAX_VEC1, LM_SH_LOG_SOFTMAX_VEC4, LM_SH_LOG_SOFTMAX_ANY_D },
+      { LM_SH_LOG_SOFTMAX_F16_VEC1, LM_SH_LOG_SOFTMAX_F16_VEC4, LM_SH_LOG_SOFTMAX_F16_ANY_D },
+      { LM_SH_LOG_SOFTMAX_BF16_VEC1, LM_SH_LOG_SOFTMAX_BF16_VEC4, LM_SH_LOG_SOFTMAX_BF16_ANY_D } },
 };
 
 /* Rows of d = v.r contiguous elements (inner == 1: the dimension is the last one that is
  * not of size 1). */
 static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
     int64_t d = v.r, rows = v.outer;
-    lm_row_plan c = lm_plan_softmax(x->storage->ctx, d);
+    lm_row_plan c = lm_plan_softmax(x->storage->ctx, d, 1);
     struct { uint64_t x, y, rows; uint32_t n, d, groups_x, pad; } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
         .n = c.n, .d = (uint32_t)d,
     };
     int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
-    lm_record_rows(L, name, row_shaders[log][form][c.vec == 4], &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
+    lm_record_rows(L, name, row_shaders[log][form][c.any_d ? 2 : c.vec == 4], &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
 }
 
 /* [log][dtype] */

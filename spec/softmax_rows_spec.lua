@@ -1,0 +1,141 @@
+-- softmax and log_softmax over rows of the last dimension whose length is not a multiple
+-- of 4, by the row kernel's masked form (the aligned vectors that cover each row:
+-- shaders/common/rows.glsl's ANY_D) and its element-wise form (lumus.tune.rows{scalar =
+-- true}), held in registers and streamed, against the float64 reference in every float
+-- dtype, in place, next to memory that must stay untouched, and with PyTorch's special
+-- values. Rows longer than 32 take the row kernel on every device; shorter ones are forced
+-- off the tile form. Tolerances as spec/softmax_tile_spec.lua: float32 softmax 1e-5 |want| +
+-- 1e-6, log_softmax 2e-6 max(1, |want|); float16 and bfloat16 against the reference of
+-- the rounded inputs with one rounding of the output on top (2^-11 and 2^-8 relative).
+local lumus = require "lumus"
+local ref = require "lumus.reference"
+local checks = dofile("spec/support/check.lua")
+local columns = dofile("spec/support/softmax_columns.lua")
+local NAN, INF = 0 / 0, math.huge
+
+local half_rel = { float16 = 2 ^ -11 + 1e-5, bfloat16 = 2 ^ -8 + 1e-5 }
+
+local function check_dtype(x, dtype, what)
+  if dtype == "float32" then
+    columns.check_both(x, x:to_table(), {}, what)
+    return
+  end
+  local h = x:to(dtype)
+  local xt = h:float():to_table()   -- the rounded inputs
+  local rel = half_rel[dtype]
+  checks.close(lumus.softmax(h):float(), ref.softmax(xt), { rel = rel, abs = 1e-7, what = dtype .. " softmax " .. what })
+  checks.close(lumus.log_softmax(h):float(), ref.log_softmax(xt), { mixed = rel, what = dtype .. " log_softmax " .. what })
+  h:free()
+end
+
+local function reset()
+  lumus.tune.rows(1, {})
+  lumus.tune.softmax_cols({ short_rows = "auto" })
+end
+
+describe("softmax over rows of any length (row kernel)", function()
+  before_each(function() lumus.tune.softmax_cols({ short_rows = "row" }) end)
+  after_each(reset)
+
+  it("reads rows that are not a multiple of 4 as masked vectors unless scalar is asked for", function()
+    local plan = lumus.tune.rows(1027)
+    assert.are.same({ 4, true }, { plan.vec, plan.masked })
+    assert.are.same({ 4, false }, { lumus.tune.rows(1024).vec, lumus.tune.rows(1024).masked })
+    plan = lumus.tune.rows(1027, { scalar = true })
+    assert.are.same({ 1, false }, { plan.vec, plan.masked })
+    assert.has_error(function() lumus.tune.rows(1027, { scalar = 1 }) end,
+      "bad argument #2 to 'rows' (scalar must be a boolean, got number)")
+  end)
+
+  for _, scalar in ipairs { false, true } do
+    for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+      it(("matches the reference on a seeded sweep of row lengths (%s, %s)"):format(dtype,
+          scalar and "element-wise" or "masked"), function()
+        lumus.tune.rows(1, { scalar = scalar })
+        local g = ref.rng(dtype == "float32" and 2701 or dtype == "float16" and 2702 or 2703)
+        local function int(lo, hi) return lo + math.floor(g.uniform() * (hi - lo + 1)) end
+        -- Every skew of a row's start (rows of 1-5 of an odd d), a row shorter than one
+        -- vector, rows spanning two, and long ones a workgroup takes.
+        local cases = { { 5, 1 }, { 5, 3 }, { 4, 5 }, { 5, 7 }, { 3, 2 }, { 7, 6 }, { 5, 33 }, { 3, 131 },
+                        { 2, 1027 }, { 3, 4099 } }
+        for _ = 1, 4 do
+          local d = int(1, 3000)
+          if d % 4 == 0 then d = d + 1 end
+          cases[#cases + 1] = { int(1, 6), d }
+        end
+        for _, c in ipairs(cases) do
+          local xt = ref.random_table(c, function() return (g.uniform() - 0.5) * 30 end)
+          local x = lumus.tensor(xt)
+          check_dtype(x, dtype, table.concat(c, "x"))
+          x:free()
+        end
+      end)
+    end
+  end
+
+  it("streams masked rows past its registers, and writes in place what it writes out of place", function()
+    -- 32 threads holding one vector each: the rest of a row streams, 4 vectors a step,
+    -- the last step partial; a rising row makes the running max grow at every step.
+    lumus.tune.rows(1, { wg = 32, items = 1 })
+    assert.are.same({ 32, 1, true }, { lumus.tune.rows(1027).workgroup, lumus.tune.rows(1027).items,
+                                       lumus.tune.rows(1027).masked })
+    local g = ref.rng(2704)
+    for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+      for _, c in ipairs { { 3, 1027 }, { 5, 645 }, { 2, 4099 }, { 4, 131 } } do
+        local xt = ref.random_table(c, function() return g.normal() * 4 end)
+        for i = 1, c[2] do xt[1][i] = i * 0.01 end
+        local x = lumus.tensor(xt)
+        check_dtype(x, dtype, "streamed " .. table.concat(c, "x"))
+        local h = x:to(dtype)
+        for _, op in ipairs { "softmax", "log_softmax" } do
+          local want = lumus[op](h):float():to_table()
+          local y = h:clone()
+          assert.are.equal(y, lumus[op](y, { out = y }))
+          checks.close(y:float(), want, { rel = 0, abs = 0, what = dtype .. " " .. op .. " in place " .. table.concat(c, "x") })
+          y:free()
+        end
+        h:free(); x:free()
+      end
+    end
+  end)
+
+  it("writes only its rows' elements: the rest of the storage keeps its values", function()
+    for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+      for _, c in ipairs { { 3, 5 }, { 2, 131 }, { 5, 37 } } do
+        local n = c[1] * c[2]
+        local big = lumus.full({ n + 9 }, 7, { dtype = dtype })
+        local out = big:narrow(1, 1, n):view(c)
+        local x = lumus.tensor(ref.random_table(c, function() return 1 end)):to(dtype)
+        lumus.softmax(x, { out = out })
+        local rest = big:narrow(1, n + 1, 9):float():to_table()
+        for i = 1, 9 do assert.are.equal(7, rest[i]) end
+        checks.close(out:float(), ref.softmax(x:float():to_table()), { rel = half_rel[dtype] or 1e-5, abs = 1e-6,
+                                                                        what = dtype .. " softmax into a view" })
+        big:free(); x:free()
+      end
+    end
+  end)
+
+  it("follows PyTorch on NaN and infinities", function()
+    for _, d in ipairs { 37, 1027 } do
+      local rows = 7
+      local xt = {}
+      for i = 1, rows do
+        xt[i] = {}
+        for k = 1, d do xt[i][k] = math.sin(i * 0.37 + k) * 3 end
+      end
+      xt[2][d] = NAN                          -- all NaN
+      xt[3][1] = INF                          -- all NaN
+      for k = 1, d do xt[4][k] = -INF end     -- all NaN
+      for k = 1, d, 2 do xt[5][k] = -INF end  -- 0; log: -inf
+      xt[6][d] = 80                           -- one dominant entry
+      local x = lumus.tensor(xt)
+      columns.check_both(x, xt, {}, "special rows of " .. d)
+      local a = lumus.softmax(x):to_table()
+      assert.is_true(a[2][1] ~= a[2][1] and a[3][d] ~= a[3][d] and a[4][1] ~= a[4][1])
+      assert.are.equal(0, a[5][1])
+      assert.are.equal(-INF, lumus.log_softmax(x):to_table()[5][1])
+      x:free()
+    end
+  end)
+end)
