@@ -40,6 +40,7 @@
 // out may be an input itself (the same elements): each element is read, then written,
 // by the same thread.
 #include "common/buffers.glsl"
+#include "common/activation.glsl"
 #ifdef VOTE
 #extension GL_KHR_shader_subgroup_vote : require
 #endif
@@ -82,6 +83,12 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer Uvec4Array 
 #else
 #define VT float
 #endif
+#endif
+// A float function applied to each component of a VT.
+#if !defined(ND) && VEC == 4
+#define MAP_FLOAT(f, x) vec4(f((x).x), f((x).y), f((x).z), f((x).w))
+#else
+#define MAP_FLOAT(f, x) f(x)
 #endif
 
 #if defined(VEC) && VEC == 4
@@ -176,15 +183,10 @@ VT erf_(VT t) {
     return SELECT(LESS(a, VT(1.0)), erf_inner(t), sign(t) * (VT(1.0) - erfc_outer(a)));
 }
 
-// gelu, erf form: 0.5 x (1 + erf(x / sqrt 2)); for x < 0, 1 + erf(t) is erfc(-t), taken
-// directly so that small results keep their relative accuracy.
-VT gelu_erf(VT x) {
-    VT t = x * 0.70710678118654752;
-    VT a = abs(t), c = erfc_outer(a);
-    VT one_plus = SELECT(LESS(a, VT(1.0)), VT(1.0) + erf_inner(t),
-                         SELECT(LESS(t, VT(0.0)), c, VT(2.0) - c));
-    return 0.5 * x * one_plus;
-}
+// gelu, erf form, float32: common/activation.glsl's act_gelu (one polynomial for the
+// normal distribution's tail, the form the linear kernels' fused activation takes), a
+// component at a time.
+VT gelu_erf(VT x) { return MAP_FLOAT(act_gelu, x); }
 
 // gelu's derivatives, times the gradient g. Tanh form: with s = 1 / (1 + e), e = exp(-u2)
 // and u2 = x (K + K3 x^2) as in gelu_tanh (gelu = x s), the derivative is
@@ -200,14 +202,13 @@ VT gelu_tanh_grad(VT g, VT x) {
     VT d = fma(x * s * rest, fma(VT(3.0 * K3), x2, VT(K)), s);
     return g * d;
 }
-// Erf form: Phi(x) + x phi(x), Phi taken as gelu_erf takes it (erfc for x < 0).
-VT gelu_erf_grad(VT g, VT x) {
-    VT t = x * 0.70710678118654752;
-    VT a = abs(t), c = erfc_outer(a);
-    VT cdf = 0.5 * SELECT(LESS(a, VT(1.0)), VT(1.0) + erf_inner(t), SELECT(LESS(t, VT(0.0)), c, VT(2.0) - c));
-    VT pdf = 0.3989422804014327 * exp(-0.5 * x * x);
-    return g * fma(x, pdf, cdf);
+// Erf form: Phi(x) + x phi(x), Phi as act_gelu takes it, phi(x) = exp(-x^2/2) / sqrt(2 pi)
+// from the same exponential.
+float gelu_erf_derivative(float x) {
+    float e, q = normal_tail(min(abs(x), 1e4), e);
+    return fma(x, 0.3989422804014327 * e, x < 0.0 ? q : 1.0 - q);
 }
+VT gelu_erf_grad(VT g, VT x) { return g * MAP_FLOAT(gelu_erf_derivative, x); }
 
 // ---- exp, log, sqrt, tanh, sigmoid, pow to a few ulps (GLSL's exp and log are bounded
 // only loosely by Vulkan: 3 + 2|x| ulp, and log absolutely near 1).
@@ -288,8 +289,8 @@ VT exp_narrow(VT x) {
 
 // gelu, erf form, for 16-bit results: 0.5 x erfc(-t), t = x / sqrt 2, with erfc(z) for
 // z >= 0 as u exp(-z^2 + P(u)), u = 1 / (1 + z/2), P of degree 9 (the classic Chebyshev
-// fit common/activation.glsl's act_erfc_pos uses, relative error under 1.2e-7), and
-// erfc(-z) = 2 - erfc(z). One polynomial where gelu_erf evaluates three: the 16-bit
+// fit, relative error under 1.2e-7), and
+// erfc(-z) = 2 - erfc(z). With exp_narrow, cheaper than act_gelu: the 16-bit
 // kernel was bound by these operations, not by memory. Within one ulp of either format
 // over every input (spec/elementwise_narrow_more_spec.lua); NaN, +-inf and -0 as gelu_erf.
 VT gelu_erf_narrow(VT x) {
