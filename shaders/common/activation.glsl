@@ -18,15 +18,15 @@ float act_gelu_tanh(float x) {
 
 // The standard normal distribution's upper tail Q(a) = P(Z > a) for a >= 0, as
 // exp(-a^2/2) R(a): R is smooth on [0, inf) and, in t = (a - 4) / (a + 4) (which maps it
-// to [-1, 1)), a polynomial of degree 10 (coefficients of a least-squares fit to R's
-// float64 values, reweighted towards equal relative ripple: fit error 3.6e-8 for a <= 4,
-// 1e-7 to 8, as float32 coefficients). The float32 evaluation keeps R within 2e-7
+// to [-1, 1)), a polynomial of degree 10 (tools/fit_normal_tail.py: a least-squares fit
+// reweighted towards equal relative ripple; as float32 coefficients within 3.6e-8 of R
+// for a <= 4, 1e-7 to 8). The float32 evaluation keeps R within 2e-7
 // relative; past a = 4 the rounding of a^2 in the exponent dominates (1e-6 at a = 5.5).
 // e = exp(-a^2/2) is returned for callers that need the density too. a = +inf gives
 // t = NaN: callers clamp a first.
 float normal_tail(float a, out float e) {
     float t = (a - 4.0) / (a + 4.0);
-    float r = fma(t, 1.94503446e-05, -3.53718096e-05);
+    float r = fma(t, 1.94503464e-05, -3.53718096e-05);
     r = fma(r, t, -0.000179168856);
     r = fma(r, t, 0.000629177608);
     r = fma(r, t, 0.000504738127);
