@@ -47,11 +47,12 @@ function tune.attention(bh, tq, tk, hd, opts) end
 function tune.rows(d, opts) end
 
 ---Softmax over a non-last dim: "auto" (default; the held form where r fits), "stream"
----(never held), "held" (same as auto); long_rows (rows of >= 65536): "auto" (the column
----kernel's split form when fewer rows than multiprocessors), "row", "cols"; short_rows (of the
+---(never held), "held" (same as auto); long_rows: "auto" (the row kernel's split form for
+---few long rows on a GPU), "split" (wherever a row splits), "row" (never), "cols" (rows of
+--->= 65536 by the column kernel); short_rows (of the
 ---last dim): "auto" (the tile form for short rows on a GPU), "tile", "row"; tile_items: the tile
 ---form's 16-byte units per thread, 0..8 (0: automatic). Returns the settings.
----@param opts? {form?: "auto"|"stream"|"held", long_rows?: "auto"|"row"|"cols", short_rows?: "auto"|"tile"|"row", tile_items?: integer}
+---@param opts? {form?: "auto"|"stream"|"held", long_rows?: "auto"|"row"|"cols"|"split", short_rows?: "auto"|"tile"|"row", tile_items?: integer}
 ---@return table
 function tune.softmax_cols(opts) end
 

@@ -28,12 +28,22 @@
 layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
 const uint STREAM = 4u;                         // vectors per thread per streamed step
 
+// Split form (splits > 1, a workgroup per row): each row as `splits` chunks of `chunk`
+// vectors, a workgroup per chunk, in two dispatches: STATS_OUT writes each chunk's (max,
+// sum of exp(x - max)) to st; STATS_IN combines a row's pairs (splits <= the workgroup)
+// and writes the chunk's outputs, reading it again. Few long rows then fill the device.
+const uint STATS_OUT = 1u, STATS_IN = 2u;
+
 layout(push_constant) uniform Params {
     uint64_t x, y;
     uint64_t rows;
     uint n;          // vectors per row (d / VEC; with ANY_D unused: each row counts its own)
     uint d;          // elements per row
     uint groups_x;   // width of the grid, for 2-D folding
+    uint chunk;      // split form: vectors per chunk
+    uint64_t st;     // split form: float (max, sum) pairs, [rows][splits]
+    uint splits;     // 1: a row per workgroup or subgroup
+    uint flags;      // split form: STATS_OUT or STATS_IN
 } p;
 
 // exp(v - m); where the max m is -inf (the thread saw only -inf, padding, or NaN that max
@@ -84,9 +94,48 @@ VT result(VT x, float row_m, float log_s, float inv) { return (x - row_m) - log_
 VT result(VT x, float row_m, float log_s, float inv) { return exp_from(x, row_m) * inv; }
 #endif
 
+// v where idx < hi, else -inf: a select, not a branch, so a step's loads go out together.
+#if VEC == 4
+VT below(uint idx, uint hi, VT v) { return mix(VT(NEG_INF), v, bvec4(idx < hi)); }
+#else
+VT below(uint idx, uint hi, VT v) { return mix(NEG_INF, v, idx < hi); }
+#endif
+
+// Online (max, sum) over this thread's vectors lo + lane, lo + lane + width, ... below hi,
+// STREAM per step, their loads issued before any is used, one rescale of s per step.
+void stream_stats(RowView r, uint lo, uint hi, uint lane, uint width, inout float m, inout float s) {
+    for (uint first = lo + lane; first < hi; first += width * STREAM) {
+        VT u[STREAM];
+        float step_m = m;
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) {
+            uint idx = first + k * width;
+            u[k] = below(idx, hi, view_load(r, idx));
+            step_m = max(step_m, hmax(u[k]));
+        }
+        float add = 0.0;
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) add += hsum(exp_from(u[k], step_m));
+        s = s * scale_from(m, step_m) + add;
+        m = step_m;
+    }
+}
+
+// Outputs of this thread's vectors of [lo, hi) read again, STREAM read before any is
+// written (in place each element is read and written by this thread alone).
+void stream_write(RowView r, uint lo, uint hi, uint lane, uint width, float row_m, float row_s) {
+    float log_s = log(row_s), inv = 1.0 / row_s;
+    for (uint first = lo + lane; first < hi; first += width * STREAM) {
+        VT u[STREAM];
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) u[k] = view_load(r, first + k * width);
+        [[unroll]] for (uint k = 0u; k < STREAM; ++k) {
+            uint idx = first + k * width;
+            if (idx < hi) view_store(r, idx, result(u[k], row_m, log_s, inv));
+        }
+    }
+}
+
 void process_row(uint64_t row, uint lane, uint width) {
     RowView r = row_view(row);
-    uint held = width * ITEMS;
+    uint held = min(width * ITEMS, r.count);
 
     VT v[ITEMS];
     float m_held = NEG_INF;
@@ -104,45 +153,59 @@ void process_row(uint64_t row, uint lane, uint width) {
 #endif
     }
     float m = m_held;
-    for (uint first = held + lane; first < r.count; first += width * STREAM) {
-        VT u[STREAM];
-        float step_m = m;
-        [[unroll]] for (uint k = 0u; k < STREAM; ++k) {
-            u[k] = view_load(r, first + k * width);
-            step_m = max(step_m, hmax(u[k]));
-        }
-        float add = 0.0;
-        [[unroll]] for (uint k = 0u; k < STREAM; ++k) add += hsum(exp_from(u[k], step_m));
-        s = s * scale_from(m, step_m) + add;
-        m = step_m;
-    }
+    stream_stats(r, held, r.count, lane, width, m, s);
 
     float row_m = row_max(m);
     float row_s = row_add(s * scale_from(m, row_m));
 
-    float log_s = log(row_s), inv = 1.0 / row_s;
 #if LOG == 1
+    float log_s = log(row_s);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
         if (idx < r.count) view_store(r, idx, (v[i] - row_m) - log_s);
     }
 #else
-    float held_scale = scale_from(m_held, row_m) * inv;
+    float held_scale = scale_from(m_held, row_m) * (1.0 / row_s);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = lane + i * width;
         if (idx < r.count) view_store(r, idx, v[i] * held_scale);
     }
 #endif
-    // The streamed part again, STREAM vectors read before any is written (in place each
-    // element is read and written by this thread alone).
-    for (uint first = held + lane; first < r.count; first += width * STREAM) {
-        VT u[STREAM];
-        [[unroll]] for (uint k = 0u; k < STREAM; ++k) u[k] = view_load(r, first + k * width);
-        [[unroll]] for (uint k = 0u; k < STREAM; ++k) {
-            uint idx = first + k * width;
-            if (idx < r.count) view_store(r, idx, result(u[k], row_m, log_s, inv));
-        }
-    }
+    stream_write(r, held, r.count, lane, width, row_m, row_s);
 }
 
-void main() { for_each_row(p.groups_x, p.rows); }
+// One chunk of a row in the split form (a workgroup; uniform control flow).
+void process_chunk(uint64_t g) {
+    uint64_t row = g / uint64_t(p.splits);
+    uint c = uint(g % uint64_t(p.splits));
+    RowView r = row_view(row);
+    uint lo = min(c * p.chunk, r.count), hi = min(lo + p.chunk, r.count);
+    uint lane = gl_LocalInvocationID.x;
+    FloatArray st = FloatArray(p.st + row * uint64_t(p.splits) * 8ul);
+    if (p.flags == STATS_OUT) {
+        float m = NEG_INF, s = 0.0;
+        stream_stats(r, lo, hi, lane, WG, m, s);
+        float chunk_m = group_max(m);
+        float chunk_s = group_add(s * scale_from(m, chunk_m));
+        if (lane == 0u) {
+            st.v[2u * c] = chunk_m;
+            st.v[2u * c + 1u] = chunk_s;
+        }
+        return;
+    }
+    // The row's (max, sum) from its chunks' pairs, a pair per thread.
+    float m = lane < p.splits ? st.v[2u * lane] : NEG_INF;
+    float s = lane < p.splits ? st.v[2u * lane + 1u] : 0.0;
+    float row_m = group_max(m);
+    float row_s = group_add(s * scale_from(m, row_m));
+    stream_write(r, lo, hi, lane, WG, row_m, row_s);
+}
+
+void main() {
+    if (p.splits > 1u) {
+        uint64_t g = row_index(p.groups_x);
+        if (g < p.rows * uint64_t(p.splits)) process_chunk(g);   // uniform
+        return;
+    }
+    for_each_row(p.groups_x, p.rows);
+}

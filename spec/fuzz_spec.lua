@@ -1263,7 +1263,7 @@ local ROW_TUNING = { { "wg", { 0, 1, 2, 4, 8, 16, 32, 64, 128 } }, { "items", { 
 local function reset_tunings()
   lumus.tune.layer_norm(1, {})
   lumus.tune.rows(1, {})
-  lumus.tune.softmax_cols({ short_rows = "auto" })
+  lumus.tune.softmax_cols({ short_rows = "auto", long_rows = "auto" })
 end
 
 local function tuning_string(name, t)
@@ -1284,10 +1284,11 @@ local function random_tunings()
     if pcall(lumus.tune[hook[1]], 8, t) then said[#said + 1] = tuning_string(hook[1], t)
     else lumus.tune[hook[1]](1, {}) end
   end
-  -- softmax's forms for short rows (the tile form is automatic only on GPUs)
-  local short_rows = pick { "auto", "tile", "row" }
-  lumus.tune.softmax_cols({ short_rows = short_rows })
-  said[#said + 1] = tuning_string("softmax_cols", { short_rows = short_rows })
+  -- softmax's forms for short rows (the tile form is automatic only on GPUs) and long
+  -- ones (the split form likewise)
+  local sc = { short_rows = pick { "auto", "tile", "row" }, long_rows = pick { "auto", "split", "row" } }
+  lumus.tune.softmax_cols(sc)
+  said[#said + 1] = tuning_string("softmax_cols", sc)
   return table.concat(said, " ")
 end
 

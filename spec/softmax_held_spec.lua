@@ -53,7 +53,7 @@ describe("softmax over a short non-last dimension (held form)", function()
   it("takes few long rows by the column kernel's split form when told, or by the row kernel", function()
     assert.are.equal("cols", lumus.tune.softmax_cols({ long_rows = "cols" }).long_rows)
     assert.has_error(function() lumus.tune.softmax_cols({ long_rows = "fast" }) end,
-      'bad argument #1 to \'softmax_cols\' (long_rows must be "auto", "row" or "cols")')
+      'bad argument #1 to \'softmax_cols\' (long_rows must be "auto", "row", "cols" or "split", got "fast")')
     local g = ref.rng(2305)
     for _, long_rows in ipairs { "cols", "row" } do
       lumus.tune.softmax_cols({ long_rows = long_rows })

@@ -147,7 +147,7 @@ int lm_op_softmax_cols_config(lua_State *L);   /* tune.softmax_cols */
 /* ctx->softmax_cols_form */
 enum { LM_SOFTMAX_COLS_AUTO, LM_SOFTMAX_COLS_STREAM, LM_SOFTMAX_COLS_HELD };
 /* ctx->softmax_long_rows */
-enum { LM_SOFTMAX_LONG_ROWS_AUTO, LM_SOFTMAX_LONG_ROWS_ROW, LM_SOFTMAX_LONG_ROWS_COLS };
+enum { LM_SOFTMAX_LONG_ROWS_AUTO, LM_SOFTMAX_LONG_ROWS_ROW, LM_SOFTMAX_LONG_ROWS_COLS, LM_SOFTMAX_LONG_ROWS_SPLIT };
 /* ctx->softmax_short_rows */
 enum { LM_SOFTMAX_SHORT_ROWS_AUTO, LM_SOFTMAX_SHORT_ROWS_TILE, LM_SOFTMAX_SHORT_ROWS_ROW };
 int lm_op_grid_config(lua_State *L);     /* tune.grid */   /* tune.rows */

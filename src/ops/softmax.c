@@ -30,15 +30,90 @@ static const lm_shader_id row_shaders[2][3][3] = {
 
 /* Rows of d = v.r contiguous elements (inner == 1: the dimension is the last one that is
  * not of size 1). */
+/* shaders/softmax.comp's push constants */
+typedef struct row_push {
+    uint64_t x, y, rows;
+    uint32_t n, d, groups_x, chunk;
+    uint64_t st;
+    uint32_t splits, flags;
+} row_push;
+#define STATS_OUT 1u
+#define STATS_IN 2u
+
+static lm_shader_id row_shader(int log, const lm_tensor *x, const lm_row_plan *c) {
+    int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
+    return row_shaders[log][form][c->any_d ? 2 : c->vec == 4];
+}
+
 static void record_row_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y) {
     int64_t d = v.r, rows = v.outer;
     lm_row_plan c = lm_plan_softmax(x->storage->ctx, d, 1);
-    struct { uint64_t x, y, rows; uint32_t n, d, groups_x, pad; } pc = {
-        .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
-        .n = c.n, .d = (uint32_t)d,
-    };
-    int form = x->dtype == LM_FLOAT16 ? 1 : x->dtype == LM_BFLOAT16 ? 2 : 0;
-    lm_record_rows(L, name, row_shaders[log][form][c.any_d ? 2 : c.vec == 4], &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
+    row_push pc = { .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = (uint64_t)rows,
+                    .n = c.n, .d = (uint32_t)d, .splits = 1 };
+    lm_record_rows(L, name, row_shader(log, x, &c), &c, rows, &pc, sizeof pc, &pc.groups_x, x, y);
+}
+
+/* Split form (few long rows): each row as chunks of vectors, a SPLIT_WG-thread workgroup
+ * per chunk, SPLIT_GROUPS_PER_SM workgroups per multiprocessor over all rows, no chunk
+ * shorter than SPLIT_MIN_CHUNK vectors (forced: at least two chunks of any length, so
+ * short rows and many rows split too),
+ * at most a workgroup's threads of chunks per row (the second dispatch combines a row's
+ * pairs a thread each). Two dispatches: the chunks' (max, sum) pairs, then the outputs
+ * (x read twice: worth it only while too few rows would leave multiprocessors idle). */
+#define SPLIT_WG 256u
+#define SPLIT_GROUPS_PER_SM 4u
+#define SPLIT_MIN_CHUNK 2048u
+
+typedef struct split_plan { lm_row_plan c; uint32_t chunk, splits; } split_plan;
+
+static int plan_split(const lm_context *ctx, lm_dim_view v, int forced, split_plan *out) {
+    split_plan sp;
+    sp.c = lm_plan_softmax(ctx, v.r, 1);
+    uint32_t n = sp.c.n;
+    uint32_t wg = SPLIT_WG, max_wg = ctx->props.limits.maxComputeWorkGroupInvocations;
+    if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
+    while (wg > max_wg) wg /= 2;
+    uint64_t sms = ctx->sm_count ? ctx->sm_count : lm_groups_wanted(ctx) / 8;
+    uint64_t want = (sms ? sms : 1) * SPLIT_GROUPS_PER_SM;
+    uint64_t splits = (want + v.outer - 1) / v.outer;
+    if (forced && splits < 2) splits = 2;
+    uint64_t most = forced ? n : n / SPLIT_MIN_CHUNK;
+    if (most > wg) most = wg;
+    if (splits > most) splits = most;
+    if (splits < 2) return 0;
+    sp.chunk = (uint32_t)((n + splits - 1) / splits);
+    sp.splits = (uint32_t)((n + sp.chunk - 1) / sp.chunk);
+    if (sp.splits < 2) return 0;
+    sp.c.wg = wg;
+    sp.c.items = 1;
+    sp.c.rows_per_group = 1;
+    *out = sp;
+    return 1;
+}
+
+static void record_split_form(lua_State *L, const char *name, int log, lm_tensor *x, lm_dim_view v, lm_tensor *y,
+                              const split_plan *sp) {
+    lm_context *ctx = x->storage->ctx;
+    int64_t n = (int64_t)v.outer * sp->splits * 2;
+    lm_tensor *states = lm_push_tensor(L, ctx, 1, &n);   /* float32 (max, sum) pairs */
+    row_push pc = { .x = lm_tensor_address(x), .y = lm_tensor_address(y), .rows = v.outer, .n = sp->c.n,
+                    .d = v.r, .chunk = sp->chunk, .st = lm_tensor_address(states), .splits = sp->splits };
+    uint32_t gy;
+    pc.groups_x = lm_grid(L, ctx, (uint64_t)v.outer * sp->splits, &gy);
+    lm_shader_id shader = row_shader(log, x, &sp->c);
+    pc.flags = STATS_OUT;
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = name, .any_dtype = 1, .shader = shader, .spec = { sp->c.wg, 1, 1 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x }, .writes = { states },
+    });
+    pc.flags = STATS_IN;
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = name, .any_dtype = 1, .shader = shader, .spec = { sp->c.wg, 1, 1 },
+        .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
+        .reads = { x, states }, .writes = { y },
+    });
+    lua_pop(L, 1);   /* the pairs: collected once the stream is done with them */
 }
 
 /* [log][dtype] */
@@ -222,21 +297,24 @@ static void record_cols_form(lua_State *L, const char *name, int log, lm_tensor 
 }
 
 /* Rows of at least this many elements, at most a quarter as many as the device has
- * multiprocessors: the row kernel (a workgroup per row) would leave most multiprocessors
- * idle, so the column kernel (inner == 1) takes them, its split form spreading each row
- * over workgroups. With more rows the row kernel's single read of x wins (the split form
- * reads x twice). */
+ * multiprocessors, go to the column kernel's split form under long_rows = "cols" (forced);
+ * "auto" and "split" take the row kernel's split form instead (plan_split). */
 #define LONG_ROW_MIN 65536
-#define LONG_ROWS_PER_SM_FRACTION 4
 
 static int long_rows_as_columns(const lm_context *ctx, lm_dim_view v) {
-    if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_ROW) return 0;
-    if (v.r < LONG_ROW_MIN) return 0;
-    if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_COLS) return 1;
-    /* Count unknown: the workgroups the device wants over the 8 per multiprocessor that
-     * lm_groups_wanted aims for (1 on a CPU device: never there). */
+    return ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_COLS && v.r >= LONG_ROW_MIN;
+}
+
+/* The automatic choice of the split form: rows of at least SPLIT_AUTO_MIN_D elements,
+ * no more rows than multiprocessors (the row kernel would leave some idle). */
+#define SPLIT_AUTO_MIN_D 16384
+
+static int split_wanted(const lm_context *ctx, lm_dim_view v, split_plan *sp) {
+    if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_SPLIT) return plan_split(ctx, v, 1, sp);
+    if (ctx->softmax_long_rows != LM_SOFTMAX_LONG_ROWS_AUTO || ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+        return 0;
     uint64_t sms = ctx->sm_count ? ctx->sm_count : lm_groups_wanted(ctx) / 8;
-    return (uint64_t)v.outer * LONG_ROWS_PER_SM_FRACTION <= sms;
+    return v.r >= SPLIT_AUTO_MIN_D && v.outer <= sms && plan_split(ctx, v, 0, sp);
 }
 
 static int softmax(lua_State *L, const char *name, int log) {
@@ -252,8 +330,10 @@ static int softmax(lua_State *L, const char *name, int log) {
     lm_tensor *y = lm_push_result(L, 2, "out", ctx, x->dtype, x->ndim, x->shape, x, 1);
     x = lm_check_tensor(L, 1);
     tile_plan tp;
+    split_plan sp;
     if (v.inner == 1 && tile_wanted(ctx, v.r) && plan_tile(ctx, x->dtype, v.r, &tp))
         record_tile_form(L, name, log, x, v, y, &tp);
+    else if (v.inner == 1 && split_wanted(ctx, v, &sp)) record_split_form(L, name, log, x, v, y, &sp);
     else if (v.inner == 1 && !long_rows_as_columns(ctx, v)) record_row_form(L, name, log, x, v, y);
     else record_cols_form(L, name, log, x, v, y);
     return 1;
@@ -262,15 +342,16 @@ static int softmax(lua_State *L, const char *name, int log) {
 /* tune.softmax_cols([{form = "auto" | "stream" | "held", long_rows = "auto" | "row" |
  * "cols"}]) -> the settings: form "stream" keeps softmax over a non-last dimension off the
  * held form (so specs cover the streaming and split forms on shapes where held would be
- * chosen); "held" and "auto" both take the held form wherever r fits it. long_rows: rows
- * of at least LONG_ROW_MIN elements always by the row kernel ("row"), always by the column
- * kernel ("cols"), or by the column kernel when fewer than the multiprocessors ("auto").
+ * chosen); "held" and "auto" both take the held form wherever r fits it. long_rows (of the
+ * last dimension): the row kernel's split form for few long rows on a GPU ("auto", see
+ * split_wanted), for every row it can split ("split"), never ("row"), or rows of at least
+ * LONG_ROW_MIN elements by the column kernel ("cols").
  * short_rows: rows of the last dimension by the tile form wherever it fits ("tile"),
  * never ("row"), or on a GPU for rows of at most TILE_AUTO_MAX_D ("auto"); tile_items: the
  * tile form's 16-byte units per thread (0: automatic), fewer where shared memory is short. */
 int lm_op_softmax_cols_config(lua_State *L) {
     static const char *const known[] = { "form", "long_rows", "short_rows", "tile_items", NULL };
-    static const char *const long_forms[] = { "auto", "row", "cols" };
+    static const char *const long_forms[] = { "auto", "row", "cols", "split", NULL };
     static const char *const short_forms[] = { "auto", "tile", "row", NULL };
     static const char *const forms[] = { "auto", "stream", "held" };
     lm_context *ctx = lm_context_get(L);
@@ -285,19 +366,11 @@ int lm_op_softmax_cols_config(lua_State *L) {
             ctx->softmax_cols_form = found;
         }
         lua_pop(L, 1);
-        lm_push_option(L, 1, "long_rows");
-        if (!lua_isnil(L, -1)) {
-            const char *f = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-            int found = -1;
-            for (int i = 0; i < 3; i++)
-                if (f && strcmp(f, long_forms[i]) == 0) found = i;
-            if (found < 0) lm_argerror(L, 1, "long_rows must be \"auto\", \"row\" or \"cols\"");
-            ctx->softmax_long_rows = found;
-        }
-        lua_pop(L, 1);
+        int long_rows = lm_option_choice(L, 1, "long_rows", long_forms, ctx->softmax_long_rows);
         int short_rows = lm_option_choice(L, 1, "short_rows", short_forms, ctx->softmax_short_rows);
         lua_Integer items = lm_option_integer(L, 1, "tile_items", ctx->softmax_tile_items);
         if (items < 0 || items > 8) lm_argerror(L, 1, "tile_items must be in 0..8 (0: automatic), got %I", (LUAI_UACINT)items);
+        ctx->softmax_long_rows = long_rows;
         ctx->softmax_short_rows = short_rows;
         ctx->softmax_tile_items = (uint32_t)items;
     }
