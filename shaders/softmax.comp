@@ -26,7 +26,9 @@
 #include "common/rows.glsl"
 
 layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
-const uint STREAM = 4u;                         // vectors per thread per streamed step
+// Vectors per thread per streamed step (at least 1): 4, or 1 where the host knows every
+// row is held (so the step's registers do not count against the held ones).
+layout(constant_id = 3) const uint STREAM = 4;
 
 // Split form (splits > 1, a workgroup per row): each row as `splits` chunks of `chunk`
 // vectors, a workgroup per chunk, in two dispatches: STATS_OUT writes each chunk's (max,

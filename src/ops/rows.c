@@ -115,6 +115,9 @@ lm_col_plan lm_plan_cols(const lm_context *ctx, lm_dim_view v, unsigned elem_byt
 #define SOFTMAX_ITEMS 4
 #define SOFTMAX_ITEMS_CPU 16
 #define SOFTMAX_MAX_ITEMS 8
+/* Workgroups wider than this only where the row would not fit their registers at the
+ * most items per thread. */
+#define ROW_WIDE_WG 512
 
 
 /* Threads per row aiming at `target` vectors each, at most `max_items` held; rows of at
@@ -128,28 +131,34 @@ static lm_row_plan plan_rows(const lm_context *ctx, int64_t d, uint32_t target, 
     if (max_wg > ctx->props.limits.maxComputeWorkGroupSize[0]) max_wg = ctx->props.limits.maxComputeWorkGroupSize[0];
     if (max_wg > 1024) max_wg = 1024;
     uint32_t sg = ctx->min_subgroup ? ctx->min_subgroup : 1;
-    if (!ctx->row_wg && ctx->full_subgroups && c.n <= ROW_SUBGROUP_ITEMS * sg &&
-        ROW_SUBGROUP_WG <= max_wg && ROW_SUBGROUP_WG % ctx->max_subgroup == 0) {
+    int subgroups_ok = !ctx->row_wg && ctx->full_subgroups && ROW_SUBGROUP_WG <= max_wg &&
+                       ROW_SUBGROUP_WG % ctx->max_subgroup == 0;
+    /* A row whose d is not a multiple of 4 is read as the masked vectors that cover it (a
+     * row of skew 3 spans (d + 6) / 4), except where it is short enough for a subgroup
+     * read element-wise: on the H100, masked vectors took softmax over rows of 37-127
+     * (a subgroup's, element-wise) from 60-86% of copy to 45-81, and rows of 226 from
+     * 92 (element-wise, a workgroup each) to 100 (masked, a subgroup each). */
+    if (d % 4 != 0 && any_d_ok && !ctx->row_scalar && !(subgroups_ok && c.n <= ROW_SUBGROUP_ITEMS * sg)) {
+        c.any_d = 1;
+        c.vec = 4;
+        c.n = (uint32_t)((d + 6) / 4);
+    }
+    if (subgroups_ok && c.n <= ROW_SUBGROUP_ITEMS * sg) {
         c.wg = ROW_SUBGROUP_WG;
         c.rows_per_group = ROW_SUBGROUP_WG / sg;
         c.items = (c.n + sg - 1) / sg;
         return c;
     }
     c.rows_per_group = 1;
-    /* A workgroup's row whose d is not a multiple of 4: the masked vectors that cover it
-     * (a row of skew 3 spans (d + 6) / 4). (A subgroup's short row stays element-wise: on
-     * the H100, masked vectors took softmax over rows of 37-127 from 60-86% of copy to
-     * 45-81.) */
-    if (d % 4 != 0 && any_d_ok && !ctx->row_scalar) {
-        c.any_d = 1;
-        c.vec = 4;
-        c.n = (uint32_t)((d + 6) / 4);
-    }
     /* At least 32 threads and one whole subgroup, so that no subgroup is partial. */
     uint32_t lo = ctx->max_subgroup > 32 ? ctx->max_subgroup : 32;
     uint32_t wg = pow2_at_least(((uint64_t)c.n + target - 1) / target);
     if (wg < lo) wg = lo;
     if (wg > max_wg) wg = max_wg;
+    /* Fewer, fuller threads where the row still fits their registers: on the H100,
+     * softmax over rows of 2109 and 2537 vectors at 512 x 5 reached 98-99% of copy
+     * against 78-85 at 1024 x 3 (float16 89-95 against 74-79). */
+    while (wg > ROW_WIDE_WG && wg > lo && (uint64_t)(wg / 2) * max_items >= c.n) wg /= 2;
     if (ctx->row_wg) wg = ctx->row_wg;
     c.wg = wg;
     uint32_t items = (c.n + wg - 1) / wg;
@@ -164,6 +173,11 @@ lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d, int any_d_ok) {
                      any_d_ok);
 }
 
+uint32_t lm_row_stream(const lm_context *ctx, const lm_row_plan *c) {
+    uint32_t width = c->rows_per_group > 1 ? (ctx->min_subgroup ? ctx->min_subgroup : 1) : c->wg;
+    return (uint64_t)width * c->items >= c->n ? 1u : 4u;
+}
+
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,
                     int64_t rows, void *push, uint32_t push_bytes, uint32_t *groups_x,
                     lm_tensor *x, lm_tensor *y) {
@@ -171,7 +185,7 @@ void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_
     uint32_t gy;
     *groups_x = lm_grid(L, ctx, ((uint64_t)rows + c->rows_per_group - 1) / c->rows_per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group },
+        .op = op, .any_dtype = 1, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group, lm_row_stream(ctx, c) },
         .full_subgroups = c->rows_per_group > 1,
         .push = push, .push_bytes = push_bytes, .groups_x = *groups_x, .groups_y = gy,
         .reads = { x }, .writes = { y },

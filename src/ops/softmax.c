@@ -103,13 +103,13 @@ static void record_split_form(lua_State *L, const char *name, int log, lm_tensor
     lm_shader_id shader = row_shader(log, x, &sp->c);
     pc.flags = STATS_OUT;
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = shader, .spec = { sp->c.wg, 1, 1 },
+        .op = name, .any_dtype = 1, .shader = shader, .spec = { sp->c.wg, 1, 1, 4 },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x }, .writes = { states },
     });
     pc.flags = STATS_IN;
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = name, .any_dtype = 1, .shader = shader, .spec = { sp->c.wg, 1, 1 },
+        .op = name, .any_dtype = 1, .shader = shader, .spec = { sp->c.wg, 1, 1, 4 },
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, states }, .writes = { y },
     });
@@ -305,16 +305,22 @@ static int long_rows_as_columns(const lm_context *ctx, lm_dim_view v) {
     return ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_COLS && v.r >= LONG_ROW_MIN;
 }
 
-/* The automatic choice of the split form: rows of at least SPLIT_AUTO_MIN_D elements,
- * no more rows than multiprocessors (the row kernel would leave some idle). */
-#define SPLIT_AUTO_MIN_D 16384
+/* The automatic choice of the split form: rows of at least SPLIT_AUTO_MIN_D elements, at
+ * most half as many as multiprocessors (the row kernel leaves the rest idle), x of at
+ * least SPLIT_AUTO_MIN_ELEMS elements (the second dispatch's fixed cost amortized). On
+ * the H100 (bench/softmax_rows_forms.lua): 37 rows of 635335 took 41% of copy by rows
+ * and 57 split (float16 33 and 52); 37-130 rows of 32925-229109 (x of 1.2M-30M elements)
+ * lost 0-17 points split (39x32925 50 -> 36, 103x50127 73 -> 58). */
+#define SPLIT_AUTO_MIN_D 65536
+#define SPLIT_AUTO_MIN_ELEMS (1u << 24)
 
 static int split_wanted(const lm_context *ctx, lm_dim_view v, split_plan *sp) {
     if (ctx->softmax_long_rows == LM_SOFTMAX_LONG_ROWS_SPLIT) return plan_split(ctx, v, 1, sp);
     if (ctx->softmax_long_rows != LM_SOFTMAX_LONG_ROWS_AUTO || ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
         return 0;
     uint64_t sms = ctx->sm_count ? ctx->sm_count : lm_groups_wanted(ctx) / 8;
-    return v.r >= SPLIT_AUTO_MIN_D && v.outer <= sms && plan_split(ctx, v, 0, sp);
+    return v.r >= SPLIT_AUTO_MIN_D && (uint64_t)v.outer * 2 <= sms &&
+           (uint64_t)v.outer * v.r >= SPLIT_AUTO_MIN_ELEMS && plan_split(ctx, v, 0, sp);
 }
 
 static int softmax(lua_State *L, const char *name, int log) {
