@@ -306,8 +306,10 @@ VT gelu_erf_narrow(VT x) {
     p = fma(u, p, VT(0.37409196));
     p = fma(u, p, VT(1.00002368));
     p = fma(u, p, VT(-1.26551223));
-    VT c = u * exp_narrow(p - a * a);
-    return 0.5 * x * SELECT(LESS(t, VT(0.0)), c, VT(2.0) - c);
+    VT e = exp_narrow(p - a * a), hx = 0.5 * x;
+    // Below 0, (x u) e: u e alone can fall below float32's normal range (flushed on
+    // some devices) where the result, a bfloat16 normal, does not (x = -13.06).
+    return SELECT(LESS(t, VT(0.0)), (hx * u) * e, hx * (VT(2.0) - u * e));
 }
 
 // log(1 + f) pieces for m = 1 + f in [sqrt(1/2), sqrt(2)): s = f / (2 + f) and
