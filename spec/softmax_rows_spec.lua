@@ -12,20 +12,20 @@ local lumus = require "lumus"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
 local columns = dofile("spec/support/softmax_columns.lua")
-local NAN, INF = 0 / 0, math.huge
 
-local half_rel = { float16 = 2 ^ -11 + 1e-5, bfloat16 = 2 ^ -8 + 1e-5 }
+local half_rel = columns.half_rel
+local check_dtype = columns.check_dtype
 
-local function check_dtype(x, dtype, what)
-  if dtype == "float32" then
-    columns.check_both(x, x:to_table(), {}, what)
-    return
-  end
+-- softmax and log_softmax of x in dtype written in place equal them out of place, bit for bit.
+local function check_in_place(x, dtype, what)
   local h = x:to(dtype)
-  local xt = h:float():to_table()   -- the rounded inputs
-  local rel = half_rel[dtype]
-  checks.close(lumus.softmax(h):float(), ref.softmax(xt), { rel = rel, abs = 1e-7, what = dtype .. " softmax " .. what })
-  checks.close(lumus.log_softmax(h):float(), ref.log_softmax(xt), { mixed = rel, what = dtype .. " log_softmax " .. what })
+  for _, op in ipairs { "softmax", "log_softmax" } do
+    local want = lumus[op](h):float():to_table()
+    local y = h:clone()
+    assert.are.equal(y, lumus[op](y, { out = y }))
+    checks.close(y:float(), want, { rel = 0, abs = 0, what = dtype .. " " .. op .. " in place " .. what })
+    y:free()
+  end
   h:free()
 end
 
@@ -71,12 +71,7 @@ describe("softmax over rows of any length (row kernel)", function()
           if d % 4 == 0 then d = d + 1 end
           cases[#cases + 1] = { int(1, 6), d }
         end
-        for _, c in ipairs(cases) do
-          local xt = ref.random_table(c, function() return (g.uniform() - 0.5) * 30 end)
-          local x = lumus.tensor(xt)
-          check_dtype(x, dtype, table.concat(c, "x"))
-          x:free()
-        end
+        columns.check_cases(cases, dtype, g)
       end)
     end
   end
@@ -91,15 +86,8 @@ describe("softmax over rows of any length (row kernel)", function()
         for i = 1, c[2] do xt[1][i] = i * 1e-3 end   -- rising: every chunk's max differs
         local x = lumus.tensor(xt)
         check_dtype(x, dtype, "split " .. table.concat(c, "x"))
-        local h = x:to(dtype)
-        for _, op in ipairs { "softmax", "log_softmax" } do
-          local want = lumus[op](h):float():to_table()
-          local y = h:clone()
-          assert.are.equal(y, lumus[op](y, { out = y }))
-          checks.close(y:float(), want, { rel = 0, abs = 0, what = dtype .. " split " .. op .. " in place " .. table.concat(c, "x") })
-          y:free()
-        end
-        h:free(); x:free()
+        check_in_place(x, dtype, "split " .. table.concat(c, "x"))
+        x:free()
       end
     end
   end)
@@ -117,15 +105,8 @@ describe("softmax over rows of any length (row kernel)", function()
         for i = 1, c[2] do xt[1][i] = i * 0.01 end
         local x = lumus.tensor(xt)
         check_dtype(x, dtype, "streamed " .. table.concat(c, "x"))
-        local h = x:to(dtype)
-        for _, op in ipairs { "softmax", "log_softmax" } do
-          local want = lumus[op](h):float():to_table()
-          local y = h:clone()
-          assert.are.equal(y, lumus[op](y, { out = y }))
-          checks.close(y:float(), want, { rel = 0, abs = 0, what = dtype .. " " .. op .. " in place " .. table.concat(c, "x") })
-          y:free()
-        end
-        h:free(); x:free()
+        check_in_place(x, dtype, table.concat(c, "x"))
+        x:free()
       end
     end
   end)
@@ -149,26 +130,8 @@ describe("softmax over rows of any length (row kernel)", function()
 
   it("follows PyTorch on NaN and infinities, whole rows and split", function()
     for _, case in ipairs { { 37 }, { 1027 }, { 1027, "split" }, { 5000, "split" } } do
-      local d = case[1]
       lumus.tune.softmax_cols({ long_rows = case[2] or "auto" })
-      local rows = 7
-      local xt = {}
-      for i = 1, rows do
-        xt[i] = {}
-        for k = 1, d do xt[i][k] = math.sin(i * 0.37 + k) * 3 end
-      end
-      xt[2][d] = NAN                          -- all NaN
-      xt[3][1] = INF                          -- all NaN
-      for k = 1, d do xt[4][k] = -INF end     -- all NaN
-      for k = 1, d, 2 do xt[5][k] = -INF end  -- 0; log: -inf
-      xt[6][d] = 80                           -- one dominant entry
-      local x = lumus.tensor(xt)
-      columns.check_both(x, xt, {}, "special rows of " .. d)
-      local a = lumus.softmax(x):to_table()
-      assert.is_true(a[2][1] ~= a[2][1] and a[3][d] ~= a[3][d] and a[4][1] ~= a[4][1])
-      assert.are.equal(0, a[5][1])
-      assert.are.equal(-INF, lumus.log_softmax(x):to_table()[5][1])
-      x:free()
+      columns.special_rows(7, case[1])
     end
   end)
 end)

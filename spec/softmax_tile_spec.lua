@@ -9,25 +9,10 @@
 local lumus = require "lumus"
 local ref = require "lumus.reference"
 local checks = dofile("spec/support/check.lua")
-local NAN, INF = 0 / 0, math.huge
 
 local columns = dofile("spec/support/softmax_columns.lua")
 
--- The 16-bit tolerance: one rounding of the output plus float32's.
-local half_rel = { float16 = 2 ^ -11 + 1e-5, bfloat16 = 2 ^ -8 + 1e-5 }
-
-local function check_dtype(x, dtype, what)
-  if dtype == "float32" then
-    columns.check_both(x, x:to_table(), {}, what)
-    return
-  end
-  local h = x:to(dtype)
-  local xt = h:float():to_table()   -- the rounded inputs
-  local rel = half_rel[dtype]
-  checks.close(lumus.softmax(h):float(), ref.softmax(xt), { rel = rel, abs = 1e-7, what = dtype .. " softmax " .. what })
-  checks.close(lumus.log_softmax(h):float(), ref.log_softmax(xt), { mixed = rel, what = dtype .. " log_softmax " .. what })
-  h:free()
-end
+local check_dtype = columns.check_dtype
 
 describe("softmax over short rows (tile form)", function()
   after_each(function() lumus.tune.softmax_cols({ short_rows = "auto", tile_items = 0 }) end)
@@ -78,12 +63,7 @@ describe("softmax over short rows (tile form)", function()
         local d = int(1, 140)
         cases[#cases + 1] = { int(1, math.floor(3000 / d) + 2), d }
       end
-      for _, c in ipairs(cases) do
-        local xt = ref.random_table(c, function() return (g.uniform() - 0.5) * 30 end)
-        local x = lumus.tensor(xt)
-        check_dtype(x, dtype, table.concat(c, "x"))
-        x:free()
-      end
+      columns.check_cases(cases, dtype, g)
     end)
   end
 
@@ -108,31 +88,7 @@ describe("softmax over short rows (tile form)", function()
   it("follows PyTorch on NaN and infinities and is deterministic", function()
     lumus.tune.softmax_cols({ short_rows = "tile" })
     -- spec/support/softmax_columns.lua's special cases, along short rows
-    for _, d in ipairs { 6, 7, 40 } do
-      local rows = 300
-      local xt = {}
-      for i = 1, rows do
-        xt[i] = {}
-        for k = 1, d do xt[i][k] = math.sin(i * 0.37 + k) * 3 end
-      end
-      xt[2][d] = NAN                          -- all NaN
-      xt[3][1] = INF                          -- all NaN
-      for k = 1, d do xt[4][k] = -INF end     -- all NaN
-      for k = 1, d, 2 do xt[5][k] = -INF end  -- 0; log: -inf
-      xt[6][d] = 80                           -- one dominant entry
-      local x = lumus.tensor(xt)
-      columns.check_both(x, xt, {}, "special rows of " .. d)
-      local a, b = lumus.softmax(x):to_table(), lumus.softmax(x):to_table()
-      for i = 1, rows do
-        for k = 1, d do
-          if a[i][k] == a[i][k] then assert.are.equal(a[i][k], b[i][k]) end
-        end
-      end
-      assert.is_true(a[2][1] ~= a[2][1] and a[3][d] ~= a[3][d] and a[4][1] ~= a[4][1])
-      assert.are.equal(0, a[5][1])
-      assert.are.equal(-INF, lumus.log_softmax(x):to_table()[5][1])
-      x:free()
-    end
+    for _, d in ipairs { 6, 7, 40 } do columns.special_rows(300, d) end
   end)
 
   it("takes views and higher-dimensional tensors over their last dimension", function()

@@ -44,4 +44,60 @@ function M.special_columns(r, cols, nan_row, max_row)
   x:free()
 end
 
+-- Softmax over the last dim of `rows` (>= 6) rows of d: special_columns' cases along rows
+-- (row 2 ends in NaN, row 3 starts with +inf, row 4 only -inf: all NaN; row 5 -inf in
+-- every other place: 0, log -inf; row 6 one dominant entry). Checks the reference, NaN
+-- where PyTorch gives NaN, and that two runs agree bit for bit.
+function M.special_rows(rows, d)
+  local xt = {}
+  for i = 1, rows do
+    xt[i] = {}
+    for k = 1, d do xt[i][k] = math.sin(i * 0.37 + k) * 3 end
+  end
+  xt[2][d] = NAN
+  xt[3][1] = INF
+  for k = 1, d do xt[4][k] = -INF end
+  for k = 1, d, 2 do xt[5][k] = -INF end
+  xt[6][d] = 80
+  local x = lumus.tensor(xt)
+  M.check_both(x, xt, {}, "special rows of " .. d)
+  local a, b = lumus.softmax(x):to_table(), lumus.softmax(x):to_table()
+  for i = 1, rows do
+    for k = 1, d do
+      if a[i][k] == a[i][k] then assert.are.equal(a[i][k], b[i][k]) end
+    end
+  end
+  assert.is_true(a[2][1] ~= a[2][1] and a[3][d] ~= a[3][d] and a[4][1] ~= a[4][1])
+  assert.are.equal(0, a[5][1])
+  assert.are.equal(-INF, lumus.log_softmax(x):to_table()[5][1])
+  x:free()
+end
+
+-- check_dtype on each {rows, d} of `cases`, x uniform in [-15, 15) from generator g.
+function M.check_cases(cases, dtype, g)
+  for _, c in ipairs(cases) do
+    local x = lumus.tensor(ref.random_table(c, function() return (g.uniform() - 0.5) * 30 end))
+    M.check_dtype(x, dtype, table.concat(c, "x"))
+    x:free()
+  end
+end
+
+-- softmax and log_softmax of x (float32) in dtype against the reference: float32 as
+-- check_both; float16 and bfloat16 against the reference of the rounded inputs with one
+-- rounding of the output allowed on top (2^-11 and 2^-8 relative, log_softmax against
+-- max(1, |want|)).
+M.half_rel = { float16 = 2 ^ -11 + 1e-5, bfloat16 = 2 ^ -8 + 1e-5 }
+function M.check_dtype(x, dtype, what)
+  if dtype == "float32" then
+    M.check_both(x, x:to_table(), {}, what)
+    return
+  end
+  local h = x:to(dtype)
+  local xt = h:float():to_table()   -- the rounded inputs
+  local rel = M.half_rel[dtype]
+  checks.close(lumus.softmax(h):float(), ref.softmax(xt), { rel = rel, abs = 1e-7, what = dtype .. " softmax " .. what })
+  checks.close(lumus.log_softmax(h):float(), ref.log_softmax(xt), { mixed = rel, what = dtype .. " log_softmax " .. what })
+  h:free()
+end
+
 return M
