@@ -90,19 +90,7 @@ void row_store(ROW_ARRAY a, uint i, VT v) { a.v[i] = v; }
 // values >= d, so one "< d" test finds every lane outside the row. Plain tensors start
 // aligned to a whole vector, and allocations hold whole 16-byte blocks, so the vectors
 // that cover a row never leave the tensor's memory.
-#if DT == 1
-layout(buffer_reference, std430, buffer_reference_align = 2) buffer RowElems { float16_t v[]; };
-void row_store_elem(uint64_t at, uint i, float v) { RowElems(at).v[i] = float16_t(v); }
-#elif DT == 2
-layout(buffer_reference, std430, buffer_reference_align = 2) buffer RowElems { uint16_t v[]; };
-void row_store_elem(uint64_t at, uint i, float v) {
-    uint b = floatBitsToUint(v);
-    uint r = (b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
-    RowElems(at).v[i] = uint16_t(r);   // as row_store: nearest even, NaN stays quiet
-}
-#else
-void row_store_elem(uint64_t at, uint i, float v) { FloatArray(at).v[i] = v; }
-#endif
+#include "elem_io.glsl"   // elem_store: the partial vectors' element stores
 uint row_skew(uint64_t row, uint d) { return uint((row * uint64_t(d)) & 3ul); }
 // The address of the vector holding the row's first element.
 uint64_t row_vec_base(uint64_t base, uint64_t row, uint d) {
@@ -125,7 +113,7 @@ void row_store_masked(uint64_t at, uint o, uint d, uint idx, VT v) {
         return;
     }
     for (uint k = 0u; k < 4u; ++k)
-        if (e0 + k < d) row_store_elem(at, 4u * idx + k, v[k]);
+        if (e0 + k < d) elem_store(at, uint64_t(4u * idx + k), v[k]);
 }
 #endif
 // The workgroup size is specialization constant 0; declared here, before WG reads it.

@@ -173,7 +173,9 @@ lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d, int any_d_ok) {
                      any_d_ok);
 }
 
-uint32_t lm_row_stream(const lm_context *ctx, const lm_row_plan *c) {
+/* The streamed step (specialization constant 3 of shaders/softmax.comp): 1 where the
+ * plan holds every vector of a row in registers, else 4. */
+static uint32_t row_stream(const lm_context *ctx, const lm_row_plan *c) {
     uint32_t width = c->rows_per_group > 1 ? (ctx->min_subgroup ? ctx->min_subgroup : 1) : c->wg;
     return (uint64_t)width * c->items >= c->n ? 1u : 4u;
 }
@@ -185,7 +187,7 @@ void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_
     uint32_t gy;
     *groups_x = lm_grid(L, ctx, ((uint64_t)rows + c->rows_per_group - 1) / c->rows_per_group, &gy);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group, lm_row_stream(ctx, c) },
+        .op = op, .any_dtype = 1, .shader = shader, .spec = { c->wg, c->items, c->rows_per_group, row_stream(ctx, c) },
         .full_subgroups = c->rows_per_group > 1,
         .push = push, .push_bytes = push_bytes, .groups_x = *groups_x, .groups_y = gy,
         .reads = { x }, .writes = { y },

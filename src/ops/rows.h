@@ -58,10 +58,6 @@ lm_tensor *lm_push_result(lua_State *L, int argn, const char *key, lm_context *c
  * for d not a multiple of 4 unless tune.rows{scalar = true}. */
 lm_row_plan lm_plan_softmax(const lm_context *ctx, int64_t d, int any_d_ok);
 
-/* The streamed step (specialization constant 3 of shaders/softmax.comp): 1 where the
- * plan holds every vector of a row in registers, else 4. */
-uint32_t lm_row_stream(const lm_context *ctx, const lm_row_plan *c);
-
 /* Records a row kernel over x (rows of d) into y with the plan and push constants (x's
  * dtype checked by the caller: lm_check_float_input). */
 void lm_record_rows(lua_State *L, const char *op, lm_shader_id shader, const lm_row_plan *c,

@@ -82,8 +82,7 @@ static int plan_split(const lm_context *ctx, lm_dim_view v, int forced, split_pl
     if (splits > most) splits = most;
     if (splits < 2) return 0;
     sp.chunk = (uint32_t)((n + splits - 1) / splits);
-    sp.splits = (uint32_t)((n + sp.chunk - 1) / sp.chunk);
-    if (sp.splits < 2) return 0;
+    sp.splits = (uint32_t)((n + sp.chunk - 1) / sp.chunk);   /* still >= 2: splits <= n */
     sp.c.wg = wg;
     sp.c.items = 1;
     sp.c.rows_per_group = 1;
