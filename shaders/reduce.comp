@@ -70,6 +70,7 @@ layout(push_constant) uniform Params {
     float divisor;       // sum: 1; mean: the count; var: max(0, count - correction)
     uint col_groups;     // ceil(outer * inner / COLS)
     uint groups_x;       // width of the grid, for 2-D folding
+    uint row_elems;      // MASKED: elements per row (r then counts the most units a row spans)
 } p;
 
 #ifdef TILE
@@ -241,6 +242,32 @@ RT load_raw(uint64_t at) { return load_unit(at); }
 #define CVEC 1
 #endif
 
+// MASKED (sum over rows, inner == 1, VEC 4 or 8, x 16-byte aligned): rows of any length
+// read as the aligned units of the flattened x that cover them, the lanes outside the
+// row zero. Row o starts in unit floor(o * row_elems / VEC) at lane skew = o * row_elems
+// mod VEC; lane k of its unit i holds element i * VEC + k - skew (wrapping below the
+// row's start, so one unsigned test rejects both ends). A unit holding none of the row
+// is not loaded, so no load leaves the 16-byte blocks that hold x's elements.
+#ifdef MASKED
+#if OP != OP_SUM || (VEC != 4 && VEC != 8)
+#error "MASKED is for sums with VEC 4 or 8"
+#endif
+bool unit_in_row(uint i, uint skew) { return i * uint(VEC) < p.row_elems + skew; }
+vec4 keep4(vec4 v, uint e) {
+    return mix(vec4(0.0), v, lessThan(uvec4(e) + uvec4(0u, 1u, 2u, 3u), uvec4(p.row_elems)));
+}
+VT masked_unit(uint64_t col, uint i, uint skew) {
+    if (!unit_in_row(i, skew)) return VT(0.0);
+    VT u = load_unit(col + i);
+    uint e = i * uint(VEC) - skew;
+#if VEC == 8
+    return VT(keep4(u[0], e), keep4(u[1], e + 4u));
+#else
+    return keep4(u, e);
+#endif
+}
+#endif
+
 // max, min: a thread keeps one state per element slot of a load (SLOTS: the elements of
 // a unit, or the 4 columns of CVEC == 4), so that each loaded element costs a few
 // independent, branch-free instructions (no divergent path per element) and the slots'
@@ -347,7 +374,15 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
     uint o = oc.x, c = oc.y;
     uint r0 = split * CHUNK;
     uint r1 = min(r0 + CHUNK, p.r);
+#ifdef MASKED
+    uint64_t first_elem = uint64_t(o) * p.row_elems;
+    uint64_t col = first_elem / uint(VEC);             // the unit holding the row's first element
+    uint skew = uint(first_elem % uint(VEC));
+#define LOAD_ROW_UNIT(at, i) masked_unit(col, i, skew)
+#else
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
+#define LOAD_ROW_UNIT(at, i) load_unit(at)
+#endif
 
     St s[NS];
     for (uint j = 0; j < NS; ++j) s[j] = identity();
@@ -369,7 +404,7 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
             VT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
-                u[k] = rk < r1 ? load_unit(col + uint64_t(rk) * p.inner) : VT(0.0);
+                u[k] = rk < r1 ? LOAD_ROW_UNIT(col + uint64_t(rk) * p.inner, rk) : VT(0.0);
             }
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
@@ -428,7 +463,7 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
 #if CVEC == 4
                 v += load_unit(at)[j];
 #else
-                v += states ? load_state(at).a : unit_sum(load_unit(at));
+                v += states ? load_state(at).a : unit_sum(LOAD_ROW_UNIT(at, r));
 #endif
             }
         }

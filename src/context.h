@@ -23,6 +23,8 @@ enum lm_ln_form { LM_LN_AUTO, LM_LN_GROUP, LM_LN_SUBGROUP, LM_LN_STREAM, LM_LN_S
 /* Reductions over rows: the form per op and row length where the device allows it (0), or
  * one for all (tune.reduce's "lanes", "subgroup" and "tile", in that order). */
 enum lm_reduce_rows { LM_REDUCE_ROWS_AUTO, LM_REDUCE_ROWS_LANES, LM_REDUCE_ROWS_SUBGROUP, LM_REDUCE_ROWS_TILE };
+/* Masked units for sums over rows: the device's default (GPUs), wherever allowed, never. */
+enum lm_reduce_masked { LM_REDUCE_MASKED_AUTO, LM_REDUCE_MASKED_ON, LM_REDUCE_MASKED_OFF };
 
 /* Storages the context keeps for ops from call to call, one per slot: anchored by the
  * context's registry handle, released by the context (at teardown and by
@@ -104,6 +106,8 @@ struct lm_context {
     uint32_t softmax_tile_items;  /* softmax tile form: 16-byte units per thread (0 = auto; tune.softmax_cols) */
     int transpose_form;           /* strided copies' transpose form (strided.c; 0 = tile64) */
     int reduce_rows_form;         /* reductions over rows: an LM_REDUCE_ROWS_* (tune.reduce) */
+    int reduce_masked;            /* sums over rows of any length as masked units: an
+                                   * LM_REDUCE_MASKED_* (tune.reduce) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
     int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
     int linear_path;              /* linear: 0 automatic, 1 the small-model kernel, 2 matmul's (tune.linear) */

@@ -94,7 +94,27 @@ typedef struct reduce_push {
     uint32_t outer, r, inner, chunk, splits, flags;
     float divisor;
     uint32_t col_groups, groups_x;
+    uint32_t row_elems;
 } reduce_push;
+
+/* sum over rows read as masked 16-byte units (MASKED in shaders/reduce.comp): [dtype][sg]. */
+static const lm_shader_id rows_masked[3][2] = {
+    { LM_SH_REDUCE_SUM_F32_MASKED, LM_SH_REDUCE_SUM_F32_MASKED_SG },
+    { LM_SH_REDUCE_SUM_F16_MASKED, LM_SH_REDUCE_SUM_F16_MASKED_SG },
+    { LM_SH_REDUCE_SUM_BF16_MASKED, LM_SH_REDUCE_SUM_BF16_MASKED_SG },
+};
+
+/* Whether sum over rows of v reads masked 16-byte units: rows (inner == 1) whose length is
+ * not a whole number of units (which the plain vector loads take) but at least one unit,
+ * x 16-byte aligned; by default on GPUs only, where memory hides the masking's extra
+ * instructions (float16 sums over rows of 657-4813 read 2 bytes a lane at 31-66% of the
+ * copy ceiling on an H100, rows of 1508-1944 in 8-byte units at 86-88%). */
+static int sum_masked(const lm_context *ctx, int kind, int form, const lm_tensor *x, lm_dim_view v) {
+    uint32_t unit = form == FORM_F32 ? 4u : 8u;
+    if (kind != OP_SUM || v.inner != 1 || v.r % unit == 0 || v.r < unit || lm_tensor_address(x) % 16) return 0;
+    if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
+    return ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
 
 /* The result's shape: x's without dim (or with it as 1 when keepdim); {1} or all ones
  * over everything (dim < 0). */
@@ -159,11 +179,15 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
                (ctx->reduce_rows_form == LM_REDUCE_ROWS_AUTO && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
                 v.r <= TILE_AUTO_MAX_D);
     if (v.inner == 1 && tile && record_tile(L, op, kind, form, x, v, divisor, y, idx)) return;
+    int masked = sum_masked(ctx, kind, form, x, v);
     int load = LOAD_1;
-    if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
+    if (masked) load = form == FORM_F32 ? LOAD_4 : LOAD_8;
+    else if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
     else if (v.inner == 1 && v.r % 4 == 0) load = LOAD_4;
     else if (v.inner % 4 == 0) load = LOAD_COLS4;
-    uint32_t units = load == LOAD_8 ? v.r / 8 : load == LOAD_4 ? v.r / 4 : v.r;
+    /* masked: the most units a row spans, at the worst skew */
+    uint32_t units = masked ? (uint32_t)(((uint64_t)v.r + 2u * (load == LOAD_8 ? 8u : 4u) - 2u) / (load == LOAD_8 ? 8u : 4u))
+                   : load == LOAD_8 ? v.r / 8 : load == LOAD_4 ? v.r / 4 : v.r;
     lm_dim_view vu = v;   /* v in loaded units */
     if (load == LOAD_COLS4) vu.inner /= 4;
     /* max, min over rows: a lane takes MAX_LANE_SCALE times the usual units, as each merge of
@@ -192,6 +216,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     reduce_push pc = {
         .x = lm_tensor_address(x), .outer = v.outer, .r = units, .inner = vu.inner,
         .chunk = chunk, .splits = (uint32_t)splits, .divisor = divisor, .col_groups = c.col_groups,
+        .row_elems = v.r,
     };
     lm_tensor *states = NULL;
     if (splits > 1) {
@@ -212,7 +237,8 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     int want_sg = rows_form == LM_REDUCE_ROWS_AUTO ? kind != OP_VAR : rows_form == LM_REDUCE_ROWS_SUBGROUP;
     int sg = want_sg && v.inner == 1 && load != LOAD_COLS4 && rows_sg_allowed(ctx, c.wg);
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = op, .any_dtype = 1, .shader = sg ? rows_sg[kind][form][load] : shaders[kind][form][load],
+        .op = op, .any_dtype = 1,
+        .shader = masked ? rows_masked[form][sg] : sg ? rows_sg[kind][form][load] : shaders[kind][form][load],
         .spec = { c.wg, c.cols }, .full_subgroups = sg,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x }, .writes = { states ? states : y, states ? NULL : idx },
@@ -305,21 +331,30 @@ int lm_op_min(lua_State *L) { return reduce_extreme(L, "min", OP_MIN, 0); }
 int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); }
 int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
 
-/* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile"}]) -> {rows =, subgroup =
- * bool} ({} restores "auto"): reductions over rows take, on a GPU, the tile form for rows
+/* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile", masked = bool}]) -> {rows =,
+ * masked = "auto" | "on" | "off", subgroup = bool} ({} restores "auto"; masked: sums over
+ * rows of any length as masked units, see sum_masked): reductions over rows take, on a GPU, the tile form for rows
  * of at most TILE_AUTO_MAX_D, else the subgroup form where the device allows it for sum,
  * mean, max and min and the lanes' shared-memory tree for var ("auto", the default), or
  * one form for all ("lanes"; "subgroup", where allowed, elsewhere the lanes' tree; "tile"
  * wherever it fits, elsewhere as "auto"); `subgroup` says whether this device allows the
  * subgroup form (and so the tile form). */
 int lm_op_reduce_config(lua_State *L) {
-    static const char *const known[] = { "rows", NULL };
+    static const char *const known[] = { "rows", "masked", NULL };
     static const char *const forms[] = { "auto", "lanes", "subgroup", "tile", NULL };
+    static const char *const masked[] = { "auto", "on", "off", NULL };
     lm_context *ctx = lm_context_get(L);
-    if (lm_check_options(L, 1, known)) ctx->reduce_rows_form = lm_option_choice(L, 1, "rows", forms, LM_REDUCE_ROWS_AUTO);
-    lua_createtable(L, 0, 2);
+    if (lm_check_options(L, 1, known)) {
+        int rows = lm_option_choice(L, 1, "rows", forms, LM_REDUCE_ROWS_AUTO);
+        int m = lm_option_boolean(L, 1, "masked", -1);
+        ctx->reduce_rows_form = rows;
+        ctx->reduce_masked = m < 0 ? LM_REDUCE_MASKED_AUTO : m ? LM_REDUCE_MASKED_ON : LM_REDUCE_MASKED_OFF;
+    }
+    lua_createtable(L, 0, 3);
     lua_pushstring(L, forms[ctx->reduce_rows_form]);
     lua_setfield(L, -2, "rows");
+    lua_pushstring(L, masked[ctx->reduce_masked]);
+    lua_setfield(L, -2, "masked");
     lua_pushboolean(L, rows_sg_allowed(ctx, 256));
     lua_setfield(L, -2, "subgroup");
     return 1;
