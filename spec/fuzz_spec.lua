@@ -1264,6 +1264,7 @@ local function reset_tunings()
   lumus.tune.layer_norm(1, {})
   lumus.tune.rows(1, {})
   lumus.tune.softmax_cols({ short_rows = "auto", long_rows = "auto" })
+  lumus.tune.reduce({})
 end
 
 local function tuning_string(name, t)
@@ -1289,6 +1290,10 @@ local function random_tunings()
   local sc = { short_rows = pick { "auto", "tile", "row" }, long_rows = pick { "auto", "split", "row" } }
   lumus.tune.softmax_cols(sc)
   said[#said + 1] = tuning_string("softmax_cols", sc)
+  -- reductions' row forms and masked units (both automatic only on GPUs)
+  local rc = { rows = pick { "auto", "lanes", "subgroup", "tile" }, masked = pick { true, false } }
+  lumus.tune.reduce(rc)
+  said[#said + 1] = tuning_string("reduce", rc)
   return table.concat(said, " ")
 end
 
