@@ -85,9 +85,8 @@ for _, dt in ipairs(dtypes) do
       lumus.tune.layer_norm(1, tune[2])
       local t_ln = median(function() lumus.layer_norm_forward(x, w, b, 1e-5, opts) end)
       local p = lumus.tune.layer_norm(d, nil, rows, dt)
-      local plan = ("%s/%dx%d%s%s%s"):format(p.variant, p.workgroup, p.items, p.masked and "/masked" or "",
-        p.parts and ("/" .. p.parts .. " parts") or "",
-        (p.rows_per_slot or 1) > 1 and ("/" .. p.rows_per_slot .. " rows per slot") or "")
+      local plan = ("%s/%dx%d%s%s"):format(p.variant, p.workgroup, p.items, p.masked and "/masked" or "",
+        p.parts and ("/" .. p.parts .. " parts") or "")
       print(("| %s | %d | %d | %.1f | %s | %s | %.0f | %.0f | %.1f%% |"):format(dt, d, rows, rows * d * size / 2 ^ 20,
         form, plan, moved / t_ln / 1e9, moved / t_cp / 1e9, 100 * t_cp / t_ln))
       rows_out[#rows_out + 1] = { dt, d, rows, form, plan, t_ln, t_cp }

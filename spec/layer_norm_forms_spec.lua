@@ -169,32 +169,6 @@ describe("layer_norm_forward forms", function()
     assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
-  -- rows_per_slot: a workgroup (group form) or segment (subgroup form) takes k rows 4
-  -- apart in turn with weight and bias loaded once; row counts short of a whole number
-  -- of 4k leave slots with fewer rows, or none.
-  it("matches the reference with several rows per slot in the group and subgroup forms", function()
-    local shapes = { { 37, 907 }, { 5, 907 }, { 13, 59 }, { 70, 3 }, { 9, 23 }, { 21, 768 }, { 67, 8 }, { 11, 4101 } }
-    local bad = {}
-    for _, form in ipairs { "group", "subgroup" } do
-      for _, k in ipairs { 2, 3, 4 } do
-        local tune = { form = form, scalar = false, rows_per_slot = k }
-        assert.are.equal(k, config(907, tune, 1000).rows_per_slot)
-        for _, b in ipairs(run_all(tune, shapes, k)) do bad[#bad + 1] = b .. " rows_per_slot=" .. k end
-        for _, d in ipairs { 5, 37, 1031 } do
-          for _, b in ipairs(nonfinite_mismatches(23, d, form .. " rows_per_slot=" .. k)) do bad[#bad + 1] = b end
-        end
-      end
-    end
-    assert(#bad == 0, table.concat(bad, "\n"))
-  end)
-
-  it("reports rows per slot, 1 in forms without slots, and refuses a count out of range", function()
-    assert.are.equal(1, config(907, { form = "group", scalar = false }, 1000).rows_per_slot)   -- lavapipe: automatic 1
-    assert.are.equal(1, config(907, { form = "stream", rows_per_slot = 4 }, 1000).rows_per_slot)
-    assert.error_matches(function() config(907, { rows_per_slot = 17 }) end,
-      "bad argument #2 to 'layer_norm' %(rows_per_slot must be in 0..16 %(0: automatic%), got 17%)")
-  end)
-
   for _, loads in ipairs { "clamped", "guarded" } do
     for _, form in ipairs { "group", "subgroup", "stream" } do
       it(("matches the reference with %s loads in the %s form on short and odd rows"):format(loads, form), function()

@@ -82,7 +82,6 @@ typedef struct device_facts {
     int narrow_storage;     /* storageBuffer16BitAccess and storageBuffer8BitAccess */
     int executable_stats;   /* VK_KHR_pipeline_executable_properties and its feature */
     uint32_t sm_count;      /* VK_NV_shader_sm_builtins: multiprocessors (0: no SM ids) */
-    uint32_t warps_per_sm;  /* VK_NV_shader_sm_builtins: resident subgroups per SM (0: unknown) */
     int coop_matrix;        /* VK_NV_cooperative_matrix and its feature (not yet its sizes) */
     int coop_khr;           /* VK_KHR_cooperative_matrix and its feature (not yet its sizes) */
     int coop_conversions;   /* VK_NV_cooperative_matrix2's cooperativeMatrixConversions */
@@ -170,7 +169,6 @@ static void read_facts(VkPhysicalDevice pd, device_facts *f) {
         VkPhysicalDeviceProperties2 p2sm = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &smp };
         vkGetPhysicalDeviceProperties2(pd, &p2sm);
         f->sm_count = smp.shaderSMCount;
-        f->warps_per_sm = smp.shaderWarpsPerSM;
     }
     f->int64_atomics = v12 && f12.shaderBufferInt64Atomics;
     f->narrow_storage = v12 && f11.storageBuffer16BitAccess && f12.storageBuffer8BitAccess;
@@ -561,7 +559,6 @@ static void adopt_facts(lm_context *ctx, const device_facts *f) {
     ctx->int64_atomics = f->int64_atomics;
     ctx->narrow_storage = f->narrow_storage;
     ctx->sm_count = f->sm_count;
-    ctx->warps_per_sm = f->sm_count ? f->warps_per_sm : 0;
     ctx->coop_nv = f->coop_matrix && coop_f16_listed(ctx->instance, ctx->phys);
     /* KHR where the device lists the product and this build has the KHR shaders (glslang
      * 13+ at build time); otherwise the NV ones. */

@@ -57,7 +57,6 @@ struct lm_context {
     int int64_atomics;                  /* shaderBufferInt64Atomics enabled */
     int narrow_storage;                 /* 8- and 16-bit storage buffer access enabled */
     uint32_t sm_count;                  /* VK_NV_shader_sm_builtins enabled: its SM count, else 0 */
-    uint32_t warps_per_sm;              /* with sm_count: subgroups resident per SM at most, else 0 */
     int coop_matrix;                    /* tensor cores for matmul: coop_nv or coop_khr */
     int coop_nv;                        /* VK_NV_cooperative_matrix enabled, 16x16x16 f16 -> f32 listed */
     int coop_khr;                       /* VK_KHR_cooperative_matrix enabled, the product listed, the KHR

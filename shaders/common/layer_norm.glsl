@@ -44,15 +44,6 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
 layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (subgroup form);
                                                 // workgroups per row (split form)
-// Group and subgroup forms: rows each row slot (a workgroup, a segment) takes in turn,
-// 4 apart, so they share the skew (row * D) mod 4 and with it the lanes of weight and
-// bias, which the slot loads once for all of them (a masked row's parameter vector costs
-// two loads and a shuffle each: see load_param). 1: one row per slot.
-layout(constant_id = 4) const uint REPEAT = 1;
-
-// Row j (< REPEAT) of slot `slot`: slots come in fours, each four covering 4 * REPEAT
-// consecutive rows; with REPEAT = 1 row `slot`.
-uint slot_row(uint slot, uint j) { return (slot >> 2) * 4u * REPEAT + (slot & 3u) + 4u * j; }
 
 float hsum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 #if VEC == 4

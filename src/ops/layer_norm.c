@@ -126,7 +126,6 @@ typedef struct ln_tune {
     int no_tile;
     int no_split2;
     int no_long_split;
-    uint32_t repeat;    /* group and subgroup forms' rows per slot, forced (0: automatic) */
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -180,8 +179,6 @@ typedef struct ln_plan {
     uint32_t parts;             /* split form: workgroups per row, none of them empty */
     uint32_t classes;           /* split form: SM classes (1: tickets) */
     uint32_t seg;               /* tile form: lanes per row */
-    uint32_t repeat;            /* group, subgroup forms: rows of one skew a slot (workgroup,
-                                 * segment) takes in turn (spec 4; see slot_row) */
     int tagged_records;         /* split form: 64-bit tagged record words */
     int full_subgroups;         /* the pipeline needs whole subgroups (subgroup form) */
     const char *variant;        /* the form's name, for the tuning hook */
@@ -497,45 +494,6 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     return c;
 }
 
-/* Rows per slot (a group form's workgroup, a subgroup form's segment; slot_row in
- * common/layer_norm.glsl) for a group or subgroup plan. Automatically only for masked
- * rows on a GPU, whose weight and bias lanes each cost two loads and a shuffle per
- * vector (load_param): a slot loads them once for `repeat` rows. The largest of
- * LN_REPEAT_AUTO, 2 that still leaves LN_REPEAT_WAVES waves of workgroups (a slot's rows
- * run one after another, so fewer, longer workgroups leave a longer tail); a wave is
- * the workgroups the multiprocessors hold at once by threads (the device's resident
- * subgroups per multiprocessor where known, else LN_GUESS_SM_THREADS; at most
- * LN_MAX_GROUPS_PER_SM each). The subgroup form needs whole fours of slots per
- * workgroup. */
-#define LN_REPEAT_AUTO 4u
-#define LN_REPEAT_WAVES 6u
-#define LN_REPEAT_MAX 16
-#define LN_GUESS_SM_THREADS 2048u
-#define LN_MAX_GROUPS_PER_SM 32u
-static void choose_repeat(const lm_context *ctx, const ln_tune *t, const ln_shape *s, ln_plan *c) {
-    c->repeat = 1;
-    if (c->form != LM_LN_GROUP && c->form != LM_LN_SUBGROUP) return;
-    if (c->form == LM_LN_SUBGROUP && c->rows_per_group % 4) return;
-    uint32_t k = t->repeat;
-    if (!k) {
-        if (!s->masked || s->cpu) return;
-        uint32_t threads = ctx->warps_per_sm && ctx->max_subgroup ? ctx->warps_per_sm * ctx->max_subgroup : LN_GUESS_SM_THREADS;
-        uint32_t per_sm = threads / c->wg;
-        if (per_sm < 1) per_sm = 1;
-        if (per_sm > LN_MAX_GROUPS_PER_SM) per_sm = LN_MAX_GROUPS_PER_SM;
-        uint64_t want = (uint64_t)LN_REPEAT_WAVES * per_sm * s->sms;
-        for (k = LN_REPEAT_AUTO; k > 1 && s->rows / ((uint64_t)c->rows_per_group * k) < want; k /= 2) {}
-    }
-    c->repeat = k;
-}
-
-/* Workgroups for `rows` rows of a group, subgroup, stream or row plan: slots come in
- * fours covering 4 x repeat rows each (slot_row). */
-static uint64_t plan_groups(const ln_plan *c, uint64_t rows) {
-    uint64_t slots = c->repeat > 1 ? 4u * ((rows + 4u * c->repeat - 1) / (4u * c->repeat)) : rows;
-    return (slots + c->rows_per_group - 1) / c->rows_per_group;
-}
-
 /* float16/bfloat16 x: the DT build of a float32 plan's shader (clamped masked builds only:
  * the guarded ones are float32's), by form and reading width. */
 static lm_shader_id half_build(lm_shader_id f32, lm_dtype dt) {
@@ -600,7 +558,6 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
     default: c = plan_stream(ctx, &s); break;
     }
     c.shader = half_build(c.shader, dt);
-    choose_repeat(ctx, t, &s, &c);
     return c;
 }
 
@@ -621,16 +578,13 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
         }
         return plan_split2(ctx, &s);
     }
-    ln_plan c;
     switch (choose_form(ctx, t, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
-    case LM_LN_SUBGROUP: c = plan_subgroup(ctx, &s); break;
-    case LM_LN_GROUP: c = plan_group(ctx, &s); break;
+    case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
+    case LM_LN_GROUP: return plan_group(ctx, &s);
     case LM_LN_SPLIT: return plan_split(ctx, &s, affine);
     default: return plan_stream(ctx, &s);
     }
-    choose_repeat(ctx, t, &s, &c);
-    return c;
 }
 
 static lm_tensor *check_param(lua_State *L, int idx, const char *name, int64_t d) {
@@ -791,12 +745,13 @@ int lm_op_layer_norm_forward(lua_State *L) {
         lua_settop(L, 8);
         return 3;
     }
-    uint64_t groups = split ? (uint64_t)rows * c.parts : plan_groups(&c, (uint64_t)rows);
+    uint64_t groups = split ? (uint64_t)rows * c.parts
+                            : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     /* The split form's jobs are counted in 32 bits: more rows take another form. */
     if (split && groups > 0xffffffffu) {
         split = 0;
         c = plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);
-        groups = plan_groups(&c, (uint64_t)rows);
+        groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
@@ -828,7 +783,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, c.repeat ? c.repeat : 1 },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg },
         .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -849,7 +804,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "rows_per_slot", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -893,9 +848,6 @@ int lm_op_layer_norm_config(lua_State *L) {
         int tile_ok = lm_option_boolean(L, 2, "tile", 1);
         int split2_ok = lm_option_boolean(L, 2, "split2", 1);
         int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
-        lua_Integer repeat = lm_option_integer(L, 2, "rows_per_slot", 0);
-        if (repeat < 0 || repeat > LN_REPEAT_MAX)
-            lm_argerror(L, 2, "rows_per_slot must be in 0..%d (0: automatic), got %I", LN_REPEAT_MAX, (LUAI_UACINT)repeat);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -919,7 +871,6 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.no_tile = !tile_ok;
         tune.no_split2 = !split2_ok;
         tune.no_long_split = !long_split_ok;
-        tune.repeat = (uint32_t)repeat;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
@@ -941,7 +892,6 @@ int lm_op_layer_norm_config(lua_State *L) {
         lua_pushinteger(L, c.classes); lua_setfield(L, -2, "classes");
     } else {
         lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
-        lua_pushinteger(L, c.repeat ? c.repeat : 1); lua_setfield(L, -2, "rows_per_slot");
     }
     if (c.form == LN_FORM_TILE) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
     lua_pushinteger(L, (lua_Integer)ctx->ln_epoch); lua_setfield(L, -2, "epoch");
