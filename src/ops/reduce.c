@@ -104,19 +104,24 @@ static const lm_shader_id rows_masked[3][2] = {
     { LM_SH_REDUCE_SUM_BF16_MASKED, LM_SH_REDUCE_SUM_BF16_MASKED_SG },
 };
 
-/* Whether sum over rows of v reads masked 16-byte units: rows (inner == 1) of at least
- * MASKED_MIN_D elements whose length is not a multiple of 4 (the plain 4-element vector
- * loads take those), x 16-byte aligned; by default on GPUs only, where memory hides the
- * masking's extra instructions. On an H100 (rows that read elements before -> masked):
- * float16 rows of 226-15313 31-55% -> 44-80% of the copy ceiling, float32 rows of 657-15313
- * 61-85% -> 86-101%, but float32 rows of 2973 and 226 99 -> 93% and 97 -> 91%; rows of
- * 29-127 lost 4-8 points (float16 40 -> 32%); float16 rows of 1932 (D % 4 == 0) 87% in
- * 8-byte vectors against 72% masked. */
+/* Whether sum over rows of v reads masked 16-byte units: rows (inner == 1) whose length is
+ * not a multiple of 4 (the plain 4-element vector loads take those), x 16-byte aligned;
+ * by default on GPUs only, where memory hides the masking's extra instructions, and
+ * there for rows of at least MASKED_MIN_D elements (MASKED_MIN_D_F32 in float32) and
+ * no fewer rows than multiprocessors. On an H100, rows that read elements before ->
+ * masked, % of the copy ceiling: float16 rows of 226-15313 31-55 -> 44-80, float32 rows of
+ * 657-15313 61-86 -> 86-98; losses: rows of 29-127 4-8 points (float16 40 -> 32), float32
+ * rows of 226 98 -> 91, fewer rows than multiprocessors (the split's chunks counted in
+ * units, so fewer splits) float32 26-74 -> 20-70, float16 24 -> 19 on 37-38 rows of 69K;
+ * float16 rows of 1932 (D % 4 == 0) 87 in 8-byte vectors against 72 masked. */
 #define MASKED_MIN_D 128u
-static int sum_masked(const lm_context *ctx, int kind, const lm_tensor *x, lm_dim_view v) {
-    if (kind != OP_SUM || v.inner != 1 || v.r % 4 == 0 || v.r < MASKED_MIN_D || lm_tensor_address(x) % 16) return 0;
+#define MASKED_MIN_D_F32 512u
+static int sum_masked(const lm_context *ctx, int kind, int form, const lm_tensor *x, lm_dim_view v) {
+    if (kind != OP_SUM || v.inner != 1 || v.r % 4 == 0 || v.r < 8 || lm_tensor_address(x) % 16) return 0;
     if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
-    return ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    uint32_t sms = ctx->sm_count ? ctx->sm_count : 1;
+    return ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && v.outer >= sms &&
+           v.r >= (form == FORM_F32 ? MASKED_MIN_D_F32 : MASKED_MIN_D);
 }
 
 /* The result's shape: x's without dim (or with it as 1 when keepdim); {1} or all ones
@@ -182,7 +187,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
                (ctx->reduce_rows_form == LM_REDUCE_ROWS_AUTO && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
                 v.r <= TILE_AUTO_MAX_D);
     if (v.inner == 1 && tile && record_tile(L, op, kind, form, x, v, divisor, y, idx)) return;
-    int masked = sum_masked(ctx, kind, x, v);
+    int masked = sum_masked(ctx, kind, form, x, v);
     int load = LOAD_1;
     if (masked) load = form == FORM_F32 ? LOAD_4 : LOAD_8;
     else if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
