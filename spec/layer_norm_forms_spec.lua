@@ -169,6 +169,23 @@ describe("layer_norm_forward forms", function()
     assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
+  -- lean_masks (opt-in): only a row's shared first and last vectors masked, parameter
+  -- lanes shifted before conversion
+  it("matches the reference with lean masks in every form, NaN and inf rows included", function()
+    local bad = {}
+    for _, tune in ipairs { { form = "group" }, { form = "subgroup" }, { form = "stream" }, { form = "split", parts = 3 },
+                            { form = "split2", parts = 3 } } do
+      tune.scalar, tune.lean_masks = false, true
+      assert.is_true(config(7, tune, 100).lean_masks)
+      for _, b in ipairs(run_all(tune, SHORT, 3)) do bad[#bad + 1] = b .. " lean" end
+      for _, b in ipairs(run_all(tune, LONG, 4)) do bad[#bad + 1] = b .. " lean" end
+      config(37, tune)
+      for _, b in ipairs(nonfinite_mismatches(23, 37, tune.form .. " lean")) do bad[#bad + 1] = b end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+    assert.is_false(config(7, { scalar = false, form = "group" }, 100).lean_masks)   -- off unless asked
+  end)
+
   for _, loads in ipairs { "clamped", "guarded" } do
     for _, form in ipairs { "group", "subgroup", "stream" } do
       it(("matches the reference with %s loads in the %s form on short and odd rows"):format(loads, form), function()

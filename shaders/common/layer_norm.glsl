@@ -44,6 +44,11 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ITEMS = 1;   // vectors per thread held in registers
 layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (subgroup form);
                                                 // workgroups per row (split form)
+// Clamped masked rows (ANY_D = 2): 1 masks only the vectors a row shares with its
+// neighbours and shifts a parameter's lanes before converting them (see ln_keep and
+// load_param), 0 masks every vector with selects. Opt-in (tune.layer_norm{lean_masks}):
+// not yet timed on a GPU.
+layout(constant_id = 4) const uint LEAN = 0;
 
 float hsum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 #if VEC == 4
@@ -178,8 +183,13 @@ uint64_t row_base(uint64_t base, uint row) { return base + ((uint64_t(row) * uin
 uint first_elem(uint row, uint idx) { return 4u * idx - row_skew(row); }
 bool whole_vector(uint e0) { return e0 < p.d && p.d - e0 >= 4u; }
 
+// LEAN: a whole vector (all of a row's but at most its first and last) passes untouched,
+// a branch that almost every thread skips in place of four compares and selects, which
+// float16's 8-byte vectors feel most.
 vec4 ln_keep(uint row, uint idx, vec4 v) {
-    uvec4 e = uvec4(first_elem(row, idx)) + uvec4(0u, 1u, 2u, 3u);
+    uint e0 = first_elem(row, idx);
+    if (LEAN != 0u && whole_vector(e0)) return v;
+    uvec4 e = uvec4(e0) + uvec4(0u, 1u, 2u, 3u);
     return mix(vec4(0.0), v, lessThan(e, uvec4(p.d)));
 }
 #if ANY_D == 2
@@ -220,10 +230,40 @@ void ln_store(uint row, uint idx, vec4 v) {
 // Clamped: vec4s idx - 1 and idx of the parameter, each index clamped to its last vec4
 // (lanes that need a clamped vector lie outside the row, whose results are never
 // stored), combined by selects on o. No branch but the uniform o == 0.
+// LEAN: the lanes are shifted as stored, before one conversion to float32, on branches
+// that are uniform wherever a workgroup holds a row.
+#if DT == 0
+#define PARAM_RAW vec4
+vec4 param_raw(uint64_t at, uint i) { return ParamVec4(at).v[i]; }
+vec4 raw_to_float(vec4 v) { return v; }
+#else
+#define PARAM_RAW HALF4
+HALF4 param_raw(uint64_t at, uint i) { return ParamHalf4(at).v[i]; }
+vec4 raw_to_float(HALF4 v) { return half_to_float(v); }
+#endif
+// Lanes o.. of the 8 in a:b (bfloat16: two words each, element 2k in the low half of word k).
+#if DT == 2
+uvec2 shift_lanes(uvec2 a, uvec2 b, uint o) {
+    if (o == 2u) return uvec2(a.y, b.x);
+    if (o == 1u) return uvec2((a.y >> 16) | (b.x << 16), (b.x >> 16) | (b.y << 16));
+    return uvec2((a.x >> 16) | (a.y << 16), (a.y >> 16) | (b.x << 16));
+}
+#else
+PARAM_RAW shift_lanes(PARAM_RAW a, PARAM_RAW b, uint o) {
+    if (o == 1u) return PARAM_RAW(a.w, b.xyz);
+    if (o == 2u) return PARAM_RAW(a.zw, b.xy);
+    return PARAM_RAW(a.yzw, b.x);
+}
+#endif
 vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
     if (addr == 0ul) return vec4(absent);
     uint o = row_skew(row);
     uint last = (p.d - 1u) >> 2;
+    if (LEAN != 0u) {
+        PARAM_RAW rb = param_raw(addr, min(idx, last));
+        if (o == 0u) return raw_to_float(rb);
+        return raw_to_float(shift_lanes(param_raw(addr, min(idx - 1u, last)), rb, o));
+    }
     vec4 b = param_vec(addr, min(idx, last));
     if (o == 0u) return b;
     vec4 a = param_vec(addr, min(idx - 1u, last));

@@ -126,6 +126,7 @@ typedef struct ln_tune {
     int no_tile;
     int no_split2;
     int no_long_split;
+    int lean_masks;     /* clamped masked rows: LEAN = 1 (common/layer_norm.glsl), opt-in */
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -731,12 +732,12 @@ int lm_op_layer_norm_forward(lua_State *L) {
         uint32_t gy;
         pc.groups_x = lm_grid(L, ctx, (uint64_t)rows * c.parts, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts },
+            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts, 0, tune.lean_masks && c.masked && c.clamped },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x }, .writes = { records }, .any_dtype = half,
         });
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts },
+            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts, 0, tune.lean_masks && c.masked && c.clamped },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x, w, b, records }, .writes = { y, mean, invstd }, .any_dtype = half,
         });
@@ -783,7 +784,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, tune.lean_masks && c.masked && c.clamped },
         .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -804,7 +805,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -848,6 +849,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int tile_ok = lm_option_boolean(L, 2, "tile", 1);
         int split2_ok = lm_option_boolean(L, 2, "split2", 1);
         int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
+        int lean_masks = lm_option_boolean(L, 2, "lean_masks", 0);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -871,6 +873,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.no_tile = !tile_ok;
         tune.no_split2 = !split2_ok;
         tune.no_long_split = !long_split_ok;
+        tune.lean_masks = lean_masks;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
@@ -882,6 +885,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushboolean(L, c.masked); lua_setfield(L, -2, "masked");
     if (c.masked) { lua_pushstring(L, c.clamped ? "clamped" : "guarded"); lua_setfield(L, -2, "loads"); }
+    if (c.masked && c.clamped) { lua_pushboolean(L, tune.lean_masks); lua_setfield(L, -2, "lean_masks"); }
     lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
     if (c.form == LN_FORM_SPLIT2) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
