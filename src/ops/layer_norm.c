@@ -495,6 +495,10 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     return c;
 }
 
+/* Specialization constant 4 (LEAN): 1 where tuning asks for lean masks and the plan reads
+ * clamped masked rows, else 0 (so other plans share the default pipelines). */
+static uint32_t lean_spec(const ln_tune *t, const ln_plan *c) { return t->lean_masks && c->masked && c->clamped; }
+
 /* float16/bfloat16 x: the DT build of a float32 plan's shader (clamped masked builds only:
  * the guarded ones are float32's), by form and reading width. */
 static lm_shader_id half_build(lm_shader_id f32, lm_dtype dt) {
@@ -732,12 +736,12 @@ int lm_op_layer_norm_forward(lua_State *L) {
         uint32_t gy;
         pc.groups_x = lm_grid(L, ctx, (uint64_t)rows * c.parts, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts, 0, tune.lean_masks && c.masked && c.clamped },
+            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c) },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x }, .writes = { records }, .any_dtype = half,
         });
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts, 0, tune.lean_masks && c.masked && c.clamped },
+            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c) },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x, w, b, records }, .writes = { y, mean, invstd }, .any_dtype = half,
         });
@@ -784,7 +788,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, tune.lean_masks && c.masked && c.clamped },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, lean_spec(&tune, &c) },
         .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },

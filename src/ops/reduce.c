@@ -193,9 +193,9 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     else if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
     else if (v.inner == 1 && v.r % 4 == 0) load = LOAD_4;
     else if (v.inner % 4 == 0) load = LOAD_COLS4;
+    uint32_t width = load == LOAD_8 ? 8u : load == LOAD_4 ? 4u : 1u;   /* elements per loaded unit */
     /* masked: the most units a row spans, at the worst skew */
-    uint32_t units = masked ? (uint32_t)(((uint64_t)v.r + 2u * (load == LOAD_8 ? 8u : 4u) - 2u) / (load == LOAD_8 ? 8u : 4u))
-                   : load == LOAD_8 ? v.r / 8 : load == LOAD_4 ? v.r / 4 : v.r;
+    uint32_t units = masked ? (uint32_t)(((uint64_t)v.r + 2u * width - 2u) / width) : v.r / width;
     lm_dim_view vu = v;   /* v in loaded units */
     if (load == LOAD_COLS4) vu.inner /= 4;
     /* max, min over rows: a lane takes MAX_LANE_SCALE times the usual units, as each merge of
