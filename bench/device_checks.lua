@@ -136,6 +136,56 @@ do
   end
 end
 
+-- max, min, argmax and argmin over rows as the device plans them (masked 16-byte units for
+-- rows whose length is not a multiple of 4, on GPUs), exact: each row's peak (500) and
+-- valley (-500) at a position that moves from row to row, the rows between them walls of
+-- +1000 or -1000 whose elements share units with the rows' ends; a NaN row (the first NaN
+-- wins both), an all -inf row and an all +inf row (index 1).
+do
+  for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+    for _, d in ipairs { 131, 907, 2973 } do
+      local xt = {}
+      for r = 1, 300 do
+        local row = {}
+        if r % 2 == 0 then
+          for k = 1, d do row[k] = r % 4 == 0 and 1000 or -1000 end
+        else
+          for k = 1, d do row[k] = math.floor(math.sin(r * 1.37 + k * 0.71) * 6) end
+          row[(r * 37) % d + 1] = 500
+          local v = (r * 53) % d + 1
+          if row[v] ~= 500 then row[v] = -500 end
+        end
+        xt[r] = row
+      end
+      xt[5][d - 1] = 0 / 0; xt[5][2] = 0 / 0
+      for k = 1, d do xt[7][k] = -inf; xt[9][k] = inf end
+      local x = lumus.tensor(xt, { dtype = dtype })
+      xt = x:float():to_table()
+      local bad = {}
+      for _, name in ipairs { "max", "min" } do
+        local vals, idx = lumus[name](x, { dim = 2 })
+        vals, idx = vals:float():to_table(), idx:to_table()
+        local arg = lumus["arg" .. name](x, { dim = 2 }):to_table()
+        for r = 1, #xt do
+          local row, bi = xt[r], 1
+          for k = 2, d do
+            local v, b = row[k], row[bi]
+            if not isnan(b) and (isnan(v) or (name == "max" and v > b) or (name == "min" and v < b)) then bi = k end
+          end
+          local want = row[bi]
+          if not (idx[r] == bi and arg[r] == bi and (vals[r] == want or (isnan(want) and isnan(vals[r])))) then
+            bad[#bad + 1] = ("%s row %d: %.9g at %d (arg %d), want %.9g at %d"):format(name, r, vals[r], idx[r], arg[r], want, bi)
+          end
+          if #bad > 3 then break end
+        end
+      end
+      check(#bad == 0, ("max/min/argmax/argmin as planned (masked: %s), %s 300x%d%s"):format(
+        tostring(lumus.tune.reduce().masked), dtype, d, #bad > 0 and (": " .. table.concat(bad, "; ")) or ""))
+      x:free()
+    end
+  end
+end
+
 -- layer_norm_forward: NaN rows, infinities, huge finite rows (every D class).
 for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   local function ln(fill)

@@ -242,30 +242,36 @@ RT load_raw(uint64_t at) { return load_unit(at); }
 #define CVEC 1
 #endif
 
-// MASKED (sum over rows, inner == 1, VEC 4 or 8, x 16-byte aligned): rows of any length
-// read as the aligned units of the flattened x that cover them, the lanes outside the
-// row zero. Row o starts in unit floor(o * row_elems / VEC) at lane skew = o * row_elems
-// mod VEC; lane k of its unit i holds element i * VEC + k - skew (wrapping below the
-// row's start, so one unsigned test rejects both ends). A unit holding none of the row
-// is not loaded, so no load leaves the 16-byte blocks that hold x's elements.
+// MASKED (sum, max and min over rows, inner == 1, VEC 4 or 8, x 16-byte aligned): rows of
+// any length read as the aligned units of the flattened x that cover them. Row o starts
+// in unit floor(o * row_elems / VEC) at lane skew = o * row_elems mod VEC; lane k of its
+// unit i holds element i * VEC + k - skew (wrapping below the row's start, so one
+// unsigned test rejects both ends). A unit holding none of the row is not loaded, so no
+// load leaves the 16-byte blocks that hold x's elements. Lanes outside the row read as
+// 0 for sums; for max and min as START (below, on the raw bits of 16-bit units), which
+// never wins a comparison, and an index that lands outside the row is dropped at the end.
 #ifdef MASKED
-#if OP != OP_SUM || (VEC != 4 && VEC != 8)
-#error "MASKED is for sums with VEC 4 or 8"
+#if (OP != OP_SUM && OP != OP_MAX && OP != OP_MIN) || (VEC != 4 && VEC != 8)
+#error "MASKED is for sum, max and min with VEC 4 or 8"
 #endif
 bool unit_in_row(uint i, uint skew) { return i * uint(VEC) < p.row_elems + skew; }
-vec4 keep4(vec4 v, uint e) {
-    return mix(vec4(0.0), v, lessThan(uvec4(e) + uvec4(0u, 1u, 2u, 3u), uvec4(p.row_elems)));
+// Whether all of unit i's lanes hold row elements (e: the element in its lane 0).
+bool unit_whole(uint e) { return e < p.row_elems && p.row_elems - e >= uint(VEC); }
+vec4 keep4(vec4 v, uint e, float outside) {
+    return mix(vec4(outside), v, lessThan(uvec4(e) + uvec4(0u, 1u, 2u, 3u), uvec4(p.row_elems)));
 }
+#if OP == OP_SUM
 VT masked_unit(uint64_t col, uint i, uint skew) {
     if (!unit_in_row(i, skew)) return VT(0.0);
     VT u = load_unit(col + i);
     uint e = i * uint(VEC) - skew;
 #if VEC == 8
-    return VT(keep4(u[0], e), keep4(u[1], e + 4u));
+    return VT(keep4(u[0], e, 0.0), keep4(u[1], e + 4u, 0.0));
 #else
-    return keep4(u, e);
+    return keep4(u, e, 0.0);
 #endif
 }
+#endif
 #endif
 
 // max, min: a thread keeps one state per element slot of a load (SLOTS: the elements of
@@ -292,6 +298,36 @@ const uint SLOTS = 1;
 #else
 #define START uintBitsToFloat(0x7f800000u)
 #define BEYOND4(v, w) lessThan(v, w)
+#endif
+#ifdef MASKED
+// Unit i of a row (of skew `skew`) with its lanes outside the row START: the raw bits of
+// 16-bit units (START16, the dtype's infinity), or the float32 unit. A unit wholly inside
+// the row, all but at most two of a row's, is taken as loaded.
+#if VEC == 8
+#if DT == 1
+const uint START16 = OP == OP_MAX ? 0xfc00u : 0x7c00u;
+#else
+const uint START16 = OP == OP_MAX ? 0xff80u : 0x7f80u;
+#endif
+RT masked_raw(uint64_t col, uint i, uint skew) {
+    if (!unit_in_row(i, skew)) return uvec4(START16 | (START16 << 16));
+    RT w = load_words(col + i);
+    uint e = i * 8u - skew;
+    if (unit_whole(e)) return w;
+    uvec4 lo = uvec4(e) + uvec4(0u, 2u, 4u, 6u);
+    uvec4 l = mix(uvec4(START16), w & 0xffffu, lessThan(lo, uvec4(p.row_elems)));
+    uvec4 h = mix(uvec4(START16 << 16), w & 0xffff0000u, lessThan(lo + 1u, uvec4(p.row_elems)));
+    return l | h;
+}
+#else
+RT masked_raw(uint64_t col, uint i, uint skew) {
+    if (!unit_in_row(i, skew)) return RT(START);
+    RT u = load_unit(col + i);
+    uint e = i * 4u - skew;
+    if (unit_whole(e)) return u;
+    return keep4(u, e, START);
+}
+#endif
 #endif
 // Slot k holds its best number m[k] and the unit ix[k] it came from, and the unit nx[k]
 // of its first NaN (EMPTY: none). A slot starts at START with the thread's first unit,
@@ -379,9 +415,11 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
     uint64_t col = first_elem / uint(VEC);             // the unit holding the row's first element
     uint skew = uint(first_elem % uint(VEC));
 #define LOAD_ROW_UNIT(at, i) masked_unit(col, i, skew)
+#define LOAD_ROW_RAW(at, i) masked_raw(col, i, skew)
 #else
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
 #define LOAD_ROW_UNIT(at, i) load_unit(at)
+#define LOAD_ROW_RAW(at, i) load_raw(at)
 #endif
 
     St s[NS];
@@ -430,7 +468,7 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
             RT u[UNROLL];
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
-                u[k] = rk < r1 ? load_raw(col + uint64_t(rk) * p.inner) : RT(0);
+                u[k] = rk < r1 ? LOAD_ROW_RAW(col + uint64_t(rk) * p.inner, rk) : RT(0);
             }
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
@@ -444,6 +482,10 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
             uint per = CVEC == 4 ? 1u : uint(VEC);
             St sk = SLOT_NX(k) != EMPTY ? St(uintBitsToFloat(0x7fc00000u), 0.0, SLOT_NX(k) * per + at)
                   : St(SLOT_M(k), 0.0, SLOT_IX(k) == EMPTY ? EMPTY : SLOT_IX(k) * per + at);
+#ifdef MASKED
+            // the row's element, or (a slot left at START on lanes outside the row) none
+            if (sk.i != EMPTY) { sk.i -= skew; if (sk.i >= p.row_elems) sk.i = EMPTY; }
+#endif
 #if CVEC == 4
             s[k] = sk;
 #else

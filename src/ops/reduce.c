@@ -97,27 +97,36 @@ typedef struct reduce_push {
     uint32_t row_elems;
 } reduce_push;
 
-/* sum over rows read as masked 16-byte units (MASKED in shaders/reduce.comp): [dtype][sg]. */
-static const lm_shader_id rows_masked[3][2] = {
-    { LM_SH_REDUCE_SUM_F32_MASKED, LM_SH_REDUCE_SUM_F32_MASKED_SG },
-    { LM_SH_REDUCE_SUM_F16_MASKED, LM_SH_REDUCE_SUM_F16_MASKED_SG },
-    { LM_SH_REDUCE_SUM_BF16_MASKED, LM_SH_REDUCE_SUM_BF16_MASKED_SG },
+/* sum, max and min over rows read as masked 16-byte units (MASKED in shaders/reduce.comp):
+ * [kind][dtype][sg] (var keeps element loads: no masked form). */
+static const lm_shader_id rows_masked[4][3][2] = {
+    { { LM_SH_REDUCE_SUM_F32_MASKED, LM_SH_REDUCE_SUM_F32_MASKED_SG },
+      { LM_SH_REDUCE_SUM_F16_MASKED, LM_SH_REDUCE_SUM_F16_MASKED_SG },
+      { LM_SH_REDUCE_SUM_BF16_MASKED, LM_SH_REDUCE_SUM_BF16_MASKED_SG } },
+    { { 0, 0 }, { 0, 0 }, { 0, 0 } },
+    { { LM_SH_REDUCE_MAX_F32_MASKED, LM_SH_REDUCE_MAX_F32_MASKED_SG },
+      { LM_SH_REDUCE_MAX_F16_MASKED, LM_SH_REDUCE_MAX_F16_MASKED_SG },
+      { LM_SH_REDUCE_MAX_BF16_MASKED, LM_SH_REDUCE_MAX_BF16_MASKED_SG } },
+    { { LM_SH_REDUCE_MIN_F32_MASKED, LM_SH_REDUCE_MIN_F32_MASKED_SG },
+      { LM_SH_REDUCE_MIN_F16_MASKED, LM_SH_REDUCE_MIN_F16_MASKED_SG },
+      { LM_SH_REDUCE_MIN_BF16_MASKED, LM_SH_REDUCE_MIN_BF16_MASKED_SG } },
 };
 
-/* Whether sum over rows of v reads masked 16-byte units: rows (inner == 1) whose length is
- * not a multiple of 4 (the plain 4-element vector loads take those), x 16-byte aligned;
- * by default on GPUs only, where memory hides the masking's extra instructions, and
- * there for rows of at least MASKED_MIN_D elements (MASKED_MIN_D_F32 in float32) and
- * no fewer rows than multiprocessors. On an H100, rows that read elements before ->
- * masked, % of the copy ceiling: float16 rows of 226-15313 31-55 -> 44-80, float32 rows of
- * 657-15313 61-86 -> 86-98; losses: rows of 29-127 4-8 points (float16 40 -> 32), float32
- * rows of 226 98 -> 91, fewer rows than multiprocessors (the split's chunks counted in
- * units, so fewer splits) float32 26-74 -> 20-70, float16 24 -> 19 on 37-38 rows of 69K;
- * float16 rows of 1932 (D % 4 == 0) 87 in 8-byte vectors against 72 masked. */
+/* Whether a reduction over rows of v reads masked 16-byte units: sum, max and min over rows
+ * (inner == 1) whose length is not a multiple of 4 (the plain 4-element vector loads take
+ * those), x 16-byte aligned; by default on GPUs only, where memory hides the masking's
+ * extra instructions, and there for rows of at least MASKED_MIN_D elements
+ * (MASKED_MIN_D_F32 in float32) and no fewer rows than multiprocessors. For sums on an
+ * H100, rows that read elements before -> masked, % of the copy ceiling: float16 rows of
+ * 226-15313 31-55 -> 44-80, float32 rows of 657-15313 61-86 -> 86-98; losses: rows of
+ * 29-127 4-8 points (float16 40 -> 32), float32 rows of 226 98 -> 91, fewer rows than
+ * multiprocessors (the split's chunks counted in units, so fewer splits) float32 26-74 ->
+ * 20-70, float16 24 -> 19 on 37-38 rows of 69K; float16 rows of 1932 (D % 4 == 0) 87 in
+ * 8-byte vectors against 72 masked. max and min take the same rule. */
 #define MASKED_MIN_D 128u
 #define MASKED_MIN_D_F32 512u
-static int sum_masked(const lm_context *ctx, int kind, int form, const lm_tensor *x, lm_dim_view v) {
-    if (kind != OP_SUM || v.inner != 1 || v.r % 4 == 0 || v.r < 8 || lm_tensor_address(x) % 16) return 0;
+static int rows_masked_chosen(const lm_context *ctx, int kind, int form, const lm_tensor *x, lm_dim_view v) {
+    if (kind == OP_VAR || v.inner != 1 || v.r % 4 == 0 || v.r < 8 || lm_tensor_address(x) % 16) return 0;
     if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
     uint32_t sms = ctx->sm_count ? ctx->sm_count : 1;
     return ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && v.outer >= sms &&
@@ -187,7 +196,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
                (ctx->reduce_rows_form == LM_REDUCE_ROWS_AUTO && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
                 v.r <= TILE_AUTO_MAX_D);
     if (v.inner == 1 && tile && record_tile(L, op, kind, form, x, v, divisor, y, idx)) return;
-    int masked = sum_masked(ctx, kind, form, x, v);
+    int masked = rows_masked_chosen(ctx, kind, form, x, v);
     int load = LOAD_1;
     if (masked) load = form == FORM_F32 ? LOAD_4 : LOAD_8;
     else if (v.inner == 1 && form != FORM_F32 && v.r % 8 == 0) load = LOAD_8;
@@ -246,7 +255,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     int sg = want_sg && v.inner == 1 && load != LOAD_COLS4 && rows_sg_allowed(ctx, c.wg);
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = op, .any_dtype = 1,
-        .shader = masked ? rows_masked[form][sg] : sg ? rows_sg[kind][form][load] : shaders[kind][form][load],
+        .shader = masked ? rows_masked[kind][form][sg] : sg ? rows_sg[kind][form][load] : shaders[kind][form][load],
         .spec = { c.wg, c.cols }, .full_subgroups = sg,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x }, .writes = { states ? states : y, states ? NULL : idx },
@@ -340,8 +349,8 @@ int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); 
 int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
 
 /* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile", masked = bool}]) -> {rows =,
- * masked = "auto" | "on" | "off", subgroup = bool} ({} restores "auto"; masked: sums over
- * rows of any length as masked units, see sum_masked): reductions over rows take, on a GPU, the tile form for rows
+ * masked = "auto" | "on" | "off", subgroup = bool} ({} restores "auto"; masked: sum, max and min over
+ * rows of any length as masked units, see rows_masked_chosen): reductions over rows take, on a GPU, the tile form for rows
  * of at most TILE_AUTO_MAX_D, else the subgroup form where the device allows it for sum,
  * mean, max and min and the lanes' shared-memory tree for var ("auto", the default), or
  * one form for all ("lanes"; "subgroup", where allowed, elsewhere the lanes' tree; "tile"
