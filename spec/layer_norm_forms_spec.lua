@@ -169,21 +169,35 @@ describe("layer_norm_forward forms", function()
     assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
-  -- lean_masks (opt-in): only a row's shared first and last vectors masked, parameter
-  -- lanes shifted before conversion
-  it("matches the reference with lean masks in every form, NaN and inf rows included", function()
-    local bad = {}
-    for _, tune in ipairs { { form = "group" }, { form = "subgroup" }, { form = "stream" }, { form = "split", parts = 3 },
-                            { form = "split2", parts = 3 } } do
-      tune.scalar, tune.lean_masks = false, true
-      assert.is_true(config(7, tune, 100).lean_masks)
-      for _, b in ipairs(run_all(tune, SHORT, 3)) do bad[#bad + 1] = b .. " lean" end
-      for _, b in ipairs(run_all(tune, LONG, 4)) do bad[#bad + 1] = b .. " lean" end
-      config(37, tune)
-      for _, b in ipairs(nonfinite_mismatches(23, 37, tune.form .. " lean")) do bad[#bad + 1] = b end
-    end
-    assert(#bad == 0, table.concat(bad, "\n"))
-    assert.is_false(config(7, { scalar = false, form = "group" }, 100).lean_masks)   -- off unless asked
+  -- lean masks (float32's default on masked rows): only a row's shared first and last
+  -- vectors masked, parameter lanes shifted before conversion; and every vector masked
+  -- ({lean_masks = false})
+  for _, lean in ipairs { true, false } do
+    it(("matches the reference with lean masks %s in every form, NaN and inf rows included"):format(lean and "on" or "off"), function()
+      local bad = {}
+      for _, tune in ipairs { { form = "group" }, { form = "subgroup" }, { form = "stream" }, { form = "split", parts = 3 },
+                              { form = "split2", parts = 3 } } do
+        tune.scalar, tune.lean_masks = false, lean
+        assert.are.equal(lean, config(7, tune, 100).lean_masks)
+        local what = lean and " lean" or " full masks"
+        for _, b in ipairs(run_all(tune, SHORT, 3)) do bad[#bad + 1] = b .. what end
+        for _, b in ipairs(run_all(tune, LONG, 4)) do bad[#bad + 1] = b .. what end
+        config(37, tune)
+        for _, b in ipairs(nonfinite_mismatches(23, 37, tune.form .. what)) do bad[#bad + 1] = b end
+      end
+      assert(#bad == 0, table.concat(bad, "\n"))
+    end)
+  end
+
+  it("takes lean masks by default for float32 and bfloat16, not float16", function()
+    local tune = { scalar = false, form = "group" }
+    assert.is_true(config(7, tune, 100).lean_masks)
+    assert.is_true(lumus.tune.layer_norm(7, nil, 100, "bfloat16").lean_masks)
+    assert.is_false(lumus.tune.layer_norm(7, nil, 100, "float16").lean_masks)
+    assert.is_true(config(7, { scalar = false, form = "group", lean_masks = true }, 100).lean_masks)
+    assert.is_true(lumus.tune.layer_norm(7, nil, 100, "float16").lean_masks)
+    assert.is_false(config(7, { scalar = false, form = "group", lean_masks = false }, 100).lean_masks)
+    assert.is_false(lumus.tune.layer_norm(7, nil, 100, "bfloat16").lean_masks)
   end)
 
   for _, loads in ipairs { "clamped", "guarded" } do

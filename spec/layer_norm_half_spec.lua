@@ -101,17 +101,19 @@ describe("layer_norm_forward on float16 and bfloat16", function()
       end
     end)
 
-    it(dt .. ": lean masks (opt-in) in every form", function()
-      finally(function() lumus.tune.layer_norm(1, {}) end)
-      for _, form in ipairs({ "subgroup", "group", "stream", "split2" }) do
-        lumus.tune.layer_norm(1, { scalar = false, form = form, parts = form == "split2" and 3 or 0, lean_masks = true })
-        for _, shape in ipairs({ { 9, 5 }, { 13, 7 }, { 7, 17 }, { 5, 37 }, { 3, 771 }, { 2, 6867 } }) do
-          assert.is_true(lumus.tune.layer_norm(shape[2], nil, shape[1], dt).lean_masks)
-          check(dt, shape[1], shape[2], { affine = true })
-          check(dt, shape[1], shape[2], { affine = true, in_place = true })
+    for _, lean in ipairs { true, false } do
+      it(("%s: lean masks %s in every form"):format(dt, lean and "on" or "off"), function()
+        finally(function() lumus.tune.layer_norm(1, {}) end)
+        for _, form in ipairs({ "subgroup", "group", "stream", "split2" }) do
+          lumus.tune.layer_norm(1, { scalar = false, form = form, parts = form == "split2" and 3 or 0, lean_masks = lean })
+          for _, shape in ipairs({ { 9, 5 }, { 13, 7 }, { 7, 17 }, { 5, 37 }, { 3, 771 }, { 2, 6867 } }) do
+            assert.are.equal(lean, lumus.tune.layer_norm(shape[2], nil, shape[1], dt).lean_masks)
+            check(dt, shape[1], shape[2], { affine = true })
+            check(dt, shape[1], shape[2], { affine = true, in_place = true })
+          end
         end
-      end
-    end)
+      end)
+    end
 
     it(dt .. ": where masked reads are on, rows of 1-3 still read an element per lane", function()
       finally(function() lumus.tune.layer_norm(1, {}) end)

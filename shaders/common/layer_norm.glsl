@@ -46,8 +46,8 @@ layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (subgroup 
                                                 // workgroups per row (split form)
 // Clamped masked rows (ANY_D = 2): 1 masks only the vectors a row shares with its
 // neighbours and shifts a parameter's lanes before converting them (see ln_keep and
-// load_param), 0 masks every vector with selects. Opt-in (tune.layer_norm{lean_masks}):
-// not yet timed on a GPU.
+// load_param), 0 masks every vector with selects (the host's choice: lean_spec in
+// src/ops/layer_norm.c).
 layout(constant_id = 4) const uint LEAN = 0;
 
 float hsum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }

@@ -120,13 +120,14 @@ enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
  * form, the two-stage split, or the split form for rows past LN_GROUP_WIDE threads'
  * registers (`no_tile`, `no_split2`, `no_long_split`: the plan as before them). */
 enum { LN_LOADS_CLAMPED, LN_LOADS_GUARDED };
+enum { LN_LEAN_AUTO, LN_LEAN_ON, LN_LEAN_OFF };
 typedef struct ln_tune {
     int loads;
     int form;
     int no_tile;
     int no_split2;
     int no_long_split;
-    int lean_masks;     /* clamped masked rows: LEAN = 1 (common/layer_norm.glsl), opt-in */
+    int lean_masks;     /* clamped masked rows: LEAN (common/layer_norm.glsl), an LN_LEAN_* */
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -495,9 +496,17 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
     return c;
 }
 
-/* Specialization constant 4 (LEAN): 1 where tuning asks for lean masks and the plan reads
- * clamped masked rows, else 0 (so other plans share the default pipelines). */
-static uint32_t lean_spec(const ln_tune *t, const ln_plan *c) { return t->lean_masks && c->masked && c->clamped; }
+/* Specialization constant 4 (LEAN): 1 where the plan reads clamped masked rows and lean
+ * masks are on, else 0 (so other plans share the default pipelines). By default they are
+ * on for float32 and bfloat16 and off for float16: on an H100 (BENCHMARKS.md, session 20),
+ * % of copy default -> lean over 11 masked shapes, bfloat16 +0.6 to +6.5 on every one
+ * (rows of 907 46 -> 52, of 10142 37 -> 44), float32 -1.0 to +11.2 (rows of 15313 55 ->
+ * 66, of 8433 73 -> 79), float16 -3.3 to +4.4 (rows of 907 57 -> 54, of 4813 54 -> 58):
+ * float16 converts a vector in one instruction, which the lean branches do not save. */
+static uint32_t lean_spec(const ln_tune *t, const ln_plan *c, lm_dtype dt) {
+    if (!c->masked || !c->clamped || t->lean_masks == LN_LEAN_OFF) return 0;
+    return t->lean_masks == LN_LEAN_ON || dt != LM_FLOAT16;
+}
 
 /* float16/bfloat16 x: the DT build of a float32 plan's shader (clamped masked builds only:
  * the guarded ones are float32's), by form and reading width. */
@@ -736,12 +745,12 @@ int lm_op_layer_norm_forward(lua_State *L) {
         uint32_t gy;
         pc.groups_x = lm_grid(L, ctx, (uint64_t)rows * c.parts, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c) },
+            .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c, dt) },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x }, .writes = { records }, .any_dtype = half,
         });
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c) },
+            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c, dt) },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x, w, b, records }, .writes = { y, mean, invstd }, .any_dtype = half,
         });
@@ -788,7 +797,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, lean_spec(&tune, &c) },
+        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, lean_spec(&tune, &c, dt) },
         .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -853,7 +862,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int tile_ok = lm_option_boolean(L, 2, "tile", 1);
         int split2_ok = lm_option_boolean(L, 2, "split2", 1);
         int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
-        int lean_masks = lm_option_boolean(L, 2, "lean_masks", 0);
+        int lean_masks = lm_option_boolean(L, 2, "lean_masks", -1);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -877,7 +886,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.no_tile = !tile_ok;
         tune.no_split2 = !split2_ok;
         tune.no_long_split = !long_split_ok;
-        tune.lean_masks = lean_masks;
+        tune.lean_masks = lean_masks < 0 ? LN_LEAN_AUTO : lean_masks ? LN_LEAN_ON : LN_LEAN_OFF;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
@@ -889,7 +898,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushinteger(L, c.vec); lua_setfield(L, -2, "vec");
     lua_pushboolean(L, c.masked); lua_setfield(L, -2, "masked");
     if (c.masked) { lua_pushstring(L, c.clamped ? "clamped" : "guarded"); lua_setfield(L, -2, "loads"); }
-    if (c.masked && c.clamped) { lua_pushboolean(L, tune.lean_masks); lua_setfield(L, -2, "lean_masks"); }
+    if (c.masked && c.clamped) { lua_pushboolean(L, lean_spec(&tune, &c, dt)); lua_setfield(L, -2, "lean_masks"); }
     lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
     if (c.form == LN_FORM_SPLIT2) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
