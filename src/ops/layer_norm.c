@@ -110,6 +110,13 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_SPLIT_FEW_PARTS 9u
 #define LN_SPLIT2_MIN_BYTES (8ull << 20)
 #define LN_SPLIT2_MAX_ITEMS 16u
+/* The automatic split form for rows past the group form's registers (rows >= SMs) gives
+ * way to the two-stage split where it would take more than LN_SPLIT_MAX_AUTO_PARTS parts
+ * a row: each part waits on all its partners' records, and on the H100 (session 20, % of
+ * copy, split -> two-stage) 169 rows of 601015 floats (74 parts) ran at 26.3 against 58.0,
+ * while 300 rows of 262144 (32 parts) ran at 77.4 against 66.2 and 4096 of 65536 (8) at
+ * 89.6 against 67.6. */
+#define LN_SPLIT_MAX_AUTO_PARTS 64u
 /* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
  * names them after it). */
 enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
@@ -596,7 +603,13 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
     case LM_LN_SUBGROUP: return plan_subgroup(ctx, &s);
     case LM_LN_GROUP: return plan_group(ctx, &s);
-    case LM_LN_SPLIT: return plan_split(ctx, &s, affine);
+    case LM_LN_SPLIT: {
+        ln_plan c = plan_split(ctx, &s, affine);
+        if (c.form == LM_LN_SPLIT && c.parts > LN_SPLIT_MAX_AUTO_PARTS && ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts &&
+            !t->no_split2 && !s.cpu)
+            return plan_split2(ctx, &s);
+        return c;
+    }
     default: return plan_stream(ctx, &s);
     }
 }
