@@ -186,6 +186,31 @@ do
   end
 end
 
+-- layer_norm_forward over rows that the one-pass split would cut into many parts (the
+-- automatic plan takes the two-stage split there): the same results as the forced
+-- one-pass split, within float32's rounding (float16: y within 0.02, a few of its roundings
+-- at |y| of 4-8).
+do
+  for _, dt in ipairs { "float32", "float16" } do
+    local s = { 140, 524291 }
+    local x = (lumus.randn(s) * 3 + 100):to(dt)
+    local w, b = lumus.randn({ s[2] }):to(dt), lumus.randn({ s[2] }):to(dt)
+    local p = lumus.tune.layer_norm(s[2], nil, s[1], dt)
+    local y1, m1, r1 = lumus.layer_norm_forward(x, w, b)
+    lumus.tune.layer_norm(1, { form = "split" })
+    local q = lumus.tune.layer_norm(s[2], nil, s[1], dt)
+    local y2, m2, r2 = lumus.layer_norm_forward(x, w, b)
+    lumus.tune.layer_norm(1, {})
+    local dy = lumus.max(lumus.abs(y1:float() - y2:float())):to_table()[1]
+    local dm = lumus.max(lumus.abs(m1 - m2)):to_table()[1]
+    local dr = lumus.max(lumus.abs(r1 - r2) / r2):to_table()[1]
+    check(dy <= (dt == "float32" and 2e-5 or 0.02) and dm <= 1e-4 and dr <= 1e-5,
+      ("layer_norm %s 140x524291: %s/p%s against %s/p%s: max |dy| %.3g, |dmean| %.3g, rel invstd %.3g"):format(
+        dt, p.variant, tostring(p.parts), q.variant, tostring(q.parts), dy, dm, dr))
+    for _, t in ipairs { x, w, b, y1, y2, m1, m2, r1, r2 } do t:free() end
+  end
+end
+
 -- layer_norm_forward: NaN rows, infinities, huge finite rows (every D class).
 for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   local function ln(fill)

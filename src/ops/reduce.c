@@ -115,17 +115,18 @@ static const lm_shader_id rows_masked[4][3][2] = {
 /* Whether a reduction over rows of v reads masked 16-byte units: sum, max and min over rows
  * (inner == 1) whose length is not a multiple of 4 (the plain 4-element vector loads take
  * those), x 16-byte aligned; by default on GPUs only, where memory hides the masking's
- * extra instructions. Sums there for rows of at least MASKED_MIN_D elements
- * (MASKED_MIN_D_F32 in float32) and no fewer rows than multiprocessors. On an H100, rows
+ * extra instructions, and there for at least MASKED_MIN_ROWS_PER_SM rows per multiprocessor
+ * (float16 sum over 344 rows of 95177, 2.6 per multiprocessor, lost 65 -> 52% of copy on
+ * an H100 in session 20; float32 gained 0.8). Sums for rows of at least MASKED_MIN_D
+ * elements (MASKED_MIN_D_F32 in float32). On an H100, rows
  * that read elements before -> masked, % of the copy ceiling: float16 rows of 226-15313
  * 31-55 -> 44-80, float32 rows of 657-15313 61-86 -> 86-98; losses: rows of 29-127 4-8
  * points (float16 40 -> 32), float32 rows of 226 98 -> 91, fewer rows than
  * multiprocessors (the split's chunks counted in units, so fewer splits) float32 26-74 ->
  * 20-70, float16 24 -> 19 on 37-38 rows of 69K; float16 rows of 1932 (D % 4 == 0) 87 in
  * 8-byte vectors against 72 masked.
- * max and min (values and indices) only for 16-bit dtypes, x of at least
- * MASKED_MIN_BYTES_EXTREME and at least MASKED_MIN_ROWS_PER_SM_EXTREME rows per
- * multiprocessor: element reads -> masked on an H100 (session 20), float16 rows of 226
+ * max and min (values and indices) only for 16-bit dtypes and x of at least
+ * MASKED_MIN_BYTES_EXTREME: element reads -> masked on an H100 (session 20), float16 rows of 226
  * 33 -> 59, of 7393 58 -> 78, of 10142 66 -> 77, of 4813 49 -> 53 (44 MiB), of 907 57-58
  * -> 57-61, bfloat16 the same within 1.5 points; losses on smaller x, 16-18 MiB: rows of
  * 803, 886 and 2973 by 5 points (a gain of 18 on 727 rows of 15313, 21 MiB), and on 344
@@ -134,15 +135,15 @@ static const lm_shader_id rows_masked[4][3][2] = {
 #define MASKED_MIN_D 128u
 #define MASKED_MIN_D_F32 512u
 #define MASKED_MIN_BYTES_EXTREME (32ull << 20)
-#define MASKED_MIN_ROWS_PER_SM_EXTREME 4u
+#define MASKED_MIN_ROWS_PER_SM 4u
 static int rows_masked_chosen(const lm_context *ctx, int kind, int form, const lm_tensor *x, lm_dim_view v) {
     if (kind == OP_VAR || v.inner != 1 || v.r % 4 == 0 || v.r < 8 || lm_tensor_address(x) % 16) return 0;
     if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
     if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
     uint32_t sms = ctx->sm_count ? ctx->sm_count : 1;
-    if (kind == OP_SUM) return v.outer >= sms && v.r >= (form == FORM_F32 ? MASKED_MIN_D_F32 : MASKED_MIN_D);
-    return form != FORM_F32 && v.r >= MASKED_MIN_D && (uint64_t)v.outer >= (uint64_t)sms * MASKED_MIN_ROWS_PER_SM_EXTREME &&
-           (uint64_t)v.outer * v.r * lm_dtype_size(x->dtype) >= MASKED_MIN_BYTES_EXTREME;
+    if ((uint64_t)v.outer < (uint64_t)sms * MASKED_MIN_ROWS_PER_SM) return 0;
+    if (kind == OP_SUM) return v.r >= (form == FORM_F32 ? MASKED_MIN_D_F32 : MASKED_MIN_D);
+    return form != FORM_F32 && v.r >= MASKED_MIN_D && (uint64_t)v.outer * v.r * lm_dtype_size(x->dtype) >= MASKED_MIN_BYTES_EXTREME;
 }
 
 /* The result's shape: x's without dim (or with it as 1 when keepdim); {1} or all ones
