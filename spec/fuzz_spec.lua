@@ -1256,7 +1256,8 @@ local LN_TUNING = { { "form", { "auto", "group", "subgroup", "stream", "split", 
                     { "wg", { 1, 2, 4, 8, 32, 64, 128 } }, { "items_target", { 0, 1, 2, 4, 8 } },
                     { "parts", { 0, 1, 2, 3, 4, 8, 16 } }, { "classes", { 0, 1, 2, 3 } },
                     { "records", { "tagged", "fenced" } }, { "tickets", { true, false } },
-                    { "spin_limit", { 0, 1, 16, 256, 2048 } }, { "lean_masks", { true, false } } }
+                    { "spin_limit", { 0, 1, 16, 256, 2048 } }, { "lean_masks", { true, false } },
+                    { "segment_shuffles", { true, false } } }
 local ROW_TUNING = { { "wg", { 0, 1, 2, 4, 8, 16, 32, 64, 128 } }, { "items", { 0, 1, 2, 3, 4, 8 } },
                      { "scalar", { true, false } } }
 
@@ -1618,7 +1619,7 @@ describe("fuzzing every public function and method", function()
       local d = ({ 1, 3, 4, 8, 33, 100, 1000, 0, -5, 2 ^ 31, 1.5 })[r(11)]
       local tune = {}
       for _, k in ipairs { "items_target", "wg", "stream", "subgroup_items", "parts", "spin_limit", "tickets",
-                           "classes", "epoch", "lean_masks" } do
+                           "classes", "epoch", "lean_masks", "segment_shuffles" } do
         if r(3) == 1 then tune[k] = vals[r(#vals)] end
       end
       if r(3) == 1 then tune.form = ({ "auto", "group", "subgroup", "stream", "split", "row", "x", 3 })[r(8)] end

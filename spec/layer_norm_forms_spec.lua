@@ -189,6 +189,19 @@ describe("layer_norm_forward forms", function()
     end)
   end
 
+  -- segment_shuffles (opt-in, untimed): the subgroup form's segments reduce by a butterfly
+  -- of shuffles instead of shared memory
+  it("matches the reference with the subgroup form's segments reduced by shuffles", function()
+    local bad = {}
+    for _, scalar in ipairs { false, true } do
+      local tune = { form = "subgroup", scalar = scalar, segment_shuffles = true }
+      for _, b in ipairs(run_all(tune, SHORT, 5)) do bad[#bad + 1] = b .. " shuffles" end
+      config(37, tune)
+      for _, b in ipairs(nonfinite_mismatches(23, 37, "subgroup shuffles")) do bad[#bad + 1] = b end
+    end
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
   it("takes lean masks by default for float32 and bfloat16, not float16", function()
     local tune = { scalar = false, form = "group" }
     assert.is_true(config(7, tune, 100).lean_masks)

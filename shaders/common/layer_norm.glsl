@@ -385,12 +385,20 @@ float share_max(float v) { return group_max(v); }
 // Segments of SEG = WG / ROWS lanes (a power of two dividing the subgroup) share a row.
 // A segment as wide as the subgroup reduces with subgroup operations; narrower ones
 // through `partials`, each lane adding its segment's values in the same order, so
-// every lane of a segment gets the identical result. Called by whole subgroups.
+// every lane of a segment gets the identical result, or (SHUFFLES) by a butterfly of
+// shuffles, in which partners add the same two values (addition commutes), so every
+// lane of a segment again ends with the identical result. Called by whole subgroups.
+#extension GL_KHR_shader_subgroup_shuffle : require
+layout(constant_id = 5) const uint SHUFFLES = 0;
 const uint SEG = WG / ROWS;
 uint seg_slot() { return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID; }
 vec2 share_sum2(vec2 v) {
     if (SEG == gl_SubgroupSize) return subgroupAdd(v);
     if (SEG == 1u) return v;
+    if (SHUFFLES != 0u) {
+        for (uint m = 1u; m < SEG; m <<= 1) v += subgroupShuffleXor(v, m);
+        return v;
+    }
     uint at = seg_slot();
     partials[at] = v;
     subgroupMemoryBarrierShared();
@@ -404,6 +412,10 @@ float share_sum(float v) { return share_sum2(vec2(v, 0.0)).x; }
 float share_max(float v) {
     if (SEG == gl_SubgroupSize) return subgroupMax(v);
     if (SEG == 1u) return v;
+    if (SHUFFLES != 0u) {
+        for (uint m = 1u; m < SEG; m <<= 1) v = max(v, subgroupShuffleXor(v, m));
+        return v;
+    }
     uint at = seg_slot();
     partials[at] = vec2(v, 0.0);
     subgroupMemoryBarrierShared();

@@ -135,6 +135,7 @@ typedef struct ln_tune {
     int no_split2;
     int no_long_split;
     int lean_masks;     /* clamped masked rows: LEAN (common/layer_norm.glsl), an LN_LEAN_* */
+    int segment_shuffles;   /* subgroup form: segments reduce by shuffles (SHUFFLES) */
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -247,9 +248,10 @@ static lm_shader_id by_vec(const ln_shape *s, lm_shader_id vec4, lm_shader_id ma
     return s->vec == 4 ? vec4 : vec1;
 }
 
+/* (Its shader declares subgroup shuffles, for segment_shuffles: only where the device has them.) */
 static int subgroup_fits(const lm_context *ctx, const ln_shape *s) {
     uint32_t per_lane = ctx->ln_subgroup_items ? ctx->ln_subgroup_items : LN_SUBGROUP_ITEMS;
-    return ctx->full_subgroups && s->n <= per_lane * s->sg &&
+    return ctx->full_subgroups && ctx->subgroup_shuffle && s->n <= per_lane * s->sg &&
            LN_SUBGROUP_WG <= s->max_wg && LN_SUBGROUP_WG % ctx->max_subgroup == 0;
 }
 
@@ -810,7 +812,9 @@ int lm_op_layer_norm_forward(lua_State *L) {
         }
     }
     lm_record_dispatch(L, ctx, &(lm_launch){
-        .op = "layer_norm_forward", .shader = c.shader, .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, lean_spec(&tune, &c, dt) },
+        .op = "layer_norm_forward", .shader = c.shader,
+        .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, lean_spec(&tune, &c, dt),
+                  c.form == LM_LN_SUBGROUP && tune.segment_shuffles },
         .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -831,7 +835,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", "segment_shuffles", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -876,6 +880,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int split2_ok = lm_option_boolean(L, 2, "split2", 1);
         int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
         int lean_masks = lm_option_boolean(L, 2, "lean_masks", -1);
+        int segment_shuffles = lm_option_boolean(L, 2, "segment_shuffles", 0);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -900,6 +905,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.no_split2 = !split2_ok;
         tune.no_long_split = !long_split_ok;
         tune.lean_masks = lean_masks < 0 ? LN_LEAN_AUTO : lean_masks ? LN_LEAN_ON : LN_LEAN_OFF;
+        tune.segment_shuffles = segment_shuffles;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
