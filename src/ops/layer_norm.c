@@ -510,8 +510,7 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
  * on for float32 and bfloat16 and off for float16: on an H100 (BENCHMARKS.md, session 20),
  * % of copy default -> lean over 11 masked shapes, bfloat16 +0.6 to +6.5 on every one
  * (rows of 907 46 -> 52, of 10142 37 -> 44), float32 -1.0 to +11.2 (rows of 15313 55 ->
- * 66, of 8433 73 -> 79), float16 -3.3 to +4.4 (rows of 907 57 -> 54, of 4813 54 -> 58):
- * float16 converts a vector in one instruction, which the lean branches do not save. */
+ * 66, of 8433 73 -> 79), float16 -3.3 to +4.4 (rows of 907 57 -> 54, of 4813 54 -> 58). */
 static uint32_t lean_spec(const ln_tune *t, const ln_plan *c, lm_dtype dt) {
     if (!c->masked || !c->clamped || t->lean_masks == LN_LEAN_OFF) return 0;
     return t->lean_masks == LN_LEAN_ON || dt != LM_FLOAT16;
