@@ -190,6 +190,57 @@ do
   end
 end
 
+-- Reductions split over few long rows (and columns) finish in one dispatch, the last
+-- workgroup of each column group reducing the chunks' states (tune.reduce{two_dispatches =
+-- false}, the default): max/min/argmax/argmin equal the two-dispatch form exactly, sum,
+-- mean and var within 1e-6 relative (their states meet in another fixed tree), NaN and
+-- infinities alike; each result the same bits in 5 calls in a row, as the counter words
+-- must return to 0 and no workgroup may read a state another has not yet made visible.
+do
+  lumus.manual_seed(2468)
+  for _, case in ipairs { { { 3, 1000003 }, 2 }, { { 17, 785591 }, 2 }, { { 2, 1048576 }, 2 }, { { 64, 65537 }, 2 },
+                          { { 200003, 5 }, 1 }, { { 100000, 64 }, 1 } } do
+    local shape, dim = case[1], case[2]
+    local n = shape[1] * shape[2]
+    local base = lumus.randn(shape)
+    local flat = base:view({ n })
+    for at, v in pairs { [7] = 0 / 0, [n - 3] = math.huge, [n // 2] = -math.huge } do flat:narrow(1, at, 1):fill(v) end
+    for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+      local x = base:to(dtype)
+      local bad = {}
+      for _, name in ipairs { "sum", "mean", "var", "max", "min", "argmax", "argmin" } do
+        local function run()
+          local a, b = lumus[name](x, { dim = dim })
+          return a, (a:to_bytes() .. (b and b:to_bytes() or ""))
+        end
+        lumus.tune.reduce({ two_dispatches = true })
+        local two, two_bytes = run()
+        lumus.tune.reduce({})
+        local one, one_bytes = run()
+        if name == "max" or name == "min" or name == "argmax" or name == "argmin" then
+          if one_bytes ~= two_bytes then bad[#bad + 1] = name .. " differs from two dispatches" end
+        else
+          local ta, tb = one:to("float32"):to_table(), two:to("float32"):to_table()
+          for i = 1, #tb do
+            local p, q = ta[i], tb[i]
+            if not ((isnan(p) and isnan(q)) or p == q or math.abs(p - q) <= 1e-6 * math.abs(q) + 2 ^ -8 * math.abs(q) * (dtype == "float32" and 0 or 1)) then
+              bad[#bad + 1] = ("%s [%d] %.9g against %.9g"):format(name, i, p, q)
+              break
+            end
+          end
+        end
+        for call = 2, 5 do
+          if select(2, run()) ~= one_bytes then bad[#bad + 1] = ("%s call %d differs"):format(name, call); break end
+        end
+      end
+      check(#bad == 0, ("split reductions in one dispatch, %s %s dim %d%s"):format(dtype, table.concat(shape, "x"), dim,
+        #bad > 0 and (": " .. table.concat(bad, "; ")) or ""))
+      if x ~= base then x:free() end
+    end
+    base:free()
+  end
+end
+
 -- layer_norm_forward over rows that the one-pass split would cut into many parts (the
 -- automatic plan takes the two-stage split there): the same results as the forced
 -- one-pass split, within float32's rounding (float16: y within 0.02, a few of its roundings

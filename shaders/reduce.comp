@@ -16,10 +16,14 @@
 // adjacent elements (4 per load when VEC == 4, 8 halves when VEC == 8), COLS short
 // rows per workgroup. The lanes of a
 // column then meet in a fixed tree in shared memory. When the grid would be
-// too small for the device, r is split into chunks (splits > 1): the first dispatch
-// writes each chunk's state (STATE_OUT), the second reduces those states over the splits
-// (STATE_IN) into the result. Every order is fixed by the shape: results are
-// deterministic.
+// too small for the device, r is split into chunks (splits > 1): each chunk's state is
+// written (STATE_OUT), then reduced over the splits into the result (combine_states),
+// either by a second dispatch (STATE_IN) or (STATE_LAST) in the same one by whichever
+// workgroup of a column group finishes last: each counts itself in on the group's
+// counter word after writing its states, and the one that completes the count reads
+// them all and sets the word back to 0 (the host keeps the counters zero between calls;
+// a dependent dispatch costs microseconds on a GPU). Every order is fixed by the shape,
+// not by which workgroup ends last: results are deterministic.
 //
 // ROWS_SG (inner == 1, full subgroups): a column's LANES lanes are instead consecutive
 // positions of the workgroup's subgroups, so each load of a subgroup reads one stretch of
@@ -46,6 +50,7 @@
 
 #define STATE_IN 1u
 #define STATE_OUT 2u
+#define STATE_LAST 4u
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint COLS = 1;   // columns per workgroup, a power of two dividing WG
@@ -59,9 +64,11 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer WordArray { 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer IntArray { int v[]; };
 
 layout(push_constant) uniform Params {
-    uint64_t x;          // input elements, or the states of a first dispatch (STATE_IN)
-    uint64_t y;          // values out (0: none), or the states (STATE_OUT)
+    uint64_t x;          // input elements (unread by a STATE_IN dispatch)
+    uint64_t y;          // values out (0: none)
     uint64_t idx;        // int32 1-based indices out (max/min; 0: none)
+    uint64_t states;     // STATE_OUT, STATE_IN: 3 words per (column, split)
+    uint64_t counters;   // STATE_LAST: a word per column group, 0 between dispatches
     uint outer, r, inner;
     uint chunk;          // rows of r per split (in units of VEC elements, as r is); TILE:
                          // rows (of x's outer) per workgroup, r being one chunk
@@ -146,9 +153,12 @@ void merge(inout St s, St o) {
 #endif
 }
 
+// A chunk's state, by atomics: they read device-coherent memory, where a plain load may
+// hit a line this multiprocessor cached before another workgroup wrote the state
+// (STATE_LAST: adjacent column groups' states share cache lines).
 St load_state(uint64_t at) {
-    WordArray w = WordArray(p.x + at * 12ul);
-    return St(uintBitsToFloat(w.v[0]), uintBitsToFloat(w.v[1]), w.v[2]);
+    WordArray w = WordArray(p.states + at * 12ul);
+    return St(uintBitsToFloat(atomicAdd(w.v[0], 0u)), uintBitsToFloat(atomicAdd(w.v[1], 0u)), atomicAdd(w.v[2], 0u));
 }
 
 // Four elements at indices r4 * 4 + k into a thread's state.
@@ -394,13 +404,73 @@ void take_slots(inout float m[1], inout uint ix[1], inout uint nx[1], VT u, uint
 // CVEC == 4 (with VEC == 4; inner a multiple of 4, x plain): each thread takes 4 adjacent
 // columns, one load of 4 elements per row, as if inner were inner / 4 columns of vec4s
 // (p.inner counts those units); its 4 states are kept, merged and written as 4 columns'
-// (the states a split writes are laid out per element column, so the second dispatch
-// is the CVEC == 1 kernel). NS: states per thread.
+// (the states a split writes are laid out per element column, so a second dispatch may
+// be the CVEC == 1 kernel). NS: states per thread.
 const uint NS = CVEC;
 
 shared float sh_a[WG * NS];
 shared float sh_b[WG * NS];
 shared uint sh_i[WG * NS];
+
+// The meeting of a column's lanes' states, into lane 0's (every invocation takes part).
+void meet(inout St s[NS], uint t, uint lane) {
+#ifdef ROWS_SG
+    uint span = min(LANES, gl_SubgroupSize);   // a column's lanes in one subgroup
+    for (uint m = 1u; m < span; m <<= 1) {
+        St o = St(subgroupShuffleXor(s[0].a, m), 0.0, 0u);
+#if OP == OP_VAR
+        o.b = subgroupShuffleXor(s[0].b, m);
+#endif
+#if OP != OP_SUM
+        o.i = subgroupShuffleXor(s[0].i, m);
+#endif
+        merge(s[0], o);
+    }
+    if (LANES > span) {   // the subgroups' states of a column, in order, by its lane 0
+        if (lane % span == 0u) { uint k = t / span; sh_a[k] = s[0].a; sh_b[k] = s[0].b; sh_i[k] = s[0].i; }
+        barrier();
+        if (lane == 0u) {
+            for (uint k = t / span + 1u; k < (t + LANES) / span; ++k) merge(s[0], St(sh_a[k], sh_b[k], sh_i[k]));
+        }
+    }
+#else
+    for (uint j = 0; j < NS; ++j) { sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i; }
+    for (uint step = LANES / 2; step > 0; step >>= 1) {
+        barrier();
+        if (lane < step) {
+            uint u = t + step * COLS;
+            for (uint j = 0; j < NS; ++j) {
+                merge(s[j], St(sh_a[u * NS + j], sh_b[u * NS + j], sh_i[u * NS + j]));
+                sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i;
+            }
+        }
+    }
+#endif
+}
+
+// Lane 0's states of column (o, c): the result, or (to_states) chunk `split`'s state.
+void store(St s[NS], uint o, uint c, uint split, bool to_states, bool writer) {
+    if (!writer) return;
+    for (uint j = 0; j < NS; ++j) {
+        if (to_states) {
+            uint64_t at = ((uint64_t(o) * p.splits + split) * p.inner + c) * NS + j;
+            WordArray w = WordArray(p.states + at * 12ul);
+            w.v[0] = floatBitsToUint(s[j].a);
+            w.v[1] = floatBitsToUint(s[j].b);
+            w.v[2] = s[j].i;
+            continue;
+        }
+        uint64_t at = (uint64_t(o) * p.inner + c) * NS + j;
+#if OP == OP_SUM
+        store_elem(p.y, at, s[j].a / p.divisor);
+#elif OP == OP_VAR
+        store_elem(p.y, at, s[j].b / p.divisor);
+#else
+        if (p.y != 0ul) store_elem(p.y, at, s[j].a);
+        if (p.idx != 0ul) IntArray(p.idx + at * 4ul).v[0] = int(s[j].i + 1u);
+#endif
+    }
+}
 
 // Column q (valid: it is one of this workgroup's) by thread t, its lane `lane`, over
 // chunk `split` of r: the lanes' states, their meeting, and the result. Called by every
@@ -424,18 +494,6 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
 
     St s[NS];
     for (uint j = 0; j < NS; ++j) s[j] = identity();
-#if CVEC == 1
-    if (valid && (p.flags & STATE_IN) != 0u) {
-        for (uint r = r0 + lane; r < r1; r += LANES) {
-            St st = load_state(col + uint64_t(r) * p.inner);
-#if OP == OP_SUM
-            take(s[0], st.a, 0u);
-#else
-            merge(s[0], st);
-#endif
-        }
-    } else
-#endif
     if (valid) {
 #if OP == OP_SUM || OP == OP_VAR
         for (uint r = r0 + lane; r < r1; r += LANES * UNROLL) {
@@ -499,13 +557,12 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
         float v = s[j].a - s[j].b;
         if (valid && (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN: cold
             v = 0.0;
-            bool states = (p.flags & STATE_IN) != 0u;
             for (uint r = r0 + lane; r < r1; r += LANES) {
                 uint64_t at = col + uint64_t(r) * p.inner;
 #if CVEC == 4
                 v += load_unit(at)[j];
 #else
-                v += states ? load_state(at).a : unit_sum(LOAD_ROW_UNIT(at, r));
+                v += unit_sum(LOAD_ROW_UNIT(at, r));
 #endif
             }
         }
@@ -513,60 +570,39 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
     }
 #endif
 
-#ifdef ROWS_SG
-    // Every invocation takes part (all are active here: the early return is per workgroup).
-    uint span = min(LANES, gl_SubgroupSize);   // a column's lanes in one subgroup
-    for (uint m = 1u; m < span; m <<= 1) {
-        St o = St(subgroupShuffleXor(s[0].a, m), 0.0, 0u);
-#if OP == OP_VAR
-        o.b = subgroupShuffleXor(s[0].b, m);
-#endif
-#if OP != OP_SUM
-        o.i = subgroupShuffleXor(s[0].i, m);
-#endif
-        merge(s[0], o);
-    }
-    if (LANES > span) {   // the subgroups' states of a column, in order, by its lane 0
-        if (lane % span == 0u) { uint k = t / span; sh_a[k] = s[0].a; sh_b[k] = s[0].b; sh_i[k] = s[0].i; }
-        barrier();
-        if (lane == 0u) {
-            for (uint k = t / span + 1u; k < (t + LANES) / span; ++k) merge(s[0], St(sh_a[k], sh_b[k], sh_i[k]));
-        }
-    }
-#else
-    for (uint j = 0; j < NS; ++j) { sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i; }
-    for (uint step = LANES / 2; step > 0; step >>= 1) {
-        barrier();
-        if (lane < step) {
-            uint u = t + step * COLS;
-            for (uint j = 0; j < NS; ++j) {
-                merge(s[j], St(sh_a[u * NS + j], sh_b[u * NS + j], sh_i[u * NS + j]));
-                sh_a[t * NS + j] = s[j].a; sh_b[t * NS + j] = s[j].b; sh_i[t * NS + j] = s[j].i;
-            }
-        }
-    }
-#endif
-    if (lane != 0 || !valid) return;
+    meet(s, t, lane);
+    store(s, o, c, split, (p.flags & STATE_OUT) != 0u, lane == 0u && valid);
+}
 
+// Column q's result from its `nstates` chunks' states (laid out as the chunks write
+// them), in a fixed order: the lanes take them as the rows of r, then meet.
+void combine_states(uint64_t q, uint t, uint lane, bool valid, uint nstates) {
+    uvec2 oc = valid ? div_mod(q, p.inner) : uvec2(0u);
+    uint o = oc.x, c = oc.y;
+    uint64_t col = uint64_t(o) * nstates * p.inner + c;   // state (column, r): (col + r * inner) * NS + j
+    St s[NS];
     for (uint j = 0; j < NS; ++j) {
-        if ((p.flags & STATE_OUT) != 0u) {
-            uint64_t at = ((uint64_t(o) * p.splits + split) * p.inner + c) * NS + j;
-            WordArray w = WordArray(p.y + at * 12ul);
-            w.v[0] = floatBitsToUint(s[j].a);
-            w.v[1] = floatBitsToUint(s[j].b);
-            w.v[2] = s[j].i;
-            continue;
-        }
-        uint64_t at = (uint64_t(o) * p.inner + c) * NS + j;
+        s[j] = identity();
+        if (!valid) continue;
+        for (uint r = lane; r < nstates; r += LANES) {
+            St st = load_state((col + uint64_t(r) * p.inner) * NS + j);
 #if OP == OP_SUM
-        store_elem(p.y, at, s[j].a / p.divisor);
-#elif OP == OP_VAR
-        store_elem(p.y, at, s[j].b / p.divisor);
+            take(s[j], st.a, 0u);
 #else
-        if (p.y != 0ul) store_elem(p.y, at, s[j].a);
-        if (p.idx != 0ul) IntArray(p.idx + at * 4ul).v[0] = int(s[j].i + 1u);
+            merge(s[j], st);
+#endif
+        }
+#if OP == OP_SUM
+        float v = s[j].a - s[j].b;
+        if ((floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u) {   // inf or NaN: added plainly
+            v = 0.0;
+            for (uint r = lane; r < nstates; r += LANES) v += load_state((col + uint64_t(r) * p.inner) * NS + j).a;
+        }
+        s[j] = St(v, 0.0, 0u);
 #endif
     }
+    meet(s, t, lane);
+    store(s, o, c, 0u, false, lane == 0u && valid);
 }
 
 #ifdef TILE
@@ -618,6 +654,8 @@ void main() {
     }
 }
 #else
+shared bool last_group;
+
 void main() {
     uint64_t g = uint64_t(gl_WorkGroupID.y) * p.groups_x + gl_WorkGroupID.x;
     if (g >= uint64_t(p.col_groups) * p.splits) return;   // whole workgroup
@@ -633,6 +671,21 @@ void main() {
     uint64_t q = uint64_t(cg) * COLS + t % COLS;   // the column: (o, c) flattened
     uint lane = t / COLS;
 #endif
-    reduce_column(q, t, lane, split, q < uint64_t(p.outer) * p.inner);
+    bool valid = q < uint64_t(p.outer) * p.inner;
+    if ((p.flags & STATE_IN) != 0u) { combine_states(q, t, lane, valid, p.r); return; }   // a second dispatch
+    reduce_column(q, t, lane, split, valid);
+    if ((p.flags & STATE_LAST) == 0u) return;
+    // The states reach device scope before the count that publishes them; the count
+    // that completes the group's tells its workgroup that all of them have.
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0u) {
+        last_group = atomicAdd(WordArray(p.counters).v[cg], 1u) == p.splits - 1u;
+        if (last_group) atomicExchange(WordArray(p.counters).v[cg], 0u);
+    }
+    barrier();
+    if (!last_group) return;   // whole workgroup
+    memoryBarrierBuffer();
+    combine_states(q, t, lane, valid, p.splits);
 }
 #endif

@@ -1291,8 +1291,10 @@ local function random_tunings()
   local sc = { short_rows = pick { "auto", "tile", "row" }, long_rows = pick { "auto", "split", "row" } }
   lumus.tune.softmax_cols(sc)
   said[#said + 1] = tuning_string("softmax_cols", sc)
-  -- reductions' row forms and masked units (both automatic only on GPUs)
-  local rc = { rows = pick { "auto", "lanes", "subgroup", "tile" }, masked = pick { true, false } }
+  -- reductions' row forms and masked units (both automatic only on GPUs), and split
+  -- reductions finished by a second dispatch
+  local rc = { rows = pick { "auto", "lanes", "subgroup", "tile" }, masked = pick { true, false },
+               two_dispatches = pick { true, false } }
   lumus.tune.reduce(rc)
   said[#said + 1] = tuning_string("reduce", rc)
   return table.concat(said, " ")

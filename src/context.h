@@ -29,7 +29,7 @@ enum lm_reduce_masked { LM_REDUCE_MASKED_AUTO, LM_REDUCE_MASKED_ON, LM_REDUCE_MA
 /* Storages the context keeps for ops from call to call, one per slot: anchored by the
  * context's registry handle, released by the context (at teardown and by
  * lumus.empty_cache) and counted as lumus.memory().internal. */
-enum lm_scratch_slot { LM_SCRATCH_SPLIT_LN, LM_SCRATCH_MATMUL_SPLIT, LM_SCRATCH_SLOTS };
+enum lm_scratch_slot { LM_SCRATCH_SPLIT_LN, LM_SCRATCH_MATMUL_SPLIT, LM_SCRATCH_GROUP_COUNTERS, LM_SCRATCH_SLOTS };
 
 struct lm_context {
     VkInstance instance;
@@ -88,6 +88,7 @@ struct lm_context {
     /* The split LayerNorm scratch's state (slot LM_SCRATCH_SPLIT_LN). */
     uint32_t ln_epoch, ln_ticket_base;
     uint64_t ln_scratch_failures; /* stream.failures when it was last zeroed */
+    uint64_t counters_failures;   /* the same for slot LM_SCRATCH_GROUP_COUNTERS (group_counters.c) */
     uint32_t mm_tile[5];          /* matmul tile override: bm, bn, bk, tm, tn (0 = automatic) */
     int mm_rotate;                /* matmul K-order rotation: 0 automatic, 1 on, 2 off */
     int mm_order;                 /* matmul thread order: 0 automatic, 1 row, 2 warp patches */
@@ -107,6 +108,7 @@ struct lm_context {
     int reduce_rows_form;         /* reductions over rows: an LM_REDUCE_ROWS_* (tune.reduce) */
     int reduce_masked;            /* sums over rows of any length as masked units: an
                                    * LM_REDUCE_MASKED_* (tune.reduce) */
+    int reduce_two_dispatches;    /* split reductions: finish in a second dispatch (tune.reduce) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
     int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
     int linear_path;              /* linear: 0 automatic, 1 the small-model kernel, 2 matmul's (tune.linear) */

@@ -9,6 +9,7 @@
  * the flattened x without dim). Values keep x's dtype (float32, float16, bfloat16; the
  * kernels accumulate in float32). */
 #include "rows.h"
+#include "group_counters.h"
 #include <string.h>
 
 enum { OP_SUM, OP_VAR, OP_MAX, OP_MIN };
@@ -81,16 +82,24 @@ static const lm_shader_id rows_tile[4][3] = {
 
 /* Units per lane of max and min over rows, as a multiple of the usual (lm_plan_cols). */
 #define MAX_LANE_SCALE 4
-/* Rows of r (in loaded units) each thread should at least take before r is split. */
+/* What each thread should at least read before r is split: rows of r in loaded units
+ * (columns, and rows read as aligned vectors), or bytes (rows read by elements or as
+ * masked units: 16 float16 or 8 float32 elements, 2 16-byte units). Few long rows in
+ * masked units split that finely beat element reads on an H100 (session 21, float16 sums
+ * over 17-642 rows of 73437-1018859: 52-61 -> 64-71% of copy), where 16 units a thread
+ * had lost to them; aligned vectors split that finely lost 2-3 points (max over 2 rows of
+ * 1048576 and 868392). */
 #define MIN_ROWS_PER_THREAD 16
+#define MIN_ROW_BYTES_PER_THREAD 32
 /* States per lane of the second dispatch of a split reduction, at most. */
 #define SECOND_STATES_PER_LANE 8
 #define STATE_IN 1u
 #define STATE_OUT 2u
+#define STATE_LAST 4u
 #define STATE_WORDS 3
 
 typedef struct reduce_push {
-    uint64_t x, y, idx;
+    uint64_t x, y, idx, states, counters;
     uint32_t outer, r, inner, chunk, splits, flags;
     float divisor;
     uint32_t col_groups, groups_x;
@@ -115,17 +124,16 @@ static const lm_shader_id rows_masked[4][3][2] = {
 /* Whether a reduction over rows of v reads masked 16-byte units: sum, max and min over rows
  * (inner == 1) whose length is not a multiple of 4 (the plain 4-element vector loads take
  * those), x 16-byte aligned; by default on GPUs only, where memory hides the masking's
- * extra instructions, and there for at least MASKED_MIN_ROWS_PER_SM rows per multiprocessor
- * (float16 sum over 344 rows of 95177, 2.6 per multiprocessor, lost 65 -> 52% of copy on
- * an H100 in session 20; float32 gained 0.8). Sums for rows of at least MASKED_MIN_D
- * elements (MASKED_MIN_D_F32 in float32). On an H100, rows
- * that read elements before -> masked, % of the copy ceiling: float16 rows of 226-15313
- * 31-55 -> 44-80, float32 rows of 657-15313 61-86 -> 86-98; losses: rows of 29-127 4-8
- * points (float16 40 -> 32), float32 rows of 226 98 -> 91, fewer rows than
- * multiprocessors (the split's chunks counted in units, so fewer splits) float32 26-74 ->
- * 20-70, float16 24 -> 19 on 37-38 rows of 69K; float16 rows of 1932 (D % 4 == 0) 87 in
- * 8-byte vectors against 72 masked.
- * max and min (values and indices) only for 16-bit dtypes and x of at least
+ * extra instructions. Sums for rows of at least MASKED_MIN_D elements (MASKED_MIN_D_F32 in
+ * float32). On an H100, rows that read elements before -> masked, % of the copy ceiling:
+ * float16 rows of 226-15313 31-55 -> 44-80, float32 rows of 657-15313 61-86 -> 86-98;
+ * losses: rows of 29-127 4-8 points (float16 40 -> 32), float32 rows of 226 98 -> 91;
+ * float16 rows of 1932 (D % 4 == 0) 87 in 8-byte vectors against 72 masked. Few rows
+ * gain as much since their split counts bytes (MIN_ROW_BYTES_PER_THREAD; session 21:
+ * float16 17-642 rows of 73437-1018859 52-61 -> 64-71, float32 +0.4 to +4.4).
+ * max and min (values and indices) only for 16-bit dtypes, at least
+ * MASKED_MIN_ROWS_PER_SM rows per multiprocessor (float16 over 344 rows of 95177 lost 4
+ * points with the split counted in units, session 20; not measured since) and x of at least
  * MASKED_MIN_BYTES_EXTREME: element reads -> masked on an H100 (session 20), float16 rows of 226
  * 33 -> 59, of 7393 58 -> 78, of 10142 66 -> 77, of 4813 49 -> 53 (44 MiB), of 907 57-58
  * -> 57-61, bfloat16 the same within 1.5 points; losses on smaller x, 16-18 MiB: rows of
@@ -140,9 +148,9 @@ static int rows_masked_chosen(const lm_context *ctx, int kind, int form, const l
     if (kind == OP_VAR || v.inner != 1 || v.r % 4 == 0 || v.r < 8 || lm_tensor_address(x) % 16) return 0;
     if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
     if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
+    if (kind == OP_SUM) return v.r >= (form == FORM_F32 ? MASKED_MIN_D_F32 : MASKED_MIN_D);
     uint32_t sms = ctx->sm_count ? ctx->sm_count : 1;
     if ((uint64_t)v.outer < (uint64_t)sms * MASKED_MIN_ROWS_PER_SM) return 0;
-    if (kind == OP_SUM) return v.r >= (form == FORM_F32 ? MASKED_MIN_D_F32 : MASKED_MIN_D);
     return form != FORM_F32 && v.r >= MASKED_MIN_D && (uint64_t)v.outer * v.r * lm_dtype_size(x->dtype) >= MASKED_MIN_BYTES_EXTREME;
 }
 
@@ -200,7 +208,9 @@ static int record_tile(lua_State *L, const char *op, int kind, int form, lm_tens
 }
 
 /* Records the reduction of x (read as v) into values y and/or indices idx (NULL: not
- * written): one dispatch, or two through per-split states when the grid would be small. */
+ * written): one dispatch, also when r is split into chunks because the grid would be
+ * small (the last workgroup of each column group reduces the chunks' states), or, with
+ * tune.reduce{two_dispatches = true}, a second dispatch for that. */
 static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, lm_dim_view v,
                           float divisor, lm_tensor *y, lm_tensor *idx) {
     lm_context *ctx = x->storage->ctx;
@@ -231,7 +241,9 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     uint64_t want = lm_groups_wanted(ctx);
     uint64_t splits = 1;
     if (c.groups < want) {
-        uint64_t most = (uint64_t)units / ((uint64_t)lanes * MIN_ROWS_PER_THREAD);
+        uint64_t most = v.inner == 1 && (masked || load == LOAD_1)
+            ? (uint64_t)units * width * lm_dtype_size(x->dtype) / ((uint64_t)lanes * MIN_ROW_BYTES_PER_THREAD)
+            : (uint64_t)units / ((uint64_t)lanes * MIN_ROWS_PER_THREAD);
         splits = (want + c.groups - 1) / c.groups;
         /* Rounded down instead where that still gives 7/8 of the groups wanted: a grid just
          * past one round of resident workgroups (9 splits of 128 groups for 1056) leaves the
@@ -247,17 +259,24 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
         .x = lm_tensor_address(x), .outer = v.outer, .r = units, .inner = vu.inner,
         .chunk = chunk, .splits = (uint32_t)splits, .divisor = divisor, .col_groups = c.col_groups,
         .row_elems = v.r,
+        .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
     };
-    lm_tensor *states = NULL;
+    lm_tensor *states = NULL, counters = { 0 };
+    int one_dispatch = !ctx->reduce_two_dispatches;
+    int pushed = 0;   /* tensors pushed on the stack: collected once the stream is done with them */
     if (splits > 1) {
         int64_t n = (int64_t)v.outer * (int64_t)splits * v.inner * STATE_WORDS;
         states = lm_push_tensor(L, ctx, 1, &n);   /* float32 words holding the states' bits */
-        pc.y = lm_tensor_address(states);
+        pushed++;
+        pc.states = lm_tensor_address(states);
         pc.flags = STATE_OUT;
-    } else {
-        pc.y = y ? lm_tensor_address(y) : 0;
-        pc.idx = idx ? lm_tensor_address(idx) : 0;
+        if (one_dispatch) {
+            pushed += lm_group_counters(L, ctx, c.groups, &counters);
+            pc.counters = lm_tensor_address(&counters);
+            pc.flags |= STATE_LAST;
+        }
     }
+    int second = states && !one_dispatch;
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, c.groups * splits, &gy);
     /* The subgroup form by default for sum, mean, max and min (on the H100: float32 max over
@@ -271,9 +290,9 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
         .shader = masked ? rows_masked[kind][form][sg] : sg ? rows_sg[kind][form][load] : shaders[kind][form][load],
         .spec = { c.wg, c.cols }, .full_subgroups = sg,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { x }, .writes = { states ? states : y, states ? NULL : idx },
+        .reads = { x }, .writes = { states, second ? NULL : y, second ? NULL : idx, counters.storage ? &counters : NULL },
     });
-    if (!states) return;
+    if (!second) { lua_pop(L, pushed); return; }
     /* The states are laid out per element column (also after LOAD_COLS4). */
     if (load == LOAD_COLS4) c = lm_plan_cols(ctx, v, lm_dtype_size(x->dtype), v.r, LM_COL_MIN_BYTES_REDUCE, 1);
     /* Its lanes take a column's states one load after another, each waited on: at most
@@ -283,7 +302,7 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     c.groups = ((uint64_t)v.outer * v.inner + c.cols - 1) / c.cols;
     c.col_groups = (uint32_t)c.groups;
     reduce_push p2 = {
-        .x = lm_tensor_address(states), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
+        .states = lm_tensor_address(states), .y = y ? lm_tensor_address(y) : 0, .idx = idx ? lm_tensor_address(idx) : 0,
         .outer = v.outer, .r = (uint32_t)splits, .inner = v.inner, .chunk = (uint32_t)splits, .splits = 1,
         .flags = STATE_IN, .divisor = divisor, .col_groups = c.col_groups,
     };
@@ -361,16 +380,18 @@ int lm_op_min(lua_State *L) { return reduce_extreme(L, "min", OP_MIN, 0); }
 int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); }
 int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
 
-/* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile", masked = bool}]) -> {rows =,
- * masked = "auto" | "on" | "off", subgroup = bool} ({} restores "auto"; masked: sum, max and min over
- * rows of any length as masked units, see rows_masked_chosen): reductions over rows take, on a GPU, the tile form for rows
+/* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile", masked = bool, two_dispatches = bool}])
+ * -> {rows =, masked = "auto" | "on" | "off", two_dispatches = bool, subgroup = bool} ({} restores
+ * the defaults; masked: sum, max and min over rows of any length as masked units, see
+ * rows_masked_chosen; two_dispatches: a split reduction's states reduced by a second dispatch
+ * instead of the last workgroup of each column group, see record_reduce): reductions over rows take, on a GPU, the tile form for rows
  * of at most TILE_AUTO_MAX_D, else the subgroup form where the device allows it for sum,
  * mean, max and min and the lanes' shared-memory tree for var ("auto", the default), or
  * one form for all ("lanes"; "subgroup", where allowed, elsewhere the lanes' tree; "tile"
  * wherever it fits, elsewhere as "auto"); `subgroup` says whether this device allows the
  * subgroup form (and so the tile form). */
 int lm_op_reduce_config(lua_State *L) {
-    static const char *const known[] = { "rows", "masked", NULL };
+    static const char *const known[] = { "rows", "masked", "two_dispatches", NULL };
     static const char *const forms[] = { "auto", "lanes", "subgroup", "tile", NULL };
     static const char *const masked[] = { "auto", "on", "off", NULL };
     lm_context *ctx = lm_context_get(L);
@@ -379,12 +400,15 @@ int lm_op_reduce_config(lua_State *L) {
         int m = lm_option_boolean(L, 1, "masked", -1);
         ctx->reduce_rows_form = rows;
         ctx->reduce_masked = m < 0 ? LM_REDUCE_MASKED_AUTO : m ? LM_REDUCE_MASKED_ON : LM_REDUCE_MASKED_OFF;
+        ctx->reduce_two_dispatches = lm_option_boolean(L, 1, "two_dispatches", 0);
     }
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     lua_pushstring(L, forms[ctx->reduce_rows_form]);
     lua_setfield(L, -2, "rows");
     lua_pushstring(L, masked[ctx->reduce_masked]);
     lua_setfield(L, -2, "masked");
+    lua_pushboolean(L, ctx->reduce_two_dispatches);
+    lua_setfield(L, -2, "two_dispatches");
     lua_pushboolean(L, rows_sg_allowed(ctx, 256));
     lua_setfield(L, -2, "subgroup");
     return 1;
