@@ -189,17 +189,25 @@ describe("layer_norm_forward forms", function()
     end)
   end
 
-  -- segment_shuffles (opt-in, untimed): the subgroup form's segments reduce by a butterfly
-  -- of shuffles instead of shared memory
-  it("matches the reference with the subgroup form's segments reduced by shuffles", function()
-    local bad = {}
-    for _, scalar in ipairs { false, true } do
-      local tune = { form = "subgroup", scalar = scalar, segment_shuffles = true }
-      for _, b in ipairs(run_all(tune, SHORT, 5)) do bad[#bad + 1] = b .. " shuffles" end
-      config(37, tune)
-      for _, b in ipairs(nonfinite_mismatches(23, 37, "subgroup shuffles")) do bad[#bad + 1] = b end
-    end
-    assert(#bad == 0, table.concat(bad, "\n"))
+  -- segment_shuffles (the default): the subgroup form's segments reduce by a butterfly of
+  -- shuffles; `false`: through shared memory
+  for _, shuffles in ipairs { true, false } do
+    it(("matches the reference with the subgroup form's segments reduced %s"):format(shuffles and "by shuffles" or "in shared memory"), function()
+      local bad = {}
+      for _, scalar in ipairs { false, true } do
+        local tune = { form = "subgroup", scalar = scalar, segment_shuffles = shuffles }
+        for _, b in ipairs(run_all(tune, SHORT, 5)) do bad[#bad + 1] = b .. (shuffles and " shuffles" or " partials") end
+        config(37, tune)
+        for _, b in ipairs(nonfinite_mismatches(23, 37, "subgroup " .. tostring(shuffles))) do bad[#bad + 1] = b end
+      end
+      assert(#bad == 0, table.concat(bad, "\n"))
+    end)
+  end
+
+  it("takes segment shuffles by default in the subgroup form, and reports them", function()
+    assert.is_true(config(21, { form = "subgroup" }).segment_shuffles)
+    assert.is_false(config(21, { form = "subgroup", segment_shuffles = false }).segment_shuffles)
+    assert.is_nil(config(21, { form = "group" }).segment_shuffles)
   end)
 
   it("takes lean masks by default for float32 and bfloat16, not float16", function()

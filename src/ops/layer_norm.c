@@ -135,7 +135,10 @@ typedef struct ln_tune {
     int no_split2;
     int no_long_split;
     int lean_masks;     /* clamped masked rows: LEAN (common/layer_norm.glsl), an LN_LEAN_* */
-    int segment_shuffles;   /* subgroup form: segments reduce by shuffles (SHUFFLES) */
+    /* Subgroup form: segments of fewer lanes than a subgroup reduce through shared memory
+     * instead of by a butterfly of shuffles (SHUFFLES in common/layer_norm.glsl), which
+     * an H100 ran 0.3-6.9 points of copy faster on rows of 21-79 (session 21). */
+    int segment_partials;
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -813,7 +816,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = "layer_norm_forward", .shader = c.shader,
         .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, lean_spec(&tune, &c, dt),
-                  c.form == LM_LN_SUBGROUP && tune.segment_shuffles },
+                  c.form == LM_LN_SUBGROUP && !tune.segment_partials },
         .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
         .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
@@ -827,7 +830,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
 
 /* tune.layer_norm(D [, tune [, rows [, dtype]]]) -> the plan for `rows` rows of D of
  * dtype (default: many, float32; for a call with weight or bias, not in place):
- * {variant, workgroup, items, vec, masked, vectors, epoch} and rows_per_group, or for the split form parts, records and classes.
+ * {variant, workgroup, items, vec, masked, vectors, epoch} and rows_per_group (the subgroup
+ * form also segment_shuffles), or for the split form parts, records and classes.
  * `tune` ({items_target=, wg=, scalar=, ...}) changes the plan of later calls (for
  * bench/ sweeps and specs); the planners keep whatever it forces valid (a whole number
  * of subgroups per workgroup, no empty part). */
@@ -879,7 +883,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int split2_ok = lm_option_boolean(L, 2, "split2", 1);
         int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
         int lean_masks = lm_option_boolean(L, 2, "lean_masks", -1);
-        int segment_shuffles = lm_option_boolean(L, 2, "segment_shuffles", 0);
+        int segment_shuffles = lm_option_boolean(L, 2, "segment_shuffles", 1);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -904,7 +908,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.no_split2 = !split2_ok;
         tune.no_long_split = !long_split_ok;
         tune.lean_masks = lean_masks < 0 ? LN_LEAN_AUTO : lean_masks ? LN_LEAN_ON : LN_LEAN_OFF;
-        tune.segment_shuffles = segment_shuffles;
+        tune.segment_partials = !segment_shuffles;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
@@ -928,6 +932,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     } else {
         lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     }
+    if (c.form == LM_LN_SUBGROUP) { lua_pushboolean(L, !tune.segment_partials); lua_setfield(L, -2, "segment_shuffles"); }
     if (c.form == LN_FORM_TILE) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
     lua_pushinteger(L, (lua_Integer)ctx->ln_epoch); lua_setfield(L, -2, "epoch");
     return 1;
