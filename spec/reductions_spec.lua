@@ -176,6 +176,34 @@ describe("reductions and softmax over any dimension", function()
     end
   end)
 
+  it("over a dimension of size 1 return x itself and indices of 1, every dtype, NaN and infinities", function()
+    local NAN_ = 0 / 0
+    for _, dt in ipairs { "float32", "float16", "bfloat16" } do
+      for _, case in ipairs { { { 6, 1 }, 2 }, { { 1, 6 }, 1 }, { { 2, 1, 3 }, 2 }, { { 3, 1 }, 2 } } do
+        local shape, dim = case[1], case[2]
+        local n = 1
+        for _, k in ipairs(shape) do n = n * k end
+        local flat = {}
+        for i = 1, n do flat[i] = ({ 1.5, -2.25, NAN_, INF, -INF, -0.0 })[(i - 1) % 6 + 1] end
+        local x = lumus.tensor(ref.nest(flat, shape)):to(dt)
+        local what = ("%s %s dim %d"):format(dt, shape_name(shape), dim)
+        local want = ref.flatten(x:to("float32"):to_table())
+        for _, name in ipairs { "sum", "mean", "max", "min" } do
+          local got = ref.flatten(lumus[name](x, { dim = dim, keepdim = true }):to("float32"):to_table())
+          for i = 1, n do
+            assert(got[i] == want[i] or (got[i] ~= got[i] and want[i] ~= want[i]), ("%s %s [%d]: %s against %s"):format(name, what, i, got[i], want[i]))
+          end
+        end
+        for _, name in ipairs { "max", "min", "argmax", "argmin" } do
+          local a, b = lumus[name](x, { dim = dim })
+          local ones = ref.flatten(ints(b or a))
+          for i = 1, #ones do assert.are.equal(1, ones[i], name .. " " .. what) end
+        end
+        x:free()
+      end
+    end
+  end)
+
   it("follow PyTorch on NaN and infinities, along rows and along columns", function()
     local F = ref.f32
     local rows = {
