@@ -112,11 +112,12 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_SPLIT2_MAX_ITEMS 16u
 /* The automatic split form for rows past the group form's registers (rows >= SMs) gives
  * way to the two-stage split where it would take more than LN_SPLIT_MAX_AUTO_PARTS parts
- * a row: each part waits on all its partners' records, and on the H100 (session 20, % of
- * copy, split -> two-stage) 169 rows of 601015 floats (74 parts) ran at 26.3 against 58.0,
- * while 300 rows of 262144 (32 parts) ran at 77.4 against 66.2 and 4096 of 65536 (8) at
- * 89.6 against 67.6. */
-#define LN_SPLIT_MAX_AUTO_PARTS 64u
+ * a row: each part waits on all its partners' records, and on the H100 (sessions 20-21, %
+ * of copy, split -> two-stage) 608 rows of 397919 floats (49 parts) ran at 37.1 against
+ * 60.0 and 169 rows of 601015 (74) at 26.3 against 58.0, while 300 rows of 262144 (32
+ * parts) ran at 77.8 against 66.9 and 4096 of 65536 (8) at 89.6 against 67.6; between,
+ * 1080 rows of 196917 (25) 59.0 / 59.8, 200 of 150001 (19) 55.1 / 56.7. */
+#define LN_SPLIT_MAX_AUTO_PARTS 32u
 /* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
  * names them after it). */
 enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
