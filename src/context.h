@@ -109,6 +109,7 @@ struct lm_context {
     int reduce_masked;            /* sums over rows of any length as masked units: an
                                    * LM_REDUCE_MASKED_* (tune.reduce) */
     int reduce_two_dispatches;    /* split reductions: finish in a second dispatch (tune.reduce) */
+    uint32_t reduce_groups_per_sm;   /* reductions: split below this many workgroups per SM (0 = default) */
     int ew_hw_half;               /* elementwise float16 packing: 0 device default, 1 hardware, 2 software */
     int ew_fused_fma;             /* elementwise exact products by fma: 0 device default, 1 on, 2 off */
     int linear_path;              /* linear: 0 automatic, 1 the small-model kernel, 2 matmul's (tune.linear) */

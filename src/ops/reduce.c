@@ -91,6 +91,15 @@ static const lm_shader_id rows_tile[4][3] = {
  * 1048576 and 868392). */
 #define MIN_ROWS_PER_THREAD 16
 #define MIN_ROW_BYTES_PER_THREAD 32
+/* On a GPU, rows longer than this split into chunks of at most it however many rows
+ * there are: in a grid just past a round of resident workgroups, a workgroup over a whole
+ * long row leaves the last few running alone for a row's time. On an H100 (session 21, %
+ * of copy, whole rows or the old split -> these chunks) float32 sum over 1080 rows of
+ * 196917 77 -> 91, over 608 of 397919 83 -> 96, max 68 -> 87 and 61 -> 91, float16 +4 to
+ * +7 there; losses: float32 max over 1000 rows of 100000 95 -> 92, and over 169 rows of
+ * 601015 85 -> 70 in 7 chunks, a grid just past one round, which the plan now avoids (6
+ * chunks, as before). */
+#define MAX_CHUNK_BYTES (384u << 10)
 /* States per lane of the second dispatch of a split reduction, at most. */
 #define SECOND_STATES_PER_LANE 8
 #define STATE_IN 1u
@@ -247,7 +256,8 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     lm_col_plan c = lm_plan_cols(ctx, vu, lm_dtype_size(x->dtype) * (load == LOAD_COLS4 ? 4u : 1u), units,
                                  LM_COL_MIN_BYTES_REDUCE, scale);
     uint32_t lanes = c.wg / c.cols;
-    uint64_t want = lm_groups_wanted(ctx);
+    uint64_t want = ctx->reduce_groups_per_sm && ctx->sm_count ? (uint64_t)ctx->sm_count * ctx->reduce_groups_per_sm
+                                                                : lm_groups_wanted(ctx);
     uint64_t splits = 1;
     if (c.groups < want) {
         uint64_t most = v.inner == 1 && (masked || load == LOAD_1)
@@ -260,6 +270,16 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
         uint64_t down = want / c.groups;
         if (down >= 1 && down * c.groups * 8 >= want * 7) splits = down;
         if (splits > most) splits = most ? most : 1;
+    }
+    if (v.inner == 1 && ctx->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) {
+        uint64_t row_bytes = (uint64_t)v.r * lm_dtype_size(x->dtype);
+        uint64_t pieces = (row_bytes + MAX_CHUNK_BYTES - 1) / MAX_CHUNK_BYTES;
+        if (pieces > splits) {
+            splits = pieces;
+            /* ... but not into a grid just past one round (as above) */
+            uint64_t total = c.groups * splits;
+            if (total > want && total * 8 < want * 9 && want / c.groups >= 1) splits = want / c.groups;
+        }
     }
     uint32_t chunk = (uint32_t)(((uint64_t)units + splits - 1) / splits);
     splits = ((uint64_t)units + chunk - 1) / chunk;
@@ -390,17 +410,19 @@ int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); 
 int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
 
 /* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile", masked = bool, two_dispatches = bool}])
- * -> {rows =, masked = "auto" | "on" | "off", two_dispatches = bool, subgroup = bool} ({} restores
- * the defaults; masked: sum, max and min over rows of any length as masked units, see
- * rows_masked_chosen; two_dispatches: a split reduction's states reduced by a second dispatch
- * instead of the last workgroup of each column group, see record_reduce): reductions over rows take, on a GPU, the tile form for rows
+ * -> {rows =, masked = "auto" | "on" | "off", two_dispatches = bool, groups_per_sm = n, subgroup = bool}
+ * ({} restores the defaults; masked: sum, max and min over rows of any length as masked
+ * units, see rows_masked_chosen; two_dispatches: a split reduction's states reduced by a
+ * second dispatch instead of the last workgroup of each column group, see record_reduce;
+ * groups_per_sm: the workgroups per multiprocessor below which r is split, 0 for the
+ * device's default, lm_groups_wanted): reductions over rows take, on a GPU, the tile form for rows
  * of at most TILE_AUTO_MAX_D, else the subgroup form where the device allows it for sum,
  * mean, max and min and the lanes' shared-memory tree for var ("auto", the default), or
  * one form for all ("lanes"; "subgroup", where allowed, elsewhere the lanes' tree; "tile"
  * wherever it fits, elsewhere as "auto"); `subgroup` says whether this device allows the
  * subgroup form (and so the tile form). */
 int lm_op_reduce_config(lua_State *L) {
-    static const char *const known[] = { "rows", "masked", "two_dispatches", NULL };
+    static const char *const known[] = { "rows", "masked", "two_dispatches", "groups_per_sm", NULL };
     static const char *const forms[] = { "auto", "lanes", "subgroup", "tile", NULL };
     static const char *const masked[] = { "auto", "on", "off", NULL };
     lm_context *ctx = lm_context_get(L);
@@ -410,6 +432,9 @@ int lm_op_reduce_config(lua_State *L) {
         ctx->reduce_rows_form = rows;
         ctx->reduce_masked = m < 0 ? LM_REDUCE_MASKED_AUTO : m ? LM_REDUCE_MASKED_ON : LM_REDUCE_MASKED_OFF;
         ctx->reduce_two_dispatches = lm_option_boolean(L, 1, "two_dispatches", 0);
+        lua_Integer gps = lm_option_integer(L, 1, "groups_per_sm", 0);
+        if (gps < 0 || gps > 1024) lm_argerror(L, 1, "groups_per_sm must be in 0..1024, got %I", (LUAI_UACINT)gps);
+        ctx->reduce_groups_per_sm = (uint32_t)gps;
     }
     lua_createtable(L, 0, 4);
     lua_pushstring(L, forms[ctx->reduce_rows_form]);
@@ -418,6 +443,8 @@ int lm_op_reduce_config(lua_State *L) {
     lua_setfield(L, -2, "masked");
     lua_pushboolean(L, ctx->reduce_two_dispatches);
     lua_setfield(L, -2, "two_dispatches");
+    lua_pushinteger(L, ctx->reduce_groups_per_sm);
+    lua_setfield(L, -2, "groups_per_sm");
     lua_pushboolean(L, rows_sg_allowed(ctx, 256));
     lua_setfield(L, -2, "subgroup");
     return 1;
