@@ -3,6 +3,7 @@
  * used by linear.c). The kernel's tiling is described in the shader. */
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "ops.h"
+#include "kept_scratch.h"
 #include "../storage.h"
 #include <lauxlib.h>
 #include <string.h>
@@ -330,15 +331,8 @@ static int split_parts(lua_State *L, lm_context *ctx, const int64_t shape[3], lm
         return 1;
     }
     VkDeviceSize bytes = (VkDeviceSize)shape[0] * (VkDeviceSize)shape[1] * (VkDeviceSize)shape[2] * 4u;
-    lm_storage *st = ctx->scratch[LM_SCRATCH_MATMUL_SPLIT];
-    if (!st || st->bytes < bytes) {
-        VkDeviceSize want = 4096;
-        while (want < bytes && want <= ((VkDeviceSize)-1) / 2) want *= 2;
-        if (want < bytes || want > ctx->mem.max_single) want = bytes;
-        lm_storage_new(L, ctx, want, NULL);
-        lm_context_set_scratch(L, ctx, LM_SCRATCH_MATMUL_SPLIT);   /* releases the old one */
-        st = ctx->scratch[LM_SCRATCH_MATMUL_SPLIT];
-    }
+    int made;
+    lm_storage *st = lm_kept_scratch(L, ctx, LM_SCRATCH_MATMUL_SPLIT, bytes, 4096, &made);
     *view = (lm_tensor){ .storage = st, .dtype = LM_FLOAT32, .ndim = 3,
                          .shape = { shape[0], shape[1], shape[2] },
                          .strides = { shape[1] * shape[2], shape[2], 1 },

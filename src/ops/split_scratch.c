@@ -7,7 +7,7 @@
  * doubt. */
 #include "ops.h"
 #include "split_scratch.h"
-#include "../storage.h"
+#include "kept_scratch.h"
 
 #define SCRATCH_RECORD_BYTES 64u
 
@@ -19,21 +19,9 @@ static void zero(lua_State *L, lm_context *ctx, lm_tensor *view) {
 }
 
 void lm_split_scratch_begin(lua_State *L, lm_context *ctx, uint64_t records, lm_split_call *call) {
-    VkDeviceSize bytes = (VkDeviceSize)SCRATCH_RECORD_BYTES * (records + 1u);
-    int fresh = 0;
-    lm_storage *scratch = ctx->scratch[LM_SCRATCH_SPLIT_LN];
-    if (!scratch || scratch->bytes < bytes) {
-        /* Grown to a power of two, so rows creeping up do not reallocate each call. */
-        VkDeviceSize want = SCRATCH_RECORD_BYTES;
-        while (want < bytes && want <= ((VkDeviceSize)-1) / 2) want *= 2;
-        if (want < bytes) want = bytes;
-        /* The allocation may run finalizers, even a nested call that replaces the
-         * scratch: the context's fields are read again after it. */
-        lm_storage_new(L, ctx, want, NULL);
-        lm_context_set_scratch(L, ctx, LM_SCRATCH_SPLIT_LN);   /* releases the old one */
-        scratch = ctx->scratch[LM_SCRATCH_SPLIT_LN];
-        fresh = 1;
-    }
+    int fresh;
+    lm_storage *scratch = lm_kept_scratch(L, ctx, LM_SCRATCH_SPLIT_LN, (VkDeviceSize)SCRATCH_RECORD_BYTES * (records + 1u),
+                                          SCRATCH_RECORD_BYTES, &fresh);
     lm_tensor *v = &call->view;
     *v = (lm_tensor){ .storage = scratch, .dtype = LM_FLOAT32, .ndim = 1 };
     v->numel = v->shape[0] = (int64_t)(scratch->bytes / 4u);
