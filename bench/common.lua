@@ -311,6 +311,15 @@ function M.markdown_table(header, rows, align)
 end
 
 -- One line describing the device, for headers and chart titles.
+-- Writes a CSV file: the header line, then each row's first fields through string.format's
+-- `fmt` (one line, no newline).
+function M.write_csv(path, header, fmt, rows)
+  local f = assert(io.open(path, "w"))
+  f:write(header, "\n")
+  for _, r in ipairs(rows) do f:write(fmt:format(unpack(r)), "\n") end
+  f:close()
+end
+
 function M.device_line(lumus)
   local ok, d = pcall(lumus.device)
   if not ok or type(d) ~= "table" then return "unknown device", {} end

@@ -388,11 +388,7 @@ end)
 if not ok then print(("\nfloat16 not run: %s"):format(tostring(err))) end
 
 if csv_path then
-  local f = assert(io.open(csv_path, "w"))
-  f:write("dtype,decode_tokens_per_s,prefill512_ms,generate64_s,decode_id_per_step_tokens_per_s,decode_eager_tokens_per_s,prefill512_last_ms\n")
-  for _, r in ipairs(rows) do
-    f:write(("%s,%.3f,%.4f,%.4f,%.3f,%.3f,%.4f\n"):format(r[1], r[2], r[3], r[4], r[5], r[6], r[7]))
-  end
-  f:close()
+  common.write_csv(csv_path, "dtype,decode_tokens_per_s,prefill512_ms,generate64_s,decode_id_per_step_tokens_per_s,"
+    .. "decode_eager_tokens_per_s,prefill512_last_ms", "%s,%.3f,%.4f,%.4f,%.3f,%.3f,%.4f", rows)
 end
 if failed then os.exit(1) end

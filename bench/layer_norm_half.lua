@@ -96,10 +96,5 @@ for _, dt in ipairs(dtypes) do
   end
 end
 if args.csv then
-  local f = assert(io.open(args.csv, "w"))
-  f:write("dtype,d,rows,form,plan,ln_s,copy_s\n")
-  for _, r in ipairs(rows_out) do
-    f:write(("%s,%d,%d,%s,%s,%.9f,%.9f\n"):format(r[1], r[2], r[3], r[4], r[5], r[6], r[7]))
-  end
-  f:close()
+  common.write_csv(args.csv, "dtype,d,rows,form,plan,ln_s,copy_s", "%s,%d,%d,%s,%s,%.9f,%.9f", rows_out)
 end

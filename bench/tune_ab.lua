@@ -119,10 +119,5 @@ for _, dtype in ipairs(dtypes) do
 end
 print(common.markdown_table(header, rows_out, { "l", "l" }))
 if args.csv then
-  local f = assert(io.open(args.csv, "w"))
-  f:write("dtype,rows,d,tune,plan,op_s,copy_s\n")
-  for _, r in ipairs(csv_rows) do
-    f:write(("%s,%d,%d,\"%s\",%s,%.9f,%.9f\n"):format(r[1], r[2], r[3], r[4], r[5], r[6], r[7]))
-  end
-  f:close()
+  common.write_csv(args.csv, "dtype,rows,d,tune,plan,op_s,copy_s", '%s,%d,%d,"%s",%s,%.9f,%.9f', csv_rows)
 end

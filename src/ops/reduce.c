@@ -409,7 +409,8 @@ int lm_op_min(lua_State *L) { return reduce_extreme(L, "min", OP_MIN, 0); }
 int lm_op_argmax(lua_State *L) { return reduce_extreme(L, "argmax", OP_MAX, 1); }
 int lm_op_argmin(lua_State *L) { return reduce_extreme(L, "argmin", OP_MIN, 1); }
 
-/* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile", masked = bool, two_dispatches = bool}])
+/* tune.reduce([{rows = "auto" | "lanes" | "subgroup" | "tile", masked = bool, two_dispatches = bool,
+ *               groups_per_sm = n}])
  * -> {rows =, masked = "auto" | "on" | "off", two_dispatches = bool, groups_per_sm = n, subgroup = bool}
  * ({} restores the defaults; masked: sum, max and min over rows of any length as masked
  * units, see rows_masked_chosen; two_dispatches: a split reduction's states reduced by a
@@ -436,7 +437,7 @@ int lm_op_reduce_config(lua_State *L) {
         if (gps < 0 || gps > 1024) lm_argerror(L, 1, "groups_per_sm must be in 0..1024, got %I", (LUAI_UACINT)gps);
         ctx->reduce_groups_per_sm = (uint32_t)gps;
     }
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     lua_pushstring(L, forms[ctx->reduce_rows_form]);
     lua_setfield(L, -2, "rows");
     lua_pushstring(L, masked[ctx->reduce_masked]);
