@@ -39,6 +39,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #endif
 #include "common/layer_norm.glsl"
+#include "common/layer_norm_slices.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer SharedWords { uint v[]; };
 #if TAGGED_RECORDS
@@ -49,42 +50,6 @@ shared uint job_slot;
 shared vec3 records[PARTS];     // (shift, mean offset, M2) of each part
 shared bool partners_missing;
 shared bool record_missing[PARTS];   // partner k had not published in time
-
-// A slice's record (shift, mean offset, M2), two-pass: shift = the slice's float32
-// mean. A part computes its own record from its vectors in registers; a part whose
-// partner has not published takes the partner's record from memory, reading the slice
-// twice (no second register array, which would cost every call occupancy). Both are
-// the same arithmetic on the same values in the same order (`precise`: no contraction
-// or reassociation that could differ between them), so a record is a function of the
-// slice alone and every part of a row combines identical records, whoever computed
-// them: the row's statistics, and whether they overflow and must be rescaled, are the
-// same in all its parts. X(i, idx) is the slice's vector idx, held as item i.
-#define SLICE_RECORD(X)                                                                  \
-    float count = slice_count(row, first, end);   /* 0 only past ANY_D's row end */      \
-    precise float s = 0.0;                                                               \
-    for (uint i = 0; i < ITEMS; ++i) {                                                   \
-        uint idx = first + gl_LocalInvocationID.x + i * WG;                              \
-        precise VT xi = idx < end ? X(i, idx) : VT(0.0);                                 \
-        s += hsum(xi);                                                                   \
-    }                                                                                    \
-    precise float total = group_sum(vec2(s, 0.0)).x;                                     \
-    precise float shift = count > 0.0 ? total / count : 0.0;                             \
-    precise vec2 q = vec2(0.0);                                                          \
-    for (uint i = 0; i < ITEMS; ++i) {                                                   \
-        uint idx = first + gl_LocalInvocationID.x + i * WG;                              \
-        precise VT r = idx < end ? ln_keep(row, idx, X(i, idx) - shift) : VT(0.0);       \
-        q += vec2(hsum(r), hsum(r * r));                                                 \
-    }                                                                                    \
-    q = group_sum(q);                                                                    \
-    precise float offset = count > 0.0 ? q.x / count : 0.0;   /* mean = shift + offset */ \
-    precise float m2 = q.y - q.x * offset;                    /* squared deviations */   \
-    /* not max(m2, 0.0): max may turn an overflow's NaN into 0, hiding it from rescale */ \
-    return vec3(shift, offset, m2 < 0.0 ? 0.0 : m2);
-
-#define X_REGS(i, idx) v[i]
-vec3 slice_record(VT v[ITEMS], uint row, uint first, uint end) { SLICE_RECORD(X_REGS) }
-#define X_MEM(i, idx) ln_load(p.x, row, idx)
-vec3 slice_record_from_memory(uint row, uint first, uint end) { SLICE_RECORD(X_MEM) }
 
 // Classes (p.classes > 1): a row's parts are dealt to `classes` classes (part k to
 // class k % classes), and a workgroup takes its jobs from the class of the

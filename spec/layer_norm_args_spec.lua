@@ -117,6 +117,7 @@ describe("tune.layer_norm options", function()
       { stream = true, wg = 32 }, { subgroup_items = 8 }, { form = "row" }, { form = "group" },
       { form = "subgroup" }, { form = "stream" }, { form = "auto" }, { epoch = before.epoch },
       { records = "tagged", tickets = true, stream = false },
+      { form = "split2", pipelined = false, lag = 5 }, { form = "split2", lag = 100 },
     } do
       assert.is_table(config(4096, t))
       config(4096, {})
@@ -144,6 +145,9 @@ describe("tune.layer_norm options", function()
       { { wg = 48 }, "wg must be a power of two up to 1024 %(0: default%), got 48" },
       { { epoch = 2 ^ 32 }, "epoch must be in %d+..2%^32%-1" },
       { { wg = 64, parts = "2" }, "parts must be an integer, got string" },
+      { { lag = -1 }, "lag must be in 0..1048576 %(0: automatic%), got %-1" },
+      { { lag = 2 ^ 21 }, "lag must be in 0..1048576 %(0: automatic%), got 2097152" },
+      { { pipelined = 1 }, "pipelined must be a boolean, got number" },
     } do
       expect_tune("bad argument #2 to 'lumus%.tune%.layer_norm' %(" .. bad[2], 3000, bad[1])
       assert.are.same(before, config(3000))

@@ -12,6 +12,7 @@
 -- 1e-5 * max(1, |ref|), invstd within 1e-4 relative.
 local lumus = require "lumus"
 local ref = require "lumus.reference"
+local compat = require "lumus.compat"
 
 local Y_MAX, INVSTD_REL = 1e-4, 1e-4   -- as spec/support/layer_norm_check.lua
 local NAN = 0 / 0
@@ -167,6 +168,85 @@ describe("layer_norm_forward forms", function()
       end
     end
     assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  -- The two-stage split in one dispatch (pipelined: each workgroup publishes one slice's
+  -- record and normalizes the slice `lag` tickets behind, where the device has 64-bit
+  -- atomics; lavapipe has) against its two dispatches: the same records combined the same
+  -- way, so the same bits, whatever the lag, the spin limit (0: a record not yet
+  -- published is computed from x by the waiting slice) or the dtype, rows of NaN, inf and
+  -- huge values included.
+  it("pipelines the two-stage split in one dispatch with the two dispatches' results, bit for bit", function()
+    if not lumus.device().int64_atomics then pending("no 64-bit atomics: the two-stage split takes two dispatches"); return end
+    local bad = {}
+    local function bytes_of(rows, d, dtype, tune, seed)
+      config(d, tune)
+      local rng = ref.rng(seed)
+      local xt = ref.random_table({ rows, d }, function() return 1000 + 3 * rng.normal() end)
+      xt[1][d] = NAN
+      if rows > 2 then xt[3][1] = 1e30 end
+      if rows > 3 then xt[4][2] = INF end
+      lumus.manual_seed(seed)
+      local x, w, b = lumus.tensor(xt), lumus.randn({ d }), lumus.randn({ d })
+      if dtype ~= "float32" then x, w, b = x:to(dtype), w:to(dtype), b:to(dtype) end
+      local y, m, r = lumus.layer_norm_forward(x, w, b, 1e-5)
+      local out = { y:to_bytes(), m:to_bytes(), r:to_bytes() }
+      for _, t in ipairs { x, w, b, y, m, r } do t:free() end
+      return out
+    end
+    for _, sh in ipairs { { 3, 70001 }, { 5, 4099 }, { 1, 9 }, { 7, 1031 }, { 2, 8192 } } do
+      local rows, d = sh[1], sh[2]
+      for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+        local two = bytes_of(rows, d, dtype, { form = "split2", scalar = false, pipelined = false }, d)
+        for _, tune in ipairs { { lag = 0 }, { lag = 1 }, { lag = 100000 }, { spin_limit = 0, lag = 1 }, { parts = 3 } } do
+          tune.form, tune.scalar = "split2", false
+          local c = config(d, tune, rows, dtype)
+          local parts = c.parts
+          if tune.parts then
+            two = bytes_of(rows, d, dtype, { form = "split2", scalar = false, pipelined = false, parts = 3 }, d)
+          end
+          assert.is_true(c.lag >= parts)
+          local one = bytes_of(rows, d, dtype, tune, d)
+          for k, what in ipairs { "y", "mean", "invstd" } do
+            if one[k] ~= two[k] then
+              bad[#bad + 1] = ("%dx%d %s lag=%s spin_limit=%s parts=%d: %s differs"):format(rows, d, dtype,
+                tostring(tune.lag), tostring(tune.spin_limit), parts, what)
+            end
+          end
+        end
+      end
+    end
+    config(1, {})
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("counts the pipelined split's tickets: one per slice and one per lag step", function()
+    if not lumus.device().int64_atomics then pending("no 64-bit atomics"); return end
+    collectgarbage(); lumus.synchronize()
+    local before = lumus.memory().in_use
+    local c = config(5000, { form = "split2", parts = 4, lag = 9, return_scratch = true }, 3)
+    assert.are.same({ 4, 9 }, { c.parts, c.lag })
+    local ok, err = pcall(function()
+      local x = lumus.randn({ 3, 5000 })
+      local y, m, r, scratch = lumus.layer_norm_forward(x)
+      local tickets, fallbacks = compat.unpack(compat.unpack_bytes("u32", scratch:to_bytes(1, 2), 1, 2))
+      assert.are.equal(3 * 4 + 9, tickets)
+      assert.is_true(fallbacks <= 3 * 4 * 4)   -- at most every slice's every partner
+      for _, t in ipairs { x, y, m, r, scratch } do t:free() end
+    end)
+    config(5000, {})
+    if not ok then error(err, 0) end
+    lumus.synchronize(); collectgarbage()
+    assert.are.equal(before, lumus.memory().in_use)
+    -- two dispatches where asked for, and under a capture (replays cannot give a kept
+    -- scratch new epochs)
+    assert.are.equal(0, config(5000, { form = "split2", pipelined = false }, 3).lag)
+    assert.is_true(config(5000, { form = "split2" }, 3).lag > 0)
+    local x = lumus.randn({ 3, 5000 })
+    local eager = lumus.layer_norm_forward(x):to_bytes()
+    local g, y = lumus.capture(function() return lumus.layer_norm_forward(x) end)
+    assert.are.equal(eager, g:replay():to_bytes())
+    config(5000, {})
   end)
 
   -- lean masks (float32's default on masked rows): only a row's shared first and last

@@ -86,6 +86,7 @@ layout(push_constant) uniform Params {
     uint classes;       // split form: > 1: parts picked by multiprocessor class
     uint class_jobs;    // split form: jobs per class (rows * parts / classes)
     uint launched;      // split form: workgroups in the grid
+    uint lag;           // pipelined two-stage split: tickets between a slice's record and its normalizing
 } p;
 
 const uint WG = gl_WorkGroupSize.x;

@@ -116,8 +116,22 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
  * of copy, split -> two-stage) 608 rows of 397919 floats (49 parts) ran at 37.1 against
  * 60.0 and 169 rows of 601015 (74) at 26.3 against 58.0, while 300 rows of 262144 (32
  * parts) ran at 77.8 against 66.9 and 4096 of 65536 (8) at 89.6 against 67.6; between,
- * 1080 rows of 196917 (25) 59.0 / 59.8, 200 of 150001 (19) 55.1 / 56.7. */
+ * 1080 rows of 196917 (25) 59.0 / 59.8, 200 of 150001 (19) 55.1 / 56.7. Pipelined in one
+ * dispatch (with 64-bit atomics), the two-stage split takes over past
+ * LN_SPLIT_MAX_PIPE_PARTS parts (H100, session 22, split -> pipelined with a lag of 200:
+ * 4096 of 65536 (8 parts) 91.0 / 85.2, 1378 of 62748 (8) 79.7 / 83.2, 170 of 110591 (14)
+ * 54.2 / 58.7, 300 of 262144 (32) 77.6 / 81.1). */
 #define LN_SPLIT_MAX_AUTO_PARTS 32u
+#define LN_SPLIT_MAX_PIPE_PARTS 8u
+/* The two-stage split pipelined in one dispatch (STAGE 0 of layer_norm_split2.comp):
+ * a slice is normalized `lag` tickets after its record, lag = parts + LN_PIPE_WAVES
+ * workgroups per multiprocessor but at most LN_PIPE_LAG_BYTES of slices apart, so that
+ * the second read of a slice still finds it in L2. On an H100 (session 22, % of copy,
+ * float32 slices of 16 KiB) a lag of 200 ran 4096 rows of 65536 at 85.2, one of 1500 at
+ * 67.0 and the first rule (parts + 528) at 68.5, as did two dispatches (68.0). */
+#define LN_PIPE_WAVES 4u
+#define LN_PIPE_LAG_BYTES (3ull << 20)
+#define LN_MAX_LAG (1u << 20)   /* the tuning hook's bound: a lag is a count of workgroups */
 /* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
  * names them after it). */
 enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
@@ -140,6 +154,8 @@ typedef struct ln_tune {
      * instead of by a butterfly of shuffles (SHUFFLES in common/layer_norm.glsl), which
      * an H100 ran 0.3-6.9 points of copy faster on rows of 21-79 (session 21). */
     int segment_partials;
+    int split2_dispatches;   /* two-stage split: two dispatches even where one can pipeline it */
+    uint32_t lag;            /* pipelined two-stage split: tickets from record to normalizing (0: auto) */
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -194,6 +210,8 @@ typedef struct ln_plan {
     uint32_t classes;           /* split form: SM classes (1: tickets) */
     uint32_t seg;               /* tile form: lanes per row */
     int tagged_records;         /* split form: 64-bit tagged record words */
+    uint32_t lag;               /* two-stage split: pipelined in one dispatch with this lag
+                                 * (tickets, >= parts), or 0: two dispatches */
     int full_subgroups;         /* the pipeline needs whole subgroups (subgroup form) */
     const char *variant;        /* the form's name, for the tuning hook */
 } ln_plan;
@@ -315,6 +333,26 @@ static ln_plan plan_tile(const lm_context *ctx, const ln_shape *s, lm_dtype dt) 
     return c;
 }
 
+/* The lag of a pipelined two-stage split for `rows` rows of plan c (elements of
+ * `elem_bytes`), or 0 where it takes two dispatches: asked for, no 64-bit atomics for
+ * its tagged records, a capture (whose replays cannot advance the scratch's epoch), or
+ * tickets past 32 bits. */
+static uint32_t split2_lag(const lm_context *ctx, const ln_tune *t, const ln_plan *c, uint64_t rows,
+                           uint32_t elem_bytes) {
+    if (t->split2_dispatches || !ctx->int64_atomics || ctx->stream.recording) return 0;
+    uint64_t lag = t->lag;
+    if (!lag) {
+        uint64_t slice_bytes = (uint64_t)c->wg * c->items * c->vec * elem_bytes;
+        uint64_t fit = LN_PIPE_LAG_BYTES / slice_bytes;
+        lag = (uint64_t)(ctx->sm_count ? ctx->sm_count : LN_GUESS_SMS) * LN_PIPE_WAVES;
+        if (lag > fit) lag = fit;
+        lag += c->parts;
+    }
+    if (lag < c->parts) lag = c->parts;   /* every record a slice waits for has an earlier ticket */
+    if (rows * c->parts + lag > 0xffffffffu) return 0;
+    return (uint32_t)lag;
+}
+
 /* Two-stage split form: `parts` slices per row of at most wg x items vectors. */
 static ln_plan plan_split2(const lm_context *ctx, const ln_shape *s) {
     ln_plan c = { .form = LN_FORM_SPLIT2, .vec = s->vec, .masked = s->masked, .clamped = s->masked, .n = s->n,
@@ -336,21 +374,24 @@ static ln_plan plan_split2(const lm_context *ctx, const ln_shape *s) {
     return c;
 }
 
-/* Stage 2's build of stage 1's shader. */
-static lm_shader_id split2_apply(lm_shader_id stats) {
-    static const lm_shader_id pairs[][2] = {
-        { LM_SH_LN_SPLIT2_STATS_VEC4, LM_SH_LN_SPLIT2_APPLY_VEC4 },
-        { LM_SH_LN_SPLIT2_STATS_CLAMP, LM_SH_LN_SPLIT2_APPLY_CLAMP },
-        { LM_SH_LN_SPLIT2_STATS_F16_VEC4, LM_SH_LN_SPLIT2_APPLY_F16_VEC4 },
-        { LM_SH_LN_SPLIT2_STATS_F16_CLAMP, LM_SH_LN_SPLIT2_APPLY_F16_CLAMP },
-        { LM_SH_LN_SPLIT2_STATS_F16_VEC1, LM_SH_LN_SPLIT2_APPLY_F16_VEC1 },
-        { LM_SH_LN_SPLIT2_STATS_BF16_VEC4, LM_SH_LN_SPLIT2_APPLY_BF16_VEC4 },
-        { LM_SH_LN_SPLIT2_STATS_BF16_CLAMP, LM_SH_LN_SPLIT2_APPLY_BF16_CLAMP },
-        { LM_SH_LN_SPLIT2_STATS_BF16_VEC1, LM_SH_LN_SPLIT2_APPLY_BF16_VEC1 },
+/* Another build of stage 1's shader (`stats`): SPLIT2_APPLY (stage 2) or SPLIT2_PIPELINED
+ * (both stages in one dispatch). */
+enum { SPLIT2_APPLY = 1, SPLIT2_PIPELINED = 2 };
+static lm_shader_id split2_build(lm_shader_id stats, int which) {
+    static const lm_shader_id builds[][3] = {
+        { LM_SH_LN_SPLIT2_STATS_VEC4, LM_SH_LN_SPLIT2_APPLY_VEC4, LM_SH_LN_SPLIT2_PIPE_VEC4 },
+        { LM_SH_LN_SPLIT2_STATS_CLAMP, LM_SH_LN_SPLIT2_APPLY_CLAMP, LM_SH_LN_SPLIT2_PIPE_CLAMP },
+        { LM_SH_LN_SPLIT2_STATS_VEC1, LM_SH_LN_SPLIT2_APPLY_VEC1, LM_SH_LN_SPLIT2_PIPE_VEC1 },
+        { LM_SH_LN_SPLIT2_STATS_F16_VEC4, LM_SH_LN_SPLIT2_APPLY_F16_VEC4, LM_SH_LN_SPLIT2_PIPE_F16_VEC4 },
+        { LM_SH_LN_SPLIT2_STATS_F16_CLAMP, LM_SH_LN_SPLIT2_APPLY_F16_CLAMP, LM_SH_LN_SPLIT2_PIPE_F16_CLAMP },
+        { LM_SH_LN_SPLIT2_STATS_F16_VEC1, LM_SH_LN_SPLIT2_APPLY_F16_VEC1, LM_SH_LN_SPLIT2_PIPE_F16_VEC1 },
+        { LM_SH_LN_SPLIT2_STATS_BF16_VEC4, LM_SH_LN_SPLIT2_APPLY_BF16_VEC4, LM_SH_LN_SPLIT2_PIPE_BF16_VEC4 },
+        { LM_SH_LN_SPLIT2_STATS_BF16_CLAMP, LM_SH_LN_SPLIT2_APPLY_BF16_CLAMP, LM_SH_LN_SPLIT2_PIPE_BF16_CLAMP },
+        { LM_SH_LN_SPLIT2_STATS_BF16_VEC1, LM_SH_LN_SPLIT2_APPLY_BF16_VEC1, LM_SH_LN_SPLIT2_PIPE_BF16_VEC1 },
     };
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        if (pairs[i][0] == stats) return pairs[i][1];
-    return LM_SH_LN_SPLIT2_APPLY_VEC1;
+    size_t i = 0;
+    while (i + 1 < sizeof builds / sizeof builds[0] && builds[i][0] != stats) i++;
+    return builds[i][which];
 }
 
 /* Whether the automatic plan takes the two-stage split: where the split form would
@@ -610,7 +651,8 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
     case LM_LN_GROUP: return plan_group(ctx, &s);
     case LM_LN_SPLIT: {
         ln_plan c = plan_split(ctx, &s, affine);
-        if (c.form == LM_LN_SPLIT && c.parts > LN_SPLIT_MAX_AUTO_PARTS && ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts &&
+        uint32_t most = ctx->int64_atomics && !t->split2_dispatches ? LN_SPLIT_MAX_PIPE_PARTS : LN_SPLIT_MAX_AUTO_PARTS;
+        if (c.form == LM_LN_SPLIT && c.parts > most && ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts &&
             !t->no_split2 && !s.cpu)
             return plan_split2(ctx, &s);
         return c;
@@ -729,14 +771,13 @@ int lm_op_layer_norm_forward(lua_State *L) {
     int in_place = lm_tensors_overlap(x, y);
     ln_tune tune = get_tune(L);
     ln_plan c = half ? plan_half(ctx, &tune, d, (uint32_t)rows, dt, in_place) : plan(ctx, &tune, d, (uint32_t)rows, in_place, w || b);
-    int split = c.form == LM_LN_SPLIT;
     struct {
         uint64_t x, y, weight, bias, mean, invstd;
         uint32_t rows, n, d;
         float eps;
         uint32_t groups_x, pad;
         uint64_t scratch;
-        uint32_t chunk, spin_limit, tickets, epoch, ticket_base, classes, class_jobs, launched;
+        uint32_t chunk, spin_limit, tickets, epoch, ticket_base, classes, class_jobs, launched, lag;
     } pc = {
         .x = lm_tensor_address(x), .y = lm_tensor_address(y),
         .weight = w ? lm_tensor_address(w) : 0, .bias = b ? lm_tensor_address(b) : 0,
@@ -747,7 +788,9 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (c.form == LN_FORM_SPLIT2 && (uint64_t)rows * c.parts > 0xffffffffu)
         c = half ? plan_half(ctx, &tune, d, (uint32_t)rows, dt, 1)   /* jobs are counted in 32 bits */
                  : plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);
-    if (c.form == LN_FORM_SPLIT2) {
+    /* The two-stage split in one dispatch takes the split form's scratch and tickets. */
+    uint32_t lag = c.form == LN_FORM_SPLIT2 ? split2_lag(ctx, &tune, &c, (uint64_t)rows, lm_dtype_size(dt)) : 0;
+    if (c.form == LN_FORM_SPLIT2 && !lag) {
         /* Stage 1's records (4 floats per slice) in a scratch of this call (slot 9). */
         int64_t words = (int64_t)(4u * (uint64_t)rows * c.parts);
         lm_tensor *records = lm_push_tensor(L, ctx, 1, &words);
@@ -768,7 +811,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
             .reads = { x }, .writes = { records }, .any_dtype = half,
         });
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = split2_apply(c.shader), .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c, dt) },
+            .op = "layer_norm_forward", .shader = split2_build(c.shader, SPLIT2_APPLY), .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c, dt) },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x, w, b, records }, .writes = { y, mean, invstd }, .any_dtype = half,
         });
@@ -777,7 +820,9 @@ int lm_op_layer_norm_forward(lua_State *L) {
         lua_settop(L, 8);
         return 3;
     }
-    uint64_t groups = split ? (uint64_t)rows * c.parts
+    int split = c.form == LM_LN_SPLIT || lag;
+    if (lag) c.shader = split2_build(c.shader, SPLIT2_PIPELINED);
+    uint64_t groups = split ? (uint64_t)rows * c.parts + lag
                             : ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
     /* The split form's jobs are counted in 32 bits: more rows take another form. */
     if (split && groups > 0xffffffffu) {
@@ -806,8 +851,9 @@ int lm_op_layer_norm_forward(lua_State *L) {
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
         if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / 2)
             pc.spin_limit = LN_CPU_LOOP_BUDGET / 2;
-        pc.tickets = !ctx->ln_no_tickets;
+        pc.tickets = !ctx->ln_no_tickets || lag;   /* the pipelined split always takes tickets */
         pc.launched = (uint32_t)launched;
+        pc.lag = lag;
         if (c.classes > 1 && launched <= 0xffffffffu) {   /* the shader counts them in 32 bits */
             pc.classes = c.classes;
             pc.class_jobs = (uint32_t)(groups / c.classes);
@@ -839,7 +885,8 @@ int lm_op_layer_norm_forward(lua_State *L) {
 int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
-                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", "segment_shuffles", NULL };
+                                         "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", "segment_shuffles",
+                                         "pipelined", "lag", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -885,6 +932,9 @@ int lm_op_layer_norm_config(lua_State *L) {
         int long_split_ok = lm_option_boolean(L, 2, "long_split", 1);
         int lean_masks = lm_option_boolean(L, 2, "lean_masks", -1);
         int segment_shuffles = lm_option_boolean(L, 2, "segment_shuffles", 1);
+        int pipelined = lm_option_boolean(L, 2, "pipelined", 1);
+        lua_Integer lag = lm_option_integer(L, 2, "lag", 0);
+        if (lag < 0 || lag > LN_MAX_LAG) lm_argerror(L, 2, "lag must be in 0..%d (0: automatic), got %I", (int)LN_MAX_LAG, (LUAI_UACINT)lag);
         /* The split scratch's epoch may only move forward: a tag from the past could
          * match a record an earlier call left. (Specs move it to the wrap.) */
         lua_Integer epoch = lm_option_integer(L, 2, "epoch", (lua_Integer)ctx->ln_epoch);
@@ -910,6 +960,8 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.no_long_split = !long_split_ok;
         tune.lean_masks = lean_masks < 0 ? LN_LEAN_AUTO : lean_masks ? LN_LEAN_ON : LN_LEAN_OFF;
         tune.segment_partials = !segment_shuffles;
+        tune.split2_dispatches = !pipelined;
+        tune.lag = (uint32_t)lag;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
@@ -925,6 +977,8 @@ int lm_op_layer_norm_config(lua_State *L) {
     lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
     if (c.form == LN_FORM_SPLIT2) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
+        lua_pushinteger(L, split2_lag(ctx, &tune, &c, (uint64_t)rows, lm_dtype_size(dt)));
+        lua_setfield(L, -2, "lag");
     } else if (c.form == LM_LN_SPLIT) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
         lua_pushstring(L, c.tagged_records ? "tagged" : "fenced");
