@@ -118,9 +118,10 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
  * parts) ran at 77.8 against 66.9 and 4096 of 65536 (8) at 89.6 against 67.6; between,
  * 1080 rows of 196917 (25) 59.0 / 59.8, 200 of 150001 (19) 55.1 / 56.7. Pipelined in one
  * dispatch (with 64-bit atomics), the two-stage split takes over past
- * LN_SPLIT_MAX_PIPE_PARTS parts (H100, session 22, split -> pipelined with a lag of 200:
- * 4096 of 65536 (8 parts) 91.0 / 85.2, 1378 of 62748 (8) 79.7 / 83.2, 170 of 110591 (14)
- * 54.2 / 58.7, 300 of 262144 (32) 77.6 / 81.1). */
+ * LN_SPLIT_MAX_PIPE_PARTS parts (H100, session 22, % of copy, split -> pipelined:
+ * 4096 rows of 65536 (8 parts) 91.0 / 84.6 stay split; past 8: 170 of 110591 (14) 53.8
+ * / 58.0, 300 of 262144 (32) 78.0 / 78.5, 1080 of 196917 (25) 58.7 / 60.2, but 2050 of
+ * 110459 (14) 63.4 / 60.9 and 1552 of 140539 (18) 61.2 / 60.2). */
 #define LN_SPLIT_MAX_AUTO_PARTS 32u
 #define LN_SPLIT_MAX_PIPE_PARTS 8u
 /* The two-stage split pipelined in one dispatch (STAGE 0 of layer_norm_split2.comp):
