@@ -225,9 +225,9 @@ static void record_reduce(lua_State *L, const char *op, int kind, lm_tensor *x, 
     lm_context *ctx = x->storage->ctx;
     /* Over a dimension of 1, sum, mean, max and min are x itself and the indices all 1: a
      * copy (x plain, y of its dtype and element count) at copy speed, where the tile form
-     * ran at 60-65% of it on an H100 (session 21). (Whole 4-byte words only: a copy of a
-     * byte tail needs 8-bit storage, which the kernels do not.) */
-    if (v.r == 1 && kind != OP_VAR && lm_tensor_bytes(x) % 4u == 0) {
+     * ran at 60-65% of it on an H100 (session 21). (A copy of a byte tail needs 8-bit
+     * storage, which the reduction kernels do not: whole 4-byte words only without it.) */
+    if (v.r == 1 && kind != OP_VAR && (lm_tensor_bytes(x) % 4u == 0 || ctx->narrow_storage)) {
         if (y) lm_record_copy(L, x, y);
         if (idx) lm_record_fill(L, idx, 1.0f);
         return;
