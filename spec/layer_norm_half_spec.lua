@@ -73,6 +73,18 @@ describe("layer_norm_forward on float16 and bfloat16", function()
       end
     end)
 
+    it(dt .. ": the group form's short aligned rows at 3-4 vectors per thread (GPUs' default)", function()
+      finally(function() lumus.tune.layer_norm(1, {}) end)
+      for _, shape in ipairs({ { 5, 768 }, { 3, 872 }, { 4, 1024 }, { 3, 516 } }) do
+        lumus.tune.layer_norm(shape[2], { form = "group", items_target = 4 })
+        local c = lumus.tune.layer_norm(shape[2], nil, shape[1], dt)
+        assert.equal("group", c.variant)
+        assert.is_true(c.items >= 3 and c.items <= 4, "items " .. c.items)
+        check(dt, shape[1], shape[2], { affine = true })
+        check(dt, shape[1], shape[2], { affine = true, in_place = true })
+      end
+    end)
+
     it(dt .. ": masked 4-element vectors over D % 4 ~= 0 (automatic on GPUs) in every form", function()
       finally(function() lumus.tune.layer_norm(1, {}) end)
       -- rows starting at every offset within a vector, slices (split2 with 3 parts) ending

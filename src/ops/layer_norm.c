@@ -191,7 +191,8 @@ typedef struct ln_shape {
     int cpu;            /* a CPU device (lavapipe) */
     uint32_t segment_items;   /* subgroup form's vectors per lane (0: LN_SEGMENT_ITEMS) */
     int narrow_width;   /* group form: long rows take more vectors per thread (up to
-                         * LN_MAX_ITEMS) rather than workgroups wider than LN_GROUP_WIDE */
+                         * LN_MAX_ITEMS) rather than workgroups wider than LN_GROUP_WIDE,
+                         * and short rows LN_ITEMS_LONG (unmasked float16/bfloat16) */
 } ln_shape;
 
 /* The kernel for one call. spec[0..2] of the pipeline are wg, items, and rows_per_group
@@ -457,7 +458,7 @@ static ln_plan plan_group(const lm_context *ctx, const ln_shape *s) {
     ln_plan c = { .form = LM_LN_GROUP, .vec = s->vec, .masked = s->masked, .clamped = s->clamped, .n = s->n, .variant = "group", .rows_per_group = 1 };
     c.shader = by_vec(s, LM_SH_LN_GROUP_VEC4, LM_SH_LN_GROUP_ANY, LM_SH_LN_GROUP_VEC1);
     uint32_t target = ctx->ln_items_target ? ctx->ln_items_target
-                    : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
+                    : s->cpu ? LN_ITEMS_CPU : s->n <= LN_SHORT_ROW && !s->narrow_width ? LN_ITEMS_SHORT : LN_ITEMS_LONG;
     if (!ctx->ln_items_target && s->narrow_width && s->n > target * LN_GROUP_WIDE) {
         target = ceil_div(s->n, LN_GROUP_WIDE);
         if (target > LN_MAX_ITEMS) target = LN_MAX_ITEMS;
@@ -609,6 +610,10 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
      * vectors, 93% and 90% on 384 and 512 x 8 (rows of 2048-8192 on 128-512 x 4 ran 4-10
      * points faster than at 8 vectors; masked rows of 6867 fell from 59% to 28% at 8). */
     s.narrow_width = !s.masked && s.vec == 4;
+    /* ... and short ones take 4 vectors per thread as long ones do, not 2: 2 of 8 bytes
+     * kept too few loads in flight (H100, session 22, % of copy, float16, 2 -> 4: rows of
+     * 768 68.5 -> 70.1 and 93.6 -> 97.3 (8192 and 65536 rows), 872 88.1 -> 93.2, 1024 86.3
+     * -> 87.5). Masked rows did not gain (615 57.1 -> 53.3, 805 55.1 -> 56.2). */
     if (s.masked) s.segment_items = LN_SEGMENT_ITEMS_HALF;
     ln_plan c;
     int form = ctx->ln_form;
