@@ -844,10 +844,10 @@ int lm_op_layer_norm_forward(lua_State *L) {
     lm_split_call call;
     if (split) {
         if (ctx->ln_return_scratch) {
-            scratch = fresh = split_scratch(L, ctx, groups);   /* stack slot 9 */
+            scratch = fresh = split_scratch(L, ctx, groups - lag);   /* stack slot 9 */
             pc.epoch = 1;
         } else {
-            lm_split_scratch_begin(L, ctx, groups, &call);
+            lm_split_scratch_begin(L, ctx, groups - lag, &call);   /* a record per slice */
             scratch = &call.view;
             pc.epoch = call.epoch;
             pc.ticket_base = call.ticket_base;
