@@ -38,7 +38,7 @@
 const uint PARTS = ROWS;
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Records { vec4 v[]; };
 
-// Loads slice `part` of `row` (vectors first .. end-1) into v.
+// Loads vectors first .. end-1 of `row` (one slice) into v.
 void load_slice(out VT v[ITEMS], uint row, uint first, uint end) {
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + gl_LocalInvocationID.x + i * WG;
