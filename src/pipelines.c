@@ -61,6 +61,48 @@ static void print_statistics(lm_context *ctx, VkPipeline p, lm_shader_id id, con
     fputc('\n', stderr);
 }
 
+/* LUMUS_PIPELINE_IR=dir (with LUMUS_PIPELINE_STATS): each new pipeline's internal
+ * representations, as the driver gives them, into dir/<shader>-<spec>-<k>.txt (.bin when
+ * not text), one line per file on stderr: a developer's view of what a kernel compiled to. */
+static const char *ir_dir(void) {
+    const char *d = getenv("LUMUS_PIPELINE_IR");
+    return d && *d ? d : NULL;
+}
+
+static void dump_ir(lm_context *ctx, VkPipeline p, lm_shader_id id, const uint32_t spec[LM_MAX_SPEC]) {
+    PFN_vkGetPipelineExecutableInternalRepresentationsKHR get = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)
+        vkGetDeviceProcAddr(ctx->device, "vkGetPipelineExecutableInternalRepresentationsKHR");
+    VkPipelineExecutableInfoKHR info = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p, .executableIndex = 0,
+    };
+    VkPipelineExecutableInternalRepresentationKHR ir[8];
+    uint32_t n = 8;
+    for (uint32_t i = 0; i < n; i++) ir[i] = (VkPipelineExecutableInternalRepresentationKHR){ .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR };
+    VkResult r = get ? get(ctx->device, &info, &n, ir) : VK_ERROR_EXTENSION_NOT_PRESENT;
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) { fprintf(stderr, "lumus: pipeline %s: internal representations failed (%s)\n", lm_shader_name(id), lm_vk_result_name(r)); return; }
+    if (n == 0) fprintf(stderr, "lumus: pipeline %s: the driver gives no internal representation\n", lm_shader_name(id));
+    for (uint32_t i = 0; i < n; i++) {
+        ir[i].pData = malloc(ir[i].dataSize ? ir[i].dataSize : 1);
+        if (!ir[i].pData) { n = i; break; }
+    }
+    r = get(ctx->device, &info, &n, ir);
+    for (uint32_t i = 0; i < n; i++) {
+        char path[1024];
+        int len = snprintf(path, sizeof path, "%s/%s-", ir_dir(), lm_shader_name(id));
+        for (int k = 0; k < LM_MAX_SPEC && len > 0 && len < (int)sizeof path; k++)
+            len += snprintf(path + len, sizeof path - (size_t)len, "%s%u", k ? "_" : "", spec[k]);
+        if (len > 0 && len < (int)sizeof path)
+            snprintf(path + len, sizeof path - (size_t)len, "-%u.%s", i, ir[i].isText ? "txt" : "bin");
+        FILE *f = r == VK_SUCCESS || r == VK_INCOMPLETE ? fopen(path, "wb") : NULL;
+        const char *nul = ir[i].isText ? memchr(ir[i].pData, 0, ir[i].dataSize) : NULL;
+        size_t bytes = nul ? (size_t)(nul - (const char *)ir[i].pData) : ir[i].dataSize;
+        if (f) { fwrite(ir[i].pData, 1, bytes, f); fclose(f); }
+        fprintf(stderr, "lumus: pipeline %s: %s (%s), %zu bytes -> %s\n", lm_shader_name(id), ir[i].name,
+                ir[i].description, bytes, f ? path : "not written");
+        free(ir[i].pData);
+    }
+}
+
 _Static_assert(LM_PCACHE_SPEC == LM_MAX_SPEC, "the cache's list keeps every specialization constant");
 
 static VkResult module_for(lm_context *ctx, lm_shader_id id, VkShaderModule *out) {
@@ -128,12 +170,14 @@ static VkResult build(lua_State *L, lm_context *ctx, const char *op, lm_shader_i
             .pSpecializationInfo = &si,
         },
         .layout = pp->layout,
-        .flags = ctx->pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
+        .flags = !ctx->pipeline_stats ? 0 : VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+                 | (ir_dir() ? VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR : 0),
     };
     VkPipeline p;
     r = vkCreateComputePipelines(ctx->device, pp->pcache.cache, 1, &ci, NULL, &p);
     if (r != VK_SUCCESS) return r;
     if (ctx->pipeline_stats) print_statistics(ctx, p, id, spec);
+    if (ctx->pipeline_stats && ir_dir()) dump_ir(ctx, p, id, spec);
     lm_pipeline_entry *e = &pp->entries[pp->count++];
     e->shader = id;
     memcpy(e->spec, spec, sizeof e->spec);
