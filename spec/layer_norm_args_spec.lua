@@ -118,6 +118,7 @@ describe("tune.layer_norm options", function()
       { form = "subgroup" }, { form = "stream" }, { form = "auto" }, { epoch = before.epoch },
       { records = "tagged", tickets = true, stream = false },
       { form = "split2", pipelined = false, lag = 5 }, { form = "split2", lag = 100 },
+      { shifted_params = true }, { shifted_params = false },
     } do
       assert.is_table(config(4096, t))
       config(4096, {})
@@ -148,6 +149,7 @@ describe("tune.layer_norm options", function()
       { { lag = -1 }, "lag must be in 0..1048576 %(0: automatic%), got %-1" },
       { { lag = 2 ^ 21 }, "lag must be in 0..1048576 %(0: automatic%), got 2097152" },
       { { pipelined = 1 }, "pipelined must be a boolean, got number" },
+      { { shifted_params = "yes" }, "shifted_params must be a boolean, got string" },
     } do
       expect_tune("bad argument #2 to 'lumus%.tune%.layer_norm' %(" .. bad[2], 3000, bad[1])
       assert.are.same(before, config(3000))

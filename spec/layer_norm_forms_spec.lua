@@ -220,6 +220,93 @@ describe("layer_norm_forward forms", function()
     assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
+  -- shifted_params: weight and bias read from float32 copies made for the call (one per
+  -- row skew for masked rows, one for 16-bit parameters of unmasked rows) instead of in
+  -- place; the same float32 values meet the same fma, so y, mean and invstd keep their bits.
+  it("reads weight and bias from per-call float32 copies with the same bits as in place", function()
+    local bad = {}
+    local function run(rows, d, dtype, tune, which, seed)
+      config(d, tune, rows, dtype)
+      lumus.manual_seed(seed)
+      local x = lumus.randn({ rows, d }):mul(3):add(100)
+      local w, b = lumus.randn({ d }), lumus.randn({ d })
+      if dtype ~= "float32" then x, w, b = x:to(dtype), w:to(dtype), b:to(dtype) end
+      local y, m, r = lumus.layer_norm_forward(x, which ~= "bias" and w or nil, which ~= "weight" and b or nil, 1e-5)
+      local out = { y:to_bytes(), m:to_bytes(), r:to_bytes() }
+      for _, t in ipairs { x, w, b, y, m, r } do t:free() end
+      return out
+    end
+    local cases = {
+      { 5, 37, { form = "group" } }, { 3, 1031, {} }, { 7, 4097, { form = "stream" } }, { 4, 9001, { form = "split" } },
+      { 3, 20003, { form = "split2" } }, { 3, 20003, { form = "split2", pipelined = false } }, { 41, 23, { form = "subgroup" } },
+      { 9, 301, { masked_loads = "guarded" } }, { 9, 301, { lean_masks = false } }, { 6, 64, { form = "group" } },
+      { 3, 4096, { form = "split2" } }, { 5, 512, { form = "stream" } },
+    }
+    -- device memory once every earlier spec's garbage is gone (on 5.1 and LuaJIT over
+    -- several cycles) and the split forms' kept scratch given back
+    local function settled()
+      for _ = 1, 50 do
+        local in_use, kb = lumus.memory().in_use, collectgarbage("count")
+        collectgarbage(); collectgarbage(); lumus.synchronize()
+        if lumus.memory().in_use == in_use and collectgarbage("count") >= kb then break end
+      end
+      lumus.empty_cache()
+      return lumus.memory().in_use
+    end
+    local before = settled()
+    for k, c in ipairs(cases) do
+      local rows, d = c[1], c[2]
+      for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
+        local which = ({ "both", "weight", "bias" })[k % 3 + 1]
+        local plain, shifted = { scalar = false }, { scalar = false, shifted_params = true }
+        for key, v in pairs(c[3]) do plain[key], shifted[key] = v, v end
+        local plan = config(d, shifted, rows, dtype)
+        local copies = d % 4 ~= 0 and 4 or dtype ~= "float32" and 1 or 0
+        if plan.variant == "tile" or plan.variant == "row" then copies = 0 end
+        if plan.param_copies ~= copies then
+          bad[#bad + 1] = ("%dx%d %s %s: %d copies planned, %d expected"):format(rows, d, dtype, plan.variant, plan.param_copies, copies)
+        end
+        local want, got = run(rows, d, dtype, plain, which, k), run(rows, d, dtype, shifted, which, k)
+        for i, what in ipairs { "y", "mean", "invstd" } do
+          if want[i] ~= got[i] then
+            bad[#bad + 1] = ("%dx%d %s %s (%s) %s: %s differs"):format(rows, d, dtype, plan.variant, which, label_of(c[3]), what)
+          end
+        end
+      end
+    end
+    config(1, {})
+    assert(#bad == 0, table.concat(bad, "\n"))
+    assert.are.equal(before, settled())   -- each call's copies went back
+  end)
+
+  it("makes the parameter copies again at each replay of a capture, so writes into weight show", function()
+    for _, dt in ipairs { "float32", "float16" } do
+      config(1031, { form = "group", scalar = false, shifted_params = true }, 9, dt)
+      local x, w, b = lumus.randn({ 9, 1031 }):to(dt), lumus.randn({ 1031 }):to(dt), lumus.randn({ 1031 }):to(dt)
+      local g, y = lumus.capture(function() return lumus.layer_norm_forward(x, w, b) end)
+      g:replay()
+      assert.are.equal(lumus.layer_norm_forward(x, w, b):to_bytes(), y:to_bytes())
+      w:copy(lumus.randn({ 1031 }):to(dt))
+      local changed = lumus.layer_norm_forward(x, w, b):to_bytes()
+      g:replay()
+      assert.are.equal(changed, y:to_bytes())
+      g:free()
+    end
+    config(1, {})
+  end)
+
+  it("plans no parameter copies unless asked, nor for float32 rows a vector holds whole", function()
+    local group = { form = "group", scalar = false }
+    assert.are.equal(0, config(1031, group, 9).param_copies)
+    group.shifted_params = true
+    assert.are.equal(4, config(1031, group, 9).param_copies)
+    assert.are.equal(0, config(1032, group, 9).param_copies)
+    assert.are.equal(1, config(1032, group, 9, "float16").param_copies)
+    group.scalar = true   -- rows of floats
+    assert.are.equal(0, config(1031, group, 9).param_copies)
+    config(1, {})
+  end)
+
   it("counts the pipelined split's tickets: one per slice and one per lag step", function()
     if not lumus.device().int64_atomics then pending("no 64-bit atomics"); return end
     collectgarbage(); lumus.synchronize()

@@ -49,6 +49,12 @@ layout(constant_id = 2) const uint ROWS = 1;    // rows per workgroup (subgroup 
 // load_param), 0 masks every vector with selects (the host's choice: lean_spec in
 // src/ops/layer_norm.c).
 layout(constant_id = 4) const uint LEAN = 0;
+// SHIFTED (VEC = 4; the host's shifted_params): p.weight and p.bias point at float32
+// copies made for this call (shaders/layer_norm_params.comp). With ANY_D, 4 copies of
+// p.n vectors: vector idx of copy o holds the lanes that vector idx of a row of skew o
+// needs, one aligned load in place of two and a lane shift. Without ANY_D (16-bit x),
+// one copy: float32 lanes in place of 16-bit ones converted per vector.
+layout(constant_id = 6) const uint SHIFTED = 0;
 
 float hsum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 #if VEC == 4
@@ -259,6 +265,7 @@ PARAM_RAW shift_lanes(PARAM_RAW a, PARAM_RAW b, uint o) {
 vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
     if (addr == 0ul) return vec4(absent);
     uint o = row_skew(row);
+    if (SHIFTED != 0u) return ParamVec4(addr).v[o * p.n + idx];
     uint last = (p.d - 1u) >> 2;
     if (LEAN != 0u) {
         PARAM_RAW rb = param_raw(addr, min(idx, last));
@@ -275,6 +282,7 @@ vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
 vec4 load_param(uint64_t addr, float absent, uint row, uint idx) {
     if (addr == 0ul) return vec4(absent);
     uint o = row_skew(row);
+    if (SHIFTED != 0u) return ParamVec4(addr).v[o * p.n + idx];
     if (4u * idx + 4u <= p.d) {
         vec4 b = param_vec(addr, idx);
         if (o == 0u) return b;
@@ -310,12 +318,18 @@ float slice_count(uint row, uint a, uint b) {
 VT ln_load(uint64_t base, uint row, uint idx) { return half_to_float(half_row(base, row).v[idx]); }
 void ln_store(uint row, uint idx, VT v) { half_row(p.y, row).v[idx] = float_to_half(v); }
 VT ln_keep(uint row, uint idx, VT v) { return v; }
-VT load_weight(uint row, uint idx) {
-    return p.weight != 0ul ? half_to_float(HALF_ARRAY(p.weight).v[idx]) : VT(1.0);
+#if VEC == 4
+VT load_param(uint64_t addr, float absent, uint idx) {
+    if (addr == 0ul) return VT(absent);
+    return SHIFTED != 0u ? ParamVec4(addr).v[idx] : half_to_float(HALF_ARRAY(addr).v[idx]);
 }
-VT load_bias(uint row, uint idx) {
-    return p.bias != 0ul ? half_to_float(HALF_ARRAY(p.bias).v[idx]) : VT(0.0);
+#else
+VT load_param(uint64_t addr, float absent, uint idx) {
+    return addr != 0ul ? half_to_float(HALF_ARRAY(addr).v[idx]) : VT(absent);
 }
+#endif
+VT load_weight(uint row, uint idx) { return load_param(p.weight, 1.0, idx); }
+VT load_bias(uint row, uint idx) { return load_param(p.bias, 0.0, idx); }
 float slice_count(uint row, uint a, uint b) { return float(b - a) * float(VEC); }
 #else
 VT ln_load(uint64_t base, uint row, uint idx) { return row_ptr(base, row).v[idx]; }

@@ -157,6 +157,7 @@ typedef struct ln_tune {
     int segment_partials;
     int split2_dispatches;   /* two-stage split: two dispatches even where one can pipeline it */
     uint32_t lag;            /* pipelined two-stage split: tickets from record to normalizing (0: auto) */
+    int shifted_params;      /* weight and bias as float32 copies made per call (param_copies) */
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -563,6 +564,19 @@ static uint32_t lean_spec(const ln_tune *t, const ln_plan *c, lm_dtype dt) {
     return t->lean_masks == LN_LEAN_ON || dt != LM_FLOAT16;
 }
 
+/* The tuning hook's shifted_params: weight and bias read as float32 copies made for the
+ * call (shaders/layer_norm_params.comp; SHIFTED in common/layer_norm.glsl), 4 copies for
+ * masked rows (one per skew), 1 for 16-bit parameters of unmasked rows; 0 where a plan
+ * reads them otherwise (float32 unmasked rows, rows of floats, the tile and row forms)
+ * or the copies would pass LN_SHIFTED_MAX_BYTES each. */
+#define LN_SHIFTED_MAX_BYTES (64ull << 20)
+#define LN_PARAMS_WG 256u
+static uint32_t shifted_copies(const ln_tune *t, const ln_plan *c, lm_dtype dt) {
+    if (!t->shifted_params || c->vec != 4 || c->form == LN_FORM_TILE || c->form == LM_LN_ROW) return 0;
+    uint32_t copies = c->masked ? 4 : dt != LM_FLOAT32 ? 1 : 0;
+    return (uint64_t)copies * c->n * 16u <= LN_SHIFTED_MAX_BYTES ? copies : 0;
+}
+
 /* float16/bfloat16 x: the DT build of a float32 plan's shader (clamped masked builds only:
  * the guarded ones are float32's), by form and reading width. */
 static lm_shader_id half_build(lm_shader_id f32, lm_dtype dt) {
@@ -712,6 +726,61 @@ static lm_tensor *split_scratch(lua_State *L, lm_context *ctx, uint64_t groups) 
     return t;
 }
 
+/* shifted_params: weight's and bias's float32 copies for this call, `copies` arrays of
+ * 4n floats each (see shifted_copies), pushed on the stack and recorded before the
+ * kernel, which reads them at *weight and *bias. NULL (nothing pushed) without weight and
+ * bias. The allocation may run finalizers: the caller checks its tensors again. */
+static lm_tensor *param_copies(lua_State *L, lm_context *ctx, uint32_t copies, uint32_t n, uint32_t d, lm_dtype dt,
+                               uint64_t *weight, uint64_t *bias) {
+    int64_t floats = (int64_t)copies * 4 * n;
+    int64_t words = ((lm_opt_tensor(L, 2) ? 1 : 0) + (lm_opt_tensor(L, 3) ? 1 : 0)) * floats;
+    if (!words) return NULL;
+    lm_tensor *t = lm_push_tensor(L, ctx, 1, &words);
+    lm_tensor *w = lm_opt_tensor(L, 2), *b = lm_opt_tensor(L, 3);
+    struct {
+        uint64_t weight, bias, weight_out, bias_out;
+        uint32_t d, n, copies, groups_x;
+    } pp = {
+        .weight = w ? lm_tensor_address(w) : 0, .bias = b ? lm_tensor_address(b) : 0,
+        .weight_out = w ? lm_tensor_address(t) : 0,
+        .bias_out = b ? lm_tensor_address(t) + (w ? 4u * (uint64_t)floats : 0) : 0,
+        .d = d, .n = n, .copies = copies,
+    };
+    uint32_t gy;
+    pp.groups_x = lm_grid(L, ctx, ((uint64_t)floats + LN_PARAMS_WG - 1) / LN_PARAMS_WG, &gy);
+    lm_record_dispatch(L, ctx, &(lm_launch){
+        .op = "layer_norm_forward",
+        .shader = dt == LM_FLOAT16 ? LM_SH_LN_PARAMS_F16 : dt == LM_BFLOAT16 ? LM_SH_LN_PARAMS_BF16 : LM_SH_LN_PARAMS,
+        .spec = { LN_PARAMS_WG }, .any_dtype = dt != LM_FLOAT32,
+        .push = &pp, .push_bytes = sizeof pp, .groups_x = pp.groups_x, .groups_y = gy,
+        .reads = { w, b }, .writes = { t },
+    });
+    *weight = pp.weight_out;
+    *bias = pp.bias_out;
+    return t;
+}
+
+/* The copies' slot 9 given back once the recorded work is done (a deferred free), so
+ * the results are the stack's top again. */
+static void drop_param_copies(lua_State *L, lm_tensor *copies) {
+    if (!copies) return;
+    lm_tensor_release(copies);
+    lua_remove(L, 9);
+}
+
+/* layer_norm_forward's tensors again from their stack slots (x 1, weight 2, bias 3, out
+ * 6, mean 7, invstd 8) after an allocation, which may have run finalizers that freed
+ * any of them (see ops.h). */
+static void recheck(lua_State *L, lm_tensor **x, lm_tensor **w, lm_tensor **b, lm_tensor **y, lm_tensor **mean,
+                    lm_tensor **invstd, int stat_ndim, const int64_t *stat_shape) {
+    *x = lm_check_tensor(L, 1);
+    *w = lm_opt_tensor(L, 2);
+    *b = lm_opt_tensor(L, 3);
+    *y = lm_check_out(L, 6, 5, "out", (*x)->ndim, (*x)->shape);
+    *mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
+    *invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
+}
+
 int lm_op_layer_norm_forward(lua_State *L) {
     lm_contiguous_inputs(L, 1, 3);
     lm_tensor *x = lm_check_tensor(L, 1);
@@ -765,12 +834,7 @@ int lm_op_layer_norm_forward(lua_State *L) {
     if (!mean) { lm_push_tensor(L, ctx, stat_ndim, stat_shape); lua_replace(L, 7); }
     if (!invstd) { lm_push_tensor(L, ctx, stat_ndim, stat_shape); lua_replace(L, 8); }
     /* The allocations may have run finalizers that freed any of them (see ops.h). */
-    x = lm_check_tensor(L, 1);
-    w = lm_opt_tensor(L, 2);
-    b = lm_opt_tensor(L, 3);
-    y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
-    mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
-    invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
+    recheck(L, &x, &w, &b, &y, &mean, &invstd, stat_ndim, stat_shape);
     if ((w && w->storage->ctx != ctx) || (b && b->storage->ctx != ctx) || x->storage->ctx != ctx)
         luaL_error(L, "layer_norm_forward: tensors belong to different devices");
 
@@ -796,17 +860,15 @@ int lm_op_layer_norm_forward(lua_State *L) {
                  : plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);
     /* The two-stage split in one dispatch takes the split form's scratch and tickets. */
     uint32_t lag = c.form == LN_FORM_SPLIT2 ? split2_lag(ctx, &tune, &c, (uint64_t)rows, lm_dtype_size(dt)) : 0;
+    uint32_t copies = shifted_copies(&tune, &c, dt);
     if (c.form == LN_FORM_SPLIT2 && !lag) {
-        /* Stage 1's records (4 floats per slice) in a scratch of this call (slot 9). */
+        lm_tensor *params = copies ? param_copies(L, ctx, copies, c.n, (uint32_t)d, dt, &pc.weight, &pc.bias) : NULL;
+        /* Stage 1's records (4 floats per slice) in a scratch of this call (slot 9, or 10
+         * after the parameters' copies). */
         int64_t words = (int64_t)(4u * (uint64_t)rows * c.parts);
         lm_tensor *records = lm_push_tensor(L, ctx, 1, &words);
         /* The allocation may have run finalizers that freed any of them (see ops.h). */
-        x = lm_check_tensor(L, 1);
-        w = lm_opt_tensor(L, 2);
-        b = lm_opt_tensor(L, 3);
-        y = lm_check_out(L, 6, 5, "out", x->ndim, x->shape);
-        mean = lm_check_out(L, 7, 5, "mean", stat_ndim, stat_shape);
-        invstd = lm_check_out(L, 8, 5, "invstd", stat_ndim, stat_shape);
+        recheck(L, &x, &w, &b, &y, &mean, &invstd, stat_ndim, stat_shape);
         pc.scratch = lm_tensor_address(records);
         pc.chunk = (pc.n + c.parts - 1) / c.parts;
         uint32_t gy;
@@ -817,12 +879,14 @@ int lm_op_layer_norm_forward(lua_State *L) {
             .reads = { x }, .writes = { records }, .any_dtype = half,
         });
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_forward", .shader = split2_build(c.shader, SPLIT2_APPLY), .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c, dt) },
+            .op = "layer_norm_forward", .shader = split2_build(c.shader, SPLIT2_APPLY),
+            .spec = { c.wg, c.items, c.parts, 0, lean_spec(&tune, &c, dt), 0, params != NULL },
             .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-            .reads = { x, w, b, records }, .writes = { y, mean, invstd }, .any_dtype = half,
+            .reads = { x, w, b, records, params }, .writes = { y, mean, invstd }, .any_dtype = half,
         });
-        /* The records go back once the recorded work is done (a deferred free). */
+        /* The records and copies go back once the recorded work is done (a deferred free). */
         lm_tensor_release(records);
+        if (params) lm_tensor_release(params);
         lua_settop(L, 8);
         return 3;
     }
@@ -835,6 +899,13 @@ int lm_op_layer_norm_forward(lua_State *L) {
         split = 0;
         c = plan(ctx, &tune, d, (uint32_t)rows, 1, w || b);
         groups = ((uint64_t)rows + c.rows_per_group - 1) / c.rows_per_group;
+        copies = shifted_copies(&tune, &c, dt);
+    }
+    lm_tensor *params = NULL;
+    if (copies) {
+        params = param_copies(L, ctx, copies, c.n, (uint32_t)d, dt, &pc.weight, &pc.bias);
+        /* The allocation may have run finalizers that freed any of them (see ops.h). */
+        recheck(L, &x, &w, &b, &y, &mean, &invstd, stat_ndim, stat_shape);
     }
     uint32_t gy;
     pc.groups_x = lm_grid(L, ctx, groups, &gy);
@@ -869,11 +940,12 @@ int lm_op_layer_norm_forward(lua_State *L) {
     lm_record_dispatch(L, ctx, &(lm_launch){
         .op = "layer_norm_forward", .shader = c.shader,
         .spec = { c.wg, c.items, split ? c.parts : c.rows_per_group, c.seg, lean_spec(&tune, &c, dt),
-                  c.form == LM_LN_SUBGROUP && !tune.segment_partials },
+                  c.form == LM_LN_SUBGROUP && !tune.segment_partials, params != NULL },
         .full_subgroups = c.full_subgroups, .any_dtype = half,
         .push = &pc, .push_bytes = sizeof pc, .groups_x = pc.groups_x, .groups_y = gy,
-        .reads = { x, w, b }, .writes = { y, mean, invstd, scratch },
+        .reads = { x, w, b, params }, .writes = { y, mean, invstd, scratch },
     });
+    drop_param_copies(L, params);
     if (!split) return 3;
     /* The tuning hook asked for the scratch (its word 1 counts fallbacks). */
     if (fresh) return 4;
@@ -892,7 +964,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
                                          "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", "segment_shuffles",
-                                         "pipelined", "lag", NULL };
+                                         "pipelined", "lag", "shifted_params", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -939,6 +1011,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int lean_masks = lm_option_boolean(L, 2, "lean_masks", -1);
         int segment_shuffles = lm_option_boolean(L, 2, "segment_shuffles", 1);
         int pipelined = lm_option_boolean(L, 2, "pipelined", 1);
+        int shifted_params = lm_option_boolean(L, 2, "shifted_params", 0);
         lua_Integer lag = lm_option_integer(L, 2, "lag", 0);
         if (lag < 0 || lag > LN_MAX_LAG) lm_argerror(L, 2, "lag must be in 0..%d (0: automatic), got %I", (int)LN_MAX_LAG, (LUAI_UACINT)lag);
         /* The split scratch's epoch may only move forward: a tag from the past could
@@ -968,6 +1041,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.segment_partials = !segment_shuffles;
         tune.split2_dispatches = !pipelined;
         tune.lag = (uint32_t)lag;
+        tune.shifted_params = shifted_params;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
@@ -981,6 +1055,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     if (c.masked) { lua_pushstring(L, c.clamped ? "clamped" : "guarded"); lua_setfield(L, -2, "loads"); }
     if (c.masked && c.clamped) { lua_pushboolean(L, lean_spec(&tune, &c, dt)); lua_setfield(L, -2, "lean_masks"); }
     lua_pushinteger(L, c.n); lua_setfield(L, -2, "vectors");
+    lua_pushinteger(L, shifted_copies(&tune, &c, dt)); lua_setfield(L, -2, "param_copies");
     if (c.form == LN_FORM_SPLIT2) {
         lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts");
         lua_pushinteger(L, split2_lag(ctx, &tune, &c, (uint64_t)rows, lm_dtype_size(dt)));
