@@ -163,9 +163,30 @@ function M.parse_args(argv, known, flags, usage)
   return opts
 end
 
--- "8192x768,4096x4096" -> { {8192, 768}, {4096, 4096} } (each also has .name = "8192x768").
+-- The shapes of a CSV file with a header line naming its rows and D columns (bench/sweep.lua's
+-- --write-shapes file: a seeded random sweep), as "ROWSxD,...".
+local function shapes_of_file(file)
+  local f = assert(io.open(file, "r"))
+  local column, k = {}, 0
+  for name in (f:read("l") or ""):gmatch("[^,]+") do k = k + 1; column[name] = k end
+  local ri, di = column.rows, column.D or column.d
+  if not (ri and di) then f:close(); error(file .. ": no rows and D columns in its header") end
+  local items = {}
+  for line in f:lines() do
+    local fields = {}
+    for v in line:gmatch("[^,]+") do fields[#fields + 1] = v end
+    if fields[ri] and fields[di] then items[#items + 1] = fields[ri] .. "x" .. fields[di] end
+  end
+  f:close()
+  return table.concat(items, ",")
+end
+
+-- "8192x768,4096x4096" -> { {8192, 768}, {4096, 4096} } (each also has .name = "8192x768");
+-- "@file" reads them from a CSV file (shapes_of_file).
 function M.parse_shapes(s)
   local list = {}
+  local file = tostring(s):match("^@(.+)$")
+  if file then s = shapes_of_file(file) end
   for item in tostring(s):gmatch("[^,%s]+") do
     local r, d = item:match("^(%d+)[xX](%d+)$")
     if not r then error("bad shape '" .. item .. "' (expected ROWSxD, e.g. 8192x768)") end

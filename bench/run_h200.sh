@@ -35,6 +35,8 @@
 #   transpose.md               bench/transpose.lua (transposing copies per form vs copy)
 #   half_pack.md               bench/half_pack.lua (float16 elementwise: software vs device packing)
 #   ln_ab.md / .csv             bench/ln_ab.lua (LayerNorm forward: new forms against old, forced variants)
+#   ln_params_ab.md / .csv      bench/tune_ab.lua over the sweep's shapes: LayerNorm's weight and bias
+#                               in place against per-call float32 copies (shifted_params)
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -172,6 +174,9 @@ if [ -s "$out/sweep_shapes.csv" ]; then
   [ -s "$out/torch_sweep.csv" ] && sweep_baseline+=(--baseline "$out/torch_sweep.csv")
   step sweep 420 lua5.4 bench/sweep.lua --shapes "$out/sweep_shapes.csv" ${sweep_baseline[@]+"${sweep_baseline[@]}"} \
     --csv "$out/sweep.csv" --svg "$out/sweep.svg"
+  # LayerNorm's parameters read in place against per-call float32 copies, on the same shapes.
+  step ln_params_ab 240 lua5.4 bench/tune_ab.lua --op layer_norm --dtypes float32,float16,bfloat16 \
+    --shapes "@$out/sweep_shapes.csv" --tunes "{};{shifted_params=true}" --rounds 1 --iters 10 --csv "$out/ln_params_ab.csv"
 fi
 # A model in a frame (issue 21): PyTorch eager and CUDA graph, then lumus eager and replayed.
 step frame_torch 180 python3 bench/frame_torch.py --csv "$out/frame_torch.csv"

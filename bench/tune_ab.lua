@@ -5,6 +5,9 @@
 --       [--dtypes float16,bfloat16,float32] [--tunes "{};{lean_masks=false}"]
 --       [--iters 15] [--rounds 2] [--csv out.csv]
 --
+-- --shapes @FILE takes a CSV's rows and D columns: the seeded random sweep that
+-- `lua5.4 bench/sweep.lua --seed N --write-shapes FILE --shapes-only` writes.
+--
 -- Ops and the tuning hook each tune table goes to (lumus.tune.<hook>(...)):
 --   layer_norm           layer_norm_forward(x, weight, bias) out of place   layer_norm (as (1, t))
 --   layer_norm_plain     the same without weight and bias                  layer_norm
@@ -17,7 +20,7 @@
 -- copy time over the op's time for layer_norm and softmax (each reads and writes x's
 -- bytes), half the copy time over the op's for sum and max (they read x once).
 -- For layer_norm the plan column gives each tuning's plan (variant/workgroup x items,
--- masked, lean masks, parts).
+-- masked, lean masks, parts, float32 parameter copies: /c4 or /c1).
 local script_dir = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
 package.path = script_dir .. "/?.lua;" .. package.path
 local common = require "common"
@@ -75,8 +78,9 @@ end
 local function plan_of(rows, d, dtype)
   if HOOKS[op] ~= "layer_norm" then return "-" end
   local p = lumus.tune.layer_norm(d, nil, rows, dtype)
-  return ("%s/%dx%d%s%s%s"):format(p.variant, p.workgroup, p.items, p.masked and "/masked" or "",
-    p.lean_masks and "/lean" or "", p.parts and ("/p" .. p.parts) or "")
+  return ("%s/%dx%d%s%s%s%s"):format(p.variant, p.workgroup, p.items, p.masked and "/masked" or "",
+    p.lean_masks and "/lean" or "", p.parts and ("/p" .. p.parts) or "",
+    (p.param_copies or 0) > 0 and ("/c" .. p.param_copies) or "")
 end
 
 local share = (op == "sum" or op == "max") and 0.5 or 1
