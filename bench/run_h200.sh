@@ -37,6 +37,7 @@
 #   ln_ab.md / .csv             bench/ln_ab.lua (LayerNorm forward: new forms against old, forced variants)
 #   ln_params_ab.md / .csv      bench/tune_ab.lua over the sweep's shapes: LayerNorm's weight and bias
 #                               in place against per-call float32 copies (shifted_params)
+#   ln_split2_items_ab.md / .csv  the same shapes under the two-stage split's slices of 4, 6, 8 vectors
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -177,6 +178,11 @@ if [ -s "$out/sweep_shapes.csv" ]; then
   # LayerNorm's parameters read in place against per-call float32 copies, on the same shapes.
   step ln_params_ab 240 lua5.4 bench/tune_ab.lua --op layer_norm --dtypes float32,float16,bfloat16 \
     --shapes "@$out/sweep_shapes.csv" --tunes "{};{shifted_params=true}" --rounds 1 --iters 10 --csv "$out/ln_params_ab.csv"
+  # ... and the two-stage split's slices of 4 (the default), 6 and 8 vectors per thread
+  # (the other forms' plans do not change: their rows time the same kernel thrice).
+  step ln_split2_items_ab 300 lua5.4 bench/tune_ab.lua --op layer_norm --dtypes float32,float16,bfloat16 \
+    --shapes "@$out/sweep_shapes.csv" --tunes "{};{split2_items=6};{split2_items=8}" --rounds 1 --iters 10 \
+    --csv "$out/ln_split2_items_ab.csv"
 fi
 # A model in a frame (issue 21): PyTorch eager and CUDA graph, then lumus eager and replayed.
 step frame_torch 180 python3 bench/frame_torch.py --csv "$out/frame_torch.csv"

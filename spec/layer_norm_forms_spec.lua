@@ -143,7 +143,8 @@ describe("layer_norm_forward forms", function()
     local bad = {}
     for _, tune in ipairs { { form = "split2" }, { form = "split2", scalar = false },
                             { form = "split2", parts = 7, scalar = false },
-                            { form = "split2", wg = 32, items_target = 3, scalar = false } } do
+                            { form = "split2", wg = 32, items_target = 3, scalar = false },
+                            { form = "split2", split2_items = 6, scalar = false } } do
       local rng = ref.rng(17)
       for k, sh in ipairs(shapes) do
         local rows, d = sh[1], sh[2]
@@ -157,6 +158,17 @@ describe("layer_norm_forward forms", function()
       end
     end
     assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("sizes the two-stage split's slices by split2_items, and only that form's", function()
+    -- rows enough that no row is cut finer to fill the device
+    local auto = config(70001, { form = "split2", scalar = false }, 1000)
+    local six = config(70001, { form = "split2", scalar = false, split2_items = 6 }, 1000)
+    assert.is_true(six.items > auto.items and six.items <= 6, ("items %d -> %d"):format(auto.items, six.items))
+    assert.is_true(six.parts < auto.parts, ("parts %d -> %d"):format(auto.parts, six.parts))
+    local group = config(1031, { form = "group", scalar = false }, 9)
+    assert.are.same(group, config(1031, { form = "group", scalar = false, split2_items = 6 }, 9))
+    config(1, {})
   end)
 
   it("keeps NaN, inf and huge rows to themselves in the two-stage split form", function()

@@ -158,6 +158,7 @@ typedef struct ln_tune {
     int split2_dispatches;   /* two-stage split: two dispatches even where one can pipeline it */
     uint32_t lag;            /* pipelined two-stage split: tickets from record to normalizing (0: auto) */
     int shifted_params;      /* weight and bias as float32 copies made per call (param_copies) */
+    uint32_t split2_items;   /* two-stage split: vectors per thread of a slice (0: LN_SPLIT2_ITEMS) */
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -357,12 +358,12 @@ static uint32_t split2_lag(const lm_context *ctx, const ln_tune *t, const ln_pla
 }
 
 /* Two-stage split form: `parts` slices per row of at most wg x items vectors. */
-static ln_plan plan_split2(const lm_context *ctx, const ln_shape *s) {
+static ln_plan plan_split2(const lm_context *ctx, const ln_tune *t, const ln_shape *s) {
     ln_plan c = { .form = LN_FORM_SPLIT2, .vec = s->vec, .masked = s->masked, .clamped = s->masked, .n = s->n,
                   .variant = "split2" };
     uint32_t wg = ctx->ln_wg_override ? ctx->ln_wg_override : LN_SPLIT2_WG;
     if (wg > s->max_wg) wg = s->max_wg;
-    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : LN_SPLIT2_ITEMS;
+    uint32_t items = ctx->ln_items_target ? ctx->ln_items_target : t->split2_items ? t->split2_items : LN_SPLIT2_ITEMS;
     uint64_t parts = ctx->ln_parts ? ctx->ln_parts : ceil_div(s->n, wg * items);
     uint64_t fill = ceil_div(LN_SPLIT2_WAVES * s->sms, s->rows);
     if (!ctx->ln_parts && parts < fill) parts = fill;
@@ -639,7 +640,7 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
         form = subgroup_fits(ctx, &s) ? LM_LN_SUBGROUP : s.n <= s.max_wg * LN_MAX_ITEMS ? LM_LN_GROUP
              : !in_place && !s.cpu && !t->no_split2 ? LN_FORM_SPLIT2 : LM_LN_STREAM;
     switch (form) {
-    case LN_FORM_SPLIT2: c = plan_split2(ctx, &s); break;
+    case LN_FORM_SPLIT2: c = plan_split2(ctx, t, &s); break;
     case LM_LN_SUBGROUP: c = plan_subgroup(ctx, &s); break;
     case LM_LN_GROUP: c = plan_group(ctx, &s); break;
     default: c = plan_stream(ctx, &s); break;
@@ -663,7 +664,7 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
             if (one.form == LM_LN_SPLIT && one.parts <= LN_SPLIT_FEW_PARTS &&
                 (uint64_t)rows * (uint64_t)d * 4u < LN_SPLIT2_MIN_BYTES) return one;
         }
-        return plan_split2(ctx, &s);
+        return plan_split2(ctx, t, &s);
     }
     switch (choose_form(ctx, t, &s, &row_shape, in_place)) {
     case LM_LN_ROW: return plan_row(ctx, &row_shape);
@@ -674,7 +675,7 @@ static ln_plan plan(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t
         uint32_t most = ctx->int64_atomics && !t->split2_dispatches ? LN_SPLIT_MAX_PIPE_PARTS : LN_SPLIT_MAX_AUTO_PARTS;
         if (c.form == LM_LN_SPLIT && c.parts > most && ctx->ln_form == LM_LN_AUTO && !ctx->ln_parts &&
             !t->no_split2 && !s.cpu)
-            return plan_split2(ctx, &s);
+            return plan_split2(ctx, t, &s);
         return c;
     }
     default: return plan_stream(ctx, &s);
@@ -964,7 +965,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
                                          "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", "segment_shuffles",
-                                         "pipelined", "lag", "shifted_params", NULL };
+                                         "pipelined", "lag", "shifted_params", "split2_items", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -1012,6 +1013,9 @@ int lm_op_layer_norm_config(lua_State *L) {
         int segment_shuffles = lm_option_boolean(L, 2, "segment_shuffles", 1);
         int pipelined = lm_option_boolean(L, 2, "pipelined", 1);
         int shifted_params = lm_option_boolean(L, 2, "shifted_params", 0);
+        lua_Integer split2_items = lm_option_integer(L, 2, "split2_items", 0);
+        if (split2_items < 0 || split2_items > LN_SPLIT2_MAX_ITEMS)
+            lm_argerror(L, 2, "split2_items must be in 0..%d (0: default), got %I", (int)LN_SPLIT2_MAX_ITEMS, (LUAI_UACINT)split2_items);
         lua_Integer lag = lm_option_integer(L, 2, "lag", 0);
         if (lag < 0 || lag > LN_MAX_LAG) lm_argerror(L, 2, "lag must be in 0..%d (0: automatic), got %I", (int)LN_MAX_LAG, (LUAI_UACINT)lag);
         /* The split scratch's epoch may only move forward: a tag from the past could
@@ -1042,6 +1046,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.split2_dispatches = !pipelined;
         tune.lag = (uint32_t)lag;
         tune.shifted_params = shifted_params;
+        tune.split2_items = (uint32_t)split2_items;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
