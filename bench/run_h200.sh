@@ -38,6 +38,8 @@
 #   ln_params_ab.md / .csv      bench/tune_ab.lua over the sweep's shapes: LayerNorm's weight and bias
 #                               in place against per-call float32 copies (shifted_params)
 #   ln_split2_items_ab.md / .csv  the same shapes under the two-stage split's slices of 4, 6, 8 vectors
+#   ln_masked_aligned_ab.md / .csv, ln_masked_aligned_affine_ab.md / .csv   LayerNorm on neighbouring
+#                               masked and aligned shapes, aligned ones also through the masked path
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -184,6 +186,15 @@ if [ -s "$out/sweep_shapes.csv" ]; then
     --shapes "@$out/sweep_shapes.csv" --tunes "{};{split2_items=6};{split2_items=8}" --rounds 1 --iters 10 \
     --csv "$out/ln_split2_items_ab.csv"
 fi
+# LayerNorm's masked rows: neighbouring shapes of D % 4 != 0 and == 0, each plain and with
+# the aligned rows forced through the masked path (masked_aligned), without and with
+# weight and bias: what the masking's instructions cost apart from the rows' alignment.
+ln_pairs=4043x65482,4096x65536,2050x110459,2050x110460,54047x871,54047x872,269578x95,269578x96
+step ln_masked_aligned_ab 240 lua5.4 bench/tune_ab.lua --op layer_norm_plain --dtypes float32,float16 \
+  --shapes "$ln_pairs" --tunes "{};{masked_aligned=true}" --rounds 1 --iters 10 --csv "$out/ln_masked_aligned_ab.csv"
+step ln_masked_aligned_affine_ab 240 lua5.4 bench/tune_ab.lua --op layer_norm --dtypes float32,float16 \
+  --shapes "$ln_pairs" --tunes "{};{masked_aligned=true};{shifted_params=true};{masked_aligned=true,shifted_params=true}" \
+  --rounds 1 --iters 10 --csv "$out/ln_masked_aligned_affine_ab.csv"
 # A model in a frame (issue 21): PyTorch eager and CUDA graph, then lumus eager and replayed.
 step frame_torch 180 python3 bench/frame_torch.py --csv "$out/frame_torch.csv"
 step frame 300 lua5.4 bench/frame.lua --csv "$out/frame.csv"

@@ -1259,7 +1259,7 @@ local LN_TUNING = { { "form", { "auto", "group", "subgroup", "stream", "split", 
                     { "spin_limit", { 0, 1, 16, 256, 2048 } }, { "lean_masks", { true, false } },
                     { "segment_shuffles", { true, false } }, { "pipelined", { true, false } },
                     { "lag", { 0, 1, 7, 300 } }, { "shifted_params", { true, false } },
-                    { "split2_items", { 0, 2, 6, 8 } } }
+                    { "split2_items", { 0, 2, 6, 8 } }, { "masked_aligned", { true, false } } }
 local ROW_TUNING = { { "wg", { 0, 1, 2, 4, 8, 16, 32, 64, 128 } }, { "items", { 0, 1, 2, 3, 4, 8 } },
                      { "scalar", { true, false } } }
 

@@ -118,7 +118,7 @@ describe("tune.layer_norm options", function()
       { form = "subgroup" }, { form = "stream" }, { form = "auto" }, { epoch = before.epoch },
       { records = "tagged", tickets = true, stream = false },
       { form = "split2", pipelined = false, lag = 5 }, { form = "split2", lag = 100 },
-      { shifted_params = true }, { shifted_params = false }, { split2_items = 6 },
+      { shifted_params = true }, { shifted_params = false }, { split2_items = 6 }, { masked_aligned = true },
     } do
       assert.is_table(config(4096, t))
       config(4096, {})
@@ -151,6 +151,7 @@ describe("tune.layer_norm options", function()
       { { pipelined = 1 }, "pipelined must be a boolean, got number" },
       { { shifted_params = "yes" }, "shifted_params must be a boolean, got string" },
       { { split2_items = 17 }, "split2_items must be in 0..16 %(0: default%), got 17" },
+      { { masked_aligned = 1 }, "masked_aligned must be a boolean, got number" },
     } do
       expect_tune("bad argument #2 to 'lumus%.tune%.layer_norm' %(" .. bad[2], 3000, bad[1])
       assert.are.same(before, config(3000))

@@ -160,6 +160,21 @@ describe("layer_norm_forward forms", function()
     assert(#bad == 0, table.concat(bad, "\n"))
   end)
 
+  it("reads rows of D % 4 == 0 as masked rows when asked (masked_aligned), in every form", function()
+    local shapes = { { 9, 8 }, { 33, 4 }, { 5, 36 }, { 3, 1032 }, { 2, 4100 }, { 3, 11108 } }
+    local bad = {}
+    for _, form in ipairs { "subgroup", "group", "stream", "split", "split2" } do
+      local tune = { masked_aligned = true, form = form }
+      for _, sh in ipairs(shapes) do
+        local c = config(sh[2], tune, sh[1])
+        if c.variant == form then assert.is_true(c.masked, form .. " masked") end
+      end
+      for _, why in ipairs(run_all(tune, shapes, 23)) do bad[#bad + 1] = why end
+    end
+    config(1, {})
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
   it("sizes the two-stage split's slices by split2_items, and only that form's", function()
     -- rows enough that no row is cut finer to fill the device
     local auto = config(70001, { form = "split2", scalar = false }, 1000)

@@ -113,6 +113,20 @@ describe("layer_norm_forward on float16 and bfloat16", function()
       end
     end)
 
+    it(dt .. ": rows of D % 4 == 0 through the masked path when asked (masked_aligned) in every form", function()
+      finally(function() lumus.tune.layer_norm(1, {}) end)
+      for _, form in ipairs({ "subgroup", "group", "stream", "split2" }) do
+        lumus.tune.layer_norm(1, { masked_aligned = true, form = form, parts = form == "split2" and 3 or 0 })
+        for _, shape in ipairs({ { 9, 8 }, { 5, 36 }, { 3, 772 }, { 2, 6868 } }) do
+          local c = lumus.tune.layer_norm(shape[2], nil, shape[1], dt)
+          assert.is_true(c.masked, form .. " masked")
+          if form ~= "subgroup" or c.variant == "subgroup" then assert.equal(form, c.variant) end
+          check(dt, shape[1], shape[2], { affine = true })
+          check(dt, shape[1], shape[2], { affine = true, in_place = true })
+        end
+      end
+    end)
+
     for _, lean in ipairs { true, false } do
       it(("%s: lean masks %s in every form"):format(dt, lean and "on" or "off"), function()
         finally(function() lumus.tune.layer_norm(1, {}) end)

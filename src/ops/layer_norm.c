@@ -159,6 +159,9 @@ typedef struct ln_tune {
     uint32_t lag;            /* pipelined two-stage split: tickets from record to normalizing (0: auto) */
     int shifted_params;      /* weight and bias as float32 copies made per call (param_copies) */
     uint32_t split2_items;   /* two-stage split: vectors per thread of a slice (0: LN_SPLIT2_ITEMS) */
+    /* Rows of D % 4 == 0 read as masked rows too (each of skew 0): a diagnostic that times
+     * the masking's instructions apart from the rows' alignment. */
+    int masked_aligned;
 } ln_tune;
 static const char LN_TUNE_KEY[] = "lumus.layer_norm.tune";
 
@@ -226,15 +229,16 @@ static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 /* `masked_ok`: rows whose D is not a multiple of 4 may be read as masked vec4s (every
  * form but the row form). They are on a GPU, where memory hides the masking's extra
  * instructions; a CPU device (lavapipe) pays for each, so there they are read as floats;
- * the tuning hook's `scalar` decides either way. */
+ * the tuning hook's `scalar` decides either way (and `masked_aligned` reads rows of D % 4 == 0
+ * so too). */
 static ln_shape shape_of(const lm_context *ctx, const ln_tune *t, int64_t d, uint32_t rows, int masked_ok) {
     ln_shape s;
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     s.d = (uint32_t)d;
     s.rows = rows;
     s.sms = ctx->sm_count ? ctx->sm_count : LN_GUESS_SMS;
-    s.masked = d % 4 != 0 && masked_ok &&
-               (ctx->ln_scalar == LN_SCALAR_AUTO ? !cpu : ctx->ln_scalar == LN_SCALAR_MASKED);
+    s.masked = d % 4 != 0 ? masked_ok && (ctx->ln_scalar == LN_SCALAR_AUTO ? !cpu : ctx->ln_scalar == LN_SCALAR_MASKED)
+                          : masked_ok && t->masked_aligned;
     s.clamped = s.masked && t->loads == LN_LOADS_CLAMPED;
     s.vec = d % 4 == 0 || s.masked ? 4 : 1;
     s.n = s.masked ? (uint32_t)((d + 6) / 4) : (uint32_t)(d / s.vec);
@@ -965,7 +969,7 @@ int lm_op_layer_norm_config(lua_State *L) {
     static const char *const known[] = { "form", "stream", "wg", "items_target", "subgroup_items", "parts",
                                          "classes", "spin_limit", "tickets", "records", "epoch",
                                          "return_scratch", "scalar", "masked_loads", "tile", "split2", "long_split", "lean_masks", "segment_shuffles",
-                                         "pipelined", "lag", "shifted_params", "split2_items", NULL };
+                                         "pipelined", "lag", "shifted_params", "split2_items", "masked_aligned", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = luaL_opt(L, lm_check_integer, 3, 0xffffffffLL);
@@ -1013,6 +1017,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         int segment_shuffles = lm_option_boolean(L, 2, "segment_shuffles", 1);
         int pipelined = lm_option_boolean(L, 2, "pipelined", 1);
         int shifted_params = lm_option_boolean(L, 2, "shifted_params", 0);
+        int masked_aligned = lm_option_boolean(L, 2, "masked_aligned", 0);
         lua_Integer split2_items = lm_option_integer(L, 2, "split2_items", 0);
         if (split2_items < 0 || split2_items > LN_SPLIT2_MAX_ITEMS)
             lm_argerror(L, 2, "split2_items must be in 0..%d (0: default), got %I", (int)LN_SPLIT2_MAX_ITEMS, (LUAI_UACINT)split2_items);
@@ -1047,6 +1052,7 @@ int lm_op_layer_norm_config(lua_State *L) {
         tune.lag = (uint32_t)lag;
         tune.shifted_params = shifted_params;
         tune.split2_items = (uint32_t)split2_items;
+        tune.masked_aligned = masked_aligned;
         set_tune(L, &tune);
     }
     ln_plan c = dt == LM_FLOAT32 ? plan(ctx, &tune, d, (uint32_t)rows, 0, 1)   /* as for a call with weight or bias */
