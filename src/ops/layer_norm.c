@@ -410,7 +410,7 @@ static int split2_fits(const ln_tune *t, const ln_shape *s, int in_place) {
 
 /* Whether the automatic plan takes the tile form: short masked rows on a GPU. */
 static int tile_fits(const ln_tune *t, const ln_shape *s) {
-    return !t->no_tile && !s->cpu && s->masked && s->d <= LN_TILE_MAX_D;
+    return !t->no_tile && !s->cpu && s->masked && s->d % 4 != 0 && s->d <= LN_TILE_MAX_D;
 }
 
 /* The same for float16/bfloat16 x (their other forms read such rows an element per lane). */
@@ -628,12 +628,12 @@ static ln_plan plan_half(const lm_context *ctx, const ln_tune *t, int64_t d, uin
      * 16384 ran at 81% and 84% of the copy ceiling on workgroups of 768 and 1024 x 4
      * vectors, 93% and 90% on 384 and 512 x 8 (rows of 2048-8192 on 128-512 x 4 ran 4-10
      * points faster than at 8 vectors; masked rows of 6867 fell from 59% to 28% at 8). */
-    s.narrow_width = !s.masked && s.vec == 4;
+    s.narrow_width = (!s.masked || d % 4 == 0) && s.vec == 4;   /* masked_aligned keeps the aligned plan */
     /* ... and short ones take 4 vectors per thread as long ones do, not 2: 2 of 8 bytes
      * kept too few loads in flight (H100, session 22, % of copy, float16, 2 -> 4: rows of
      * 768 68.5 -> 70.1 and 93.6 -> 97.3 (8192 and 65536 rows), 872 88.1 -> 93.2, 1024 86.3
      * -> 87.5). Masked rows did not gain (615 57.1 -> 53.3, 805 55.1 -> 56.2). */
-    if (s.masked) s.segment_items = LN_SEGMENT_ITEMS_HALF;
+    if (s.masked && d % 4 != 0) s.segment_items = LN_SEGMENT_ITEMS_HALF;
     ln_plan c;
     int form = ctx->ln_form;
     if (form == LM_LN_SPLIT || (form == LM_LN_AUTO && ctx->ln_parts)) form = in_place ? LM_LN_STREAM : LN_FORM_SPLIT2;
