@@ -124,12 +124,13 @@ void main() {
     float shift = own.x;
 
 #if TAGGED_RECORDS
-    // Record words as (value, tag = epoch) in 64 bits; threads 0..2 publish one word each.
-    // Relaxed atomics suffice: each word carries its own readiness.
+    // Record words as (value, tag = epoch) in 64 bits; threads 0..2 publish one word each
+    // (a loop: a workgroup may have fewer than 3). Relaxed atomics suffice: each word
+    // carries its own readiness.
     uint rec = 8u + 8u * (row * PARTS + part);
-    if (tid < 3u) {
-        float value = tid == 0u ? own.x : tid == 1u ? own.y : own.z;
-        atomicExchange(TaggedWords(p.scratch).v[rec + tid], packUint2x32(uvec2(floatBitsToUint(value), p.epoch)));
+    for (uint k = tid; k < 3u; k += WG) {
+        float value = k == 0u ? own.x : k == 1u ? own.y : own.z;
+        atomicExchange(TaggedWords(p.scratch).v[rec + k], packUint2x32(uvec2(floatBitsToUint(value), p.epoch)));
     }
     if (tid == 0u) partners_missing = false;
     barrier();

@@ -108,10 +108,11 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer TaggedWords 
 uint record_word(uint job) { return 8u + 8u * job; }
 
 void publish_record(uint job, vec3 r) {
-    uint tid = gl_LocalInvocationID.x;
-    if (tid < 3u) {   // relaxed: each word carries its own readiness
-        float value = tid == 0u ? r.x : tid == 1u ? r.y : r.z;
-        atomicExchange(TaggedWords(p.scratch).v[record_word(job) + tid],
+    // relaxed: each word carries its own readiness; a loop, as a workgroup may have fewer
+    // than 3 invocations
+    for (uint k = gl_LocalInvocationID.x; k < 3u; k += WG) {
+        float value = k == 0u ? r.x : k == 1u ? r.y : r.z;
+        atomicExchange(TaggedWords(p.scratch).v[record_word(job) + k],
                        packUint2x32(uvec2(floatBitsToUint(value), p.epoch)));
     }
 }

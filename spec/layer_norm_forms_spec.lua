@@ -334,6 +334,29 @@ describe("layer_norm_forward forms", function()
     config(1, {})
   end)
 
+  it("pipelines the two-stage split right on workgroups of 1 and 2 threads, each waiting for many records", function()
+    -- 86 slices of rows of 257: a thread of a workgroup of one polls for all 86 records
+    -- (on lavapipe their polls must fit the loop budget), and publishes all 3 words of its own
+    local bad = {}
+    for _, wg in ipairs { 1, 2 } do
+      local tune = { form = "split2", wg = wg, scalar = false }
+      local c = config(257, tune, 2)
+      assert.are.equal("split2", c.variant)
+      for _, why in ipairs(run_all(tune, { { 2, 257 }, { 2, 1031 }, { 3, 4099 } }, 29)) do bad[#bad + 1] = why end
+    end
+    config(1, {})
+    assert(#bad == 0, table.concat(bad, "\n"))
+  end)
+
+  it("takes two dispatches for rows of more slices than shared memory holds records of", function()
+    if not lumus.device().int64_atomics then pending("no 64-bit atomics: always two dispatches"); return end
+    local long = config(2 ^ 25, { form = "split2" }, 1)
+    assert.is_true(long.parts >= 8192, "parts " .. long.parts)
+    assert.are.equal(0, long.lag)
+    assert.is_true(config(2 ^ 20, { form = "split2" }, 1).lag > 0)
+    config(1, {})
+  end)
+
   it("counts the pipelined split's tickets: one per slice and one per lag step", function()
     if not lumus.device().int64_atomics then pending("no 64-bit atomics"); return end
     collectgarbage(); lumus.synchronize()

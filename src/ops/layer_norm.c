@@ -133,6 +133,7 @@ enum { LN_SCALAR_AUTO, LN_SCALAR_FLOATS, LN_SCALAR_MASKED };
 #define LN_PIPE_WAVES 4u
 #define LN_PIPE_LAG_BYTES (3ull << 20)
 #define LN_MAX_LAG (1u << 20)   /* the tuning hook's bound: a lag is a count of workgroups */
+#define LN_PIPE_SHARED_PER_PART 20u   /* shared bytes per slice: a vec3 (16-byte stride), a flag */
 /* Forms of this file beyond lm_context's enum lm_ln_form (tune.layer_norm's `form`
  * names them after it). */
 enum { LN_FORM_TILE = LM_LN_ROW + 1, LN_FORM_SPLIT2 };
@@ -358,6 +359,11 @@ static uint32_t split2_lag(const lm_context *ctx, const ln_tune *t, const ln_pla
     }
     if (lag < c->parts) lag = c->parts;   /* every record a slice waits for has an earlier ticket */
     if (rows * c->parts + lag > 0xffffffffu) return 0;
+    /* A workgroup gathers its row's records in shared memory (a vec3 and a flag per
+     * slice, beside the workgroup sums): rows of more slices than that holds take the
+     * two dispatches, whose second reads the records from memory. */
+    if ((uint64_t)c->parts * LN_PIPE_SHARED_PER_PART + 8ull * c->wg + 64u > ctx->props.limits.maxComputeSharedMemorySize)
+        return 0;
     return (uint32_t)lag;
 }
 
@@ -931,8 +937,13 @@ int lm_op_layer_norm_forward(lua_State *L) {
         pc.scratch = lm_tensor_address(scratch);
         pc.chunk = (pc.n + c.parts - 1) / c.parts;
         pc.spin_limit = ctx->ln_spin_limit ? ctx->ln_spin_limit - 1 : LN_SPIN_LIMIT;
-        if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / 2)
-            pc.spin_limit = LN_CPU_LOOP_BUDGET / 2;
+        /* On a CPU device the polls share LN_CPU_LOOP_BUDGET with the invocation's other
+         * loops, and a thread of the pipelined split polls for ceil(parts / wg) records one
+         * after another (past the budget llvmpipe ended the loop over them unfinished, so
+         * the rest of the row's records were never read). */
+        uint32_t waits = lag ? ceil_div(c.parts, c.wg) : 1;
+        if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && pc.spin_limit > LN_CPU_LOOP_BUDGET / 2 / waits)
+            pc.spin_limit = LN_CPU_LOOP_BUDGET / 2 / waits;
         pc.tickets = !ctx->ln_no_tickets || lag;   /* the pipelined split always takes tickets */
         pc.launched = (uint32_t)launched;
         pc.lag = lag;
