@@ -28,6 +28,14 @@ local function label_of(tune)
   return #parts > 0 and table.concat(parts, " ") or "automatic"
 end
 
+-- Appends to `bad` which of y, mean and invstd (byte strings, in that order) differ
+-- between `want` and `got`.
+local function bit_differences(bad, want, got, label)
+  for k, what in ipairs { "y", "mean", "invstd" } do
+    if want[k] ~= got[k] then bad[#bad + 1] = ("%s: %s differs"):format(label, what) end
+  end
+end
+
 -- Runs `shapes` ({rows, d}) under `tune`, each in place and out of place, weight and
 -- bias on every other; returns the list of failures.
 local function run_all(tune, shapes, seed)
@@ -234,12 +242,8 @@ describe("layer_norm_forward forms", function()
           end
           assert.is_true(c.lag >= parts)
           local one = bytes_of(rows, d, dtype, tune, d)
-          for k, what in ipairs { "y", "mean", "invstd" } do
-            if one[k] ~= two[k] then
-              bad[#bad + 1] = ("%dx%d %s lag=%s spin_limit=%s parts=%d: %s differs"):format(rows, d, dtype,
-                tostring(tune.lag), tostring(tune.spin_limit), parts, what)
-            end
-          end
+          bit_differences(bad, two, one, ("%dx%d %s lag=%s spin_limit=%s parts=%d"):format(rows, d, dtype,
+            tostring(tune.lag), tostring(tune.spin_limit), parts))
         end
       end
     end
@@ -293,12 +297,8 @@ describe("layer_norm_forward forms", function()
         if plan.param_copies ~= copies then
           bad[#bad + 1] = ("%dx%d %s %s: %d copies planned, %d expected"):format(rows, d, dtype, plan.variant, plan.param_copies, copies)
         end
-        local want, got = run(rows, d, dtype, plain, which, k), run(rows, d, dtype, shifted, which, k)
-        for i, what in ipairs { "y", "mean", "invstd" } do
-          if want[i] ~= got[i] then
-            bad[#bad + 1] = ("%dx%d %s %s (%s) %s: %s differs"):format(rows, d, dtype, plan.variant, which, label_of(c[3]), what)
-          end
-        end
+        bit_differences(bad, run(rows, d, dtype, plain, which, k), run(rows, d, dtype, shifted, which, k),
+          ("%dx%d %s %s (%s) %s"):format(rows, d, dtype, plan.variant, which, label_of(c[3])))
       end
     end
     config(1, {})
