@@ -40,6 +40,8 @@
 #   ln_split2_items_ab.md / .csv  the same shapes under the two-stage split's slices of 4, 6, 8 vectors
 #   ln_masked_aligned_ab.md / .csv, ln_masked_aligned_affine_ab.md / .csv   LayerNorm on neighbouring
 #                               masked and aligned shapes, aligned ones also through the masked path
+#   pipeline_ir.md, ir/         bench/pipeline_ir.lua: those shapes' LayerNorm pipelines, their driver
+#                               statistics and (where the driver gives them) internal representations
 #   clocks.csv                  nvidia-smi's SM/memory clocks, power and throttle reasons (200 ms)
 #   first_call.md / .csv        bench/first_call.lua (a GPT-2 forward's first call in fresh processes:
 #                               pipeline cache off, empty, loaded, loaded + warm_up; vs a warm call)
@@ -195,6 +197,10 @@ step ln_masked_aligned_ab 240 lua5.4 bench/tune_ab.lua --op layer_norm_plain --d
 step ln_masked_aligned_affine_ab 240 lua5.4 bench/tune_ab.lua --op layer_norm --dtypes float32,float16 \
   --shapes "$ln_pairs" --tunes "{};{masked_aligned=true};{shifted_params=true};{masked_aligned=true,shifted_params=true}" \
   --rounds 1 --iters 10 --csv "$out/ln_masked_aligned_affine_ab.csv"
+# The same pipelines' driver statistics and internal representations (stderr; files under ir/).
+mkdir -p "$out/ir"
+step pipeline_ir 180 env LUMUS_PIPELINE_CACHE=off LUMUS_PIPELINE_STATS=1 LUMUS_PIPELINE_IR="$out/ir" \
+  lua5.4 bench/pipeline_ir.lua
 # A model in a frame (issue 21): PyTorch eager and CUDA graph, then lumus eager and replayed.
 step frame_torch 180 python3 bench/frame_torch.py --csv "$out/frame_torch.csv"
 step frame 300 lua5.4 bench/frame.lua --csv "$out/frame.csv"
