@@ -34,14 +34,19 @@ void lm_pipelines_destroy(lm_context *ctx) {
     pp->layout = VK_NULL_HANDLE;
 }
 
+/* A compute pipeline's one executable, for the VK_KHR_pipeline_executable_properties queries. */
+static VkPipelineExecutableInfoKHR executable_of(VkPipeline p) {
+    return (VkPipelineExecutableInfoKHR){
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p, .executableIndex = 0,
+    };
+}
+
 /* LUMUS_PIPELINE_STATS: the driver's statistics of a new pipeline (NVIDIA reports its
  * register count, which bounds how many workgroups share a multiprocessor), on stderr. */
 static void print_statistics(lm_context *ctx, VkPipeline p, lm_shader_id id, const uint32_t spec[LM_MAX_SPEC]) {
     PFN_vkGetPipelineExecutableStatisticsKHR get = (PFN_vkGetPipelineExecutableStatisticsKHR)
         vkGetDeviceProcAddr(ctx->device, "vkGetPipelineExecutableStatisticsKHR");
-    VkPipelineExecutableInfoKHR info = {
-        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p, .executableIndex = 0,
-    };
+    VkPipelineExecutableInfoKHR info = executable_of(p);
     VkPipelineExecutableStatisticKHR st[16];
     uint32_t n = 16;
     for (uint32_t i = 0; i < n; i++) st[i] = (VkPipelineExecutableStatisticKHR){ .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR };
@@ -72,9 +77,7 @@ static const char *ir_dir(void) {
 static void dump_ir(lm_context *ctx, VkPipeline p, lm_shader_id id, const uint32_t spec[LM_MAX_SPEC]) {
     PFN_vkGetPipelineExecutableInternalRepresentationsKHR get = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)
         vkGetDeviceProcAddr(ctx->device, "vkGetPipelineExecutableInternalRepresentationsKHR");
-    VkPipelineExecutableInfoKHR info = {
-        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p, .executableIndex = 0,
-    };
+    VkPipelineExecutableInfoKHR info = executable_of(p);
     VkPipelineExecutableInternalRepresentationKHR ir[8];
     uint32_t n = 8;
     for (uint32_t i = 0; i < n; i++) ir[i] = (VkPipelineExecutableInternalRepresentationKHR){ .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR };
