@@ -116,10 +116,7 @@ void main() {
     uint end = min(first + p.chunk, p.n);
     // This slice's statistics, two-pass from registers.
     VT v[ITEMS];
-    for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = first + tid + i * WG;
-        v[i] = idx < end ? ln_load(p.x, row, idx) : VT(0.0);
-    }
+    load_items(v, row, first + tid, WG, end, true);
     vec3 own = slice_record(v, row, first, end);
     float shift = own.x;
 

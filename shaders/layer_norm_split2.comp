@@ -40,10 +40,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer Records { v
 
 // Loads vectors first .. end-1 of `row` (one slice) into v.
 void load_slice(out VT v[ITEMS], uint row, uint first, uint end) {
-    for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = first + gl_LocalInvocationID.x + i * WG;
-        v[i] = idx < end ? ln_load(p.x, row, idx) : VT(0.0);
-    }
+    load_items(v, row, first + gl_LocalInvocationID.x, WG, end, true);
 }
 
 float part_count(uint row, uint k) {

@@ -14,12 +14,9 @@ void main() {
     const uint held = WG * ITEMS;
 
     VT v[ITEMS];
+    load_items(v, row, tid, WG, p.n, true);
     float s = 0.0;
-    for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = tid + i * WG;
-        v[i] = idx < p.n ? ln_load(p.x, row, idx) : VT(0.0);
-        s += hsum(v[i]);
-    }
+    for (uint i = 0; i < ITEMS; ++i) s += hsum(v[i]);
     for (uint idx = held + tid; idx < p.n; idx += WG) s += hsum(ln_load(p.x, row, idx));
     float m0 = group_sum(vec2(s, 0.0)).x / float(p.d);
 

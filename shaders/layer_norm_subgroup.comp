@@ -19,12 +19,9 @@ void main() {
     uint srow = live ? row : p.rows - 1u;
 
     VT v[ITEMS];
+    load_items(v, row, lane, SEG, p.n, live);
     float s = 0.0;
-    for (uint i = 0; i < ITEMS; ++i) {
-        uint idx = lane + i * SEG;
-        v[i] = live && idx < p.n ? ln_load(p.x, row, idx) : VT(0.0);
-        s += hsum(v[i]);
-    }
+    for (uint i = 0; i < ITEMS; ++i) s += hsum(v[i]);
     float m0 = share_sum(s) / float(p.d);
     vec2 q = vec2(0.0);
     for (uint i = 0; i < ITEMS; ++i) {

@@ -200,18 +200,20 @@ vec4 ln_keep(uint row, uint idx, vec4 v) {
     return mix(vec4(0.0), v, lessThan(e, uvec4(p.d)));
 }
 #if ANY_D == 2
-// Clamped loads (ANY_D = 2): every vector is one aligned vec4 load, its lanes outside the
-// row zeroed by a select, with no branch, so a thread's ITEMS loads are all in flight at
-// once (a branch per load, as ANY_D = 1 has, lets the compiler issue them only one
-// after another). The index is clamped to the row's last vec4, so no load leaves the
+// Clamped loads (ANY_D = 2): every vector is one aligned vec4 load (ln_load_raw), its
+// lanes outside the row zeroed afterwards (ln_keep), so a thread's ITEMS loads can all be
+// in flight at once: a branch per load, as ANY_D = 1 has, or ln_keep's between loads,
+// lets the compiler issue them only one after another (load_items below takes them
+// all first). The index is clamped to the row's last vec4, so no load leaves the
 // 16-byte blocks that hold the tensor's elements (plain tensors start 16-byte aligned).
 // A partial vector's outside lanes belong to the neighbouring row: in place, that row's
-// workgroup may be rewriting them while they are read, which changes only lanes the
-// select drops. Stores stay exact, as below.
-vec4 ln_load(uint64_t base, uint row, uint idx) {
+// workgroup may be rewriting them while they are read, which changes only lanes
+// ln_keep drops. Stores stay exact, as below.
+vec4 ln_load_raw(uint64_t base, uint row, uint idx) {
     uint last = (row_skew(row) + p.d - 1u) >> 2;
-    return ln_keep(row, idx, x_vec(row_base(base, row), min(idx, last)));
+    return x_vec(row_base(base, row), min(idx, last));
 }
+vec4 ln_load(uint64_t base, uint row, uint idx) { return ln_keep(row, idx, ln_load_raw(base, row, idx)); }
 #else
 vec4 ln_load(uint64_t base, uint row, uint idx) {
     uint e0 = first_elem(row, idx);
@@ -348,6 +350,25 @@ VT load_bias(uint row, uint idx) {
 }
 float slice_count(uint row, uint a, uint b) { return float(b - a) * float(VEC); }
 #endif
+
+// A thread's items of a row in registers: v[i] = vector start + i * step where live and
+// below lim, else 0, lanes outside the row zeroed (as ln_load gives them). Clamped rows
+// take every load first and then the masks, so no branch lies between a thread's loads
+// and all ITEMS are in flight at once.
+void load_items(out VT v[ITEMS], uint row, uint start, uint step, uint lim, bool live) {
+#if ANY_D == 2
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = start + i * step;
+        v[i] = live && idx < lim ? ln_load_raw(p.x, row, idx) : VT(0.0);
+    }
+    for (uint i = 0; i < ITEMS; ++i) v[i] = ln_keep(row, start + i * step, v[i]);
+#else
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = start + i * step;
+        v[i] = live && idx < lim ? ln_load(p.x, row, idx) : VT(0.0);
+    }
+#endif
+}
 
 bool is_finite(float v) { return (floatBitsToUint(v) & 0x7f800000u) != 0x7f800000u; }
 
