@@ -310,18 +310,23 @@ const uint SLOTS = 1;
 #define BEYOND4(v, w) lessThan(v, w)
 #endif
 #ifdef MASKED
-// Unit i of a row (of skew `skew`) with its lanes outside the row START: the raw bits of
-// 16-bit units (START16, the dtype's infinity), or the float32 unit. A unit wholly inside
-// the row, all but at most two of a row's, is taken as loaded.
+// Unit i of a row (of skew `skew`) with its lanes outside the row START, in two steps so
+// that a thread issues all its loads before any mask (a branch between one load and the
+// next had NVIDIA's compiler issue them one by one): masked_load reads a unit holding
+// some of the row and gives a unit holding none all START; masked_keep sets the lanes
+// outside the row to START, as the raw bits of 16-bit units (START16, the dtype's
+// infinity) or the float32 unit. A unit wholly inside the row, all but at most two of a
+// row's, is taken as loaded.
 #if VEC == 8
 #if DT == 1
 const uint START16 = OP == OP_MAX ? 0xfc00u : 0x7c00u;
 #else
 const uint START16 = OP == OP_MAX ? 0xff80u : 0x7f80u;
 #endif
-RT masked_raw(uint64_t col, uint i, uint skew) {
-    if (!unit_in_row(i, skew)) return uvec4(START16 | (START16 << 16));
-    RT w = load_words(col + i);
+RT masked_load(uint64_t col, uint i, uint skew) {
+    return unit_in_row(i, skew) ? load_words(col + i) : uvec4(START16 | (START16 << 16));
+}
+RT masked_keep(RT w, uint i, uint skew) {
     uint e = i * 8u - skew;
     if (unit_whole(e)) return w;
     uvec4 lo = uvec4(e) + uvec4(0u, 2u, 4u, 6u);
@@ -330,9 +335,10 @@ RT masked_raw(uint64_t col, uint i, uint skew) {
     return l | h;
 }
 #else
-RT masked_raw(uint64_t col, uint i, uint skew) {
-    if (!unit_in_row(i, skew)) return RT(START);
-    RT u = load_unit(col + i);
+RT masked_load(uint64_t col, uint i, uint skew) {
+    return unit_in_row(i, skew) ? load_unit(col + i) : RT(START);
+}
+RT masked_keep(RT u, uint i, uint skew) {
     uint e = i * 4u - skew;
     if (unit_whole(e)) return u;
     return keep4(u, e, START);
@@ -485,11 +491,13 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
     uint64_t col = first_elem / uint(VEC);             // the unit holding the row's first element
     uint skew = uint(first_elem % uint(VEC));
 #define LOAD_ROW_UNIT(at, i) masked_unit(col, i, skew)
-#define LOAD_ROW_RAW(at, i) masked_raw(col, i, skew)
+#define LOAD_ROW_RAW(at, i) masked_load(col, i, skew)
+#define KEEP_ROW_RAW(u, i) masked_keep(u, i, skew)
 #else
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
 #define LOAD_ROW_UNIT(at, i) load_unit(at)
 #define LOAD_ROW_RAW(at, i) load_raw(at)
+#define KEEP_ROW_RAW(u, i) (u)
 #endif
 
     St s[NS];
@@ -530,7 +538,7 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
             }
             for (uint k = 0; k < UNROLL; ++k) {
                 uint rk = r + k * LANES;
-                if (rk < r1) take_slots(m, ix, nx, u[k], rk);
+                if (rk < r1) take_slots(m, ix, nx, KEEP_ROW_RAW(u[k], rk), rk);
             }
         }
         // The slots' states: one per column (CVEC == 4), or merged into the thread's.
