@@ -2,9 +2,12 @@
 -- shapes (fixed odd/prime rows and a log-uniform draw of D), against plain Lua on the same
 -- rounded inputs (NaN, infinities and ties sprinkled in): values bit-equal (NaN as NaN),
 -- indices the first extreme or the first NaN. For a real GPU, where the specs do not run:
---   lua5.4 bench/reduce_extremes_check.lua [seed]
+--   lua5.4 bench/reduce_extremes_check.lua [seed] [masked|elements]
+-- (the second argument forces the row form's masked units or element reads: tune.reduce)
 local lumus = require("lumus")
 local seed = tonumber(arg[1]) or 7
+if arg[2] == "masked" or arg[2] == "elements" then lumus.tune.reduce({ masked = arg[2] == "masked" })
+elseif arg[2] then error("bench/reduce_extremes_check.lua: the second argument must be masked or elements") end
 math.randomseed(seed)
 local shapes = { {1, 1}, {3, 7}, {5, 31}, {2, 33}, {7, 97}, {3, 1023}, {2, 2053}, {4, 4099},
   {1, 65537}, {2, 100003}, {33, 129}, {9, 255}, {1, 300007} }

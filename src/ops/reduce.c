@@ -140,17 +140,19 @@ static const lm_shader_id rows_masked[4][3][2] = {
  * float16 rows of 1932 (D % 4 == 0) 87 in 8-byte vectors against 72 masked. Few rows
  * gain as much since their split counts bytes (MIN_ROW_BYTES_PER_THREAD; session 21:
  * float16 17-642 rows of 73437-1018859 52-61 -> 64-71, float32 +0.4 to +4.4).
- * max and min (values and indices) only for 16-bit dtypes, at least
- * MASKED_MIN_ROWS_PER_SM rows per multiprocessor (float16 over 344 rows of 95177 lost 4
- * points with the split counted in units, session 20; not measured since) and x of at least
- * MASKED_MIN_BYTES_EXTREME: element reads -> masked on an H100 (session 20), float16 rows of 226
- * 33 -> 59, of 7393 58 -> 78, of 10142 66 -> 77, of 4813 49 -> 53 (44 MiB), of 907 57-58
- * -> 57-61, bfloat16 the same within 1.5 points; losses on smaller x, 16-18 MiB: rows of
- * 803, 886 and 2973 by 5 points (a gain of 18 on 727 rows of 15313, 21 MiB), and on 344
- * rows of 95177 by 4; float32 lost on 8 of 10 shapes (rows of 907 86 -> 75), its element
- * reads at 4 bytes a lane already near copy. */
+ * max and min (values and indices), where each unit's loads come before its masks, for x of
+ * at least MASKED_MIN_BYTES_EXTREME and rows of at least MASKED_MIN_D_EXTREME; float32 also
+ * needs MASKED_MIN_ROWS_PER_SM rows per multiprocessor. Element reads -> masked on an H200
+ * (session 26, seeded sweeps 2413 and 2614, % of copy): float16 and bfloat16 gain on every
+ * shape of 22 MiB or more, few rows as well (76 rows of 960251 44 -> 67, 206 of 215963 43 ->
+ * 57) as short ones (1171895 of 67 16 -> 43-45, 2244416 of 29 31 -> 38); float32 at 4+ rows
+ * per multiprocessor +2 to +30 (82465 of 2741 71 -> 99, 3308810 of 81 38 -> 64), but few
+ * long rows lose (19 of 894095 and 27 of 582693 68 -> 60, 67 of 494121 77 -> 73), its
+ * element reads of 4 bytes a lane near copy there; below 13 MiB every dtype loses 1-12
+ * points (rows of 45-127 the most). Rows shorter than 29 were not measured above 32 MiB. */
 #define MASKED_MIN_D 128u
 #define MASKED_MIN_D_F32 512u
+#define MASKED_MIN_D_EXTREME 29u
 #define MASKED_MIN_BYTES_EXTREME (32ull << 20)
 #define MASKED_MIN_ROWS_PER_SM 4u
 static int rows_masked_chosen(const lm_context *ctx, int kind, int form, const lm_tensor *x, lm_dim_view v) {
@@ -158,9 +160,9 @@ static int rows_masked_chosen(const lm_context *ctx, int kind, int form, const l
     if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
     if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
     if (kind == OP_SUM) return v.r >= (form == FORM_F32 ? MASKED_MIN_D_F32 : MASKED_MIN_D);
+    if (v.r < MASKED_MIN_D_EXTREME || (uint64_t)v.outer * v.r * lm_dtype_size(x->dtype) < MASKED_MIN_BYTES_EXTREME) return 0;
     uint32_t sms = ctx->sm_count ? ctx->sm_count : 1;
-    if ((uint64_t)v.outer < (uint64_t)sms * MASKED_MIN_ROWS_PER_SM) return 0;
-    return form != FORM_F32 && v.r >= MASKED_MIN_D && (uint64_t)v.outer * v.r * lm_dtype_size(x->dtype) >= MASKED_MIN_BYTES_EXTREME;
+    return form != FORM_F32 || (uint64_t)v.outer >= (uint64_t)sms * MASKED_MIN_ROWS_PER_SM;
 }
 
 /* The result's shape: x's without dim (or with it as 1 when keepdim); {1} or all ones
