@@ -137,15 +137,22 @@ do
 end
 
 -- max, min, argmax and argmin over rows as the device plans them and with masked 16-byte
--- units forced (the plan takes them only for 16-bit x of 32 MiB or more), exact: each
+-- units forced (the plan takes them only for x of 32 MiB or more), exact: each
 -- row's peak (500) and valley (-500) at a position that moves from row to row, the rows between them walls of
 -- +1000 or -1000 whose elements share units with the rows' ends; a NaN row (the first NaN
--- wins both), an all -inf row and an all +inf row (index 1).
+-- wins both), an all -inf row and an all +inf row (index 1). Rows of 131, 907 and 2973
+-- and three odd lengths drawn log-uniformly from 29..60000 (seed 2607).
 do
+  local lengths = { 131, 907, 2973 }
+  math.randomseed(2607)
+  for _ = 1, 3 do
+    local d = math.max(29, math.floor(math.exp(math.random() * math.log(60000))))
+    lengths[#lengths + 1] = d % 2 == 0 and d + 1 or d
+  end
   for _, dtype in ipairs { "float32", "float16", "bfloat16" } do
-    for _, d in ipairs { 131, 907, 2973 } do
+    for _, d in ipairs(lengths) do
       local xt = {}
-      for r = 1, 300 do
+      for r = 1, math.max(9, math.min(300, 900000 // d)) do
         local row = {}
         if r % 2 == 0 then
           for k = 1, d do row[k] = r % 4 == 0 and 1000 or -1000 end
@@ -181,8 +188,8 @@ do
             if #bad > 3 then break end
           end
         end
-        check(#bad == 0, ("max/min/argmax/argmin, masked %s, %s 300x%d%s"):format(
-          tostring(lumus.tune.reduce().masked), dtype, d, #bad > 0 and (": " .. table.concat(bad, "; ")) or ""))
+        check(#bad == 0, ("max/min/argmax/argmin, masked %s, %s %dx%d%s"):format(
+          tostring(lumus.tune.reduce().masked), dtype, #xt, d, #bad > 0 and (": " .. table.concat(bad, "; ")) or ""))
       end
       lumus.tune.reduce({})
       x:free()

@@ -148,7 +148,7 @@ static const lm_shader_id rows_masked[4][3][2] = {
  * 57) as short ones (1171895 of 67 16 -> 43-45, 2244416 of 29 31 -> 38); float32 at 4+ rows
  * per multiprocessor +2 to +30 (82465 of 2741 71 -> 99, 3308810 of 81 38 -> 64), but few
  * long rows lose (19 of 894095 and 27 of 582693 68 -> 60, 67 of 494121 77 -> 73), its
- * element reads of 4 bytes a lane near copy there; below 13 MiB every dtype loses 1-12
+ * element reads of 4 bytes a lane near copy there; below 13 MiB every dtype loses 0.8-12
  * points (rows of 45-127 the most). Rows shorter than 29 were not measured above 32 MiB. */
 #define MASKED_MIN_D 128u
 #define MASKED_MIN_D_F32 512u
