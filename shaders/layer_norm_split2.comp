@@ -39,8 +39,8 @@ const uint PARTS = ROWS;
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Records { vec4 v[]; };
 
 // Loads vectors first .. end-1 of `row` (one slice) into v.
-void load_slice(out VT v[ITEMS], uint row, uint first, uint end) {
-    load_items(v, row, first + gl_LocalInvocationID.x, WG, end, true);
+void load_slice(bool masked, out VT v[ITEMS], uint row, uint first, uint end) {
+    load_items_if(masked, v, row, first + gl_LocalInvocationID.x, WG, end, true);
 }
 
 float part_count(uint row, uint k) {
@@ -62,7 +62,7 @@ vec3 row_record(uint rec0, uint k) { return Records(p.scratch).v[rec0 + k].xyz; 
 // Normalizes slice `part` of `row` (held in v) with the row's combined records: the
 // mean's offset from slice 0's shift and the total M2, by two workgroup sums in a fixed
 // order (thread k takes slices k, k + WG, ...).
-void normalize_slice(VT v[ITEMS], uint row, uint part, uint first, uint end) {
+void normalize_slice(bool masked, VT v[ITEMS], uint row, uint part, uint first, uint end) {
     uint tid = gl_LocalInvocationID.x;
     uint rec0 = row * PARTS;
     float base = row_record(rec0, 0u).x;
@@ -91,7 +91,7 @@ void normalize_slice(VT v[ITEMS], uint row, uint part, uint first, uint end) {
     float invstd = invsqrt_refined(m2_total / n_total + p.eps);
     for (uint i = 0; i < ITEMS; ++i) {
         uint idx = first + tid + i * WG;
-        if (idx < end) ln_store(row, idx, fma(((v[i] - base) - delta) * invstd, load_weight(row, idx), load_bias(row, idx)));
+        if (idx < end) store_if(masked, row, idx, fma(((v[i] - base) - delta) * invstd, load_weight(row, idx), load_bias(row, idx)));
     }
     if (part == 0u && tid == 0u) store_stats(row, base + delta, invstd);
 }
@@ -164,16 +164,27 @@ void main() {
     if (ticket < jobs) {
         uint row = ticket / PARTS, part = ticket % PARTS;
         uint first = part * p.chunk, end = min(first + p.chunk, p.n);
-        load_slice(v, row, first, end);
-        publish_record(ticket, slice_record(v, row, first, end));
+        // each side with literal `masked` (see slice_whole): its own code
+        if (slice_whole(row, first, end)) {
+            load_slice(false, v, row, first, end);
+            publish_record(ticket, slice_record_if(false, v, row, first, end));
+        } else {
+            load_slice(true, v, row, first, end);
+            publish_record(ticket, slice_record_if(true, v, row, first, end));
+        }
     }
     if (ticket < p.lag) return;   // uniform
     uint job = ticket - p.lag;
     uint row = job / PARTS, part = job % PARTS;
     uint first = part * p.chunk, end = min(first + p.chunk, p.n);
     gather_records(row);
-    load_slice(v, row, first, end);
-    normalize_slice(v, row, part, first, end);
+    if (slice_whole(row, first, end)) {
+        load_slice(false, v, row, first, end);
+        normalize_slice(false, v, row, part, first, end);
+    } else {
+        load_slice(true, v, row, first, end);
+        normalize_slice(true, v, row, part, first, end);
+    }
 #else
     uint job = group_index();
     if (job >= jobs) return;      // uniform: grid padding
@@ -183,12 +194,25 @@ void main() {
     uint row = job / PARTS, part = job % PARTS;
     uint first = part * p.chunk;
     uint end = min(first + p.chunk, p.n);
-    load_slice(v, row, first, end);
+    bool whole = slice_whole(row, first, end);
 #if STAGE == 1
-    vec3 r = slice_record(v, row, first, end);
+    vec3 r;
+    if (whole) {
+        load_slice(false, v, row, first, end);
+        r = slice_record_if(false, v, row, first, end);
+    } else {
+        load_slice(true, v, row, first, end);
+        r = slice_record_if(true, v, row, first, end);
+    }
     if (tid == 0u) Records(p.scratch).v[job] = vec4(r, 0.0);
 #else
-    normalize_slice(v, row, part, first, end);
+    if (whole) {
+        load_slice(false, v, row, first, end);
+        normalize_slice(false, v, row, part, first, end);
+    } else {
+        load_slice(true, v, row, first, end);
+        normalize_slice(true, v, row, part, first, end);
+    }
 #endif
 #endif
 }

@@ -370,6 +370,41 @@ void load_items(out VT v[ITEMS], uint row, uint start, uint step, uint lim, bool
 #endif
 }
 
+// A split slice wholly inside its row (every vector of [first, end) whole, as all but a
+// row's first and last slices are) needs none of the masked code: `whole` is uniform over
+// the workgroup, and the two-stage split form calls the *_if functions below with a
+// literal for `masked` on either side of one branch, so each side compiles to its own
+// code and a whole slice loads, keeps and stores as rows of D % 4 == 0 do (the masked
+// code on whole vectors cost about 25 points of copy there: each vector's tests and
+// branches, not the bytes). Both sides give the same values on a whole slice: the clamp
+// and the masks change no lane of a whole vector. The one-stage split form does not use
+// them: with them it lost 3-10 points of copy on an H100 (BENCHMARKS.md, 2026-12-07).
+#if ANY_D == 2
+bool slice_whole(uint row, uint first, uint end) {
+    return first < end && whole_vector(first_elem(row, first)) && whole_vector(first_elem(row, end - 1u));
+}
+VT keep_if(bool masked, uint row, uint idx, VT v) { return masked ? ln_keep(row, idx, v) : v; }
+void store_if(bool masked, uint row, uint idx, VT v) {
+    if (masked) ln_store(row, idx, v);
+    else y_vec(row_base(p.y, row), idx, v);
+}
+void load_items_if(bool masked, out VT v[ITEMS], uint row, uint start, uint step, uint lim, bool live) {
+    if (masked) { load_items(v, row, start, step, lim, live); return; }
+    uint64_t at = row_base(p.x, row);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = start + i * step;
+        v[i] = live && idx < lim ? x_vec(at, idx) : VT(0.0);
+    }
+}
+#else
+bool slice_whole(uint row, uint first, uint end) { return false; }   // no masked code to skip
+VT keep_if(bool masked, uint row, uint idx, VT v) { return ln_keep(row, idx, v); }
+void store_if(bool masked, uint row, uint idx, VT v) { ln_store(row, idx, v); }
+void load_items_if(bool masked, out VT v[ITEMS], uint row, uint start, uint step, uint lim, bool live) {
+    load_items(v, row, start, step, lim, live);
+}
+#endif
+
 bool is_finite(float v) { return (floatBitsToUint(v) & 0x7f800000u) != 0x7f800000u; }
 
 // 2^e as a float, for e in [-126, 127] (a normal float: exact scaling).

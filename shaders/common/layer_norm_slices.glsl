@@ -8,8 +8,9 @@
 // could differ between them), so a record is a function of the slice alone and every
 // part of a row combines identical records, whoever computed them: the row's
 // statistics, and whether they overflow and must be rescaled, are the same in all its
-// parts. X(i, idx) is the slice's vector idx, held as item i.
-#define SLICE_RECORD(X)                                                                  \
+// parts. X(i, idx) is the slice's vector idx, held as item i; M says whether the slice may
+// hold masked vectors (see slice_whole).
+#define SLICE_RECORD(X, M)                                                               \
     float count = slice_count(row, first, end);   /* 0 only past ANY_D's row end */      \
     precise float s = 0.0;                                                               \
     for (uint i = 0; i < ITEMS; ++i) {                                                   \
@@ -22,7 +23,7 @@
     precise vec2 q = vec2(0.0);                                                          \
     for (uint i = 0; i < ITEMS; ++i) {                                                   \
         uint idx = first + gl_LocalInvocationID.x + i * WG;                              \
-        precise VT r = idx < end ? ln_keep(row, idx, X(i, idx) - shift) : VT(0.0);       \
+        precise VT r = idx < end ? keep_if(M, row, idx, X(i, idx) - shift) : VT(0.0);     \
         q += vec2(hsum(r), hsum(r * r));                                                 \
     }                                                                                    \
     q = group_sum(q);                                                                    \
@@ -32,6 +33,7 @@
     return vec3(shift, offset, m2 < 0.0 ? 0.0 : m2);
 
 #define X_REGS(i, idx) v[i]
-vec3 slice_record(VT v[ITEMS], uint row, uint first, uint end) { SLICE_RECORD(X_REGS) }
+vec3 slice_record_if(bool masked, VT v[ITEMS], uint row, uint first, uint end) { SLICE_RECORD(X_REGS, masked) }
+vec3 slice_record(VT v[ITEMS], uint row, uint first, uint end) { return slice_record_if(true, v, row, first, end); }
 #define X_MEM(i, idx) ln_load(p.x, row, idx)
-vec3 slice_record_from_memory(uint row, uint first, uint end) { SLICE_RECORD(X_MEM) }
+vec3 slice_record_from_memory(uint row, uint first, uint end) { SLICE_RECORD(X_MEM, true) }
