@@ -271,10 +271,16 @@ vec4 keep4(vec4 v, uint e, float outside) {
     return mix(vec4(outside), v, lessThan(uvec4(e) + uvec4(0u, 1u, 2u, 3u), uvec4(p.row_elems)));
 }
 #if OP == OP_SUM
-VT masked_unit(uint64_t col, uint i, uint skew) {
-    if (!unit_in_row(i, skew)) return VT(0.0);
-    VT u = load_unit(col + i);
+// Unit i of a row with its lanes outside the row 0, in two steps as max and min's below
+// (all of a thread's loads issued before any mask): masked_sum_load reads a unit holding
+// some of the row, else 0; masked_sum_keep zeroes the lanes outside the row, and takes a
+// unit wholly inside it, all but at most two of a row's, as loaded.
+VT masked_sum_load(uint64_t col, uint i, uint skew) {
+    return unit_in_row(i, skew) ? load_unit(col + i) : VT(0.0);
+}
+VT masked_sum_keep(VT u, uint i, uint skew) {
     uint e = i * uint(VEC) - skew;
+    if (unit_whole(e)) return u;
 #if VEC == 8
     return VT(keep4(u[0], e, 0.0), keep4(u[1], e + 4u, 0.0));
 #else
@@ -490,12 +496,14 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
     uint64_t first_elem = uint64_t(o) * p.row_elems;
     uint64_t col = first_elem / uint(VEC);             // the unit holding the row's first element
     uint skew = uint(first_elem % uint(VEC));
-#define LOAD_ROW_UNIT(at, i) masked_unit(col, i, skew)
+#define LOAD_ROW_UNIT(at, i) masked_sum_load(col, i, skew)
+#define KEEP_ROW_UNIT(u, i) masked_sum_keep(u, i, skew)
 #define LOAD_ROW_RAW(at, i) masked_load(col, i, skew)
 #define KEEP_ROW_RAW(u, i) masked_keep(u, i, skew)
 #else
     uint64_t col = uint64_t(o) * p.r * p.inner + c;   // unit (element or vec4) of row 0
 #define LOAD_ROW_UNIT(at, i) load_unit(at)
+#define KEEP_ROW_UNIT(u, i) (u)
 #define LOAD_ROW_RAW(at, i) load_raw(at)
 #define KEEP_ROW_RAW(u, i) (u)
 #endif
@@ -515,7 +523,7 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
 #if CVEC == 4
                 if (rk < r1) for (uint j = 0; j < NS; ++j) take(s[j], u[k][j], rk);
 #else
-                if (rk < r1) take_unit(s[0], u[k], rk);
+                if (rk < r1) take_unit(s[0], KEEP_ROW_UNIT(u[k], rk), rk);
 #endif
             }
         }
@@ -570,7 +578,7 @@ void reduce_column(uint64_t q, uint t, uint lane, uint split, bool valid) {
 #if CVEC == 4
                 v += load_unit(at)[j];
 #else
-                v += unit_sum(LOAD_ROW_UNIT(at, r));
+                v += unit_sum(KEEP_ROW_UNIT(LOAD_ROW_UNIT(at, r), r));
 #endif
             }
         }
