@@ -141,8 +141,12 @@ end
 -- row's peak (500) and valley (-500) at a position that moves from row to row, the rows between them walls of
 -- +1000 or -1000 whose elements share units with the rows' ends; a NaN row (the first NaN
 -- wins both), an all -inf row and an all +inf row (index 1). Rows of 131, 907 and 2973
--- and three odd lengths drawn log-uniformly from 29..60000 (seed 2607).
+-- and three odd lengths drawn log-uniformly from 29..60000 (seed 2607). sum and mean over the
+-- same rows (masked units as sums plan them: rows of 128+ elements, 512+ in float32)
+-- within 1e-6 of the sum of |x| plus one rounding of a 16-bit result; float16 sums past
+-- its largest finite value are infinities, and NaN and infinite rows stay so.
 do
+  local half_eps = { float32 = 0, float16 = 2 ^ -11, bfloat16 = 2 ^ -8 }
   local lengths = { 131, 907, 2973 }
   math.randomseed(2607)
   for _ = 1, 3 do
@@ -189,6 +193,25 @@ do
           end
         end
         check(#bad == 0, ("max/min/argmax/argmin, masked %s, %s %dx%d%s"):format(
+          tostring(lumus.tune.reduce().masked), dtype, #xt, d, #bad > 0 and (": " .. table.concat(bad, "; ")) or ""))
+        bad = {}
+        local sums, means = lumus.sum(x, { dim = 2 }):float():to_table(), lumus.mean(x, { dim = 2 }):float():to_table()
+        for r = 1, #xt do
+          local s, abs = 0, 0
+          for k = 1, d do s = s + xt[r][k]; abs = abs + math.abs(xt[r][k]) end
+          for _, c in ipairs { { "sum", sums[r], s }, { "mean", means[r], s / d } } do
+            local what, got, want = c[1], c[2], c[3]
+            local ok
+            if isnan(want) then ok = isnan(got)
+            elseif math.abs(want) == inf then ok = got == want
+            elseif dtype == "float16" and math.abs(want) >= 65520 then ok = got == (want > 0 and inf or -inf)
+            elseif dtype == "float16" and math.abs(want) > 65504 then ok = math.abs(got) >= 65504
+            else ok = math.abs(got - want) <= (1e-6 * abs + half_eps[dtype] * math.abs(s)) / (what == "mean" and d or 1) end
+            if not ok then bad[#bad + 1] = ("%s row %d: %.9g, want %.9g"):format(what, r, got, want) end
+          end
+          if #bad > 3 then break end
+        end
+        check(#bad == 0, ("sum/mean, masked %s, %s %dx%d%s"):format(
           tostring(lumus.tune.reduce().masked), dtype, #xt, d, #bad > 0 and (": " .. table.concat(bad, "; ")) or ""))
       end
       lumus.tune.reduce({})
