@@ -133,13 +133,18 @@ static const lm_shader_id rows_masked[4][3][2] = {
 /* Whether a reduction over rows of v reads masked 16-byte units: sum, max and min over rows
  * (inner == 1) whose length is not a multiple of 4 (the plain 4-element vector loads take
  * those), x 16-byte aligned; by default on GPUs only, where memory hides the masking's
- * extra instructions. Sums for rows of at least MASKED_MIN_D elements (MASKED_MIN_D_F32 in
- * float32). On an H100, rows that read elements before -> masked, % of the copy ceiling:
- * float16 rows of 226-15313 31-55 -> 44-80, float32 rows of 657-15313 61-86 -> 86-98;
- * losses: rows of 29-127 4-8 points (float16 40 -> 32), float32 rows of 226 98 -> 91;
- * float16 rows of 1932 (D % 4 == 0) 87 in 8-byte vectors against 72 masked. Few rows
- * gain as much since their split counts bytes (MIN_ROW_BYTES_PER_THREAD; session 21:
- * float16 17-642 rows of 73437-1018859 52-61 -> 64-71, float32 +0.4 to +4.4).
+ * extra instructions. Sums (each unit's loads before its masks) for rows of at least
+ * MASKED_MIN_D_SUM elements, or any row (8+) of x at least MASKED_MIN_BYTES_SUM. On an H100
+ * (session 27), masked forced on against off over the odd rows of 9-486 elements of seeds
+ * 2412, 2413, 2614 and 2715, % of the copy ceiling: from 10 MiB float16 +3 to +49
+ * (1171895 rows of 67 36 -> 85, 2346407 of 18 40 -> 65), float32 -3 to +32 (27730 of 258
+ * 61 -> 94, 81298 of 77 66 -> 92; rows of 29, 31 and 123, and 26642 of 99 at 10 MiB, lose
+ * up to 3); below 10 MiB both lose up to 9 (float16 11060 of 127 37 -> 28, float32 42 ->
+ * 37; float16 2892 of 451 36 -> 27). Fresh seeds 2716-2718 (19 shapes) bore the rule out:
+ * from 10 MiB masked won every shape (float32 +3.5 to +33, float16 +1 to +51), below it
+ * lost up to 10 points but for three float16 shapes of 6-8 MiB (+1.4 to +1.9). Few long
+ * rows gain at any size since their split counts bytes (MIN_ROW_BYTES_PER_THREAD; session
+ * 21: float16 17-642 rows of 73437-1018859 52-61 -> 64-71, float32 +0.4 to +4.4).
  * max and min (values and indices), where each unit's loads come before its masks, for x of
  * at least MASKED_MIN_BYTES_EXTREME and rows of at least MASKED_MIN_D_EXTREME; float32 also
  * needs MASKED_MIN_ROWS_PER_SM rows per multiprocessor. Element reads -> masked on an H200
@@ -150,8 +155,8 @@ static const lm_shader_id rows_masked[4][3][2] = {
  * long rows lose (19 of 894095 and 27 of 582693 68 -> 60, 67 of 494121 77 -> 73), its
  * element reads of 4 bytes a lane near copy there; below 13 MiB every dtype loses 0.8-12
  * points (rows of 45-127 the most). Rows shorter than 29 were not measured above 32 MiB. */
-#define MASKED_MIN_D 128u
-#define MASKED_MIN_D_F32 512u
+#define MASKED_MIN_D_SUM 512u
+#define MASKED_MIN_BYTES_SUM (10ull << 20)
 #define MASKED_MIN_D_EXTREME 29u
 #define MASKED_MIN_BYTES_EXTREME (32ull << 20)
 #define MASKED_MIN_ROWS_PER_SM 4u
@@ -159,8 +164,9 @@ static int rows_masked_chosen(const lm_context *ctx, int kind, int form, const l
     if (kind == OP_VAR || v.inner != 1 || v.r % 4 == 0 || v.r < 8 || lm_tensor_address(x) % 16) return 0;
     if (ctx->reduce_masked != LM_REDUCE_MASKED_AUTO) return ctx->reduce_masked == LM_REDUCE_MASKED_ON;
     if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
-    if (kind == OP_SUM) return v.r >= (form == FORM_F32 ? MASKED_MIN_D_F32 : MASKED_MIN_D);
-    if (v.r < MASKED_MIN_D_EXTREME || (uint64_t)v.outer * v.r * lm_dtype_size(x->dtype) < MASKED_MIN_BYTES_EXTREME) return 0;
+    uint64_t bytes = (uint64_t)v.outer * v.r * lm_dtype_size(x->dtype);
+    if (kind == OP_SUM) return v.r >= MASKED_MIN_D_SUM || bytes >= MASKED_MIN_BYTES_SUM;
+    if (v.r < MASKED_MIN_D_EXTREME || bytes < MASKED_MIN_BYTES_EXTREME) return 0;
     uint32_t sms = ctx->sm_count ? ctx->sm_count : 1;
     return form != FORM_F32 || (uint64_t)v.outer >= (uint64_t)sms * MASKED_MIN_ROWS_PER_SM;
 }
