@@ -142,6 +142,18 @@ describe("layer_norm_forward forms", function()
     assert.matches("masked_loads", err)
   end)
 
+  it("reports lean masks on for float32 and bfloat16, and for float16 only in the two-stage split", function()
+    for _, c in ipairs { { "split2", "float16", true }, { "group", "float16", false }, { "split2", "float32", true },
+                         { "group", "float32", true }, { "group", "bfloat16", true } } do
+      local form, dtype, lean = c[1], c[2], c[3]
+      local p = config(1001, { form = form, scalar = false }, 7, dtype)
+      assert.are.equal(form, p.variant)
+      assert.are.equal(lean, p.lean_masks, form .. " " .. dtype)
+      assert.is_false(config(1001, { form = form, scalar = false, lean_masks = false }, 7, dtype).lean_masks)
+      assert.is_true(config(1001, { form = form, scalar = false, lean_masks = true }, 7, dtype).lean_masks)
+    end
+  end)
+
   it("matches the reference in the tile form, in runs of several sizes", function()
     local bad = {}
     for _, tune in ipairs { { form = "tile" }, { form = "tile", wg = 32, items_target = 2 },

@@ -566,13 +566,17 @@ static ln_plan plan_split(const lm_context *ctx, const ln_shape *s, int affine) 
 
 /* Specialization constant 4 (LEAN): 1 where the plan reads clamped masked rows and lean
  * masks are on, else 0 (so other plans share the default pipelines). By default they are
- * on for float32 and bfloat16 and off for float16: on an H100 (BENCHMARKS.md, session 20),
- * % of copy default -> lean over 11 masked shapes, bfloat16 +0.6 to +6.5 on every one
- * (rows of 907 46 -> 52, of 10142 37 -> 44), float32 -1.0 to +11.2 (rows of 15313 55 ->
- * 66, of 8433 73 -> 79), float16 -3.3 to +4.4 (rows of 907 57 -> 54, of 4813 54 -> 58). */
+ * on for float32 and bfloat16, and for float16 in the two-stage split form only: on an
+ * H100 (BENCHMARKS.md, session 20), % of copy default -> lean over 11 masked shapes,
+ * bfloat16 +0.6 to +6.5 on every one (rows of 907 46 -> 52, of 10142 37 -> 44), float32
+ * -1.0 to +11.2 (rows of 15313 55 -> 66, of 8433 73 -> 79), float16 -3.3 to +4.4 (rows of
+ * 907 57 -> 54, of 4813 54 -> 58). float16 again (session 27, seeds 2715 and 2716, 38
+ * masked shapes): the two-stage split +1.2 to +3.2 on 18 of its 20 (1475 rows of 60443
+ * 50.4 -> 53.6), the others within 0.9; subgroup forms -0.2 to -5.2, group forms -15 to
+ * +10 (860 rows of 24741 44.7 -> 29.8, 2787 of 13613 45.4 -> 55.4). */
 static uint32_t lean_spec(const ln_tune *t, const ln_plan *c, lm_dtype dt) {
     if (!c->masked || !c->clamped || t->lean_masks == LN_LEAN_OFF) return 0;
-    return t->lean_masks == LN_LEAN_ON || dt != LM_FLOAT16;
+    return t->lean_masks == LN_LEAN_ON || dt != LM_FLOAT16 || c->form == LN_FORM_SPLIT2;
 }
 
 /* The tuning hook's shifted_params: weight and bias read as float32 copies made for the
