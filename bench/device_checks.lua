@@ -142,7 +142,7 @@ end
 -- +1000 or -1000 whose elements share units with the rows' ends; a NaN row (the first NaN
 -- wins both), an all -inf row and an all +inf row (index 1). Rows of 131, 907 and 2973
 -- and three odd lengths drawn log-uniformly from 29..60000 (seed 2607). sum and mean over the
--- same rows (masked units as sums plan them: rows of 128+ elements, 512+ in float32)
+-- same rows (masked units as sums plan them: rows of 512+ elements, or x of 10 MiB+)
 -- within 1e-6 of the sum of |x| plus one rounding of a 16-bit result; float16 sums past
 -- its largest finite value are infinities, and NaN and infinite rows stay so.
 do

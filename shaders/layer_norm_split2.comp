@@ -152,10 +152,32 @@ void gather_records(uint row) {
 }
 #endif
 
+// Slice [first, end) of `row` loaded, then its record taken or it normalized: each side of
+// one uniform branch with a literal `masked` (see slice_whole), so each compiles to its own
+// code and a slice wholly inside its row runs none of the masked code.
+vec3 record_slice(uint row, uint first, uint end) {
+    VT v[ITEMS];
+    if (slice_whole(row, first, end)) {
+        load_slice(false, v, row, first, end);
+        return slice_record_if(false, v, row, first, end);
+    }
+    load_slice(true, v, row, first, end);
+    return slice_record_if(true, v, row, first, end);
+}
+void load_and_normalize(uint row, uint part, uint first, uint end) {
+    VT v[ITEMS];
+    if (slice_whole(row, first, end)) {
+        load_slice(false, v, row, first, end);
+        normalize_slice(false, v, row, part, first, end);
+    } else {
+        load_slice(true, v, row, first, end);
+        normalize_slice(true, v, row, part, first, end);
+    }
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint jobs = p.rows * PARTS;   // the host keeps this (plus p.lag at STAGE 0) within 32 bits
-    VT v[ITEMS];
 #if STAGE == 0
     if (tid == 0u) job_slot = atomicAdd(SharedWords(p.scratch).v[0], 1u) - p.ticket_base;
     barrier();
@@ -164,27 +186,14 @@ void main() {
     if (ticket < jobs) {
         uint row = ticket / PARTS, part = ticket % PARTS;
         uint first = part * p.chunk, end = min(first + p.chunk, p.n);
-        // each side with literal `masked` (see slice_whole): its own code
-        if (slice_whole(row, first, end)) {
-            load_slice(false, v, row, first, end);
-            publish_record(ticket, slice_record_if(false, v, row, first, end));
-        } else {
-            load_slice(true, v, row, first, end);
-            publish_record(ticket, slice_record_if(true, v, row, first, end));
-        }
+        publish_record(ticket, record_slice(row, first, end));
     }
     if (ticket < p.lag) return;   // uniform
     uint job = ticket - p.lag;
     uint row = job / PARTS, part = job % PARTS;
     uint first = part * p.chunk, end = min(first + p.chunk, p.n);
     gather_records(row);
-    if (slice_whole(row, first, end)) {
-        load_slice(false, v, row, first, end);
-        normalize_slice(false, v, row, part, first, end);
-    } else {
-        load_slice(true, v, row, first, end);
-        normalize_slice(true, v, row, part, first, end);
-    }
+    load_and_normalize(row, part, first, end);
 #else
     uint job = group_index();
     if (job >= jobs) return;      // uniform: grid padding
@@ -194,25 +203,11 @@ void main() {
     uint row = job / PARTS, part = job % PARTS;
     uint first = part * p.chunk;
     uint end = min(first + p.chunk, p.n);
-    bool whole = slice_whole(row, first, end);
 #if STAGE == 1
-    vec3 r;
-    if (whole) {
-        load_slice(false, v, row, first, end);
-        r = slice_record_if(false, v, row, first, end);
-    } else {
-        load_slice(true, v, row, first, end);
-        r = slice_record_if(true, v, row, first, end);
-    }
+    vec3 r = record_slice(row, first, end);
     if (tid == 0u) Records(p.scratch).v[job] = vec4(r, 0.0);
 #else
-    if (whole) {
-        load_slice(false, v, row, first, end);
-        normalize_slice(false, v, row, part, first, end);
-    } else {
-        load_slice(true, v, row, first, end);
-        normalize_slice(true, v, row, part, first, end);
-    }
+    load_and_normalize(row, part, first, end);
 #endif
 #endif
 }
