@@ -300,6 +300,43 @@ do
   end
 end
 
+-- layer_norm_backward over long rows and rows of D % 4 != 0 as the device plans them (the
+-- split form: a row's slices in several resident workgroups exchanging their sums through
+-- tagged 64-bit words; the quad form: four rows as one row of aligned vec4s) against the
+-- two-pass columns form: dx within 2e-5 of max(1, |dx|), dweight and dbias within 1e-5 of
+-- the column's sum of |dy * xhat| (|dy|) plus 1e-6 (float32 sums in two orders); each
+-- result the same bits in 3 calls in a row; odd D, few rows (many small parts) and row
+-- counts that leave a partial quad included.
+do
+  for _, s in ipairs { { 300, 65536 }, { 37, 20003 }, { 5, 200000 }, { 1, 1048573 }, { 9001, 803 }, { 5, 4095 },
+                       { 1003, 1001 } } do
+    local R, D = s[1], s[2]
+    local x = lumus.randn(s) * 3 + 100
+    local dy, w = lumus.randn(s), lumus.randn({ D })
+    local _, m, r = lumus.layer_norm_forward(x, w)
+    local plan = lumus.tune.layer_norm_backward(D, R)
+    local a = { lumus.layer_norm_backward(dy, x, m, r, w) }
+    local same = true
+    for _ = 1, 3 do
+      local b = { lumus.layer_norm_backward(dy, x, m, r, w) }
+      for i = 1, 3 do same = same and a[i]:to_bytes() == b[i]:to_bytes() end
+    end
+    lumus.tune.layer_norm_backward(4, nil, { form = "columns" })
+    local c = { lumus.layer_norm_backward(dy, x, m, r, w) }
+    lumus.tune.layer_norm_backward(4, nil, {})
+    local xhat = (x - m:unsqueeze(2)) * r:unsqueeze(2)
+    local bw = lumus.sum(lumus.abs(dy * xhat), { dim = 1 }) * 1e-5 + 1e-6
+    local bb = lumus.sum(lumus.abs(dy), { dim = 1 }) * 1e-5 + 1e-6
+    local ddx = lumus.max(lumus.abs(a[1] - c[1]) / lumus.maximum(lumus.abs(c[1]), 1)):to_table()[1]
+    local rw = lumus.max(lumus.abs(a[2] - c[2]) / bw):to_table()[1]
+    local rb = lumus.max(lumus.abs(a[3] - c[3]) / bb):to_table()[1]
+    check(same and ddx <= 2e-5 and rw <= 1 and rb <= 1,
+      ("layer_norm_backward %dx%d %s/p%s against columns: same bits %s, dx %.3g, dweight %.3g, dbias %.3g of bound"):format(
+        R, D, plan.form, tostring(plan.parts), tostring(same), ddx, rw, rb))
+    for _, t in ipairs { x, dy, w, m, r, xhat, bw, bb, a[1], a[2], a[3], c[1], c[2], c[3] } do t:free() end
+  end
+end
+
 -- layer_norm_forward: NaN rows, infinities, huge finite rows (every D class).
 for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   local function ln(fill)

@@ -14,7 +14,7 @@
 --
 --   lua5.4 bench/layer_norm_backward.lua [--shapes 8192x768,...] [--sweep N] [--iters N]
 --       [--warmup N] [--baseline torch_lnb.csv] [--csv out.csv] [--seed N]
---       [--plans] [--plans-csv plans.csv] [--rounds N] [--forms fused,rows,columns]
+--       [--plans] [--plans-csv plans.csv] [--rounds N] [--forms fused,rows,columns,split,quad]
 --       [--warm SECONDS] [--device-data | --host-data]
 --
 -- --plans also times a grid of forced plans per shape (lumus.tune.layer_norm_backward:
@@ -35,7 +35,7 @@ local chart = require "chart"
 local USAGE = [==[
 usage: lua5.4 bench/layer_norm_backward.lua [--shapes RxD,...] [--sweep N] [--iters N]
   [--warmup N] [--baseline torch_lnb.csv] [--csv FILE] [--seed N] [--plans]
-  [--plans-csv FILE] [--rounds N] [--forms fused,rows,columns] [--warm SECONDS]
+  [--plans-csv FILE] [--rounds N] [--forms fused,rows,columns,split,quad] [--warm SECONDS]
   [--device-data | --host-data]]==]
 local known = {}
 for name in ("shapes sweep iters warmup baseline csv seed plans plans-csv rounds forms warm device-data host-data"):gmatch("%S+") do
@@ -63,7 +63,7 @@ local rounds = common.int_opt(opt.rounds, cpu and 1 or 3)
 local device_data = opt.device_data or (not cpu and not opt.host_data)
 local forms = {}
 for f in (opt.forms or ""):gmatch("[^,]+") do
-  if f ~= "fused" and f ~= "rows" and f ~= "columns" then
+  if f ~= "fused" and f ~= "rows" and f ~= "columns" and f ~= "split" and f ~= "quad" then
     io.stderr:write("bench: unknown form '", f, "' in --forms\n", USAGE, "\n")
     os.exit(2)
   end

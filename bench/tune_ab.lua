@@ -13,12 +13,14 @@
 --   layer_norm_plain     the same without weight and bias                  layer_norm
 --   softmax              softmax over the last dim into a preallocated y    softmax_cols (as (t))
 --   sum, max             over the last dim (max: values and indices)        reduce (as (t))
+--   layer_norm_backward  dx, dweight, dbias into preallocated outputs       layer_norm_backward (as (4, nil, t))
 -- "{}" is the automatic plan. Each round times the copy (x into a preallocated tensor of
 -- its size) and then every tuning, each the median of --iters lumus.gpu_time samples
 -- after back-to-back warm-up calls (bench/common.lua's device_time); a figure is the best
 -- of --rounds rounds, so a slow clock phase of the GPU spoils no single column. % of copy:
 -- copy time over the op's time for layer_norm and softmax (each reads and writes x's
--- bytes), half the copy time over the op's for sum and max (they read x once).
+-- bytes), half the copy time over the op's for sum and max (they read x once), 1.5 times
+-- it for layer_norm_backward (it reads x and dy and writes dx).
 -- For layer_norm the plan column gives each tuning's plan (variant/workgroup x items,
 -- masked, lean masks, parts, float32 parameter copies: /c4 or /c1).
 local script_dir = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
@@ -26,16 +28,16 @@ package.path = script_dir .. "/?.lua;" .. package.path
 local common = require "common"
 local lumus = common.load_lumus()
 
-local USAGE = "usage: lua5.4 bench/tune_ab.lua --op layer_norm|layer_norm_plain|softmax|sum|max --shapes RxD,... "
+local USAGE = "usage: lua5.4 bench/tune_ab.lua --op layer_norm|layer_norm_plain|softmax|sum|max|layer_norm_backward --shapes RxD,... "
   .. "[--dtypes float16,bfloat16,float32] [--tunes \"{k=v};...\"] [--iters N] [--rounds N] [--csv FILE]"
 local args = common.parse_args(arg, { op = true, shapes = true, dtypes = true, tunes = true, iters = true,
   rounds = true, csv = true }, {}, USAGE)
 local function fail(msg) io.stderr:write(msg, "\n", USAGE, "\n"); os.exit(2) end
 
 local HOOKS = { layer_norm = "layer_norm", layer_norm_plain = "layer_norm", softmax = "softmax_cols",
-                sum = "reduce", max = "reduce" }
+                sum = "reduce", max = "reduce", layer_norm_backward = "layer_norm_backward" }
 local op = args.op
-if not HOOKS[op] then fail("--op must be one of layer_norm, layer_norm_plain, softmax, sum, max") end
+if not HOOKS[op] then fail("--op must be one of layer_norm, layer_norm_plain, softmax, sum, max, layer_norm_backward") end
 if not args.shapes then fail("--shapes is required") end
 local shapes = common.parse_shapes(args.shapes)
 local iters = common.int_opt(args.iters, 15)
@@ -52,7 +54,9 @@ end
 
 local hook = lumus.tune[HOOKS[op]]
 local function apply(t)
-  if HOOKS[op] == "layer_norm" then hook(1, t) else hook(t) end
+  if HOOKS[op] == "layer_norm" then hook(1, t)
+  elseif op == "layer_norm_backward" then hook(4, nil, t)
+  else hook(t) end
 end
 
 -- The call to time for x of `dtype` and shape {rows, d}, and the tensors to free after.
@@ -64,6 +68,12 @@ local function prepare(x, rows, d, dtype)
     local m, r = lumus.empty({ rows }), lumus.empty({ rows })
     local opts = { out = y, mean = m, invstd = r }
     return function() lumus.layer_norm_forward(x, w, b, 1e-5, opts) end, { w, b, y, m, r }
+  elseif op == "layer_norm_backward" then
+    local w, dy = lumus.randn({ d }), lumus.randn({ rows, d })
+    local _, m, r = lumus.layer_norm_forward(x, w)
+    local dx, dw, db = lumus.empty({ rows, d }), lumus.empty({ d }), lumus.empty({ d })
+    local opts = { out = dx, dweight = dw, dbias = db }
+    return function() lumus.layer_norm_backward(dy, x, m, r, w, opts) end, { w, dy, m, r, dx, dw, db }
   elseif op == "softmax" then
     local y = lumus.empty({ rows, d }, { dtype = dtype })
     return function() lumus.softmax(x, { out = y }) end, { y }
@@ -76,6 +86,11 @@ local function prepare(x, rows, d, dtype)
 end
 
 local function plan_of(rows, d, dtype)
+  if op == "layer_norm_backward" then
+    local p = lumus.tune.layer_norm_backward(d, rows)
+    return ("%s/%dx%d%s%s/g%d"):format(p.form, p.workgroup, p.items, p.parts and ("/p" .. p.parts) or "",
+      p.prefetch and "/pf" or "", p.groups)
+  end
   if HOOKS[op] ~= "layer_norm" then return "-" end
   local p = lumus.tune.layer_norm(d, nil, rows, dtype)
   return ("%s/%dx%d%s%s%s%s"):format(p.variant, p.workgroup, p.items, p.masked and "/masked" or "",
@@ -83,10 +98,11 @@ local function plan_of(rows, d, dtype)
     (p.param_copies or 0) > 0 and ("/c" .. p.param_copies) or "")
 end
 
-local share = (op == "sum" or op == "max") and 0.5 or 1
+local share = (op == "sum" or op == "max") and 0.5 or op == "layer_norm_backward" and 1.5 or 1
 local header = { "dtype", "rows x D", "MiB", "copy µs" }
 for _, t in ipairs(tunes) do header[#header + 1] = t.text .. " % of copy" end
-if HOOKS[op] == "layer_norm" then header[#header + 1] = "plans" end
+local with_plans = HOOKS[op] == "layer_norm" or op == "layer_norm_backward"
+if with_plans then header[#header + 1] = "plans" end
 print(("## %s under %d tunings on %s, %s"):format(op, #tunes, common.device_line(lumus), os.date("!%Y-%m-%d %H:%M UTC")))
 print(("median of %d device-time samples after warm-up, best of %d rounds alternating the copy and the tunings\n"):format(iters, rounds))
 local rows_out, csv_rows = {}, {}
@@ -114,7 +130,7 @@ for _, dtype in ipairs(dtypes) do
       csv_rows[#csv_rows + 1] = { dtype, rows, d, t.text, plans[k], best[k], t_copy }
     end
     apply({})
-    if HOOKS[op] == "layer_norm" then cells[#cells + 1] = table.concat(plans, " ") end
+    if with_plans then cells[#cells + 1] = table.concat(plans, " ") end
     rows_out[#rows_out + 1] = cells
     x:free(); c:free()
     for _, t in pairs(extra) do t:free() end

@@ -18,10 +18,18 @@
 //   ROWS    short rows: a row per segment of SEG lanes of a subgroup (sums by shuffles,
 //           no barrier per row); the workgroup's segments share its block of rows and
 //           its partial row;
-//   REDUCE  stage 2: partial rows into dweight and dbias.
+//   REDUCE  stage 2: partial rows into dweight and dbias;
+//   SPLIT   long rows on a GPU with 64-bit atomics: PARTS workgroups per row, each
+//           holding a slice in registers, exchange their slices' sums (below);
+//   QUAD    rows of D % 4 != 0 as FUSED, four rows at a time as one row of aligned
+//           vec4s (below).
 // Non-finite values propagate as PyTorch's: a NaN or inf in a row makes its sums, hence
 // all of its dx, NaN; a column's dweight/dbias takes NaN from any NaN in it (and the
 // whole dweight from a row whose statistics are NaN).
+#if STAGE == 6
+#extension GL_EXT_shader_atomic_int64 : require
+#extension GL_KHR_memory_scope_semantics : require
+#endif
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -32,6 +40,8 @@
 #define STAGE_APPLY 3
 #define STAGE_REDUCE 4
 #define STAGE_ROWS 5
+#define STAGE_SPLIT 6
+#define STAGE_QUAD 7
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ITEMS = 1;   // FUSED: vectors per thread of each row
@@ -39,6 +49,7 @@ layout(constant_id = 2) const uint K = 1;       // FUSED, APPLY: rows in flight 
 layout(constant_id = 3) const uint PREFETCH = 0; // FUSED: 1 loads the next K rows early
 layout(constant_id = 4) const uint SEG = 1;     // ROWS: lanes per row, a power of two that
                                                 // divides the subgroup size
+layout(constant_id = 5) const uint PARTS = 1;   // SPLIT: workgroups (slices) per row
 
 #if VEC == 4
 #define VT vec4
@@ -54,7 +65,8 @@ layout(push_constant) uniform Params {
     uint64_t x, dy, dx, weight, mean, invstd;   // device addresses (weight 0: absent)
     uint64_t partial;    // 2 * groups rows of d floats: dweight's partial rows, then dbias's
                          // (0: no weight, no column sums)
-    uint64_t stats;      // long rows: (sum g, sum g * xhat) per slice of a row
+    uint64_t stats;      // STATS: (sum g, sum g * xhat) per slice of a row; SPLIT: the
+                         // split LayerNorm scratch (src/ops/split_scratch.c)
     uint64_t dweight, dbias;
     uint rows;           // rows of x
     uint n;              // vectors per row (d / VEC)
@@ -64,6 +76,10 @@ layout(push_constant) uniform Params {
     uint groups_x;       // width of the dispatch grid, for 2-D folding
     uint col_blocks;     // APPLY: workgroups across a row; REDUCE: across d
     uint stat_parts;     // STATS: slices per row (workgroups), each its own pair of sums
+    uint chunk;          // SPLIT: vectors per slice
+    uint epoch;          // SPLIT: this call's record tag (stats: the split scratch)
+    uint spin_limit;     // SPLIT: polls for a partner's record before computing it
+    uint fold;           // REDUCE: rows per partial row (4 after QUAD, else 1)
 } p;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -253,7 +269,8 @@ void main() {
 
 #elif STAGE == STAGE_REDUCE
 // WG = COLS columns x (WG / COLS) slices: slice s adds partial rows s, s + S, s + 2S, ...
-// in order; the slices' sums then meet in slice order. Columns are floats (any d).
+// in order (each p.fold rows of d, column c at c, c + d, ...); the slices' sums then meet
+// in slice order. Columns are floats (any d).
 const uint COLS = 32;
 const uint SLICES = WG / COLS;
 shared vec2 slice_sum[WG];
@@ -262,13 +279,15 @@ void main() {
     uint c = tid % COLS, s = tid / COLS;
     uint col = group_index() * COLS + c;
     bool live = group_index() < p.col_blocks && col < p.d;   // uniform but for the last block
-    uint64_t half_bytes = uint64_t(p.groups) * uint64_t(p.d) * 4ul;
+    uint64_t row_words = uint64_t(p.d) * uint64_t(p.fold);
+    uint64_t half_bytes = uint64_t(p.groups) * row_words * 4ul;
     vec2 t = vec2(0.0);
     if (live)
-        for (uint j = s; j < p.groups; j += SLICES) {
-            uint64_t off = (uint64_t(j) * uint64_t(p.d) + col) * 4ul;
-            t += vec2(FloatArray(p.partial + off).v[0], FloatArray(p.partial + half_bytes + off).v[0]);
-        }
+        for (uint j = s; j < p.groups; j += SLICES)
+            for (uint f = 0; f < p.fold; ++f) {
+                uint64_t off = (uint64_t(j) * row_words + uint64_t(f) * uint64_t(p.d) + col) * 4ul;
+                t += vec2(FloatArray(p.partial + off).v[0], FloatArray(p.partial + half_bytes + off).v[0]);
+            }
     slice_sum[tid] = t;
     barrier();
     if (s == 0 && live) {
@@ -369,6 +388,255 @@ void main() {
     ROW_ARRAY pw = row_ptr(p.partial, grp);
     ROW_ARRAY pb = row_ptr(p.partial + half_bytes, grp);
     for (uint c = gl_LocalInvocationID.x; c < p.n; c += WG) { pw.v[c] = col_w[c]; pb.v[c] = col_b[c]; }
+}
+
+#elif STAGE == STAGE_SPLIT
+// Workgroup slot * PARTS + part holds slice `part` (p.chunk vectors, ITEMS per thread) of
+// rows slot, slot + slots, ... (slots = p.groups), one row at a time, so its column
+// partials and weight stay in registers and its partial row is slot's. All slots * PARTS
+// workgroups are meant to be resident at once (the host launches at most one per
+// multiprocessor). For each row a part publishes its slice's (sum g, sum g * xhat) as
+// two 64-bit words tagged with the call's epoch (the split LayerNorm scratch, record
+// row * PARTS + part, 64 bytes each), thread i polls for part i's record, and every part
+// adds the PARTS records in order 0..PARTS-1, so all of a row's parts agree. A record
+// still missing after p.spin_limit polls (a partner that is not resident) is computed
+// from memory by slice_sums, the same steps its owner takes, so the result does not
+// depend on which happened. Not in place: a fallback reads a partner's x and dy while
+// that partner may be writing its dx.
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer SharedWords { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer TaggedWords { uint64_t v[]; };
+shared vec2 records[PARTS];
+shared bool record_missing[PARTS];
+shared bool partners_missing;
+// Record (row, part): 64 bytes after the scratch's first 64 (counters).
+#define record(row, part) TaggedWords(p.stats + 64ul * (1ul + uint64_t(row) * uint64_t(PARTS) + uint64_t(part)))
+
+// Vectors first + tid, first + tid + WG, ... below end of `row` (0 past it).
+void load_slice(uint row, uint first, uint end, out VT xs[ITEMS], out VT dys[ITEMS]) {
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + gl_LocalInvocationID.x + i * WG;
+        xs[i] = idx < end ? row_ptr(p.x, row).v[idx] : VT(0.0);
+        dys[i] = idx < end ? row_ptr(p.dy, row).v[idx] : VT(0.0);
+    }
+}
+void load_weights(uint first, uint end, out VT ws[ITEMS]) {
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + gl_LocalInvocationID.x + i * WG;
+        ws[i] = idx < end ? load_weight(idx) : VT(0.0);
+    }
+}
+
+// A slice's (sum g, sum g * xhat) over the workgroup. `precise`: the owner and a part
+// computing a missing record run these steps at two call sites and must get the same
+// bits (no contraction into fma at one and not the other). Padding is 0 and adds 0.
+vec2 slice_sums(VT xs[ITEMS], VT dys[ITEMS], VT ws[ITEMS], float m, float rs) {
+    precise VT a = VT(0.0), b = VT(0.0);
+    for (uint i = 0; i < ITEMS; ++i) {
+        precise VT g = dys[i] * ws[i];
+        precise VT xh = (xs[i] - m) * rs;
+        a += g;
+        b += g * xh;
+    }
+    vec4 sa = vec4(hsum(a), 0.0, 0.0, 0.0), sb = vec4(hsum(b), 0.0, 0.0, 0.0);
+    group_sum2(sa, sb);
+    return vec2(sa.x, sb.x);
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint job = group_index();
+    uint slots = p.groups;
+    uint slot = job / PARTS, part = job % PARTS;
+    if (slot >= slots) return;   // uniform: grid padding
+    uint first = part * p.chunk;
+    uint end = min(first + p.chunk, p.n);
+    bool sums = p.partial != 0ul;
+    float inv_d = 1.0 / float(p.d);
+
+    VT w[ITEMS], acc_w[ITEMS], acc_b[ITEMS];
+    load_weights(first, end, w);
+    for (uint i = 0; i < ITEMS; ++i) { acc_w[i] = VT(0.0); acc_b[i] = VT(0.0); }
+    // With PREFETCH the next row's slice is loaded while this row's records are
+    // exchanged (twice the registers for the slice).
+    VT xs[ITEMS], dys[ITEMS], xn[ITEMS], dyn[ITEMS];
+    if (PREFETCH != 0 && slot < p.rows) load_slice(slot, first, end, xn, dyn);
+    for (uint row = slot; row < p.rows; row += slots) {
+        if (PREFETCH != 0) {
+            for (uint i = 0; i < ITEMS; ++i) { xs[i] = xn[i]; dys[i] = dyn[i]; }
+            if (row + slots < p.rows) load_slice(row + slots, first, end, xn, dyn);
+        } else {
+            load_slice(row, first, end, xs, dys);
+        }
+        float m = row_mean(row), rs = row_invstd(row);
+        vec2 own = slice_sums(xs, dys, w, m, rs);
+        // Threads 0 and 1 publish a word each; relaxed atomics suffice, as each word
+        // carries its own tag.
+        if (tid < 2u)
+            atomicExchange(record(row, part).v[tid], packUint2x32(uvec2(floatBitsToUint(own[tid]), p.epoch)));
+        if (tid == 0u) partners_missing = false;
+        barrier();
+        if (tid < PARTS) {
+            TaggedWords other = record(row, tid);
+            uvec2 w0, w1;
+            uint polls = 0u;
+            for (;;) {
+                w0 = unpackUint2x32(atomicLoad(other.v[0], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+                w1 = unpackUint2x32(atomicLoad(other.v[1], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
+                if ((w0.y == p.epoch && w1.y == p.epoch) || polls >= p.spin_limit) break;
+                ++polls;
+            }
+            bool missing = w0.y != p.epoch || w1.y != p.epoch;
+            record_missing[tid] = missing;
+            if (missing) {
+                partners_missing = true;
+                atomicAdd(SharedWords(p.stats).v[1], 1u);   // fallbacks, for the specs
+            } else {
+                records[tid] = vec2(uintBitsToFloat(w0.x), uintBitsToFloat(w1.x));
+            }
+        }
+        barrier();
+        if (partners_missing) {   // uniform
+            for (uint k = 0u; k < PARTS; ++k) {
+                if (!record_missing[k]) continue;   // uniform
+                uint kf = k * p.chunk, ke = min(kf + p.chunk, p.n);
+                VT kx[ITEMS], kdy[ITEMS], kw[ITEMS];
+                load_slice(row, kf, ke, kx, kdy);
+                load_weights(kf, ke, kw);
+                vec2 r = slice_sums(kx, kdy, kw, m, rs);
+                if (tid == 0u) records[k] = r;
+            }
+            barrier();
+        }
+        float ta = 0.0, tb = 0.0;
+        for (uint k = 0u; k < PARTS; ++k) { ta += records[k].x; tb += records[k].y; }
+        float ma = ta * inv_d, mb = tb * inv_d;
+        ROW_ARRAY dxr = row_ptr(p.dx, row);
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = first + tid + i * WG;
+            if (idx >= end) continue;
+            VT xh = (xs[i] - m) * rs;
+            dxr.v[idx] = rs * ((dys[i] * w[i] - ma) - xh * mb);
+            if (sums) { acc_w[i] += dys[i] * xh; acc_b[i] += dys[i]; }
+        }
+        // records[] and partners_missing are next written after slice_sums's barriers,
+        // which every thread reaches only once done reading them here.
+    }
+    if (!sums) return;
+    uint64_t half_bytes = uint64_t(p.groups) * uint64_t(p.d) * 4ul;
+    ROW_ARRAY pw = row_ptr(p.partial, slot);
+    ROW_ARRAY pb = row_ptr(p.partial + half_bytes, slot);
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = first + tid + i * WG;
+        if (idx < end) { pw.v[idx] = acc_w[i]; pb.v[idx] = acc_b[i]; }
+    }
+}
+
+#elif STAGE == STAGE_QUAD
+// Rows of D % 4 != 0 (D >= 4), four at a time: rows 4q..4q+3 are 4D floats from a
+// 16-byte boundary (x, dy and dx are plain tensors), a quad row of D aligned vec4s, and
+// vector idx holds the same (row of the quad, column) in every quad: its lanes below
+// cut[i] lie in quad row rq[i], the rest in rq[i] + 1 (D >= 4: a vector spans at most
+// two rows). So a thread keeps its lanes' weight and column partials in registers across
+// the block's quads (p.rows_per_group quads), and the four rows' sums meet in one
+// workgroup reduction per quad. The partial row is a quad row (4D floats), which REDUCE
+// folds (p.fold = 4). The last quad may hold fewer rows: lanes past x's end read as 0
+// (the loads stay inside x's last 16-byte block), and its last vector is stored per
+// element.
+float weight_at(uint col) { return p.weight != 0ul ? FloatArray(p.weight).v[col] : 1.0; }
+
+void main() {
+    uint grp = group_index();
+    if (grp >= p.groups) return;   // uniform over the workgroup
+    uint tid = gl_LocalInvocationID.x;
+    uint quads = (p.rows + 3u) / 4u;
+    uint q0 = grp * p.rows_per_group;
+    uint q1 = min(q0 + p.rows_per_group, quads);
+    bool sums = p.partial != 0ul;
+    float inv_d = 1.0 / float(p.d);
+    const uvec4 LANE = uvec4(0u, 1u, 2u, 3u);
+
+    vec4 w[ITEMS], acc_w[ITEMS], acc_b[ITEMS];
+    uint rq[ITEMS], cut[ITEMS];
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        uint e = 4u * idx;
+        rq[i] = min(e / p.d, 3u);
+        cut[i] = min((rq[i] + 1u) * p.d - min(e, (rq[i] + 1u) * p.d), 4u);
+        w[i] = vec4(0.0);
+        if (idx < p.n)
+            for (uint l = 0; l < 4u; ++l) {
+                uint row_of_lane = rq[i] + (l < cut[i] ? 0u : 1u);
+                w[i][l] = weight_at(e + l - row_of_lane * p.d);
+            }
+        acc_w[i] = vec4(0.0);
+        acc_b[i] = vec4(0.0);
+    }
+    for (uint q = q0; q < q1; ++q) {
+        uint live_rows = min(4u, p.rows - 4u * q);   // uniform
+        uint live_elems = live_rows * p.d;
+        vec4 m4 = vec4(0.0), r4 = vec4(0.0);
+        for (uint k = 0; k < live_rows; ++k) { m4[k] = row_mean(4u * q + k); r4[k] = row_invstd(4u * q + k); }
+        uint64_t base = uint64_t(q) * uint64_t(p.d) * 16ul;
+        vec4 xs[ITEMS], g[ITEMS];
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = tid + i * WG;
+            bool in_quad = idx < p.n && 4u * idx < live_elems;
+            xs[i] = in_quad ? Vec4Array(p.x + base).v[idx] : vec4(0.0);
+            g[i] = in_quad ? Vec4Array(p.dy + base).v[idx] : vec4(0.0);
+        }
+        vec4 sa = vec4(0.0), sb = vec4(0.0);
+        vec4 mv[ITEMS], rv[ITEMS];
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = tid + i * WG;
+            bvec4 lo = lessThan(LANE, uvec4(cut[i]));
+            if (live_rows < 4u) {   // uniform: lanes past x's last row read as 0
+                bvec4 keep = lessThan(4u * idx + LANE, uvec4(live_elems));
+                xs[i] = mix(vec4(0.0), xs[i], keep);
+                g[i] = mix(vec4(0.0), g[i], keep);
+            }
+            uint hi_row = min(rq[i] + 1u, 3u);
+            mv[i] = mix(vec4(m4[hi_row]), vec4(m4[rq[i]]), lo);
+            rv[i] = mix(vec4(r4[hi_row]), vec4(r4[rq[i]]), lo);
+            // Padding (lanes of rows past x, vectors past the quad) stays 0 and adds 0.
+            vec4 xh = (xs[i] - mv[i]) * rv[i];
+            xs[i] = xh;
+            if (sums) { acc_w[i] += g[i] * xh; acc_b[i] += g[i]; }
+            g[i] *= w[i];
+            // Each row's lanes selected, not weighted by 0 (a NaN in one row stays there).
+            vec4 gx = g[i] * xh;
+            sa[rq[i]] += hsum(mix(vec4(0.0), g[i], lo));
+            sb[rq[i]] += hsum(mix(vec4(0.0), gx, lo));
+            sa[hi_row] += hsum(mix(g[i], vec4(0.0), lo));
+            sb[hi_row] += hsum(mix(gx, vec4(0.0), lo));
+        }
+        group_sum2(sa, sb);
+        vec4 ma = sa * inv_d, mb = sb * inv_d;
+        for (uint i = 0; i < ITEMS; ++i) {
+            uint idx = tid + i * WG;
+            if (idx >= p.n || 4u * idx >= live_elems) continue;
+            bvec4 lo = lessThan(LANE, uvec4(cut[i]));
+            uint hi_row = min(rq[i] + 1u, 3u);
+            vec4 mav = mix(vec4(ma[hi_row]), vec4(ma[rq[i]]), lo);
+            vec4 mbv = mix(vec4(mb[hi_row]), vec4(mb[rq[i]]), lo);
+            vec4 dxv = rv[i] * ((g[i] - mav) - xs[i] * mbv);
+            if (4u * idx + 4u <= live_elems) {
+                Vec4Array(p.dx + base).v[idx] = dxv;
+            } else {   // the last vector of a quad of fewer rows: its elements inside x only
+                for (uint l = 0; l < 4u; ++l)
+                    if (4u * idx + l < live_elems) FloatArray(p.dx + base).v[4u * idx + l] = dxv[l];
+            }
+        }
+    }
+    if (!sums) return;
+    uint64_t half_bytes = uint64_t(p.groups) * uint64_t(p.d) * 16ul;
+    uint64_t mine = uint64_t(grp) * uint64_t(p.d) * 16ul;
+    for (uint i = 0; i < ITEMS; ++i) {
+        uint idx = tid + i * WG;
+        if (idx < p.n) {
+            Vec4Array(p.partial + mine).v[idx] = acc_w[i];
+            Vec4Array(p.partial + half_bytes + mine).v[idx] = acc_b[i];
+        }
+    }
 }
 
 #else

@@ -85,8 +85,10 @@ describe("layer_norm_backward", function()
   it("matches the float64 reference with and without weight (the automatic plan)", function()
     for i, shape in ipairs(SHAPES) do
       local plan = tune.layer_norm_backward(shape[#shape], 1)
-      if shape[#shape] > 16384 then assert.are.equal("columns", plan.form)
-      else assert.are_not.equal("columns", plan.form) end
+      -- long rows: split on a GPU with 64-bit atomics and SM ids, else columns
+      local long = lumus.device().sm_count > 0 and "split" or "columns"
+      if shape[#shape] > 16384 then assert.are.equal(long, plan.form)
+      else assert.is_true(plan.form ~= "columns" and plan.form ~= "split") end
       if plan.form == "rows" then   -- a row's segment covers it
         local n = shape[#shape] % 4 == 0 and shape[#shape] / 4 or shape[#shape]
         assert.is_true(plan.segment * plan.items >= n)
@@ -105,11 +107,15 @@ describe("layer_norm_backward", function()
       { form = "fused", prefetch = true, groups = 2 }, { form = "fused", prefetch = true, rows_at_once = 3, wg = 32 }, { form = "fused", wg = 64, rows_at_once = 1, groups = 6 },
       { form = "rows" }, { form = "rows", wg = 32, groups = 2 }, { form = "rows", items = 1, rows_at_once = 3 },
       { form = "rows", wg = 64, rows_at_once = 4, groups = 1 }, { form = "rows", items = 16, groups = 5 },
+      { form = "split" }, { form = "split", wg = 32, items = 1 }, { form = "split", wg = 64, prefetch = false },
+      { form = "split", wg = 32, items = 3 },
+      { form = "quad" }, { form = "quad", wg = 32, items = 2 }, { form = "quad", groups = 3 },
     }
     for p, plan in ipairs(plans) do
       local got = tune.layer_norm_backward(33, 17, plan)
       assert.are.equal(plan.form, got.form)
       if plan.groups then assert.are.equal(plan.groups, got.groups) end
+      if plan.form == "split" then assert.are.equal(plan.prefetch ~= false, got.prefetch) end
       for i, shape in ipairs { { 17, 33 }, { 5, 7 }, { 3, 2, 40 }, { 1, 300 }, { 29, 64 }, { 130, 24 } } do
         check_case(shape, 1000 * p + i)
         check_case(shape, 2000 * p + i, { no_weight = true })
@@ -123,7 +129,7 @@ describe("layer_norm_backward", function()
       local d = 1 + math.floor(400 * rng.uniform() ^ 2)
       if rng.uniform() < 0.5 then d = math.max(4, d - d % 4) end
       local rows = 1 + math.floor(150 * rng.uniform())
-      for f, form in ipairs { "rows", "fused" } do
+      for f, form in ipairs { "rows", "fused", "quad" } do
         local items = ({ 0, 1, 4, 16 })[1 + (i + f) % 4]
         tune.layer_norm_backward(4, nil, { form = form, items = items })
         check_case({ rows, d }, 3000 + 10 * i + f)
@@ -138,6 +144,8 @@ describe("layer_norm_backward", function()
     check_case({ 16, 256 }, 9, { offset = 1e4 })
     tune.layer_norm_backward(4, nil, { form = "rows" })
     check_case({ 40, 96 }, 10, { offset = 1e4 })
+    tune.layer_norm_backward(4, nil, { form = "split", wg = 32, items = 2 })
+    check_case({ 12, 1000 }, 11, { offset = 1e4 })
   end)
 
   it("agrees with central finite differences of the float64 reference forward", function()
@@ -184,26 +192,28 @@ describe("layer_norm_backward", function()
   end)
 
   it("propagates NaN as PyTorch: a row's dx, a column's sums", function()
-    for _, form in ipairs { "fused", "columns", "rows" } do
-      tune.layer_norm_backward(4, nil, { form = form })
+    for _, form in ipairs { "fused", "columns", "rows", "split", "quad" } do
+      tune.layer_norm_backward(4, nil, { form = form, wg = form == "split" and 32 or nil, items = form == "split" and 1 or nil })
       local rng = ref.rng(3)
-      local x = ref.random_table({ 4, 8 }, function() return rng.normal() end)
-      local dy = ref.random_table({ 4, 8 }, function() return rng.normal() end)
-      local w = ref.random_table({ 8 }, function() return rng.normal() end)
+      local d = form == "quad" and 9 or 8   -- the quad form takes D % 4 != 0 (rows 1-4 one quad row)
+      local x = ref.random_table({ 4, d }, function() return rng.normal() end)
+      local dy = ref.random_table({ 4, d }, function() return rng.normal() end)
+      local w = ref.random_table({ d }, function() return rng.normal() end)
       dy[2][3] = NAN          -- row 2's dx NaN; dweight[3], dbias[3] NaN
       x[4][5] = 0 / 0         -- row 4's statistics NaN: its dx, and every dweight, NaN
       local X, W = lumus.tensor(x), lumus.tensor(w)
       local _, m, r = lumus.layer_norm_forward(X, W)
       local dx, dw, db = lumus.layer_norm_backward(lumus.tensor(dy), X, m, r, W)
       local rdx, rdw, rdb = ref.layer_norm_backward(dy, x, m:to_table(), r:to_table(), w)
+      assert.are.equal(form, tune.layer_norm_backward(d, 4).form)
       local gx = dx:to_table()
-      for j = 1, 8 do
+      for j = 1, d do
         assert.is_true(gx[2][j] ~= gx[2][j], "dx row 2 NaN")
         assert.is_true(gx[4][j] ~= gx[4][j], "dx row 4 NaN")
         assert.is_true(gx[1][j] == gx[1][j] and gx[3][j] == gx[3][j], "other rows finite")
       end
       local gb = db:to_table()
-      for j = 1, 8 do assert.are.equal(j == 3, gb[j] ~= gb[j]) end
+      for j = 1, d do assert.are.equal(j == 3, gb[j] ~= gb[j]) end
       checks.close(dx, rdx, { mixed = 2e-5, what = "dx" })
       checks.close(dw, rdw, { mixed = 1e-5, what = "dweight" })
       checks.close(db, rdb, { mixed = 1e-5, what = "dbias" })
@@ -212,13 +222,14 @@ describe("layer_norm_backward", function()
 
   it("gives identical bits from run to run", function()
     for _, plan in ipairs { { form = "auto" }, { form = "columns", groups = 5 }, { form = "fused" }, { form = "rows", groups = 7 },
-                         { form = "rows", items = 8, groups = 3 } } do
+                         { form = "rows", items = 8, groups = 3 }, { form = "split", wg = 32, items = 1 },
+                         { form = "quad", groups = 9 } } do
       tune.layer_norm_backward(4, nil, plan)
       local rng = ref.rng(11)
-      local shape = { 300, 96 }
+      local shape = { 301, plan.form == "quad" and 97 or 96 }
       local X = lumus.tensor(ref.random_table(shape, function() return rng.normal() end))
       local DY = lumus.tensor(ref.random_table(shape, function() return rng.normal() end))
-      local W = lumus.tensor(ref.random_table({ 96 }, function() return rng.normal() end))
+      local W = lumus.tensor(ref.random_table({ shape[2] }, function() return rng.normal() end))
       local _, m, r = lumus.layer_norm_forward(X, W)
       local a = { lumus.layer_norm_backward(DY, X, m, r, W) }
       for _ = 1, 3 do
@@ -228,33 +239,39 @@ describe("layer_norm_backward", function()
     end
   end)
 
-  it("writes dx in place over dy or x, reads views, returns only dx without weight", function()
-    local rng = ref.rng(21)
-    local x = ref.random_table({ 6, 12 }, function() return rng.normal() end)
-    local dy = ref.random_table({ 6, 12 }, function() return rng.normal() end)
-    local X = lumus.tensor(x)
-    local _, m, r = lumus.layer_norm_forward(X)
-    local rdx = ref.layer_norm_backward(dy, x, m:to_table(), r:to_table())
-    local DY = lumus.tensor(dy)
-    assert.are.equal(1, select("#", lumus.layer_norm_backward(DY, X, m, r)))
-    assert.are.equal(DY, DY:layer_norm_backward(X, m, r, nil, { out = DY }))
-    checks.close(DY, rdx, { mixed = 2e-5, what = "dx over dy" })
-    local X2 = lumus.copy(X)
-    lumus.layer_norm_backward(lumus.tensor(dy), X2, m, r, nil, { out = X2 })
-    checks.close(X2, rdx, { mixed = 2e-5, what = "dx over x" })
-    -- a transposed dy is read through a contiguous copy
-    local DYT = lumus.tensor(dy):transpose(1, 2):contiguous():transpose(1, 2)
-    assert.is_false(DYT:is_contiguous())
-    checks.close(lumus.layer_norm_backward(DYT, X, m, r), rdx, { mixed = 2e-5, what = "dx from a view" })
+  it("writes dx in place over dy or x (the split form forced: planned without it; the quad form in place), reads views, returns only dx without weight", function()
+    for _, form in ipairs { "auto", "split", "quad" } do
+      tune.layer_norm_backward(4, nil, { form = form, wg = form == "split" and 32 or nil })
+      local rng = ref.rng(21)
+      local d = form == "quad" and 13 or 12
+      local x = ref.random_table({ 6, d }, function() return rng.normal() end)
+      local dy = ref.random_table({ 6, d }, function() return rng.normal() end)
+      local X = lumus.tensor(x)
+      local _, m, r = lumus.layer_norm_forward(X)
+      local rdx = ref.layer_norm_backward(dy, x, m:to_table(), r:to_table())
+      local DY = lumus.tensor(dy)
+      assert.are.equal(1, select("#", lumus.layer_norm_backward(DY, X, m, r)))
+      assert.are.equal(DY, DY:layer_norm_backward(X, m, r, nil, { out = DY }))
+      checks.close(DY, rdx, { mixed = 2e-5, what = "dx over dy" })
+      local X2 = lumus.copy(X)
+      lumus.layer_norm_backward(lumus.tensor(dy), X2, m, r, nil, { out = X2 })
+      checks.close(X2, rdx, { mixed = 2e-5, what = "dx over x" })
+      -- a transposed dy is read through a contiguous copy
+      local DYT = lumus.tensor(dy):transpose(1, 2):contiguous():transpose(1, 2)
+      assert.is_false(DYT:is_contiguous())
+      checks.close(lumus.layer_norm_backward(DYT, X, m, r), rdx, { mixed = 2e-5, what = "dx from a view" })
+    end
   end)
 
   it("frees its scratch once the work is done", function()
-    local X = lumus.ones({ 64, 40 })
-    local W = lumus.ones({ 40 })
-    local _, m, r = lumus.layer_norm_forward(X, W)
-    local dx, dw, db = lumus.zeros({ 64, 40 }), lumus.zeros({ 40 }), lumus.zeros({ 40 })
-    for _, form in ipairs { "fused", "columns", "rows" } do
+    for _, form in ipairs { "fused", "columns", "rows", "split", "quad" } do
+      local d = form == "quad" and 41 or 40
+      local X = lumus.ones({ 64, d })
+      local W = lumus.ones({ d })
+      local _, m, r = lumus.layer_norm_forward(X, W)
+      local dx, dw, db = lumus.zeros({ 64, d }), lumus.zeros({ d }), lumus.zeros({ d })
       tune.layer_norm_backward(4, nil, { form = form })
+      assert.are.equal(form, tune.layer_norm_backward(d, 64).form)
       -- settled: garbage of earlier specs must not be collected inside the measurement
       local _, before = checks.settle()
       for _ = 1, 5 do lumus.layer_norm_backward(X, X, m, r, W, { out = dx, dweight = dw, dbias = db }) end
@@ -282,7 +299,7 @@ describe("layer_norm_backward", function()
     local gone = lumus.ones({ 4, 8 })
     gone:free()
     checks.errors(f, "#1.*freed", gone, X, m, r, W)
-    checks.errors(tune.layer_norm_backward, "form must be \"auto\", \"fused\", \"columns\" or \"rows\", got \"split\"", 8, nil, { form = "split" })
+    checks.errors(tune.layer_norm_backward, "form must be \"auto\", \"fused\", \"columns\", \"rows\", \"split\" or \"quad\", got \"parts\"", 8, nil, { form = "parts" })
     checks.errors(tune.layer_norm_backward, "wg must be a multiple of 32 in 32..1024", 8, nil, { wg = 48 })
   end)
 end)

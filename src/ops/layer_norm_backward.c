@@ -3,6 +3,7 @@
  * describes the stages. dweight and dbias come from a two-stage column sum in a fixed
  * order (no float atomics), so repeated calls give identical bits. */
 #include "ops.h"
+#include "split_scratch.h"
 #include "../storage.h"
 #include <lauxlib.h>
 #include <string.h>
@@ -39,12 +40,24 @@
                                 * and weight live in registers: ~5 per float) */
 #define LNB_ROWS_LOADS 16      /* rows form: floats per lane of x (and of dy) in flight,
                                 * K rows x items */
+#define LNB_SPLIT_WG 512       /* split form: threads per part, so that one workgroup per
+                                * multiprocessor always fits (all parts must be resident) */
+#define LNB_SPLIT_ITEMS 2      /* ... vec4s per thread aimed at (x, dy, the next row's, the
+                                * column partials and weight stay in registers) */
+#define LNB_SPLIT_MAX_PARTS 128 /* a thread polls for each part's record */
+#define LNB_SPLIT_ROWS_CPU 32  /* split form on CPU devices: most rows per slot (llvmpipe's
+                                * loop budget covers its polls) */
+#define LNB_QUAD_MIN_D 512     /* rows of D % 4 != 0 past this take the quad form on a GPU
+                                * (the rows form holds shorter ones) */
+#define LNB_SPIN_LIMIT (1u << 15)  /* polls for a partner's record before computing it */
+#define LNB_CPU_LOOP_BUDGET 20000u
 
 /* Overrides from tune.layer_norm_backward, kept per lua_State in the registry. */
 typedef struct lnb_tune {
-    int form;                  /* 0 automatic, 1 fused, 2 columns, 3 rows */
+    int form;                  /* 0 automatic, 1 fused, 2 columns, 3 rows, 4 split, 5 quad */
     uint32_t wg, items, k, groups;
-    int prefetch;              /* fused: load the next rows early */
+    int prefetch;              /* fused: 1 loads the next rows early (0, -1: not);
+                                * split: -1 does not (0, 1: does) */
     int fill;                  /* fused: blocks also aim for LNB_FILL_THREADS (off by
                                 * default: on the H200 it lost 6-30% on most shapes) */
     uint32_t float_items;      /* fused: most floats per thread (0: LNB_FLOAT_ITEMS) */
@@ -54,13 +67,18 @@ static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
 
 typedef struct lnb_plan {
     int columns;               /* long rows: STATS then APPLY */
+    int split;                 /* long rows: SPLIT, parts of a row exchanging sums */
+    int quad;                  /* D % 4 != 0: FUSED over quad rows (QUAD); n = D vec4s,
+                                * groups and rows_per_group count quads */
+    uint32_t parts, chunk;     /* split: workgroups per row, vectors per part */
     int rows;                  /* short rows: ROWS (a subgroup segment per row) */
     uint32_t seg;              /* rows: lanes per row */
     uint32_t vec, n;
     uint32_t wg, items, k;     /* fused: threads per row, vectors each, rows at once;
                                 * rows: threads, vectors per lane, rows per segment at
                                 * once; columns: APPLY's threads and rows at once */
-    uint32_t prefetch;         /* fused: 1 loads the next K rows before this K's sums */
+    uint32_t prefetch;         /* fused: 1 loads the next K rows before this K's sums;
+                                * split: 1 the next row's slice before the exchange */
     uint32_t stats_wg;         /* columns: STATS's threads per slice */
     uint32_t stat_parts;       /* columns: STATS's slices (workgroups) per row */
     uint32_t col_blocks;       /* columns: APPLY workgroups across a row */
@@ -131,7 +149,47 @@ static int plan_rows(const lm_context *ctx, const lnb_tune *t, uint32_t max_wg, 
     return 1;
 }
 
-static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_t rows) {
+/* Split form (rows too long for the fused form, on a GPU with 64-bit atomics and
+ * multiprocessor count, out of place, not while a capture records: its records carry the
+ * call's epoch, which a replay cannot advance): `parts` workgroups of LNB_SPLIT_WG
+ * threads per row and `slots` rows at once, slots x parts at most one workgroup per
+ * multiprocessor, so that all are resident; few rows take more, smaller parts to fill
+ * the device. Returns 0 where it does not fit (rows needing more parts than that). */
+static int plan_split(const lm_context *ctx, const lnb_tune *t, uint64_t rows, uint32_t max_wg, int split_ok, lnb_plan *c) {
+    int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    int forced = t->form == 4;
+    if (!split_ok || !ctx->int64_atomics || ctx->stream.recording) return 0;
+    if (!forced && (cpu || !ctx->sm_count)) return 0;
+    uint64_t sms = ctx->sm_count ? ctx->sm_count : cpu ? LNB_CPU_SMS : LNB_DEFAULT_SMS;
+    uint32_t wg = t->wg ? t->wg : LNB_SPLIT_WG;
+    if (wg > max_wg) wg = max_wg;
+    uint32_t target = t->items ? t->items : c->vec == 4 ? LNB_SPLIT_ITEMS : 4 * LNB_SPLIT_ITEMS;
+    uint64_t parts = ceil_div(c->n, (uint64_t)wg * target);
+    uint64_t few = sms / (rows ? rows : 1);   /* parts that few rows may take */
+    if (few > parts) { parts = few; if (parts > ceil_div(c->n, wg)) parts = ceil_div(c->n, wg); }
+    if (parts < 1) parts = 1;
+    uint64_t chunk = ceil_div(c->n, parts);
+    parts = ceil_div(c->n, chunk);   /* no empty part */
+    uint64_t items = ceil_div(chunk, wg);
+    if (parts > LNB_SPLIT_MAX_PARTS || parts > wg || items > LNB_FORCED_MAX_ITEMS || (!forced && parts > sms)) return 0;
+    uint64_t slots = sms / parts;
+    if (cpu && slots < ceil_div(rows, LNB_SPLIT_ROWS_CPU)) slots = ceil_div(rows, LNB_SPLIT_ROWS_CPU);
+    if (slots > rows) slots = rows;
+    if (slots < 1) slots = 1;
+    c->columns = 0;
+    c->split = 1;
+    c->wg = wg;
+    c->items = (uint32_t)items;
+    c->parts = (uint32_t)parts;
+    c->chunk = (uint32_t)chunk;
+    c->k = 1;
+    c->prefetch = t->prefetch >= 0;
+    c->groups = (uint32_t)slots;
+    c->rows_per_group = (uint32_t)ceil_div(rows, slots);
+    return 1;
+}
+
+static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_t rows, int split_ok, int quad_ok) {
     lnb_plan c = { 0 };
     c.vec = d % 4 == 0 ? 4 : 1;
     c.n = (uint32_t)(d / c.vec);
@@ -145,12 +203,35 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     c.reduce_wg = max_wg >= 256 ? 256 : 128;
     uint32_t most_items = t->float_items && c.vec == 1 ? t->float_items
                         : c.vec == 4 || cpu ? LNB_MAX_ITEMS : LNB_FLOAT_ITEMS;
-    c.columns = t->form == 2 || (t->form == 0 && c.n > (uint64_t)max_wg * most_items);
+    int form = t->form;
+    int long_rows = c.n > (uint64_t)max_wg * most_items;
+    /* Rows of D % 4 != 0 whose quad row (D vec4s) fits the fused form's registers take
+     * the quad form: forced, or automatic on a GPU past the rows form's reach; a forced
+     * quad form where it does not fit plans as automatic without it. */
+    int quad_fits = quad_ok && c.vec == 1 && d >= 4 && (uint64_t)d <= (uint64_t)max_wg * LNB_MAX_ITEMS;
+    if (quad_fits && (form == 5 || (form == 0 && !cpu && d > LNB_QUAD_MIN_D))) {
+        c.quad = 1;
+        c.vec = 4;
+        c.n = (uint32_t)d;
+        form = 1;   /* the fused form's plan, over quad rows */
+    } else if (form == 5) {
+        form = 0;
+    }
+    /* Long rows take the split form where it fits; a forced split form where it does
+     * not fit plans as automatic without it. */
+    if (form == 4 || (form == 0 && long_rows)) {
+        if (plan_split(ctx, t, (uint64_t)rows, max_wg, split_ok, &c)) {
+            if (!cpu && c.groups >= LNB_REDUCE_TALL && max_wg >= 1024) c.reduce_wg = 1024;
+            return c;
+        }
+        form = 0;
+    }
+    c.columns = form == 2 || (form == 0 && long_rows);
     /* Short rows take the rows form where it fits (forced, or automatic on a GPU): a
      * row's sums need no barrier and a workgroup holds many rows at once. A CPU device
      * runs a workgroup on one thread, where its idle segments and per-subgroup barriers
      * cost more than the fused form's (llvmpipe: 5x slower at 64 x 96). */
-    if (!c.columns && (t->form == 3 || (t->form == 0 && !cpu))) plan_rows(ctx, t, max_wg, &c);
+    if (!c.columns && (form == 3 || (form == 0 && !cpu))) plan_rows(ctx, t, max_wg, &c);
     if (!c.columns && !c.rows) {
         /* On a CPU device a workgroup runs on one thread and each barrier costs a context
          * switch: fewer, wider threads per row there. */
@@ -167,7 +248,7 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
         c.items = (uint32_t)ceil_div(c.n, wg);
         if (c.items > LNB_FORCED_MAX_ITEMS) c.columns = 1;
         c.k = t->k ? t->k : c.items == 1 ? 4 : c.items == 2 ? 2 : 1;
-        c.prefetch = t->prefetch ? 1 : 0;
+        c.prefetch = t->prefetch > 0;
     }
     if (c.columns) {
         c.wg = t->wg ? t->wg : LNB_APPLY_WG;
@@ -189,7 +270,7 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
         c.stat_parts = (uint32_t)sp;
         if (sp > 1 && !t->stat_parts) c.stats_wg = LNB_STAT_WG < max_wg ? LNB_STAT_WG : max_wg;
     }
-    split_rows(ctx, t, (uint64_t)rows, c.columns ? c.col_blocks : 1, &c);
+    split_rows(ctx, t, c.quad ? ceil_div((uint64_t)rows, 4) : (uint64_t)rows, c.columns ? c.col_blocks : 1, &c);
     if (!cpu && c.groups >= LNB_REDUCE_TALL && max_wg >= 1024) c.reduce_wg = 1024;
     return c;
 }
@@ -221,6 +302,7 @@ static void no_overlap(lua_State *L, int argn, const lm_tensor *a, const char *a
 typedef struct lnb_push {
     uint64_t x, dy, dx, weight, mean, invstd, partial, stats, dweight, dbias;
     uint32_t rows, n, d, rows_per_group, groups, groups_x, col_blocks, stat_parts;
+    uint32_t chunk, epoch, spin_limit, fold;
 } lnb_push;
 _Static_assert(sizeof(lnb_push) <= LM_PUSH_BYTES, "layer_norm_backward's push constants outgrew the layout");
 
@@ -275,17 +357,24 @@ int lm_op_layer_norm_backward(lua_State *L) {
         no_overlap(L, 6, dw, "dweight", db, "dbias", 0);
     }
     lnb_tune tune = get_tune(L);
-    lnb_plan c = plan(ctx, &tune, d, rows);
+    /* The split form reads a partner's x and dy where it computes a missing record,
+     * which in place that partner may be overwriting with dx. */
+    int in_place = dx && (lm_tensors_same_memory(dx, x) || lm_tensors_same_memory(dx, dy));
+    /* The quad form reads and writes aligned vec4s across rows. */
+    int quad_ok = lm_tensor_is_plain(x) && lm_tensor_is_plain(dy) && (!dx || lm_tensor_is_plain(dx));
+    lnb_plan c = plan(ctx, &tune, d, rows, !in_place, quad_ok);
     if (c.columns && (uint64_t)c.groups * c.col_blocks > 0xffffffffu)
         luaL_error(L, "layer_norm_backward: too many rows and columns for one dispatch");
     if (!dx) { lm_push_tensor(L, ctx, x->ndim, x->shape); lua_replace(L, 7); }
     if (w && !dw) { lm_push_tensor(L, ctx, 1, &d); lua_replace(L, 8); }
     if (w && !db) { lm_push_tensor(L, ctx, 1, &d); lua_replace(L, 9); }
     /* Scratch: the partial rows (with weight), then the rows' sums (long rows). */
-    uint64_t partial_words = w ? 2ull * c.groups * (uint64_t)d : 0;
+    uint64_t partial_words = w ? 2ull * c.groups * (uint64_t)d * (c.quad ? 4u : 1u) : 0;
     uint64_t scratch_words = partial_words + (c.columns ? 2ull * (uint64_t)rows * c.stat_parts : 0);
     if (scratch_words) { int64_t n = (int64_t)scratch_words; lm_push_tensor(L, ctx, 1, &n); }
     else lua_pushnil(L);                                          /* slot 10 */
+    lm_split_call call;   /* split: the context's record scratch (may allocate) */
+    if (c.split) lm_split_scratch_begin(L, ctx, (uint64_t)rows * c.parts, &call);
     /* The allocations may have run finalizers that freed any of them (see ops.h). */
     dy = lm_check_tensor(L, 1);
     x = lm_check_tensor(L, 2);
@@ -307,11 +396,27 @@ int lm_op_layer_norm_backward(lua_State *L) {
         .dweight = dw ? lm_tensor_address(dw) : 0, .dbias = db ? lm_tensor_address(db) : 0,
         .rows = (uint32_t)rows, .n = c.n, .d = (uint32_t)d,
         .rows_per_group = c.rows_per_group, .groups = c.groups, .col_blocks = c.col_blocks,
-        .stat_parts = c.columns ? c.stat_parts : 1,
+        .stat_parts = c.columns ? c.stat_parts : 1, .fold = c.quad ? 4 : 1,
     };
     int v4 = c.vec == 4;
     uint32_t gy;
-    if (c.rows) {
+    if (c.split) {
+        pc.stats = lm_tensor_address(&call.view);
+        pc.epoch = call.epoch;
+        pc.chunk = c.chunk;
+        pc.spin_limit = LNB_SPIN_LIMIT;
+        /* llvmpipe ends an invocation's loops past a budget: a slot's rows share it. */
+        if (ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+            pc.spin_limit = LNB_CPU_LOOP_BUDGET / c.rows_per_group / c.parts + 1;
+        pc.groups_x = lm_grid(L, ctx, (uint64_t)c.groups * c.parts, &gy);
+        lm_record_dispatch(L, ctx, &(lm_launch){
+            .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_SPLIT_VEC4 : LM_SH_LN_BWD_SPLIT_VEC1,
+            .spec = { c.wg, c.items, 1, c.prefetch, 1, c.parts }, .push = &pc, .push_bytes = sizeof pc,
+            .groups_x = pc.groups_x, .groups_y = gy,
+            .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch, &call.view },
+        });
+        lm_split_scratch_end(ctx, (uint64_t)pc.groups_x * gy, 0);
+    } else if (c.rows) {
         pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_ROWS_VEC4 : LM_SH_LN_BWD_ROWS_VEC1,
@@ -322,7 +427,8 @@ int lm_op_layer_norm_backward(lua_State *L) {
     } else if (!c.columns) {
         pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
-            .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_FUSED_VEC4 : LM_SH_LN_BWD_FUSED_VEC1,
+            .op = "layer_norm_backward",
+            .shader = c.quad ? LM_SH_LN_BWD_QUAD : v4 ? LM_SH_LN_BWD_FUSED_VEC4 : LM_SH_LN_BWD_FUSED_VEC1,
             .spec = { c.wg, c.items, c.k, c.prefetch }, .push = &pc, .push_bytes = sizeof pc,
             .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch },
@@ -375,7 +481,7 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     lnb_tune t = get_tune(L);
     if (lm_check_options(L, 3, known)) {
-        static const char *const forms[] = { "auto", "fused", "columns", "rows", NULL };
+        static const char *const forms[] = { "auto", "fused", "columns", "rows", "split", "quad", NULL };
         int form = lm_option_choice(L, 3, "form", forms, 0);
         lua_Integer wg = lm_option_integer(L, 3, "wg", 0);
         if (wg != 0 && !(wg >= 32 && wg <= 1024 && wg % 32 == 0))
@@ -387,7 +493,10 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         if (k < 0 || k > 4) lm_argerror(L, 3, "rows_at_once must be in 0..4 (0: automatic), got %I", (LUAI_UACINT)k);
         lua_Integer groups = lm_option_integer(L, 3, "groups", 0);
         if (groups < 0 || groups > 0xffffffffLL) lm_argerror(L, 3, "groups must be in 0..2^32-1 (0: automatic), got %I", (LUAI_UACINT)groups);
-        int prefetch = lm_option_boolean(L, 3, "prefetch", 0);
+        lm_option_boolean(L, 3, "prefetch", 0);   /* checks the type */
+        lua_getfield(L, 3, "prefetch");
+        int prefetch = lua_isnil(L, -1) ? 0 : lua_toboolean(L, -1) ? 1 : -1;
+        lua_pop(L, 1);
         int fill = lm_option_boolean(L, 3, "fill", 0);
         lua_Integer float_items = lm_option_integer(L, 3, "float_items", 0);
         if (float_items < 0 || float_items > LNB_FORCED_MAX_ITEMS)
@@ -402,9 +511,9 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         *u = t;
         lua_setfield(L, LUA_REGISTRYINDEX, TUNE_KEY);
     }
-    lnb_plan c = plan(ctx, &t, d, rows);
+    lnb_plan c = plan(ctx, &t, d, rows, 1, 1);
     lua_createtable(L, 0, 8);
-    lua_pushstring(L, c.columns ? "columns" : c.rows ? "rows" : "fused"); lua_setfield(L, -2, "form");
+    lua_pushstring(L, c.split ? "split" : c.quad ? "quad" : c.columns ? "columns" : c.rows ? "rows" : "fused"); lua_setfield(L, -2, "form");
     lua_pushinteger(L, c.wg); lua_setfield(L, -2, "workgroup");
     lua_pushinteger(L, c.items); lua_setfield(L, -2, "items");
     lua_pushinteger(L, c.k); lua_setfield(L, -2, "rows_at_once");
@@ -414,5 +523,6 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     lua_pushinteger(L, c.rows_per_group); lua_setfield(L, -2, "rows_per_group");
     if (c.columns) { lua_pushinteger(L, c.stat_parts); lua_setfield(L, -2, "stat_parts"); }
     if (c.rows) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
+    if (c.split) { lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts"); }
     return 1;
 }
