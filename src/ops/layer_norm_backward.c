@@ -42,13 +42,20 @@
                                 * K rows x items */
 #define LNB_SPLIT_WG 512       /* split form: threads per part, so that one workgroup per
                                 * multiprocessor always fits (all parts must be resident) */
-#define LNB_SPLIT_ITEMS 2      /* ... vec4s per thread aimed at (x, dy, the next row's, the
-                                * column partials and weight stay in registers) */
+#define LNB_SPLIT_ITEMS 4      /* ... vec4s per thread aimed at (x, dy, the next row's, the
+                                * column partials and weight stay in registers); on an H100
+                                * 4 beat 2 by 5-15 points of copy over 8 shapes (4096x65536
+                                * 61.8 -> 71.4, 300x262144 46.1 -> 60.9), 8192x20000 even */
+#define LNB_SPLIT_FLOATS 8     /* ... floats for rows of D % 4 != 0 (registers: 128 at 8;
+                                * 4 lost half their speed) */
 #define LNB_SPLIT_MAX_PARTS 128 /* a thread polls for each part's record */
 #define LNB_SPLIT_ROWS_CPU 32  /* split form on CPU devices: most rows per slot (llvmpipe's
                                 * loop budget covers its polls) */
-#define LNB_QUAD_MIN_D 512     /* rows of D % 4 != 0 past this take the quad form on a GPU
-                                * (the rows form holds shorter ones) */
+#define LNB_QUAD_ITEMS 2       /* the quad form on a GPU: rows of D % 4 != 0 whose quad row
+                                * takes this many vec4s per thread of the largest workgroup
+                                * (H100, % of copy against the fused form reading floats:
+                                * 20000x2047 63.0 / 56.9, 12345x1537 48.9 / 46.2; at one vec4
+                                * 94713x803 44.7 / 47.0; at 4 it spilled, 15 / 57) */
 #define LNB_SPIN_LIMIT (1u << 15)  /* polls for a partner's record before computing it */
 #define LNB_CPU_LOOP_BUDGET 20000u
 
@@ -163,7 +170,7 @@ static int plan_split(const lm_context *ctx, const lnb_tune *t, uint64_t rows, u
     uint64_t sms = ctx->sm_count ? ctx->sm_count : cpu ? LNB_CPU_SMS : LNB_DEFAULT_SMS;
     uint32_t wg = t->wg ? t->wg : LNB_SPLIT_WG;
     if (wg > max_wg) wg = max_wg;
-    uint32_t target = t->items ? t->items : c->vec == 4 ? LNB_SPLIT_ITEMS : 4 * LNB_SPLIT_ITEMS;
+    uint32_t target = t->items ? t->items : c->vec == 4 ? LNB_SPLIT_ITEMS : LNB_SPLIT_FLOATS;
     uint64_t parts = ceil_div(c->n, (uint64_t)wg * target);
     uint64_t few = sms / (rows ? rows : 1);   /* parts that few rows may take */
     if (few > parts) { parts = few; if (parts > ceil_div(c->n, wg)) parts = ceil_div(c->n, wg); }
@@ -206,10 +213,10 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     int form = t->form;
     int long_rows = c.n > (uint64_t)max_wg * most_items;
     /* Rows of D % 4 != 0 whose quad row (D vec4s) fits the fused form's registers take
-     * the quad form: forced, or automatic on a GPU past the rows form's reach; a forced
-     * quad form where it does not fit plans as automatic without it. */
+     * the quad form: forced, or automatic on a GPU where it takes LNB_QUAD_ITEMS vec4s per
+     * thread; a forced quad form where it does not fit plans as automatic without it. */
     int quad_fits = quad_ok && c.vec == 1 && d >= 4 && (uint64_t)d <= (uint64_t)max_wg * LNB_MAX_ITEMS;
-    if (quad_fits && (form == 5 || (form == 0 && !cpu && d > LNB_QUAD_MIN_D))) {
+    if (quad_fits && (form == 5 || (form == 0 && !cpu && ceil_div((uint64_t)d, max_wg) == LNB_QUAD_ITEMS))) {
         c.quad = 1;
         c.vec = 4;
         c.n = (uint32_t)d;
@@ -217,9 +224,17 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     } else if (form == 5) {
         form = 0;
     }
-    /* Long rows take the split form where it fits; a forced split form where it does
-     * not fit plans as automatic without it. */
-    if (form == 4 || (form == 0 && long_rows)) {
+    /* The split form where it fits, automatically for rows of vec4s the fused form would
+     * hold at LNB_MAX_ITEMS per thread or not at all (H100, % of copy, split against
+     * fused: 8192x16384 73.8 / 56.6, at 3 per thread 8192x12288 81.7 / 89.0; against the
+     * columns form 4096x65536 71.4 / 45.0, 300x262144 60.9 / 40.0), and for rows of floats
+     * too long for the fused form where they are fewer than the multiprocessors (3x513081
+     * 20.9 / 12.1; 1000x100003 52.4 / 51.1 and 200x150001 45.5 / 48.5 stay columns). A
+     * forced split form where it does not fit plans as automatic without it. */
+    uint64_t sms_or_0 = ctx->sm_count;
+    int split_auto = c.vec == 4 ? c.n > (uint64_t)max_wg * (LNB_MAX_ITEMS - 1)
+                                : long_rows && (uint64_t)rows < sms_or_0;
+    if (form == 4 || (form == 0 && split_auto)) {
         if (plan_split(ctx, t, (uint64_t)rows, max_wg, split_ok, &c)) {
             if (!cpu && c.groups >= LNB_REDUCE_TALL && max_wg >= 1024) c.reduce_wg = 1024;
             return c;
