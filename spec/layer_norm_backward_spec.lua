@@ -123,6 +123,17 @@ describe("layer_norm_backward", function()
     end
   end)
 
+  it("plans a forced quad form as automatic where a quad row does not fit", function()
+    -- 601 vec4s a quad row at 32 threads is 19 per thread (16 at most); D % 4 == 0; D < 4
+    for _, c in ipairs { { 601, { form = "quad", wg = 32 } }, { 64, { form = "quad" } }, { 3, { form = "quad" } } } do
+      local d, plan = c[1], c[2]
+      assert.are_not.equal("quad", tune.layer_norm_backward(d, 5, plan).form)
+      check_case({ 5, d }, 40 + d)
+    end
+    assert.are.equal("quad", tune.layer_norm_backward(601, 5, { form = "quad", wg = 64 }).form)
+    check_case({ 5, 601 }, 39)
+  end)
+
   it("matches the reference on a seeded sweep of shapes in every form that fits", function()
     local rng = ref.rng(20261203)
     for i = 1, 8 do

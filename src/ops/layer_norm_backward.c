@@ -261,6 +261,12 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
         if (wg > max_wg) wg = max_wg;
         c.wg = wg;
         c.items = (uint32_t)ceil_div(c.n, wg);
+        if (c.items > LNB_FORCED_MAX_ITEMS && c.quad) {
+            /* A forced workgroup too small for a quad row: planned as automatic without it. */
+            lnb_tune u = *t;
+            u.form = 0;
+            return plan(ctx, &u, d, rows, split_ok, 0);
+        }
         if (c.items > LNB_FORCED_MAX_ITEMS) c.columns = 1;
         c.k = t->k ? t->k : c.items == 1 ? 4 : c.items == 2 ? 2 : 1;
         c.prefetch = t->prefetch > 0;
