@@ -1649,6 +1649,49 @@ describe("fuzzing every public function and method", function()
     end
   end)
 
+  -- layer_norm_backward under random valid tunings of its hook (every form, forced where
+  -- it fits, else planned as automatic): dx within 2e-5 of max(1, |ref|), dweight and
+  -- dbias within 1e-5 of their column's sum of |terms| plus 1e-6 (spec/layer_norm_backward_spec's
+  -- bounds), against the float64 reference from the same float32 statistics.
+  it("random valid tunings of tune.layer_norm_backward compute layer_norm_backward right", function()
+    finally(function() lumus.tune.layer_norm_backward(4, nil, {}) end)
+    local g6 = ref.rng(SEED + 5)
+    local function r(k) return math.floor(g6.uniform() * k) + 1 end
+    local function pick6(list) return list[r(#list)] end
+    local LNB_TUNING = { { "form", { "auto", "fused", "columns", "rows", "split", "quad" } },
+                         { "wg", { 0, 32, 64, 128 } }, { "items", { 0, 1, 2, 3, 8 } },
+                         { "rows_at_once", { 0, 1, 2, 3, 4 } }, { "groups", { 0, 1, 2, 5 } },
+                         { "prefetch", { true, false } }, { "stat_parts", { 0, 1, 3 } } }
+    for _ = 1, math.max(4, math.floor(CALLS / 5000)) do
+      local d = pick6 { 4, 5, 7, 12, 33, 100, 257, 1000, 1027 }
+      local rows = pick6 { 1, 2, 3, 5, 9 }
+      local t = {}
+      for _, kv in ipairs(LNB_TUNING) do if r(2) == 1 then t[kv[1]] = pick6(kv[2]) end end
+      lumus.tune.layer_norm_backward(d, rows, t)
+      local xt = ref.random_table({ rows, d }, g6)
+      local dyt = ref.random_table({ rows, d }, g6)
+      local wt = ref.flatten(ref.random_table({ d }, g6))
+      local X, W = lumus.tensor(xt), lumus.tensor(wt)
+      local _, m, rs = lumus.layer_norm_forward(X, W)
+      local mt, rt = m:to_table(), rs:to_table()
+      local dx, dw, db = lumus.layer_norm_backward(lumus.tensor(dyt), X, m, rs, W)
+      local rdx, rdw, rdb = ref.layer_norm_backward(dyt, xt, mt, rt, wt)
+      local under = ("%dx%d under %s"):format(rows, d, tuning_string("layer_norm_backward", t))
+      local gx, gw, gb = dx:to_table(), dw:to_table(), db:to_table()
+      for j = 1, d do
+        local sw, sb = 0, 0
+        for i = 1, rows do
+          local e = math.abs(gx[i][j] - rdx[i][j])
+          assert(e <= 2e-5 * math.max(1, math.abs(rdx[i][j])), ("dx[%d][%d] off by %g, %s"):format(i, j, e, under))
+          sw = sw + math.abs(dyt[i][j] * (xt[i][j] - mt[i]) * rt[i])
+          sb = sb + math.abs(dyt[i][j])
+        end
+        assert(math.abs(gw[j] - rdw[j]) <= 1e-5 * sw + 1e-6, ("dweight[%d] off, %s"):format(j, under))
+        assert(math.abs(gb[j] - rdb[j]) <= 1e-5 * sb + 1e-6, ("dbias[%d] off, %s"):format(j, under))
+      end
+    end
+  end)
+
   it("tune.layer_norm: random tuning either raises or still computes layer_norm right", function()
     local n = math.max(100, math.floor(CALLS / 1000))
     local runs = 0
