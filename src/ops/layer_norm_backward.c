@@ -44,8 +44,9 @@
                                 * multiprocessor always fits (all parts must be resident) */
 #define LNB_SPLIT_ITEMS 4      /* ... vec4s per thread aimed at (x, dy, the next row's, the
                                 * column partials and weight stay in registers); on an H100
-                                * 4 beat 2 by 5-15 points of copy over 8 shapes (4096x65536
-                                * 61.8 -> 71.4, 300x262144 46.1 -> 60.9), 8192x20000 even */
+                                * 4 against 2 gained up to 16 points of copy over 9 shapes
+                                * (4096x65536 61.8 -> 71.4, 300x262144 46.1 -> 60.9) and lost
+                                * at most 0.7 (8192x20000) */
 #define LNB_SPLIT_FLOATS 8     /* ... floats for rows of D % 4 != 0 (registers: 128 at 8;
                                 * 4 lost half their speed) */
 #define LNB_SPLIT_MAX_PARTS 128 /* a thread polls for each part's record */
@@ -231,9 +232,8 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
      * too long for the fused form where they are fewer than the multiprocessors (3x513081
      * 20.9 / 12.1; 1000x100003 52.4 / 51.1 and 200x150001 45.5 / 48.5 stay columns). A
      * forced split form where it does not fit plans as automatic without it. */
-    uint64_t sms_or_0 = ctx->sm_count;
     int split_auto = c.vec == 4 ? c.n > (uint64_t)max_wg * (LNB_MAX_ITEMS - 1)
-                                : long_rows && (uint64_t)rows < sms_or_0;
+                                : long_rows && (uint64_t)rows < ctx->sm_count;
     if (form == 4 || (form == 0 && split_auto)) {
         if (plan_split(ctx, t, (uint64_t)rows, max_wg, split_ok, &c)) {
             if (!cpu && c.groups >= LNB_REDUCE_TALL && max_wg >= 1024) c.reduce_wg = 1024;
