@@ -14,6 +14,7 @@
 --   softmax              softmax over the last dim into a preallocated y    softmax_cols (as (t))
 --   sum, max             over the last dim (max: values and indices)        reduce (as (t))
 --   layer_norm_backward  dx, dweight, dbias into preallocated outputs       layer_norm_backward (as (4, nil, t))
+--   layer_norm_backward_plain  dx only (weight nil: no column sums)        layer_norm_backward
 -- "{}" is the automatic plan. Each round times the copy (x into a preallocated tensor of
 -- its size) and then every tuning, each the median of --iters lumus.gpu_time samples
 -- after back-to-back warm-up calls (bench/common.lua's device_time); a figure is the best
@@ -28,16 +29,17 @@ package.path = script_dir .. "/?.lua;" .. package.path
 local common = require "common"
 local lumus = common.load_lumus()
 
-local USAGE = "usage: lua5.4 bench/tune_ab.lua --op layer_norm|layer_norm_plain|softmax|sum|max|layer_norm_backward --shapes RxD,... "
+local USAGE = "usage: lua5.4 bench/tune_ab.lua --op layer_norm|layer_norm_plain|softmax|sum|max|layer_norm_backward|layer_norm_backward_plain --shapes RxD,... "
   .. "[--dtypes float16,bfloat16,float32] [--tunes \"{k=v};...\"] [--iters N] [--rounds N] [--csv FILE]"
 local args = common.parse_args(arg, { op = true, shapes = true, dtypes = true, tunes = true, iters = true,
   rounds = true, csv = true }, {}, USAGE)
 local function fail(msg) io.stderr:write(msg, "\n", USAGE, "\n"); os.exit(2) end
 
 local HOOKS = { layer_norm = "layer_norm", layer_norm_plain = "layer_norm", softmax = "softmax_cols",
-                sum = "reduce", max = "reduce", layer_norm_backward = "layer_norm_backward" }
+                sum = "reduce", max = "reduce", layer_norm_backward = "layer_norm_backward",
+                layer_norm_backward_plain = "layer_norm_backward" }
 local op = args.op
-if not HOOKS[op] then fail("--op must be one of layer_norm, layer_norm_plain, softmax, sum, max, layer_norm_backward") end
+if not HOOKS[op] then fail("--op must be one of layer_norm, layer_norm_plain, softmax, sum, max, layer_norm_backward, layer_norm_backward_plain") end
 if not args.shapes then fail("--shapes is required") end
 local shapes = common.parse_shapes(args.shapes)
 local iters = common.int_opt(args.iters, 15)
@@ -55,7 +57,7 @@ end
 local hook = lumus.tune[HOOKS[op]]
 local function apply(t)
   if HOOKS[op] == "layer_norm" then hook(1, t)
-  elseif op == "layer_norm_backward" then hook(4, nil, t)
+  elseif HOOKS[op] == "layer_norm_backward" then hook(4, nil, t)
   else hook(t) end
 end
 
@@ -68,10 +70,15 @@ local function prepare(x, rows, d, dtype)
     local m, r = lumus.empty({ rows }), lumus.empty({ rows })
     local opts = { out = y, mean = m, invstd = r }
     return function() lumus.layer_norm_forward(x, w, b, 1e-5, opts) end, { w, b, y, m, r }
-  elseif op == "layer_norm_backward" then
+  elseif HOOKS[op] == "layer_norm_backward" then
+    local plain = op == "layer_norm_backward_plain"
     local w, dy = lumus.randn({ d }), lumus.randn({ rows, d })
     local _, m, r = lumus.layer_norm_forward(x, w)
-    local dx, dw, db = lumus.empty({ rows, d }), lumus.empty({ d }), lumus.empty({ d })
+    local dx = lumus.empty({ rows, d })
+    if plain then
+      return function() lumus.layer_norm_backward(dy, x, m, r, nil, { out = dx }) end, { w, dy, m, r, dx }
+    end
+    local dw, db = lumus.empty({ d }), lumus.empty({ d })
     local opts = { out = dx, dweight = dw, dbias = db }
     return function() lumus.layer_norm_backward(dy, x, m, r, w, opts) end, { w, dy, m, r, dx, dw, db }
   elseif op == "softmax" then
@@ -86,7 +93,7 @@ local function prepare(x, rows, d, dtype)
 end
 
 local function plan_of(rows, d, dtype)
-  if op == "layer_norm_backward" then
+  if HOOKS[op] == "layer_norm_backward" then
     local p = lumus.tune.layer_norm_backward(d, rows)
     return ("%s/%dx%d%s%s/g%d"):format(p.form, p.workgroup, p.items, p.parts and ("/p" .. p.parts) or "",
       p.prefetch and "/pf" or "", p.groups)
@@ -98,10 +105,10 @@ local function plan_of(rows, d, dtype)
     (p.param_copies or 0) > 0 and ("/c" .. p.param_copies) or "")
 end
 
-local share = (op == "sum" or op == "max") and 0.5 or op == "layer_norm_backward" and 1.5 or 1
+local share = (op == "sum" or op == "max") and 0.5 or HOOKS[op] == "layer_norm_backward" and 1.5 or 1
 local header = { "dtype", "rows x D", "MiB", "copy µs" }
 for _, t in ipairs(tunes) do header[#header + 1] = t.text .. " % of copy" end
-local with_plans = HOOKS[op] == "layer_norm" or op == "layer_norm_backward"
+local with_plans = HOOKS[op] == "layer_norm" or HOOKS[op] == "layer_norm_backward"
 if with_plans then header[#header + 1] = "plans" end
 print(("## %s under %d tunings on %s, %s"):format(op, #tunes, common.device_line(lumus), os.date("!%Y-%m-%d %H:%M UTC")))
 print(("median of %d device-time samples after warm-up, best of %d rounds alternating the copy and the tunings\n"):format(iters, rounds))
