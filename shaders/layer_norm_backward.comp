@@ -44,7 +44,8 @@
 #define STAGE_QUAD 7
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint ITEMS = 1;   // FUSED: vectors per thread of each row
+layout(constant_id = 1) const uint ITEMS = 1;   // FUSED: vectors per thread of each row;
+                                                // REDUCE: partial rows loaded at once
 layout(constant_id = 2) const uint K = 1;       // FUSED, APPLY: rows in flight at once (1..4)
 layout(constant_id = 3) const uint PREFETCH = 0; // FUSED: 1 loads the next K rows early
 layout(constant_id = 4) const uint SEG = 1;     // ROWS: lanes per row, a power of two that
@@ -270,7 +271,8 @@ void main() {
 #elif STAGE == STAGE_REDUCE
 // WG = COLS columns x (WG / COLS) slices: slice s adds partial rows s, s + S, s + 2S, ...
 // in order (each p.fold rows of d, column c at c, c + d, ...); the slices' sums then meet
-// in slice order. Columns are floats (any d).
+// in slice order. Columns are floats (any d). A thread issues ITEMS of its loads before
+// adding them (in the same order), so they wait one memory latency, not ITEMS.
 const uint COLS = 32;
 const uint SLICES = WG / COLS;
 shared vec2 slice_sum[WG];
@@ -281,13 +283,21 @@ void main() {
     bool live = group_index() < p.col_blocks && col < p.d;   // uniform but for the last block
     uint64_t row_words = uint64_t(p.d) * uint64_t(p.fold);
     uint64_t half_bytes = uint64_t(p.groups) * row_words * 4ul;
+    // the thread's terms: q = 0 .. count-1 is partial row s + (q / fold) * SLICES, part q % fold
+    uint count = live && s < p.groups ? ((p.groups - 1 - s) / SLICES + 1) * p.fold : 0;
     vec2 t = vec2(0.0);
-    if (live)
-        for (uint j = s; j < p.groups; j += SLICES)
-            for (uint f = 0; f < p.fold; ++f) {
-                uint64_t off = (uint64_t(j) * row_words + uint64_t(f) * uint64_t(p.d) + col) * 4ul;
-                t += vec2(FloatArray(p.partial + off).v[0], FloatArray(p.partial + half_bytes + off).v[0]);
-            }
+    for (uint q0 = 0; q0 < count; q0 += ITEMS) {
+        vec2 v[ITEMS];
+        for (uint u = 0; u < ITEMS; ++u) {
+            uint q = q0 + u;
+            uint j = s + (q / p.fold) * SLICES, f = q % p.fold;
+            uint64_t off = (uint64_t(j) * row_words + uint64_t(f) * uint64_t(p.d) + col) * 4ul;
+            v[u] = vec2(0.0);
+            if (q < count) v[u] = vec2(FloatArray(p.partial + off).v[0], FloatArray(p.partial + half_bytes + off).v[0]);
+        }
+        for (uint u = 0; u < ITEMS; ++u)
+            if (q0 + u < count) t += v[u];
+    }
     slice_sum[tid] = t;
     barrier();
     if (s == 0 && live) {

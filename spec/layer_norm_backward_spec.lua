@@ -250,6 +250,32 @@ describe("layer_norm_backward", function()
     end
   end)
 
+  it("sums the partial rows in the same order whatever the reduce stage's loads in flight", function()
+    -- reduce_loads changes how many partial rows a thread loads before adding, not the
+    -- order of the additions: dweight and dbias keep their bits.
+    for _, case in ipairs { { 3000, 37, { form = "quad", groups = 300 } }, { 2000, 64, { form = "fused", groups = 777 } },
+                            { 500, 33, { form = "columns", groups = 101 } } } do
+      local R, D, plan = case[1], case[2], case[3]
+      local rng = ref.rng(23)
+      local X = lumus.tensor(ref.random_table({ R, D }, function() return rng.normal() end))
+      local DY = lumus.tensor(ref.random_table({ R, D }, function() return rng.normal() end))
+      local W = lumus.tensor(ref.random_table({ D }, function() return rng.normal() end))
+      local _, m, r = lumus.layer_norm_forward(X, W)
+      local bits
+      for _, loads in ipairs { 1, 3, 8, 16 } do
+        plan.reduce_loads = loads
+        local got = tune.layer_norm_backward(D, R, plan)
+        assert.are.equal(plan.form, got.form)
+        assert.are.equal(loads, got.reduce_loads)
+        local _, dw, db = lumus.layer_norm_backward(DY, X, m, r, W)
+        local b = dw:to_bytes() .. db:to_bytes()
+        bits = bits or b
+        assert.are.equal(bits, b, ("%dx%d %s, %d loads"):format(R, D, plan.form, loads))
+      end
+      assert.are.equal(8, tune.layer_norm_backward(D, R, { form = "auto" }).reduce_loads)
+    end
+  end)
+
   it("writes dx in place over dy or x (the split form forced: planned without it; the quad form in place), reads views, returns only dx without weight", function()
     for _, form in ipairs { "auto", "split", "quad" } do
       tune.layer_norm_backward(4, nil, { form = form, wg = form == "split" and 32 or nil })
@@ -312,5 +338,6 @@ describe("layer_norm_backward", function()
     checks.errors(f, "#1.*freed", gone, X, m, r, W)
     checks.errors(tune.layer_norm_backward, "form must be \"auto\", \"fused\", \"columns\", \"rows\", \"split\" or \"quad\", got \"parts\"", 8, nil, { form = "parts" })
     checks.errors(tune.layer_norm_backward, "wg must be a multiple of 32 in 32..1024", 8, nil, { wg = 48 })
+    checks.errors(tune.layer_norm_backward, "reduce_loads must be in 0..16", 8, nil, { reduce_loads = 17 })
   end)
 end)

@@ -30,6 +30,8 @@
 #define LNB_STAT_SLICE 2048u   /* columns form: fewest vectors per STATS slice */
 #define LNB_STAT_WG 256u
 #define LNB_REDUCE_COLS 32     /* the reduce stage's columns per workgroup (its COLS) */
+#define LNB_REDUCE_LOADS 8     /* the reduce stage: partial rows a thread loads before
+                                * adding them (in order), one memory latency for all */
 #define LNB_REDUCE_TALL 256    /* partial rows from which a GPU's reduce stage takes
                                 * 1024 threads (32 slices of rows) instead of 256: it
                                 * has only D / 32 workgroups */
@@ -70,6 +72,7 @@ typedef struct lnb_tune {
                                 * default: on the H200 it lost 6-30% on most shapes) */
     uint32_t float_items;      /* fused: most floats per thread (0: LNB_FLOAT_ITEMS) */
     uint32_t stat_parts;       /* columns: STATS slices per row (0: automatic) */
+    uint32_t reduce_loads;     /* reduce stage: loads in flight per thread (0: LNB_REDUCE_LOADS) */
 } lnb_tune;
 static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
 
@@ -91,7 +94,7 @@ typedef struct lnb_plan {
     uint32_t stat_parts;       /* columns: STATS's slices (workgroups) per row */
     uint32_t col_blocks;       /* columns: APPLY workgroups across a row */
     uint32_t rows_per_group, groups;
-    uint32_t reduce_wg;
+    uint32_t reduce_wg, reduce_loads;
 } lnb_plan;
 
 static uint32_t pow2_at_least(uint64_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
@@ -209,6 +212,7 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     uint32_t lo = ctx->max_subgroup > 32 ? ctx->max_subgroup : 32;
     int cpu = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     c.reduce_wg = max_wg >= 256 ? 256 : 128;
+    c.reduce_loads = t->reduce_loads ? t->reduce_loads : LNB_REDUCE_LOADS;
     uint32_t most_items = t->float_items && c.vec == 1 ? t->float_items
                         : c.vec == 4 || cpu ? LNB_MAX_ITEMS : LNB_FLOAT_ITEMS;
     int form = t->form;
@@ -475,7 +479,7 @@ int lm_op_layer_norm_backward(lua_State *L) {
         pc.groups_x = lm_grid(L, ctx, pc.col_blocks, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_backward", .shader = LM_SH_LN_BWD_REDUCE,
-            .spec = { c.reduce_wg, 1, 1 }, .push = &pc, .push_bytes = sizeof pc,
+            .spec = { c.reduce_wg, c.reduce_loads, 1 }, .push = &pc, .push_bytes = sizeof pc,
             .groups_x = pc.groups_x, .groups_y = gy,
             .reads = { scratch }, .writes = { dw, db },
         });
@@ -488,13 +492,13 @@ int lm_op_layer_norm_backward(lua_State *L) {
 }
 
 /* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
- * prefetch=, fill=, float_items=, stat_parts=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
+ * prefetch=, fill=, float_items=, stat_parts=, reduce_loads=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
  * vec, groups, rows_per_group, and stat_parts (columns) or segment (rows)}); the options
  * (0, false or "auto": automatic, off) hold for later calls; {} restores the automatic
  * plan. A forced rows form where it does not fit (see plan_rows) plans as automatic
  * without it. */
 int lm_op_layer_norm_backward_config(lua_State *L) {
-    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", "fill", "float_items", "stat_parts", NULL };
+    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", "fill", "float_items", "stat_parts", "reduce_loads", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = lua_isnoneornil(L, 2) ? 1024 : lm_check_integer(L, 2);
@@ -525,9 +529,13 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         lua_Integer stat_parts = lm_option_integer(L, 3, "stat_parts", 0);
         if (stat_parts < 0 || stat_parts > 4096)
             lm_argerror(L, 3, "stat_parts must be in 0..4096 (0: automatic), got %I", (LUAI_UACINT)stat_parts);
+        lua_Integer reduce_loads = lm_option_integer(L, 3, "reduce_loads", 0);
+        if (reduce_loads < 0 || reduce_loads > LNB_FORCED_MAX_ITEMS)
+            lm_argerror(L, 3, "reduce_loads must be in 0..%d (0: automatic), got %I", LNB_FORCED_MAX_ITEMS, (LUAI_UACINT)reduce_loads);
         t = (lnb_tune){ .form = form, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k,
                         .groups = (uint32_t)groups, .prefetch = prefetch, .fill = fill,
-                        .float_items = (uint32_t)float_items, .stat_parts = (uint32_t)stat_parts };
+                        .float_items = (uint32_t)float_items, .stat_parts = (uint32_t)stat_parts,
+                        .reduce_loads = (uint32_t)reduce_loads };
         lnb_tune *u = lua_newuserdatauv(L, sizeof *u, 0);
         *u = t;
         lua_setfield(L, LUA_REGISTRYINDEX, TUNE_KEY);
@@ -545,5 +553,6 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     if (c.columns) { lua_pushinteger(L, c.stat_parts); lua_setfield(L, -2, "stat_parts"); }
     if (c.rows) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
     if (c.split) { lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts"); }
+    lua_pushinteger(L, c.reduce_loads); lua_setfield(L, -2, "reduce_loads");
     return 1;
 }
