@@ -67,7 +67,8 @@ layout(push_constant) uniform Params {
     uint64_t partial;    // 2 * groups rows of d floats: dweight's partial rows, then dbias's
                          // (0: no weight, no column sums)
     uint64_t stats;      // STATS: (sum g, sum g * xhat) per slice of a row; SPLIT: the
-                         // split LayerNorm scratch (src/ops/split_scratch.c)
+                         // split LayerNorm scratch (src/ops/split_scratch.c); FUSED,
+                         // ROWS, QUAD: the folded reduce's counters (0: REDUCE runs)
     uint64_t dweight, dbias;
     uint rows;           // rows of x
     uint n;              // vectors per row (d / VEC)
@@ -77,7 +78,7 @@ layout(push_constant) uniform Params {
     uint groups_x;       // width of the dispatch grid, for 2-D folding
     uint col_blocks;     // APPLY: workgroups across a row; REDUCE: across d
     uint stat_parts;     // STATS: slices per row (workgroups), each its own pair of sums
-    uint chunk;          // SPLIT: vectors per slice
+    uint chunk;          // SPLIT: vectors per slice; folded reduce: workgroups per team
     uint epoch;          // SPLIT: this call's record tag (stats: the split scratch)
     uint spin_limit;     // SPLIT: polls for a partner's record before computing it
     uint fold;           // REDUCE: rows per partial row (4 after QUAD, else 1)
@@ -116,6 +117,92 @@ void group_sum2(inout vec4 a, inout vec4 b) {
     b = subgroupAdd(tb);
     barrier();
 }
+
+#if STAGE == STAGE_FUSED || STAGE == STAGE_ROWS || STAGE == STAGE_QUAD
+// The reduce stage folded into this dispatch (p.stats != 0: counter words, zero between
+// calls). Workgroups form teams of p.chunk in group order; each counts itself in on its
+// team's word once its partial row is written, and the one that completes the count
+// adds the team's partial rows, in group order, into the team's first row and counts the
+// team in on the last word; the team that completes that adds the teams' rows, in team
+// order (and a quad row's four parts in order), into dweight and dbias. Every order is
+// fixed by the plan, not by which workgroup ends last, so the bits are reproducible; no
+// workgroup waits for another (the last of each count does the work), so nothing can
+// hang whatever the scheduling.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer CoherentFloats { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer CounterWords { uint v[]; };
+shared bool fold_last;
+const uint FOLD_COLS = 4;    // columns a thread adds at once
+const uint FOLD_TERMS = 8;   // ... and terms of each loaded at once: 32 loads in flight
+
+// For q = 0 .. 2w-1 (half q / w: dweight's partial rows, then dbias's; column c = q % w)
+// the sum over i = 0 .. n-1 and f = 0 .. nf-1, in that order, of the partial word
+// half * groups * rw + (first + i * step) * rw + f * d + c (rw: words per partial row),
+// into the same word of row `first` (outputs false) or into dweight/dbias[c]. Loads are
+// coherent: other workgroups wrote these rows in this dispatch.
+void fold_sum(uint first, uint step, uint n, uint nf, uint w, bool outputs) {
+    uint64_t rw = uint64_t(p.d) * uint64_t(p.fold);
+    uint64_t half_words = uint64_t(p.groups) * rw;
+    uint terms = n * nf;
+    for (uint q0 = gl_LocalInvocationID.x; q0 < 2u * w; q0 += WG * FOLD_COLS) {
+        float acc[FOLD_COLS];
+        uint64_t at[FOLD_COLS];
+        for (uint cc = 0; cc < FOLD_COLS; ++cc) {
+            uint q = min(q0 + cc * WG, 2u * w - 1u);
+            acc[cc] = 0.0;
+            at[cc] = uint64_t(q / w) * half_words + uint64_t(first) * rw + uint64_t(q % w);
+        }
+        for (uint k0 = 0; k0 < terms; k0 += FOLD_TERMS) {
+            float v[FOLD_COLS * FOLD_TERMS];
+            for (uint cc = 0; cc < FOLD_COLS; ++cc)
+                for (uint u = 0; u < FOLD_TERMS; ++u) {
+                    uint k = k0 + u;
+                    v[cc * FOLD_TERMS + u] = 0.0;
+                    if (k < terms && q0 + cc * WG < 2u * w) {
+                        uint64_t off = at[cc] + uint64_t(k / nf) * uint64_t(step) * rw + uint64_t(k % nf) * uint64_t(p.d);
+                        v[cc * FOLD_TERMS + u] = CoherentFloats(p.partial + off * 4ul).v[0];
+                    }
+                }
+            for (uint cc = 0; cc < FOLD_COLS; ++cc)
+                for (uint u = 0; u < FOLD_TERMS; ++u)
+                    if (k0 + u < terms) acc[cc] += v[cc * FOLD_TERMS + u];
+        }
+        for (uint cc = 0; cc < FOLD_COLS; ++cc) {
+            uint q = q0 + cc * WG;
+            if (q >= 2u * w) break;
+            if (outputs) FloatArray(q < w ? p.dweight : p.dbias).v[q % w] = acc[cc];
+            else CoherentFloats(p.partial + at[cc] * 4ul).v[0] = acc[cc];
+        }
+    }
+}
+
+// Whether this workgroup completed the count on word `word` of `total` (and set it back
+// to 0 for the next call). Its writes reach device scope before its count does.
+bool count_in(uint word, uint total) {
+    memoryBarrierBuffer();
+    barrier();
+    if (gl_LocalInvocationID.x == 0u) {
+        fold_last = atomicAdd(CounterWords(p.stats).v[word], 1u) == total - 1u;
+        if (fold_last) atomicExchange(CounterWords(p.stats).v[word], 0u);
+    }
+    barrier();
+    bool last = fold_last;
+    barrier();   // fold_last is read by all before it is written again
+    if (last) memoryBarrierBuffer();
+    return last;
+}
+
+// Called by every workgroup after it wrote partial row grp (uniform).
+void fold_reduce(uint grp) {
+    uint team_size = p.chunk;
+    uint teams = (p.groups + team_size - 1u) / team_size;
+    uint team = grp / team_size;
+    uint members = min(team_size, p.groups - team * team_size);
+    if (!count_in(team, members)) return;
+    fold_sum(team * team_size, 1u, members, 1u, p.d * p.fold, false);
+    if (!count_in(teams, teams)) return;
+    fold_sum(0u, team_size, teams, p.fold, p.d, true);
+}
+#endif
 
 #if STAGE == STAGE_FUSED
 // The K rows from r0 on (rows past r1 and vectors past the row read as 0) into XS, GS
@@ -196,6 +283,7 @@ void main() {
         uint idx = tid + i * WG;
         if (idx < p.n) { pw.v[idx] = acc_w[i]; pb.v[idx] = acc_b[i]; }
     }
+    if (p.stats != 0ul) fold_reduce(grp);
 }
 
 #elif STAGE == STAGE_STATS
@@ -398,6 +486,7 @@ void main() {
     ROW_ARRAY pw = row_ptr(p.partial, grp);
     ROW_ARRAY pb = row_ptr(p.partial + half_bytes, grp);
     for (uint c = gl_LocalInvocationID.x; c < p.n; c += WG) { pw.v[c] = col_w[c]; pb.v[c] = col_b[c]; }
+    if (p.stats != 0ul) fold_reduce(grp);
 }
 
 #elif STAGE == STAGE_SPLIT
@@ -647,6 +736,7 @@ void main() {
             Vec4Array(p.partial + half_bytes + mine).v[idx] = acc_b[i];
         }
     }
+    if (p.stats != 0ul) fold_reduce(grp);
 }
 
 #else

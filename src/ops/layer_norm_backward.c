@@ -4,6 +4,7 @@
  * order (no float atomics), so repeated calls give identical bits. */
 #include "ops.h"
 #include "split_scratch.h"
+#include "group_counters.h"
 #include "../storage.h"
 #include <lauxlib.h>
 #include <string.h>
@@ -73,6 +74,7 @@ typedef struct lnb_tune {
     uint32_t float_items;      /* fused: most floats per thread (0: LNB_FLOAT_ITEMS) */
     uint32_t stat_parts;       /* columns: STATS slices per row (0: automatic) */
     uint32_t reduce_loads;     /* reduce stage: loads in flight per thread (0: LNB_REDUCE_LOADS) */
+    int reduce;                /* 0 automatic, 1 folded into the main dispatch, 2 a dispatch */
 } lnb_tune;
 static const char TUNE_KEY[] = "lumus.layer_norm_backward.tune";
 
@@ -95,6 +97,8 @@ typedef struct lnb_plan {
     uint32_t col_blocks;       /* columns: APPLY workgroups across a row */
     uint32_t rows_per_group, groups;
     uint32_t reduce_wg, reduce_loads;
+    uint32_t fold_team;        /* fused, rows, quad: workgroups per team of the reduce folded
+                                * into the main dispatch (0: the REDUCE dispatch) */
 } lnb_plan;
 
 static uint32_t pow2_at_least(uint64_t v) { uint32_t p = 1; while (p < v) p <<= 1; return p; }
@@ -297,6 +301,14 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     }
     split_rows(ctx, t, c.quad ? ceil_div((uint64_t)rows, 4) : (uint64_t)rows, c.columns ? c.col_blocks : 1, &c);
     if (!cpu && c.groups >= LNB_REDUCE_TALL && max_wg >= 1024) c.reduce_wg = 1024;
+    /* The fused, rows and quad forms fold the reduce stage into their dispatch: teams of
+     * about sqrt(groups) workgroups, so that the last of a team and then the last team
+     * each add about sqrt(groups) rows. */
+    if (!c.columns && t->reduce != 2) {
+        uint32_t team = 1;
+        while ((uint64_t)team * team < c.groups) team++;
+        c.fold_team = team;
+    }
     return c;
 }
 
@@ -400,6 +412,11 @@ int lm_op_layer_norm_backward(lua_State *L) {
     else lua_pushnil(L);                                          /* slot 10 */
     lm_split_call call;   /* split: the context's record scratch (may allocate) */
     if (c.split) lm_split_scratch_begin(L, ctx, (uint64_t)rows * c.parts, &call);
+    /* The folded reduce's counters: a word per team and one for the teams (may allocate;
+     * while a capture records, a fresh tensor pushed at slot 11). */
+    int fold = w && c.fold_team;
+    lm_tensor counters = { 0 };
+    if (fold) lm_group_counters(L, ctx, ceil_div(c.groups, c.fold_team) + 1u, &counters);
     /* The allocations may have run finalizers that freed any of them (see ops.h). */
     dy = lm_check_tensor(L, 1);
     x = lm_check_tensor(L, 2);
@@ -442,21 +459,25 @@ int lm_op_layer_norm_backward(lua_State *L) {
         });
         lm_split_scratch_end(ctx, (uint64_t)pc.groups_x * gy, 0);
     } else if (c.rows) {
+        if (fold) { pc.stats = lm_tensor_address(&counters); pc.chunk = c.fold_team; }
         pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_backward", .shader = v4 ? LM_SH_LN_BWD_ROWS_VEC4 : LM_SH_LN_BWD_ROWS_VEC1,
             .spec = { c.wg, c.items, c.k, 0, c.seg }, .push = &pc, .push_bytes = sizeof pc,
             .groups_x = pc.groups_x, .groups_y = gy, .full_subgroups = 1,
-            .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch },
+            .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch, fold ? dw : NULL, fold ? db : NULL,
+                                                            fold ? &counters : NULL },
         });
     } else if (!c.columns) {
+        if (fold) { pc.stats = lm_tensor_address(&counters); pc.chunk = c.fold_team; }
         pc.groups_x = lm_grid(L, ctx, c.groups, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
             .op = "layer_norm_backward",
             .shader = c.quad ? LM_SH_LN_BWD_QUAD : v4 ? LM_SH_LN_BWD_FUSED_VEC4 : LM_SH_LN_BWD_FUSED_VEC1,
             .spec = { c.wg, c.items, c.k, c.prefetch }, .push = &pc, .push_bytes = sizeof pc,
             .groups_x = pc.groups_x, .groups_y = gy,
-            .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch },
+            .reads = { x, dy, mean, invstd, w }, .writes = { dx, scratch, fold ? dw : NULL, fold ? db : NULL,
+                                                            fold ? &counters : NULL },
         });
     } else {
         pc.groups_x = lm_grid(L, ctx, (uint64_t)rows * c.stat_parts, &gy);
@@ -474,7 +495,7 @@ int lm_op_layer_norm_backward(lua_State *L) {
             .reads = { x, dy, mean, invstd, w, scratch }, .writes = { dx, scratch },
         });
     }
-    if (w) {
+    if (w && !fold) {
         pc.col_blocks = (uint32_t)ceil_div((uint64_t)d, LNB_REDUCE_COLS);
         pc.groups_x = lm_grid(L, ctx, pc.col_blocks, &gy);
         lm_record_dispatch(L, ctx, &(lm_launch){
@@ -492,13 +513,13 @@ int lm_op_layer_norm_backward(lua_State *L) {
 }
 
 /* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
- * prefetch=, fill=, float_items=, stat_parts=, reduce_loads=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
+ * prefetch=, fill=, float_items=, stat_parts=, reduce_loads=, reduce=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
  * vec, groups, rows_per_group, and stat_parts (columns) or segment (rows)}); the options
  * (0, false or "auto": automatic, off) hold for later calls; {} restores the automatic
  * plan. A forced rows form where it does not fit (see plan_rows) plans as automatic
  * without it. */
 int lm_op_layer_norm_backward_config(lua_State *L) {
-    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", "fill", "float_items", "stat_parts", "reduce_loads", NULL };
+    static const char *const known[] = { "form", "wg", "items", "rows_at_once", "groups", "prefetch", "fill", "float_items", "stat_parts", "reduce_loads", "reduce", NULL };
     lua_Integer d = lm_check_integer(L, 1);
     if (d < 1 || d > 0x7fffffff) lm_argerror(L, 1, "D must be in 1..2^31-1, got %I", (LUAI_UACINT)d);
     lua_Integer rows = lua_isnoneornil(L, 2) ? 1024 : lm_check_integer(L, 2);
@@ -532,7 +553,9 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
         lua_Integer reduce_loads = lm_option_integer(L, 3, "reduce_loads", 0);
         if (reduce_loads < 0 || reduce_loads > LNB_FORCED_MAX_ITEMS)
             lm_argerror(L, 3, "reduce_loads must be in 0..%d (0: automatic), got %I", LNB_FORCED_MAX_ITEMS, (LUAI_UACINT)reduce_loads);
-        t = (lnb_tune){ .form = form, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k,
+        static const char *const reduces[] = { "auto", "fold", "dispatch", NULL };
+        int reduce = lm_option_choice(L, 3, "reduce", reduces, 0);
+        t = (lnb_tune){ .form = form, .reduce = reduce, .wg = (uint32_t)wg, .items = (uint32_t)items, .k = (uint32_t)k,
                         .groups = (uint32_t)groups, .prefetch = prefetch, .fill = fill,
                         .float_items = (uint32_t)float_items, .stat_parts = (uint32_t)stat_parts,
                         .reduce_loads = (uint32_t)reduce_loads };
@@ -554,5 +577,6 @@ int lm_op_layer_norm_backward_config(lua_State *L) {
     if (c.rows) { lua_pushinteger(L, c.seg); lua_setfield(L, -2, "segment"); }
     if (c.split) { lua_pushinteger(L, c.parts); lua_setfield(L, -2, "parts"); }
     lua_pushinteger(L, c.reduce_loads); lua_setfield(L, -2, "reduce_loads");
+    lua_pushstring(L, c.fold_team ? "fold" : "dispatch"); lua_setfield(L, -2, "reduce");
     return 1;
 }
