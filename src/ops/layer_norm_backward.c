@@ -41,6 +41,11 @@
                                 * narrow until a lane holds about this many) */
 #define LNB_ROWS_MAX 32        /* ... and at most (x and dy of a row, the column partials
                                 * and weight live in registers: ~5 per float) */
+#define LNB_ROWS_AUTO_MAX 24   /* ... chosen automatically up to this many: ~5 registers per
+                                * float keeps a lane within 128, two 256-thread workgroups per
+                                * 64K-register multiprocessor (H100, % of copy, rows form against
+                                * fused at 8 vec4 per lane: 32768x1024 63.4 / 80.1, 4096x1024
+                                * 32.6 / 38.9; at 6: 8192x768 67.7 / 61.1, 65536x768 93.0 / 88.8) */
 #define LNB_ROWS_LOADS 16      /* rows form: floats per lane of x (and of dy) in flight,
                                 * K rows x items */
 #define LNB_SPLIT_WG 512       /* split form: threads per part, so that one workgroup per
@@ -152,6 +157,7 @@ static int plan_rows(const lm_context *ctx, const lnb_tune *t, uint32_t max_wg, 
      * LNB_ROWS_TARGET of them they wait on latency (H200, D = 803: 21% of copy against
      * the fused form's 35%), so the automatic choice leaves those rows to the fused form. */
     if (t->form != 3 && c->vec == 1 && ceil_div(c->n, sg) > LNB_ROWS_TARGET) return 0;
+    if (t->form != 3 && ceil_div(c->n, sg) * c->vec > LNB_ROWS_AUTO_MAX) return 0;
     uint32_t target = t->items ? t->items : LNB_ROWS_TARGET / c->vec;
     uint32_t seg = pow2_at_least(ceil_div(c->n, target));
     if (seg > sg) seg = sg;
