@@ -1662,7 +1662,7 @@ describe("fuzzing every public function and method", function()
                          { "wg", { 0, 32, 64, 128 } }, { "items", { 0, 1, 2, 3, 8 } },
                          { "rows_at_once", { 0, 1, 2, 3, 4 } }, { "groups", { 0, 1, 2, 5 } },
                          { "prefetch", { true, false } }, { "stat_parts", { 0, 1, 3 } },
-                         { "reduce_loads", { 0, 1, 5, 16 } } }
+                         { "reduce_loads", { 0, 1, 5, 16 } }, { "reduce", { "auto", "fold", "dispatch" } } }
     for _ = 1, math.max(4, math.floor(CALLS / 5000)) do
       local d = pick6 { 4, 5, 7, 12, 33, 100, 257, 1000, 1027 }
       local rows = pick6 { 1, 2, 3, 5, 9 }

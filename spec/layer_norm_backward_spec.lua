@@ -123,6 +123,24 @@ describe("layer_norm_backward", function()
     end
   end)
 
+  it("folds the reduce stage into the fused, rows and quad forms' dispatch, or runs it as its own", function()
+    -- Teams of about sqrt(groups) workgroups: many groups and a short last team included.
+    for p, plan in ipairs { { form = "fused", groups = 37 }, { form = "rows", groups = 50 }, { form = "quad", groups = 11 },
+                            { form = "fused", groups = 1 }, { form = "fused", groups = 2, wg = 32 } } do
+      for r, reduce in ipairs { "fold", "dispatch" } do
+        plan.reduce = reduce
+        assert.are.equal(reduce, tune.layer_norm_backward(4, nil, plan).reduce)
+        for i, shape in ipairs { { 150, 33 }, { 131, 64 }, { 3, 2, 40 }, { 1, 7 } } do
+          check_case(shape, 5000 + 100 * p + 10 * r + i)
+        end
+      end
+    end
+    -- automatic: folded wherever the form allows; the columns and split forms dispatch it
+    assert.are.equal("fold", tune.layer_norm_backward(64, 100, { form = "auto" }).reduce)
+    assert.are.equal("dispatch", tune.layer_norm_backward(64, 100, { form = "columns" }).reduce)
+    assert.are.equal("dispatch", tune.layer_norm_backward(64, 100, { form = "split", wg = 32 }).reduce)
+  end)
+
   it("plans a forced quad form as automatic where a quad row does not fit", function()
     -- 601 vec4s a quad row at 32 threads is 19 per thread (16 at most); D % 4 == 0; D < 4
     for _, c in ipairs { { 601, { form = "quad", wg = 32 } }, { 64, { form = "quad" } }, { 3, { form = "quad" } } } do
@@ -234,7 +252,8 @@ describe("layer_norm_backward", function()
   it("gives identical bits from run to run", function()
     for _, plan in ipairs { { form = "auto" }, { form = "columns", groups = 5 }, { form = "fused" }, { form = "rows", groups = 7 },
                          { form = "rows", items = 8, groups = 3 }, { form = "split", wg = 32, items = 1 },
-                         { form = "quad", groups = 9 } } do
+                         { form = "quad", groups = 9 }, { form = "fused", groups = 40, reduce = "dispatch" },
+                         { form = "quad", groups = 9, reduce = "dispatch" } } do
       tune.layer_norm_backward(4, nil, plan)
       local rng = ref.rng(11)
       local shape = { 301, plan.form == "quad" and 97 or 96 }
@@ -339,5 +358,6 @@ describe("layer_norm_backward", function()
     checks.errors(tune.layer_norm_backward, "form must be \"auto\", \"fused\", \"columns\", \"rows\", \"split\" or \"quad\", got \"parts\"", 8, nil, { form = "parts" })
     checks.errors(tune.layer_norm_backward, "wg must be a multiple of 32 in 32..1024", 8, nil, { wg = 48 })
     checks.errors(tune.layer_norm_backward, "reduce_loads must be in 0..16", 8, nil, { reduce_loads = 17 })
+    checks.errors(tune.layer_norm_backward, "reduce must be \"auto\", \"fold\" or \"dispatch\", got \"tree\"", 8, nil, { reduce = "tree" })
   end)
 end)
