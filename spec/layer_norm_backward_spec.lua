@@ -135,8 +135,9 @@ describe("layer_norm_backward", function()
         end
       end
     end
-    -- automatic: folded wherever the form allows; the columns and split forms dispatch it
-    assert.are.equal("fold", tune.layer_norm_backward(64, 100, { form = "auto" }).reduce)
+    -- automatic: a dispatch (the fold is forced only, until a GPU has timed it); the
+    -- columns and split forms always dispatch it
+    assert.are.equal("dispatch", tune.layer_norm_backward(64, 100, { form = "auto" }).reduce)
     assert.are.equal("dispatch", tune.layer_norm_backward(64, 100, { form = "columns" }).reduce)
     assert.are.equal("dispatch", tune.layer_norm_backward(64, 100, { form = "split", wg = 32 }).reduce)
   end)

@@ -307,10 +307,10 @@ static lnb_plan plan(const lm_context *ctx, const lnb_tune *t, int64_t d, int64_
     }
     split_rows(ctx, t, c.quad ? ceil_div((uint64_t)rows, 4) : (uint64_t)rows, c.columns ? c.col_blocks : 1, &c);
     if (!cpu && c.groups >= LNB_REDUCE_TALL && max_wg >= 1024) c.reduce_wg = 1024;
-    /* The fused, rows and quad forms fold the reduce stage into their dispatch: teams of
-     * about sqrt(groups) workgroups, so that the last of a team and then the last team
-     * each add about sqrt(groups) rows. */
-    if (!c.columns && t->reduce != 2) {
+    /* The fused, rows and quad forms can fold the reduce stage into their dispatch
+     * (forced only until a GPU has timed it): teams of about sqrt(groups) workgroups, so
+     * that the last of a team and then the last team each add about sqrt(groups) rows. */
+    if (!c.columns && t->reduce == 1) {
         uint32_t team = 1;
         while ((uint64_t)team * team < c.groups) team++;
         c.fold_team = team;
