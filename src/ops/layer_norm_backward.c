@@ -520,7 +520,8 @@ int lm_op_layer_norm_backward(lua_State *L) {
 
 /* tune.layer_norm_backward(D [, rows] [, {form=, wg=, items=, rows_at_once=, groups=,
  * prefetch=, fill=, float_items=, stat_parts=, reduce_loads=, reduce=}]) -> the plan for rows x D ({form, workgroup, items, rows_at_once, prefetch,
- * vec, groups, rows_per_group, and stat_parts (columns) or segment (rows)}); the options
+ * vec, groups, rows_per_group, reduce_loads, reduce, and stat_parts (columns), segment
+ * (rows) or parts (split)}); the options
  * (0, false or "auto": automatic, off) hold for later calls; {} restores the automatic
  * plan. A forced rows form where it does not fit (see plan_rows) plans as automatic
  * without it. */
