@@ -139,3 +139,42 @@ describe("a long product", function()
     for _, t in ipairs { a, b, sa, sb, short, c, d } do t:free() end
   end)
 end)
+
+describe("hazard tracking", function()
+  -- Barriers the stream records between commands while fn runs (host_profile's count).
+  local function barriers(fn)
+    lumus.synchronize()
+    lumus.tune.host_profile({ on = true })
+    fn()
+    local n = lumus.tune.host_profile().barriers
+    lumus.tune.host_profile({})
+    lumus.synchronize()
+    return n
+  end
+
+  it("orders a command after one that wrote or read what it writes, and no other", function()
+    local a, b = lumus.zeros({ 64 }), lumus.zeros({ 64 })
+    assert.are.equal(0, barriers(function() lumus.fill(a, 1); lumus.fill(b, 2) end))
+    assert.are.equal(1, barriers(function() lumus.fill(a, 1); lumus.fill(a, 2) end))          -- WAW
+    assert.are.equal(1, barriers(function() lumus.fill(a, 3); lumus.add(a, b, { out = b }) end))   -- RAW
+    assert.are.same({ 3, 5 }, { a:to_table()[1], b:to_table()[1] })
+    a:free(); b:free()
+  end)
+
+  it("keeps every tensor a dispatch declares: folded column sums in a row wait on their counters", function()
+    -- A folded layer_norm_backward declares ten tensors, its counter words (shared by
+    -- every call) the last; its outputs are fresh, so the counters are the one hazard
+    -- between two calls. Unordered, the second call's workgroups count in on words the
+    -- first still counts on (wrong column sums on a GPU; lavapipe runs them in order).
+    lumus.tune.layer_norm_backward(4, nil, { form = "fused", groups = 3, reduce = "fold" })
+    local x, dy, w = lumus.randn({ 30, 8 }), lumus.randn({ 30, 8 }), lumus.randn({ 8 })
+    local _, mean, invstd = lumus.layer_norm_forward(x, w)
+    lumus.layer_norm_backward(dy, x, mean, invstd, w)   -- makes the kept counters
+    local n = barriers(function()
+      lumus.layer_norm_backward(dy, x, mean, invstd, w)
+      lumus.layer_norm_backward(dy, x, mean, invstd, w)
+    end)
+    lumus.tune.layer_norm_backward(4, nil, {})
+    assert.are.equal(1, n)
+  end)
+end)

@@ -70,9 +70,10 @@ static int l_stream_stats(lua_State *L) {
     return 1;
 }
 
-/* tune.host_profile([{on = true}]) -> {on, record, records, submit, submits, wait, waits}:
- * host seconds spent recording dispatches (pipeline lookup, hazards, commands),
- * submitting and waiting while the profile is on. {on = true} zeroes the counts and turns
+/* tune.host_profile([{on = true}]) -> {on, record, records, submit, submits, wait, waits,
+ * barriers}: host seconds spent recording dispatches (pipeline lookup, hazards, commands),
+ * submitting and waiting while the profile is on, and the barriers the hazard tracking
+ * recorded between commands (each makes the next command wait for the ones before). {on = true} zeroes the counts and turns
  * it on; {} (or on = false) turns it off, keeping the counts; no argument reads them. */
 static int l_host_profile(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
@@ -83,7 +84,7 @@ static int l_host_profile(lua_State *L) {
         if (on) memset(&st->prof, 0, sizeof st->prof);
         st->prof.on = on;
     }
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushboolean(L, st->prof.on); lua_setfield(L, -2, "on");
     lua_pushnumber(L, st->prof.record); lua_setfield(L, -2, "record");
     lua_pushinteger(L, (lua_Integer)st->prof.records); lua_setfield(L, -2, "records");
@@ -91,6 +92,7 @@ static int l_host_profile(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)st->prof.submits); lua_setfield(L, -2, "submits");
     lua_pushnumber(L, st->prof.wait); lua_setfield(L, -2, "wait");
     lua_pushinteger(L, (lua_Integer)st->prof.waits); lua_setfield(L, -2, "waits");
+    lua_pushinteger(L, (lua_Integer)st->prof.barriers); lua_setfield(L, -2, "barriers");
     return 1;
 }
 

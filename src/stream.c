@@ -1,5 +1,6 @@
 /* The command stream (see stream.h). */
 #define _POSIX_C_SOURCE 200112L
+#include <assert.h>
 #include "stream.h"
 #include "context.h"
 #include "vkcheck.h"
@@ -294,11 +295,11 @@ uint64_t lm_stream_current_serial(lm_context *ctx) {
 
 static void add_use(lm_context *ctx, lm_storage *s, int write) {
     lm_stream *st = &ctx->stream;
-    if (st->nuse < (int)(sizeof st->use / sizeof st->use[0])) {
-        st->use[st->nuse].s = s;
-        st->use[st->nuse].write = write;
-        st->nuse++;
-    }
+    /* The callers declare at most LM_STREAM_USES (ops.h asserts it for dispatches). */
+    assert(st->nuse < LM_STREAM_USES);
+    st->use[st->nuse].s = s;
+    st->use[st->nuse].write = write;
+    st->nuse++;
 }
 
 void lm_stream_read(lm_context *ctx, lm_storage *s) { add_use(ctx, s, 0); }
@@ -318,6 +319,7 @@ void lm_stream_hazards(lm_context *ctx, VkCommandBuffer cb) {
     if (need) {
         full_barrier(cb, LM_DEVICE_ACCESS, LM_DEVICE_STAGES);
         st->epoch++;
+        if (st->prof.on) st->prof.barriers++;
     }
     if (st->recording) {
         /* Nothing runs until a replay, which sets the serials (capture.c). */

@@ -22,6 +22,9 @@
 #define LM_TIMESTAMPS 128
 #define LM_MAX_WAITS 16
 #define LM_HELD_MIN ((VkDeviceSize)64 << 20)
+/* Storages one recorded command may declare (a dispatch's reads and writes). Every use
+ * must be kept: a dropped one is a hazard without a barrier. */
+#define LM_STREAM_USES 16
 
 /* A batch is done once the timeline semaphore reaches its serial: no fence to reset or
  * signal per batch, and one counter read tells which of the ring's batches finished. */
@@ -64,7 +67,7 @@ typedef struct lm_stream {
     char failed[160];           /* a device failure to report at the next sync point */
     int lost;                   /* the device is lost: every later call fails */
     int next_slot;
-    struct { lm_storage *s; int write; } use[8];   /* storages the op being recorded uses */
+    struct { lm_storage *s; int write; } use[LM_STREAM_USES];   /* storages the op being recorded uses */
     int nuse;
     int spin;                   /* poll the timeline before sleeping (discrete GPUs) */
     int host_reads;             /* the batch being recorded writes memory the host maps */
@@ -89,7 +92,7 @@ typedef struct lm_stream {
     uint64_t replays;           /* recordings submitted so far */
     /* lumus.tune.host_profile (lumus_core.c): host seconds in each step of the stream,
      * counted only while on (bench/frame.lua's breakdown of an op's host cost). */
-    struct { int on; double record, submit, wait; uint64_t records, submits, waits; } prof;
+    struct { int on; double record, submit, wait; uint64_t records, submits, waits, barriers; } prof;
     /* tune.stream{submit_idle = k}: submit the batch after every k ops while the device
      * has nothing left to run, so it works while the host records the rest (0: off). */
     uint32_t submit_idle;

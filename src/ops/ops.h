@@ -7,6 +7,7 @@
 #include "../tensor.h"
 
 #define LM_LAUNCH_TENSORS 6
+_Static_assert(2 * LM_LAUNCH_TENSORS <= LM_STREAM_USES, "a dispatch's reads and writes must fit the stream's use list");
 
 /* One dispatch of an op: the shader variant and its specialization constants, the push
  * constants, the grid, and the tensors it reads and writes, from which the stream decides
