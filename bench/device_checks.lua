@@ -337,6 +337,47 @@ do
   end
 end
 
+-- layer_norm_backward's folded reduce (teams of workgroups counting themselves in on
+-- integer counters; the last of a team adds its rows, the last team writes dweight and
+-- dbias) against the same plan with the reduce stage as its own dispatch: dx the same bits
+-- (the fold changes only the column sums), dweight and dbias within 1e-6 of the column's
+-- sum of |dy * xhat| (|dy|) plus 1e-7 (float32 sums in two orders), and the folded result
+-- the same bits in 3 calls in a row (the order is the plan's, not the GPU's). Every form
+-- that folds, many groups, one group and a short last team included.
+do
+  for _, s in ipairs { { 8192, 768 }, { 4096, 4096 }, { 2028, 1028 }, { 20000, 2047 }, { 65536, 768 }, { 301, 97 },
+                       { 3, 5 }, { 9001, 803, "quad" }, { 1000, 96, "rows" }, { 777, 1000, "fused", 777 },
+                       { 5000, 256, "fused", 1 } } do
+    local R, D = s[1], s[2]
+    local x = lumus.randn({ R, D }) * 3 + 100
+    local dy, w = lumus.randn({ R, D }), lumus.randn({ D })
+    local _, m, r = lumus.layer_norm_forward(x, w)
+    local function run(reduce)
+      local plan = lumus.tune.layer_norm_backward(D, R, { form = s[3], groups = s[4], reduce = reduce })
+      return plan, { lumus.layer_norm_backward(dy, x, m, r, w) }
+    end
+    local plan, a = run("fold")
+    local same = true
+    for _ = 1, 3 do
+      local b = { lumus.layer_norm_backward(dy, x, m, r, w) }
+      for i = 1, 3 do same = same and a[i]:to_bytes() == b[i]:to_bytes() end
+      for i = 1, 3 do b[i]:free() end
+    end
+    local _, c = run("dispatch")
+    lumus.tune.layer_norm_backward(4, nil, {})
+    local xhat = (x - m:unsqueeze(2)) * r:unsqueeze(2)
+    local bw = lumus.sum(lumus.abs(dy * xhat), { dim = 1 }) * 1e-6 + 1e-7
+    local bb = lumus.sum(lumus.abs(dy), { dim = 1 }) * 1e-6 + 1e-7
+    local rw = lumus.max(lumus.abs(a[2] - c[2]) / bw):to_table()[1]
+    local rb = lumus.max(lumus.abs(a[3] - c[3]) / bb):to_table()[1]
+    local dx_same = a[1]:to_bytes() == c[1]:to_bytes()
+    check(plan.reduce == "fold" and same and dx_same and rw <= 1 and rb <= 1,
+      ("layer_norm_backward %dx%d %s groups %d reduce %s against a dispatch: same bits %s, dx same %s, dweight %.3g, dbias %.3g of bound"):format(
+        R, D, plan.form, plan.groups, plan.reduce, tostring(same), tostring(dx_same), rw, rb))
+    for _, t in ipairs { x, dy, w, m, r, xhat, bw, bb, a[1], a[2], a[3], c[1], c[2], c[3] } do t:free() end
+  end
+end
+
 -- layer_norm_forward: NaN rows, infinities, huge finite rows (every D class).
 for _, d in ipairs { 7, 64, 768, 4096, 65536 } do
   local function ln(fill)
