@@ -28,6 +28,8 @@
 // whole dweight from a row whose statistics are NaN).
 #if STAGE == 6
 #extension GL_EXT_shader_atomic_int64 : require
+#endif
+#if STAGE == 1 || STAGE == 5 || STAGE == 6 || STAGE == 7
 #extension GL_KHR_memory_scope_semantics : require
 #endif
 #extension GL_KHR_shader_subgroup_basic : require
@@ -138,9 +140,9 @@ const uint FOLD_TERMS = 8;   // ... and terms of each loaded at once: 32 loads i
 // the sum over i = 0 .. n-1 and f = 0 .. nf-1, in that order, of the partial word
 // half * groups * rw + (first + i * step) * rw + f * d + c (rw: words per partial row),
 // into the same word of row `first` (outputs false) or into dweight/dbias[c]. Loads are
-// atomics, which read device-coherent memory: other workgroups wrote these rows in this
-// dispatch, and a plain load may hit a line this multiprocessor cached before they did
-// (reduce.comp reads its states the same way).
+// relaxed device-scope atomic loads, which read device-coherent memory: other workgroups
+// wrote these rows in this dispatch, and a plain load may hit a line this multiprocessor
+// cached before they did (the split stage reads its neighbours' words the same way).
 void fold_sum(uint first, uint step, uint n, uint nf, uint w, bool outputs) {
     uint64_t rw = uint64_t(p.d) * uint64_t(p.fold);
     uint64_t half_words = uint64_t(p.groups) * rw;
@@ -161,7 +163,8 @@ void fold_sum(uint first, uint step, uint n, uint nf, uint w, bool outputs) {
                     v[cc * FOLD_TERMS + u] = 0.0;
                     if (k < terms && q0 + cc * WG < 2u * w) {
                         uint64_t off = at[cc] + uint64_t(k / nf) * uint64_t(step) * rw + uint64_t(k % nf) * uint64_t(p.d);
-                        v[cc * FOLD_TERMS + u] = uintBitsToFloat(atomicAdd(CounterWords(p.partial + off * 4ul).v[0], 0u));
+                        v[cc * FOLD_TERMS + u] = uintBitsToFloat(atomicLoad(CounterWords(p.partial + off * 4ul).v[0],
+                                                     gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
                     }
                 }
             for (uint cc = 0; cc < FOLD_COLS; ++cc)
