@@ -23,7 +23,9 @@
 -- bytes), half the copy time over the op's for sum and max (they read x once), 1.5 times
 -- it for layer_norm_backward (it reads x and dy and writes dx).
 -- For layer_norm the plan column gives each tuning's plan (variant/workgroup x items,
--- masked, lean masks, parts, float32 parameter copies: /c4 or /c1).
+-- masked, lean masks, parts, float32 parameter copies: /c4 or /c1); for
+-- layer_norm_backward form/workgroup x items, /p parts, /pf prefetch, /g groups and /fold
+-- where the column sums' reduce is folded into the main dispatch.
 local script_dir = (arg and arg[0] or ""):match("^(.*)[/\\][^/\\]*$") or "."
 package.path = script_dir .. "/?.lua;" .. package.path
 local common = require "common"
@@ -95,8 +97,8 @@ end
 local function plan_of(rows, d, dtype)
   if HOOKS[op] == "layer_norm_backward" then
     local p = lumus.tune.layer_norm_backward(d, rows)
-    return ("%s/%dx%d%s%s/g%d"):format(p.form, p.workgroup, p.items, p.parts and ("/p" .. p.parts) or "",
-      p.prefetch and "/pf" or "", p.groups)
+    return ("%s/%dx%d%s%s/g%d%s"):format(p.form, p.workgroup, p.items, p.parts and ("/p" .. p.parts) or "",
+      p.prefetch and "/pf" or "", p.groups, p.reduce == "fold" and "/fold" or "")
   end
   if HOOKS[op] ~= "layer_norm" then return "-" end
   local p = lumus.tune.layer_norm(d, nil, rows, dtype)
