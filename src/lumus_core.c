@@ -73,8 +73,9 @@ static int l_stream_stats(lua_State *L) {
 /* tune.host_profile([{on = true}]) -> {on, record, records, submit, submits, wait, waits,
  * barriers}: host seconds spent recording dispatches (pipeline lookup, hazards, commands),
  * submitting and waiting while the profile is on, and the barriers the hazard tracking
- * recorded between commands (each makes the next command wait for the ones before). {on = true} zeroes the counts and turns
- * it on; {} (or on = false) turns it off, keeping the counts; no argument reads them. */
+ * recorded between commands (each makes the next command wait for the ones before).
+ * {on = true} zeroes the counts and turns it on; {} (or on = false) turns it off, keeping
+ * the counts; no argument reads them. */
 static int l_host_profile(lua_State *L) {
     lm_context *ctx = lm_context_get(L);
     lm_stream *st = &ctx->stream;
