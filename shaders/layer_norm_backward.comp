@@ -131,7 +131,7 @@ void group_sum2(inout vec4 a, inout vec4 b) {
 // workgroup waits for another (the last of each count does the work), so nothing can
 // hang whatever the scheduling.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer CoherentFloats { float v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer CounterWords { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Words { uint v[]; };   // counters; partial floats as bits for atomic loads
 shared bool fold_last;
 const uint FOLD_COLS = 4;    // columns a thread adds at once
 const uint FOLD_TERMS = 8;   // ... and terms of each loaded at once: 32 loads in flight
@@ -163,7 +163,7 @@ void fold_sum(uint first, uint step, uint n, uint nf, uint w, bool outputs) {
                     v[cc * FOLD_TERMS + u] = 0.0;
                     if (k < terms && q0 + cc * WG < 2u * w) {
                         uint64_t off = at[cc] + uint64_t(k / nf) * uint64_t(step) * rw + uint64_t(k % nf) * uint64_t(p.d);
-                        v[cc * FOLD_TERMS + u] = uintBitsToFloat(atomicLoad(CounterWords(p.partial + off * 4ul).v[0],
+                        v[cc * FOLD_TERMS + u] = uintBitsToFloat(atomicLoad(Words(p.partial + off * 4ul).v[0],
                                                      gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed));
                     }
                 }
@@ -186,8 +186,8 @@ bool count_in(uint word, uint total) {
     memoryBarrierBuffer();
     barrier();
     if (gl_LocalInvocationID.x == 0u) {
-        fold_last = atomicAdd(CounterWords(p.stats).v[word], 1u) == total - 1u;
-        if (fold_last) atomicExchange(CounterWords(p.stats).v[word], 0u);
+        fold_last = atomicAdd(Words(p.stats).v[word], 1u) == total - 1u;
+        if (fold_last) atomicExchange(Words(p.stats).v[word], 0u);
     }
     barrier();
     bool last = fold_last;
